@@ -1,0 +1,48 @@
+# dealtrail: two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: demo test install lint typecheck schemas bench bench-stream kafka-fetch kafka-up kafka-down kafka-status clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/dealtrail demo --out out
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+schemas: $(STAMP)
+	$(BIN)/dealtrail export-schemas --out schemas/json
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_audit.py
+
+kafka-fetch:
+	ops/kafka/broker fetch
+
+kafka-up: $(STAMP)
+	ops/kafka/broker up
+
+kafka-down:
+	ops/kafka/broker down
+
+kafka-status: $(STAMP)
+	ops/kafka/broker status
+
+clean:
+	rm -rf out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,199 @@
+"""The ``dealtrail`` command line (typer). Each command is a few lines over one function."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from dealtrail.settings import load
+
+app = typer.Typer(
+    name="dealtrail",
+    help="Audit trail for casino table-game dealing procedures (58 Pa. Code): simulate, audit, report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def _when(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise _fail(f"{name} must be an ISO 8601 time, e.g. 2026-11-27T18:00:00+00:00; got {value!r}") from None
+    if t.tzinfo is None:
+        raise _fail(f"{name} needs a time zone (add +00:00 or Z): {value!r}")
+    return t
+
+
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option("--out", help="Event file to write (JSON Lines).")],
+    tables: Annotated[int, typer.Option(min=1, max=999, help="Tables on the floor.")] = 24,
+    hours: Annotated[float, typer.Option(min=0.05, max=24 * 14, help="Length of the shift (hours).")] = 8.0,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 7,
+    error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rounds with an injected error.")] = 0.05,
+    duplicate_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of events delivered twice.")] = 0.0,
+    truth: Annotated[Path | None, typer.Option(help="Write the expected findings here (JSON Lines).")] = None,
+) -> None:
+    """Simulate a casino floor: real rounds of the three games, with injected dealing errors."""
+    from dealtrail.simulator.run import write_simulation
+
+    n, expected = write_simulation(out, tables, hours, seed, error_rate, duplicate_rate, truth, console)
+    console.print(f"wrote {n:,} events to {out}" + (f" and {expected:,} expected findings to {truth}" if truth else ""))
+
+
+def _summary_table(summary: object) -> Table:
+    from dealtrail.audit import AuditSummary
+
+    assert isinstance(summary, AuditSummary)
+    t = Table(title="Findings detected (by game, rule, severity)")
+    for col in ("game", "rule", "severity", "findings"):
+        t.add_column(col, justify="right" if col == "findings" else "left")
+    for (game, rule, sev), n in sorted(summary.detections.items()):
+        t.add_row(game, rule, sev, f"{n:,}")
+    return t
+
+
+@app.command()
+def audit(
+    events: Annotated[Path, typer.Argument(help="Event file (JSON Lines).", exists=True, dir_okay=False)],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file to write.")] = None,
+    dead_letter: Annotated[Path | None, typer.Option(help="Rejected lines go here (JSON Lines).")] = None,
+) -> None:
+    """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
+    from dealtrail.audit import audit_file, latest_statuses
+    from projections.store import Store
+
+    db = db or load().db
+    dl_path = dead_letter or db.with_name(db.stem + ".rejected.jsonl")
+    try:
+        store = Store(db)
+    except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        raise _fail(f"cannot open {db} for writing: {exc}") from None
+    dl_path.parent.mkdir(parents=True, exist_ok=True)
+    with store, dl_path.open("w", encoding="utf-8") as dl, _progress() as progress:
+        task = progress.add_task("auditing", total=events.stat().st_size)
+        summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n))
+        statuses = latest_statuses(store)
+    console.print(_summary_table(summary))
+    by_sev: dict[str, int] = {}
+    for (_g, _r, sev), n in summary.detections.items():
+        by_sev[sev] = by_sev.get(sev, 0) + n
+    console.print(
+        f"events: {summary.events:,} accepted of {summary.lines:,} lines, {summary.tables} tables; "
+        f"findings: {sum(summary.detections.values()):,} "
+        f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
+    )
+    console.print(f"store {db}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())) + " (latest status)")
+    console.print(
+        f"written: {summary.written.events:,} events, {summary.written.findings:,} finding revisions, "
+        f"{summary.written.rounds:,} rounds (rows already stored are skipped)"
+    )
+    rejected = sum(summary.dead_letters.values())
+    detail = ", ".join(f"{k} {v}" for k, v in sorted(summary.dead_letters.items()))
+    console.print(f"dead letters: {rejected:,}" + (f" ({detail}) in {dl_path}" if rejected else ""))
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
+
+
+@app.command()
+def report(
+    db: Annotated[Path | None, typer.Option(help="DuckDB file to read (opened read-only).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for report.html, findings.csv, findings.parquet.")] = None,
+    from_: Annotated[str | None, typer.Option("--from", help="Start of the period (ISO 8601, inclusive).")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="End of the period (ISO 8601, exclusive).")] = None,
+) -> None:
+    """Write the compliance report (HTML, CSV, Parquet) for a period."""
+    from projections.report import write_report
+
+    settings = load()
+    db, out = db or settings.db, out or settings.out
+    try:
+        files = write_report(db, out, _when(from_, "--from"), _when(to, "--to"))
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"report: {files.html} ({files.findings:,} findings); data: {files.csv}, {files.parquet}")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Folder for everything the demo writes.")] = Path("out"),
+    seed: Annotated[int, typer.Option(help="Seed of the simulated shift.")] = 2026,
+) -> None:
+    """Simulate a shift (24 tables, 8 of each game, 8 hours), audit it and write the report."""
+    from dealtrail.audit import audit_file, latest_statuses
+    from dealtrail.simulator.run import write_simulation
+    from projections.report import write_report
+    from projections.store import Store
+
+    out.mkdir(parents=True, exist_ok=True)
+    events, truth, db = out / "events.jsonl", out / "truth.jsonl", out / "dealtrail.duckdb"
+    rejected = out / "rejected.jsonl"
+    if db.exists():
+        db.unlink()
+    n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
+    console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
+    with Store(db) as store, rejected.open("w", encoding="utf-8") as dl, _progress() as progress:
+        task = progress.add_task("auditing", total=events.stat().st_size)
+        summary = audit_file(events, store, dl, progress=lambda k: progress.advance(task, k))
+        statuses = latest_statuses(store)
+    console.print(_summary_table(summary))
+    files = write_report(db, out)
+    console.print(
+        f"audited {summary.events:,} events: {sum(summary.detections.values()):,} findings "
+        f"({', '.join(f'{k} {v:,}' for k, v in sorted(statuses.items()))})"
+    )
+    console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
+    console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
+
+
+@app.command("export-schemas")
+def export_schemas(
+    out: Annotated[Path, typer.Option(help="Folder for the JSON Schema files.")] = Path("schemas/json"),
+) -> None:
+    """Write the JSON Schema of every event, the finding and the table configuration."""
+    from schemas.export import write_schemas
+
+    written = write_schemas(out)
+    console.print(f"wrote {len(written)} JSON Schema files to {out}")
+
+
+def main() -> None:
+    """Entry point of the ``dealtrail`` console script."""
+    try:
+        app()
+    except BrokenPipeError:  # e.g. piped into head
+        sys.stderr.close()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

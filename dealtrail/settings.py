@@ -1,0 +1,64 @@
+"""Settings: one frozen pydantic-settings object, read by entry points only and passed down.
+
+Environment variables use the ``DEALTRAIL_`` prefix with ``__`` between section and name
+(``DEALTRAIL_KAFKA__SECURITY_PROTOCOL``); the bootstrap servers also have the short form
+``DEALTRAIL_KAFKA_BOOTSTRAP``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class KafkaSettings(BaseModel):
+    """How to reach the Kafka cluster (both the kafka-python and the aiokafka/Faust clients).
+
+    Attributes:
+        bootstrap: comma-separated ``host:port`` list.
+        security_protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+        sasl_mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with SASL_*).
+        sasl_username / sasl_password: SASL credentials (the password is never printed).
+        ssl_cafile / ssl_certfile / ssl_keyfile: PEM files for SSL.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    bootstrap: str = "127.0.0.1:9092"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+
+class Settings(BaseSettings):
+    """All dealtrail settings.
+
+    Attributes:
+        kafka: see :class:`KafkaSettings`; ``DEALTRAIL_KAFKA_BOOTSTRAP`` sets ``kafka.bootstrap``.
+        kafka_bootstrap: the short form of the bootstrap servers (wins when set).
+        db: default DuckDB file of ``audit``/``report``/``project``.
+        out: default output folder of ``report`` and ``demo``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore")
+
+    kafka: KafkaSettings = KafkaSettings()
+    kafka_bootstrap: str | None = Field(default=None, validation_alias=AliasChoices("DEALTRAIL_KAFKA_BOOTSTRAP"))
+    db: Path = Path("out/dealtrail.duckdb")
+    out: Path = Path("out")
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap servers in force."""
+        return self.kafka_bootstrap or self.kafka.bootstrap
+
+
+def load() -> Settings:
+    """Read the settings from the environment."""
+    return Settings()

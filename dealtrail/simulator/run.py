@@ -1,0 +1,60 @@
+"""Writes a simulated floor to JSON Lines (events, and the truth file of expected findings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dealtrail.simulator.floor import FloorSpec, Truth, simulate
+from schemas.codec import encode
+
+
+def write_simulation(
+    out: Path,
+    tables: int,
+    hours: float,
+    seed: int,
+    error_rate: float,
+    duplicate_rate: float = 0.0,
+    truth_path: Path | None = None,
+    console: Console | None = None,
+) -> tuple[int, int]:
+    """Simulate and write ``out`` (one event per line) and, if asked, the truth file.
+
+    The truth file holds one JSON object per expected finding (``rule_id``, ``table_id``,
+    ``round_id``, ``injected``), sorted by table, round and rule. Same arguments, same bytes.
+
+    Returns:
+        ``(events written, expected findings)``.
+    """
+    spec = FloorSpec(tables=tables, hours=hours, seed=seed, error_rate=error_rate, duplicate_rate=duplicate_rate)
+    truth: list[Truth] = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    progress = Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f} events"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=console is None,
+    )
+    with out.open("wb") as fh, progress:
+        task = progress.add_task("simulating", total=None)
+        for event in simulate(spec, truth):
+            fh.write(encode(event))
+            fh.write(b"\n")
+            n += 1
+            if n % 20_000 == 0:
+                progress.update(task, completed=n)
+    if truth_path is not None:
+        truth_path.parent.mkdir(parents=True, exist_ok=True)
+        rows = sorted(truth, key=lambda t: (t.table_id, t.round_id or "", t.rule_id, t.injected))
+        with truth_path.open("w", encoding="utf-8") as fh:
+            for t in rows:
+                fh.write(json.dumps(t.as_dict()) + "\n")
+    return n, len(truth)

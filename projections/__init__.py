@@ -1,0 +1,1 @@
+"""dealtrail projections: the DuckDB store (single writer), report queries and the compliance report."""

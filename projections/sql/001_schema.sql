@@ -1,0 +1,87 @@
+-- dealtrail DuckDB store: append-only facts written by one process (the audit or the projector).
+-- Readers open the file read-only.
+
+-- Grain: one row per distinct dealing event (event_id + payload hash). Upstream: the event file
+-- or the dealing-events topic. Exact redeliveries are dropped on insert; a conflicting event that
+-- reuses an event_id is kept beside the first (the engine raises DT-sequence-gap for it).
+CREATE TABLE IF NOT EXISTS events (
+    event_id      VARCHAR NOT NULL,
+    payload_hash  VARCHAR NOT NULL,
+    table_id      VARCHAR NOT NULL,
+    game          VARCHAR NOT NULL,
+    round_id      VARCHAR,
+    deck_id       VARCHAR,
+    seq           BIGINT NOT NULL,
+    type          VARCHAR NOT NULL,
+    occurred_at   TIMESTAMPTZ NOT NULL,
+    recorded_at   TIMESTAMPTZ NOT NULL,
+    actor_role    VARCHAR,
+    actor_id      VARCHAR,
+    payload       JSON NOT NULL
+);
+
+-- Grain: one row per finding revision (finding_id, revision). Upstream: the engine's findings
+-- (embedded audit) or the findings topic. Revision 0 is the detection; later revisions record
+-- remedied / overdue.
+CREATE TABLE IF NOT EXISTS findings (
+    finding_id            VARCHAR NOT NULL,
+    revision              INTEGER NOT NULL,
+    rule_id               VARCHAR NOT NULL,
+    citation              VARCHAR NOT NULL,
+    game                  VARCHAR NOT NULL,
+    severity              VARCHAR NOT NULL,
+    provisional           BOOLEAN NOT NULL,
+    table_id              VARCHAR NOT NULL,
+    round_id              VARCHAR,
+    status                VARCHAR NOT NULL,
+    message               VARCHAR NOT NULL,
+    required_remedy       VARCHAR,
+    evidence_event_ids    VARCHAR[] NOT NULL,
+    trigger_event_id      VARCHAR NOT NULL,
+    observed_at           TIMESTAMPTZ NOT NULL,
+    remedy_event_ids      VARCHAR[] NOT NULL,
+    remedy_delay_seconds  DOUBLE,
+    late                  BOOLEAN NOT NULL
+);
+
+-- Grain: one row per completed round (table_id, round_id). Upstream: the engine's round state
+-- at RoundCompleted.
+CREATE TABLE IF NOT EXISTS rounds (
+    table_id                VARCHAR NOT NULL,
+    round_id                VARCHAR NOT NULL,
+    game                    VARCHAR NOT NULL,
+    round_no                INTEGER NOT NULL,
+    dealer_id               VARCHAR NOT NULL,
+    dealing_method          VARCHAR NOT NULL,
+    deck_id                 VARCHAR,
+    started_at              TIMESTAMPTZ NOT NULL,
+    completed_at            TIMESTAMPTZ NOT NULL,
+    started_event_id        VARCHAR NOT NULL,
+    completed_event_id      VARCHAR NOT NULL,
+    exempt_from_stub_count  BOOLEAN NOT NULL,
+    stub_counted            BOOLEAN NOT NULL,
+    rounds_since_stub_count INTEGER NOT NULL,
+    voided                  BOOLEAN NOT NULL,
+    cards_dealt             INTEGER NOT NULL,
+    wagers                  INTEGER NOT NULL
+);
+
+-- Grain: one row per rejected input (source, position). Upstream: the audit's dead-letter file
+-- or the dead-letter topic. Nothing is dropped silently: the raw input is kept.
+CREATE TABLE IF NOT EXISTS dead_letters (
+    source      VARCHAR NOT NULL,
+    position    VARCHAR NOT NULL,
+    reason      VARCHAR NOT NULL,
+    detail      VARCHAR NOT NULL,
+    raw         VARCHAR NOT NULL,
+    raw_hash    VARCHAR NOT NULL
+);
+
+-- Grain: one row per (consumer, topic, partition): the next Kafka offset to read, written in the
+-- same transaction as the rows it covers (the projector commits to Kafka only after).
+CREATE TABLE IF NOT EXISTS offsets (
+    consumer    VARCHAR NOT NULL,
+    topic       VARCHAR NOT NULL,
+    partition   INTEGER NOT NULL,
+    next_offset BIGINT NOT NULL
+);

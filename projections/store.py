@@ -1,0 +1,276 @@
+"""The DuckDB store: append-only ``events``, ``findings``, ``rounds``, ``dead_letters`` and
+``offsets``, written in bulk by one writer process, read by everyone else read-only.
+
+Writes are idempotent: a batch inserts only rows whose keys are not yet stored (events by
+``event_id`` + payload hash, findings by ``finding_id`` + ``revision``, rounds by table and
+round, dead letters by source, position and content), so at-least-once delivery and re-audits
+add nothing twice. Bulk paths only: events go through ``read_json_objects`` over a staging
+file, the other tables through Arrow tables; never row-by-row ``executemany``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from schemas.findings import Finding
+
+FINDINGS_SCHEMA = pa.schema(
+    [
+        ("finding_id", pa.string()),
+        ("revision", pa.int32()),
+        ("rule_id", pa.string()),
+        ("citation", pa.string()),
+        ("game", pa.string()),
+        ("severity", pa.string()),
+        ("provisional", pa.bool_()),
+        ("table_id", pa.string()),
+        ("round_id", pa.string()),
+        ("status", pa.string()),
+        ("message", pa.string()),
+        ("required_remedy", pa.string()),
+        ("evidence_event_ids", pa.list_(pa.string())),
+        ("trigger_event_id", pa.string()),
+        ("observed_at", pa.timestamp("us", tz="UTC")),
+        ("remedy_event_ids", pa.list_(pa.string())),
+        ("remedy_delay_seconds", pa.float64()),
+        ("late", pa.bool_()),
+    ]
+)
+ROUNDS_SCHEMA = pa.schema(
+    [
+        ("table_id", pa.string()),
+        ("round_id", pa.string()),
+        ("game", pa.string()),
+        ("round_no", pa.int32()),
+        ("dealer_id", pa.string()),
+        ("dealing_method", pa.string()),
+        ("deck_id", pa.string()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("completed_at", pa.timestamp("us", tz="UTC")),
+        ("started_event_id", pa.string()),
+        ("completed_event_id", pa.string()),
+        ("exempt_from_stub_count", pa.bool_()),
+        ("stub_counted", pa.bool_()),
+        ("rounds_since_stub_count", pa.int32()),
+        ("voided", pa.bool_()),
+        ("cards_dealt", pa.int32()),
+        ("wagers", pa.int32()),
+    ]
+)
+DEAD_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("position", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
+OFFSETS_SCHEMA = pa.schema(
+    [("consumer", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("next_offset", pa.int64())]
+)
+
+
+def finding_row(f: Finding) -> dict[str, Any]:
+    """A :class:`Finding` as a row of the ``findings`` table."""
+    return {
+        "finding_id": f.finding_id,
+        "revision": f.revision,
+        "rule_id": f.rule_id,
+        "citation": f.citation,
+        "game": f.game.value,
+        "severity": f.severity.value,
+        "provisional": f.provisional,
+        "table_id": f.table_id,
+        "round_id": f.round_id,
+        "status": f.status.value,
+        "message": f.message,
+        "required_remedy": f.required_remedy,
+        "evidence_event_ids": list(f.evidence_event_ids),
+        "trigger_event_id": f.trigger_event_id,
+        "observed_at": f.observed_at,
+        "remedy_event_ids": list(f.remedy_event_ids),
+        "remedy_delay_seconds": f.remedy_delay_seconds,
+        "late": f.late,
+    }
+
+
+@dataclass
+class BatchCounts:
+    """Rows a batch actually added (after de-duplication)."""
+
+    events: int = 0
+    findings: int = 0
+    rounds: int = 0
+    dead_letters: int = 0
+
+    def add(self, other: BatchCounts) -> None:
+        """Accumulate another batch's counts."""
+        self.events += other.events
+        self.findings += other.findings
+        self.rounds += other.rounds
+        self.dead_letters += other.dead_letters
+
+
+def _sql(name: str) -> str:
+    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def connect_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
+    """Open an existing store read-only (reports, replay, verify).
+
+    Raises:
+        FileNotFoundError: there is no store at ``path``.
+    """
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no dealtrail database at {path}")
+    return duckdb.connect(str(path), read_only=True)
+
+
+class Store:
+    """The single writer of a dealtrail DuckDB file.
+
+    Args:
+        path: the database file (created with owner-only permissions if new).
+
+    Raises:
+        duckdb.IOException: another process holds the file open for writing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        new = not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(self.path))
+        if new:
+            with contextlib.suppress(OSError):
+                self.path.chmod(0o600)
+        self.con.execute(_sql("001_schema.sql"))
+        self.con.execute(_sql("002_views.sql"))
+        self._stage_dir = tempfile.TemporaryDirectory(prefix="dealtrail-stage-")
+        self._stage = Path(self._stage_dir.name) / "events.jsonl"
+
+    def close(self) -> None:
+        """Checkpoint and close the file."""
+        self.con.execute("CHECKPOINT")
+        self.con.close()
+        self._stage_dir.cleanup()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write_batch(
+        self,
+        raw_events: Sequence[bytes],
+        findings: Iterable[Finding] = (),
+        rounds: Sequence[dict[str, Any]] = (),
+        dead_letters: Sequence[dict[str, Any]] = (),
+        offsets: Sequence[dict[str, Any]] = (),
+    ) -> BatchCounts:
+        """Write one batch in one transaction; rows already stored are skipped.
+
+        Args:
+            raw_events: validated events as JSON bytes, one document each (no newlines inside).
+            findings: finding revisions.
+            rounds: rows of the ``rounds`` table (see ``ROUNDS_SCHEMA``).
+            dead_letters: rows with source, position, reason, detail, raw.
+            offsets: Kafka positions covered by this batch (consumer, topic, partition,
+                next_offset), committed with the rows.
+
+        Returns:
+            How many rows each table gained.
+        """
+        counts = BatchCounts()
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if raw_events:
+                counts.events = self._insert_events(raw_events)
+            rows = [finding_row(f) for f in findings]
+            if rows:
+                con.register("findings_batch", pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
+                counts.findings = self._count(
+                    """INSERT INTO findings SELECT b.* FROM (
+                           SELECT * FROM findings_batch
+                           QUALIFY row_number() OVER (PARTITION BY finding_id, revision) = 1) b
+                       ANTI JOIN findings f USING (finding_id, revision)"""
+                )
+            if rounds:
+                con.register("rounds_batch", pa.Table.from_pylist(list(rounds), schema=ROUNDS_SCHEMA))
+                counts.rounds = self._count(
+                    """INSERT INTO rounds SELECT b.* FROM (
+                           SELECT * FROM rounds_batch
+                           QUALIFY row_number() OVER (PARTITION BY table_id, round_id) = 1) b
+                       ANTI JOIN rounds r USING (table_id, round_id)"""
+                )
+            if dead_letters:
+                con.register("dead_batch", pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA))
+                counts.dead_letters = self._count(
+                    """INSERT INTO dead_letters
+                       SELECT b.* FROM (
+                           SELECT source, position, reason, detail, raw, md5(raw) AS raw_hash FROM dead_batch
+                           QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw)) = 1) b
+                       ANTI JOIN dead_letters d USING (source, position, raw_hash)"""
+                )
+            if offsets:
+                con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
+                con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            for view in ("findings_batch", "rounds_batch", "dead_batch", "offsets_batch"):
+                con.unregister(view)
+        return counts
+
+    def _count(self, sql: str) -> int:
+        row = self.con.execute(sql).fetchone()
+        return int(row[0]) if row else 0
+
+    def _insert_events(self, raw_events: Sequence[bytes]) -> int:
+        with self._stage.open("wb") as fh:
+            for raw in raw_events:
+                fh.write(raw.rstrip(b"\r\n"))
+                fh.write(b"\n")
+        return self._count(
+            f"""INSERT INTO events
+                SELECT b.* FROM (
+                    SELECT j->>'event_id' AS event_id,
+                           md5(j::VARCHAR) AS payload_hash,
+                           j->>'table_id' AS table_id,
+                           j->>'game' AS game,
+                           j->>'round_id' AS round_id,
+                           j->>'deck_id' AS deck_id,
+                           CAST(j->>'seq' AS BIGINT) AS seq,
+                           j->>'type' AS type,
+                           CAST(j->>'occurred_at' AS TIMESTAMPTZ) AS occurred_at,
+                           CAST(j->>'recorded_at' AS TIMESTAMPTZ) AS recorded_at,
+                           j->'actor'->>'role' AS actor_role,
+                           j->'actor'->>'id' AS actor_id,
+                           j AS payload
+                    FROM (SELECT json AS j FROM read_json_objects('{self._stage}', format='newline_delimited'))
+                    QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash) = 1
+                ) b
+                ANTI JOIN events e USING (event_id, payload_hash)"""
+        )
+
+    def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition) for ``consumer``, as stored."""
+        rows = self.con.execute(
+            "SELECT topic, partition, next_offset FROM dim_offsets WHERE consumer = ?", [consumer]
+        ).fetchall()
+        return {(t, int(p)): int(o) for t, p, o in rows}

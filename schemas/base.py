@@ -1,0 +1,136 @@
+"""Shared building blocks of every dealtrail event: enums, value types and the envelope.
+
+Only the standard library and pydantic are imported here (checked by a test). Nothing in this
+package reads the clock or makes IDs: the producer stamps ``event_id``, ``occurred_at`` and
+``recorded_at``, so a replay of stored events is byte-for-byte the same.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+
+class Game(StrEnum):
+    """The three seed games (rulebook section 1).
+
+    ``TCP`` is Three Card Prime (58 Pa. Code Chapter 679a), ``C691`` the 54-card community-card
+    game of Chapter 691, ``PGP`` Pai Gow Poker (Chapter 645a).
+    """
+
+    TCP = "TCP"
+    C691 = "C691"
+    PGP = "PGP"
+
+
+class Source(StrEnum):
+    """Where an event was captured."""
+
+    MANUAL = "MANUAL"
+    SHUFFLER = "SHUFFLER"
+    SHOE = "SHOE"
+    RFID = "RFID"
+    VIDEO = "VIDEO"
+    SYSTEM = "SYSTEM"
+
+
+class ActorRole(StrEnum):
+    """Who performed the action an event records."""
+
+    DEALER = "DEALER"
+    FLOOR = "FLOOR"
+    PLAYER = "PLAYER"
+    DEVICE = "DEVICE"
+    SURVEILLANCE = "SURVEILLANCE"
+
+
+class DealingMethod(StrEnum):
+    """How the cards of a round leave the deck: from the dealer's hand or from a dealing shoe."""
+
+    HAND = "HAND"
+    MANUAL_SHOE = "MANUAL_SHOE"
+    AUTO_SHOE = "AUTO_SHOE"
+
+
+class WagerType(StrEnum):
+    """Wager types of the three games (TCP: Ante, Play, Prime, Pair Bonus, All-Six; PGP dice wagers)."""
+
+    ANTE = "ANTE"
+    PLAY = "PLAY"
+    PRIME = "PRIME"
+    PAIR_BONUS = "PAIR_BONUS"
+    ALL_SIX = "ALL_SIX"
+    MAIN = "MAIN"
+    SUM = "SUM"
+    MATCH = "MATCH"
+    BEAT_IT = "BEAT_IT"
+
+
+DICE_WAGERS = frozenset({WagerType.SUM, WagerType.MATCH, WagerType.BEAT_IT})
+"""Wagers resolved on the dice outcome (58 Pa. Code § 645c.2)."""
+
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")]
+"""An opaque identifier: event, table, round, deck, device, wager or person ID."""
+
+Card = Annotated[str, StringConstraints(pattern=r"^(?:[2-9TJQKA][CDHS]|JK|UNKNOWN)$")]
+"""A card as rank+suit (``"AS"``, ``"TD"``), ``"JK"`` for a joker, or ``"UNKNOWN"`` when the face
+was not recorded."""
+
+Area = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(?:SEAT_[1-9]|DEALER|BANK|BURN|COMMUNITY_[1-9]|PAIR_BONUS_COMMUNITY|PAIR_BONUS_4TH_[1-9]|STACK_[1-9])$"
+    ),
+]
+"""A layout area a card is dealt to: ``SEAT_k`` (a player's hand), ``DEALER``, ``BANK``, ``BURN``,
+``COMMUNITY_j``, ``PAIR_BONUS_COMMUNITY``, ``PAIR_BONUS_4TH_k`` (the fourth-card area of seat k)
+or ``STACK_s`` (Pai Gow stack s)."""
+
+Position = Annotated[str, StringConstraints(pattern=r"^(?:SEAT_[1-9]|DEALER|BANK)$")]
+"""A betting position or the dealer/bank: ``SEAT_k``, ``DEALER`` or ``BANK``."""
+
+
+class Frozen(BaseModel):
+    """Base of every schema model: immutable, unknown fields rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Actor(Frozen):
+    """The person or device behind an event (``role`` and an opaque ``id``)."""
+
+    role: ActorRole
+    id: Identifier
+
+
+class Envelope(Frozen):
+    """The common envelope of every dealing event (rulebook section 4).
+
+    Fields:
+        event_id: unique ID (a ULID from the producer); the idempotency key everywhere.
+        table_id: the gaming table; the Kafka key, so one partition holds a table's events in order.
+        game: the game the table deals.
+        round_id: the round the event belongs to, or None for table-level events.
+        deck_id: the deck the event concerns, or None.
+        seq: per-table sequence number, 1, 2, 3, ... without gaps (DT-sequence-gap otherwise).
+        occurred_at: when it happened at the table (timezone-aware).
+        recorded_at: when the capture system recorded it (timezone-aware).
+        source: capture channel; actor: who did it.
+        schema_version: version of this event type's schema (upcasters lift older payloads).
+        corrects: event_id of an earlier event this one amends (history is never edited).
+    """
+
+    event_id: Identifier
+    table_id: Identifier
+    game: Game
+    round_id: Identifier | None = None
+    deck_id: Identifier | None = None
+    seq: Annotated[int, Field(ge=1, le=2**62)]
+    occurred_at: AwareDatetime
+    recorded_at: AwareDatetime
+    source: Source
+    actor: Actor
+    schema_version: Annotated[int, Field(ge=1)] = 1
+    corrects: Identifier | None = None

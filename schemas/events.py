@@ -1,0 +1,518 @@
+"""The dealing-event vocabulary (rulebook section 4) as frozen pydantic models.
+
+Every event is a past-tense fact with the common :class:`~schemas.base.Envelope` and a ``type``
+tag; :data:`DealingEvent` is the discriminated union over the tag. Names that differ from the
+rulebook's proposal are listed in ``docs/event-mapping.md``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from schemas.base import Area, Card, DealingMethod, Envelope, Identifier, Position, WagerType
+from schemas.config import TableConfig
+
+Count = Annotated[int, Field(ge=0, le=1000)]
+"""A number of cards (cards)."""
+
+
+class DeviceType(StrEnum):
+    """Kinds of table device."""
+
+    SHUFFLER = "SHUFFLER"
+    AUTO_SHOE = "AUTO_SHOE"
+    SHAKER = "SHAKER"
+    RNG = "RNG"
+
+
+class ShuffleMethod(StrEnum):
+    """Manual shuffle or an automated card shuffling device."""
+
+    MANUAL = "MANUAL"
+    AUTOMATED = "AUTOMATED"
+
+
+class ShuffleMode(StrEnum):
+    """Mode an automated card shuffling device ran in; SORT is not a shuffle."""
+
+    SHUFFLE = "SHUFFLE"
+    SORT = "SORT"
+
+
+class Face(StrEnum):
+    """Which way up a card was dealt."""
+
+    DOWN = "DOWN"
+    UP = "UP"
+
+
+class TableConfigured(Envelope):
+    """The table was configured (or reconfigured) under a Rules Submission."""
+
+    type: Literal["TableConfigured"] = "TableConfigured"
+    config: TableConfig
+
+
+class DeviceRegistered(Envelope):
+    """A device was put on the table: shuffler, automated dealing shoe, dice shaker or RNG.
+
+    ``counts_each_shuffle`` and ``indicates_full_deck`` together make a counting shuffler, which
+    lifts the 5-round stub-count duty (§ 679a.9(d)).
+    """
+
+    type: Literal["DeviceRegistered"] = "DeviceRegistered"
+    device_id: Identifier
+    device_type: DeviceType
+    counts_each_shuffle: bool = False
+    indicates_full_deck: bool = False
+    approved: bool = True
+
+
+class DeckIntroduced(Envelope):
+    """A deck (``deck_id`` in the envelope) was brought to the table."""
+
+    type: Literal["DeckIntroduced"] = "DeckIntroduced"
+    declared_count: Annotated[int, Field(ge=1, le=520)]
+    jokers: Annotated[int, Field(ge=0, le=10)] | None = None
+    """Jokers in the deck; None means ``declared_count - 52`` (0 for 52, 2 for 54, 1 for 53)."""
+    back_colour: Annotated[str, Field(max_length=32)] | None = None
+    preshuffled: bool = False
+
+
+class DeckRemoved(Envelope):
+    """The deck (``deck_id``) was removed from the table."""
+
+    type: Literal["DeckRemoved"] = "DeckRemoved"
+    reason_code: Identifier
+    rule_id: Annotated[str, Field(max_length=80)] | None = None
+
+
+class ShuffleStarted(Envelope):
+    """A shuffle of the deck began (manual, or in the named automated card shuffling device)."""
+
+    type: Literal["ShuffleStarted"] = "ShuffleStarted"
+    method: ShuffleMethod
+    device_id: Identifier | None = None
+
+
+class ShuffleCompleted(Envelope):
+    """A shuffle of the deck finished.
+
+    ``device_card_count`` (cards) and ``device_full_deck_ok`` are the counting shuffler's report
+    for this shuffle; None when the device did not report.
+    """
+
+    type: Literal["ShuffleCompleted"] = "ShuffleCompleted"
+    method: ShuffleMethod
+    device_id: Identifier | None = None
+    device_card_count: Count | None = None
+    device_full_deck_ok: bool | None = None
+    mode: ShuffleMode = ShuffleMode.SHUFFLE
+
+
+class ShufflerFaulted(Envelope):
+    """An automated card shuffling device signalled a fault (rulebook: ``ShufflerFault``)."""
+
+    type: Literal["ShufflerFaulted"] = "ShufflerFaulted"
+    device_id: Identifier
+    fault: Literal["JAM", "STOPPED", "INCOMPLETE_CYCLE", "COUNT_ERROR", "WRONG_MODE"]
+    indicator: Annotated[str, Field(max_length=64)] | None = None
+    acknowledged_by: Identifier | None = None
+
+
+class AutoShoeFaulted(Envelope):
+    """An automated dealing shoe jammed, stopped or failed to deal all cards (rulebook: ``AutoShoeFault``)."""
+
+    type: Literal["AutoShoeFaulted"] = "AutoShoeFaulted"
+    device_id: Identifier
+    fault: Literal["JAM", "STOPPED", "FAILED_TO_DEAL_ALL"]
+    cards_dealt_so_far: Count = 0
+
+
+class CardsRemovedFromDevice(Envelope):
+    """Cards (``count``, cards) were taken out of a device after a fault."""
+
+    type: Literal["CardsRemovedFromDevice"] = "CardsRemovedFromDevice"
+    device_id: Identifier
+    count: Count
+
+
+class DeviceTakenOutOfService(Envelope):
+    """A device was taken out of service (rulebook: ``DeviceOutOfService``), covered or signed."""
+
+    type: Literal["DeviceTakenOutOfService"] = "DeviceTakenOutOfService"
+    device_id: Identifier
+    covered: bool
+    out_of_order_sign: bool
+
+
+class DeviceReturnedToService(Envelope):
+    """A device was put back into service."""
+
+    type: Literal["DeviceReturnedToService"] = "DeviceReturnedToService"
+    device_id: Identifier
+
+
+class RoundStarted(Envelope):
+    """A round of play began (``round_id`` and ``deck_id`` in the envelope)."""
+
+    type: Literal["RoundStarted"] = "RoundStarted"
+    round_no: Annotated[int, Field(ge=1)]
+    dealing_method: DealingMethod
+    dealer_id: Identifier
+
+
+class WagerPlaced(Envelope):
+    """A wager was placed; ``amount`` in cents."""
+
+    type: Literal["WagerPlaced"] = "WagerPlaced"
+    wager_id: Identifier
+    seat: Position
+    player_seated: bool = True
+    wager_type: WagerType
+    amount: Annotated[int, Field(ge=0, le=10**10)]
+    instrument: Literal["CHIPS", "PLAQUE", "APPROVED_INSTRUMENT", "CASH_VERBAL"] = "CHIPS"
+
+
+class WagerChanged(Envelope):
+    """An existing wager's amount (cents) was changed."""
+
+    type: Literal["WagerChanged"] = "WagerChanged"
+    wager_id: Identifier
+    seat: Position
+    wager_type: WagerType
+    amount: Annotated[int, Field(ge=0, le=10**10)]
+
+
+class WagerWithdrawn(Envelope):
+    """A wager was taken back."""
+
+    type: Literal["WagerWithdrawn"] = "WagerWithdrawn"
+    wager_id: Identifier
+    seat: Position
+    wager_type: WagerType
+
+
+class NoMoreBetsAnnounced(Envelope):
+    """The dealer announced "no more bets"."""
+
+    type: Literal["NoMoreBetsAnnounced"] = "NoMoreBetsAnnounced"
+
+
+class DeckHeld(Envelope):
+    """The dealer took the deck into a hand (§ 679a.9(a)(2)); where it was held."""
+
+    type: Literal["DeckHeld"] = "DeckHeld"
+    hand: Literal["LEFT", "RIGHT"]
+    over_inventory_container: bool = True
+    in_front_of_dealer: bool = True
+
+
+class CardDealt(Envelope):
+    """One card left the deck or shoe for an area of the layout."""
+
+    type: Literal["CardDealt"] = "CardDealt"
+    deal_index: Annotated[int, Field(ge=1, le=1000)]
+    dealt_from: Literal["DECK_IN_HAND", "MANUAL_SHOE", "AUTO_SHOE"] = "DECK_IN_HAND"
+    to_area: Area
+    face: Face = Face.DOWN
+    card: Card = "UNKNOWN"
+
+
+class StackDelivered(Envelope):
+    """A Pai Gow stack (``stack_index``) of ``card_count`` cards was delivered to a position."""
+
+    type: Literal["StackDelivered"] = "StackDelivered"
+    stack_index: Annotated[int, Field(ge=1, le=9)]
+    card_count: Count
+    to_position: Position
+
+
+class CardExposed(Envelope):
+    """A card was exposed; ``seat`` names the player when ``location`` is PLAYER_HAND."""
+
+    type: Literal["CardExposed"] = "CardExposed"
+    card: Card = "UNKNOWN"
+    location: Literal["PLAYER_HAND", "DEALER_HAND", "BANK_HAND", "STUB", "DECK", "SHOE", "STACK"]
+    seat: Position | None = None
+    exposed_by: Literal["DEALER", "PLAYER", "DEVICE"] = "DEALER"
+    phase: Literal["DEAL", "STACK_DEAL", "PLAY", "SETTLEMENT"] = "DEAL"
+
+
+class CardFoundFaceUp(Envelope):
+    """A card was found face up in the shoe or deck while dealing (§ 645a.14(f))."""
+
+    type: Literal["CardFoundFaceUp"] = "CardFoundFaceUp"
+    location: Literal["SHOE", "DECK"]
+    card: Card = "UNKNOWN"
+
+
+class CardDrawnInError(Envelope):
+    """A card was drawn in error (§ 645a.14(g)) and what was done with it."""
+
+    type: Literal["CardDrawnInError"] = "CardDrawnInError"
+    face_exposed: bool
+    disposition: Literal["USED_AS_NEXT", "DISCARDED"]
+
+
+class StubCounted(Envelope):
+    """The dealer counted the stub: ``count`` cards (§ 679a.9(d))."""
+
+    type: Literal["StubCounted"] = "StubCounted"
+    count: Count
+    method: Literal["FACE_DOWN_ON_LAYOUT", "OTHER"] = "FACE_DOWN_ON_LAYOUT"
+    exposed: bool = False
+
+
+class MisdealDetermined(Envelope):
+    """The dealer's determination after a wrong stub count (§ 679a.9(f))."""
+
+    type: Literal["MisdealDetermined"] = "MisdealDetermined"
+    misdealt: bool
+    dealer_reconciled_total: Count
+
+
+class StubDiscarded(Envelope):
+    """The stub was placed in the discard rack, exposed or not."""
+
+    type: Literal["StubDiscarded"] = "StubDiscarded"
+    exposed: bool = False
+
+
+class DiceShaken(Envelope):
+    """The Pai Gow shaker was shaken ``shake_count`` times."""
+
+    type: Literal["DiceShaken"] = "DiceShaken"
+    shaker_id: Identifier
+    shake_count: Annotated[int, Field(ge=0, le=100)]
+    mode: Literal["MANUAL", "PLAYER_ACTIVATED"] = "MANUAL"
+
+
+class DiceRevealed(Envelope):
+    """The shaker was uncovered: the three dice values, whether all lay flat and whether one fell out."""
+
+    type: Literal["DiceRevealed"] = "DiceRevealed"
+    values: tuple[
+        Annotated[int, Field(ge=1, le=6)], Annotated[int, Field(ge=1, le=6)], Annotated[int, Field(ge=1, le=6)]
+    ]
+    all_flat: bool = True
+    die_out_of_shaker: bool = False
+
+
+class NoRollCalled(Envelope):
+    """The dealer called "no roll" (§ 645a.14(a)-(b))."""
+
+    type: Literal["NoRollCalled"] = "NoRollCalled"
+    reason: Literal["NOT_FLAT", "OUT_OF_SHAKER"]
+
+
+class DiceValuesAnnounced(Envelope):
+    """The dealer announced each die's value (§ 645c.2(g))."""
+
+    type: Literal["DiceValuesAnnounced"] = "DiceValuesAnnounced"
+    values: tuple[int, int, int]
+
+
+class DiceTotalAnnounced(Envelope):
+    """The dealer announced the dice total used to find the starting position (§ 645a.14(c))."""
+
+    type: Literal["DiceTotalAnnounced"] = "DiceTotalAnnounced"
+    total: Annotated[int, Field(ge=0, le=100)]
+
+
+class RngNumberDisplayed(Envelope):
+    """A random number generator displayed the count for the starting position (provisional)."""
+
+    type: Literal["RngNumberDisplayed"] = "RngNumberDisplayed"
+    number: Annotated[int, Field(ge=1, le=100)]
+
+
+class StartingPositionDetermined(Envelope):
+    """The dealer determined the position that gets the first stack."""
+
+    type: Literal["StartingPositionDetermined"] = "StartingPositionDetermined"
+    position: Position
+    basis: Literal["DICE", "RNG"] = "DICE"
+
+
+class PlayerViewedCards(Envelope):
+    """The player at ``seat`` looked at the cards."""
+
+    type: Literal["PlayerViewedCards"] = "PlayerViewedCards"
+    seat: Position
+
+
+class PlayerVoidDecided(Envelope):
+    """A player with an exposed card chose to play out or void the hand (rulebook: ``PlayerVoidDecision``)."""
+
+    type: Literal["PlayerVoidDecided"] = "PlayerVoidDecided"
+    seat: Position
+    decision: Literal["PLAY_OUT", "VOID"]
+
+
+class HandSet(Envelope):
+    """A Pai Gow hand was set into a five-card and a two-card hand.
+
+    ``matches_house_way`` is the verdict of the table's house-way check (the certificate holder's
+    required setting, ``house_way_id``) for the dealer's or bank's hand; None for player hands.
+    """
+
+    type: Literal["HandSet"] = "HandSet"
+    owner: Position
+    five_card: tuple[Card, ...] = ()
+    two_card: tuple[Card, ...] = ()
+    matches_house_way: bool | None = None
+
+
+class HandReset(Envelope):
+    """A hand was reset per the house way (§ 645a.14(i))."""
+
+    type: Literal["HandReset"] = "HandReset"
+    owner: Position
+    reason: Literal["HOUSE_WAY"] = "HOUSE_WAY"
+
+
+class PlayerDecided(Envelope):
+    """A Three Card Prime player decided to play or fold (rulebook: ``PlayerDecision``)."""
+
+    type: Literal["PlayerDecided"] = "PlayerDecided"
+    seat: Position
+    decision: Literal["PLAY", "FOLD"]
+
+
+class RoundVoided(Envelope):
+    """Hands were declared void: all hands, or one seat's (``scope`` = ``SEAT_k``)."""
+
+    type: Literal["RoundVoided"] = "RoundVoided"
+    scope: Annotated[str, Field(pattern=r"^(?:ALL_HANDS|SEAT_[1-9])$")]
+    reason_code: Identifier
+    rule_id: Annotated[str, Field(max_length=80)] | None = None
+
+
+class WagersReturned(Envelope):
+    """The listed wagers were returned to the players."""
+
+    type: Literal["WagersReturned"] = "WagersReturned"
+    wager_ids: Annotated[tuple[Identifier, ...], Field(max_length=200)]
+
+
+class ReshuffleOrdered(Envelope):
+    """A reshuffle was ordered after an irregularity."""
+
+    type: Literal["ReshuffleOrdered"] = "ReshuffleOrdered"
+    reason_code: Identifier
+    rule_id: Annotated[str, Field(max_length=80)] | None = None
+
+
+class WagerSettled(Envelope):
+    """A wager was settled; ``payout`` in cents."""
+
+    type: Literal["WagerSettled"] = "WagerSettled"
+    wager_id: Identifier
+    outcome: Literal["WIN", "LOSS", "PUSH"]
+    payout: Annotated[int, Field(ge=0, le=10**12)] = 0
+
+
+class RoundCompleted(Envelope):
+    """The round of play was completed."""
+
+    type: Literal["RoundCompleted"] = "RoundCompleted"
+
+
+EVENT_TYPES: tuple[type[Envelope], ...] = (
+    TableConfigured,
+    DeviceRegistered,
+    DeckIntroduced,
+    DeckRemoved,
+    ShuffleStarted,
+    ShuffleCompleted,
+    ShufflerFaulted,
+    AutoShoeFaulted,
+    CardsRemovedFromDevice,
+    DeviceTakenOutOfService,
+    DeviceReturnedToService,
+    RoundStarted,
+    WagerPlaced,
+    WagerChanged,
+    WagerWithdrawn,
+    NoMoreBetsAnnounced,
+    DeckHeld,
+    CardDealt,
+    StackDelivered,
+    CardExposed,
+    CardFoundFaceUp,
+    CardDrawnInError,
+    StubCounted,
+    MisdealDetermined,
+    StubDiscarded,
+    DiceShaken,
+    DiceRevealed,
+    NoRollCalled,
+    DiceValuesAnnounced,
+    DiceTotalAnnounced,
+    RngNumberDisplayed,
+    StartingPositionDetermined,
+    PlayerViewedCards,
+    PlayerVoidDecided,
+    HandSet,
+    HandReset,
+    PlayerDecided,
+    RoundVoided,
+    WagersReturned,
+    ReshuffleOrdered,
+    WagerSettled,
+    RoundCompleted,
+)
+"""Every event class, in vocabulary order."""
+
+DealingEvent = Annotated[
+    TableConfigured
+    | DeviceRegistered
+    | DeckIntroduced
+    | DeckRemoved
+    | ShuffleStarted
+    | ShuffleCompleted
+    | ShufflerFaulted
+    | AutoShoeFaulted
+    | CardsRemovedFromDevice
+    | DeviceTakenOutOfService
+    | DeviceReturnedToService
+    | RoundStarted
+    | WagerPlaced
+    | WagerChanged
+    | WagerWithdrawn
+    | NoMoreBetsAnnounced
+    | DeckHeld
+    | CardDealt
+    | StackDelivered
+    | CardExposed
+    | CardFoundFaceUp
+    | CardDrawnInError
+    | StubCounted
+    | MisdealDetermined
+    | StubDiscarded
+    | DiceShaken
+    | DiceRevealed
+    | NoRollCalled
+    | DiceValuesAnnounced
+    | DiceTotalAnnounced
+    | RngNumberDisplayed
+    | StartingPositionDetermined
+    | PlayerViewedCards
+    | PlayerVoidDecided
+    | HandSet
+    | HandReset
+    | PlayerDecided
+    | RoundVoided
+    | WagersReturned
+    | ReshuffleOrdered
+    | WagerSettled
+    | RoundCompleted,
+    Field(discriminator="type"),
+]
+"""The discriminated union of all dealing events, tagged by ``type``."""
+
+EVENT_TYPE_NAMES: frozenset[str] = frozenset(cls.__name__ for cls in EVENT_TYPES)

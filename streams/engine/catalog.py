@@ -1,0 +1,527 @@
+"""The rule catalogue: every rule ID of rulebook sections 6, 7 and 8a with its citation,
+severity, paraphrase and the remedy the regulation demands.
+
+Reports, the incident replay and findings read citations and paraphrases from here, so a rule's
+wording lives in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from schemas.base import Game
+from schemas.findings import Severity
+
+
+class Remedy(StrEnum):
+    """A step the regulation requires after an irregularity (rulebook sections 3 and 6)."""
+
+    VOID_ALL = "VOID_ALL"
+    """``RoundVoided(scope=ALL_HANDS)`` in the round."""
+    WAGERS_RETURNED = "WAGERS_RETURNED"
+    """``WagersReturned`` covering every open wager of the round."""
+    DECK_REMOVED = "DECK_REMOVED"
+    """``DeckRemoved`` for the deck in use."""
+    RESHUFFLE = "RESHUFFLE"
+    """A ``ShuffleCompleted`` of a shuffle started after the trigger."""
+    NO_ROLL_CALLED = "NO_ROLL_CALLED"
+    """``NoRollCalled`` after the invalid roll."""
+    RESHAKEN = "RESHAKEN"
+    """A new ``DiceShaken`` after the "no roll"."""
+    PLAYER_DECISION = "PLAYER_DECISION"
+    """``PlayerVoidDecided`` for the seat (then ``VOID_SEAT`` if the player voids)."""
+    VOID_SEAT = "VOID_SEAT"
+    """``RoundVoided(scope=SEAT_k)`` for the seat that chose to void."""
+    HAND_RESET = "HAND_RESET"
+    """``HandReset`` of the hand set against the house way."""
+    REMOVED_FROM_DEVICE = "REMOVED_FROM_DEVICE"
+    """``CardsRemovedFromDevice`` for the faulted automated dealing shoe."""
+
+
+REMEDY_TEXT = {
+    Remedy.VOID_ALL: "all hands void",
+    Remedy.WAGERS_RETURNED: "all wagers returned",
+    Remedy.DECK_REMOVED: "entire deck removed from the table",
+    Remedy.RESHUFFLE: "cards reshuffled",
+    Remedy.NO_ROLL_CALLED: '"no roll" called',
+    Remedy.RESHAKEN: "dice reshaken",
+    Remedy.PLAYER_DECISION: "player decides to play out or void without looking",
+    Remedy.VOID_SEAT: "that player's hand void",
+    Remedy.HAND_RESET: "hand reset per the house way",
+    Remedy.REMOVED_FROM_DEVICE: "cards removed from the device",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One checkable rule.
+
+    Attributes:
+        rule_id: the rulebook's stable ID.
+        citation: the regulation (58 Pa. Code) or "dealtrail integrity rule".
+        game: the game it applies to, or None for every game.
+        severity: voiding / integrity / procedural (rulebook section 5).
+        summary: the rule in one sentence (a paraphrase; the seed text is the authority).
+        remedies: the steps the regulation requires after the trigger, checked by remedy tracking.
+        provisional: True for section 7 rules (analog text; behind ``TableConfig.provisional_rules``).
+    """
+
+    rule_id: str
+    citation: str
+    game: Game | None
+    severity: Severity
+    summary: str
+    remedies: tuple[Remedy, ...] = ()
+    provisional: bool = False
+
+    @property
+    def required_remedy(self) -> str | None:
+        """The remedies in words, or None."""
+        return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
+
+
+V, INTEG, P = Severity.VOIDING, Severity.INTEGRITY, Severity.PROCEDURAL
+TCP, C691, PGP = Game.TCP, Game.C691, Game.PGP
+VOID_RETURN = (Remedy.VOID_ALL, Remedy.WAGERS_RETURNED)
+VOID_RETURN_RESHUFFLE = (Remedy.VOID_ALL, Remedy.WAGERS_RETURNED, Remedy.RESHUFFLE)
+C691_SECTION = "58 Pa. Code § 691.?"
+"""Chapter 691's dealing-from-the-hand section number is unconfirmed (§ 691.5-691.7, likely § 691.7)."""
+
+RULES: tuple[Rule, ...] = (
+    # 6.1 Three Card Prime
+    Rule(
+        "TCP-679a.7-a-instrument",
+        "58 Pa. Code § 679a.7(a)",
+        TCP,
+        P,
+        "Wagers are made with chips, plaques or approved instruments; a verbal wager backed by cash is not accepted.",
+    ),
+    Rule("TCP-679a.7-b-seated", "58 Pa. Code § 679a.7(b)", TCP, P, "Only a seated player may wager."),
+    Rule(
+        "TCP-679a.7-c-late-wager",
+        "58 Pa. Code § 679a.7(c)",
+        TCP,
+        INTEG,
+        'No wager other than the Play Wager may be placed, changed or withdrawn after "no more bets".',
+    ),
+    Rule(
+        "TCP-679a.7-d1-play-equals-ante",
+        "58 Pa. Code § 679a.7(d)(1)",
+        TCP,
+        P,
+        "The Play Wager must equal the same seat's Ante Wager.",
+    ),
+    Rule(
+        "TCP-679a.7-d23-optional-wager-enabled",
+        "58 Pa. Code § 679a.7(d)(2)-(3)",
+        TCP,
+        P,
+        "Prime and Pair Bonus Wagers are offered only if the Rules Submission provides for them.",
+    ),
+    Rule(
+        "TCP-679a.9-a1-shuffler-required",
+        "58 Pa. Code § 679a.9(a)(1)",
+        TCP,
+        INTEG,
+        "Cards dealt from the hand must have been shuffled by an automated shuffling device.",
+    ),
+    Rule(
+        "TCP-679a.9-a2-same-hand",
+        "58 Pa. Code § 679a.9(a)(2)",
+        TCP,
+        P,
+        "The dealer keeps the deck in the chosen hand all round, over the table inventory container and in front of the dealer.",
+    ),
+    Rule(
+        "TCP-679a.9-a3-no-more-bets",
+        "58 Pa. Code § 679a.9(a)(3)",
+        TCP,
+        P,
+        'The dealer announces "no more bets" before dealing any card.',
+    ),
+    Rule(
+        "TCP-679a.9-b-deal-order",
+        "58 Pa. Code § 679a.9(b)",
+        TCP,
+        P,
+        "Deal one card at a time, clockwise from the Ante seat farthest to the dealer's left, to Ante seats and the dealer only.",
+    ),
+    Rule(
+        "TCP-679a.9-b-three-each",
+        "58 Pa. Code § 679a.9(b)",
+        TCP,
+        INTEG,
+        "Each player with an Ante Wager and the dealer receive exactly three cards.",
+    ),
+    Rule("TCP-679a.9-b-face-down", "58 Pa. Code § 679a.9(b)", TCP, INTEG, "All cards are dealt face down."),
+    Rule(
+        "TCP-679a.9-b-pair-bonus-4th",
+        "58 Pa. Code § 679a.9(b)",
+        TCP,
+        P,
+        "Each Pair Bonus seat, and only such a seat, receives one card in its fourth-card area.",
+    ),
+    Rule(
+        "TCP-679a.9-g-pair-bonus-community",
+        "58 Pa. Code § 679a.9(g)",
+        TCP,
+        P,
+        "A Pair Bonus community card is dealt only if elected in the Rules Submission, after every three-card hand, instead of fourth cards.",
+    ),
+    Rule(
+        "TCP-679a.9-c-stub-unexposed",
+        "58 Pa. Code § 679a.9(c),(e)",
+        TCP,
+        INTEG,
+        "The stub goes to the discard rack without exposing its cards.",
+    ),
+    Rule(
+        "TCP-679a.9-d-stub-count-due",
+        "58 Pa. Code § 679a.9(d)",
+        TCP,
+        P,
+        "Without a counting shuffler, the stub is counted at least once every 5 rounds.",
+    ),
+    Rule(
+        "TCP-679a.9-d-count-method",
+        "58 Pa. Code § 679a.9(d)",
+        TCP,
+        INTEG,
+        "The stub is counted face down on the layout.",
+    ),
+    Rule(
+        "TCP-679a.9-e-correct-count",
+        "58 Pa. Code § 679a.9(e)",
+        TCP,
+        P,
+        "When the count shows 52 cards, the stub goes to the discard rack unexposed.",
+    ),
+    Rule(
+        "TCP-679a.9-f-misdeal-full-deck",
+        "58 Pa. Code § 679a.9(f)",
+        TCP,
+        V,
+        "A wrong stub count from a misdeal with 52 cards present: all hands void and all wagers returned.",
+        VOID_RETURN,
+    ),
+    Rule(
+        "TCP-679a.9-f-wrong-deck",
+        "58 Pa. Code § 679a.9(f)",
+        TCP,
+        V,
+        "A wrong stub count with the deck itself wrong: all hands void, all wagers returned, the entire deck removed.",
+        (*VOID_RETURN, Remedy.DECK_REMOVED),
+    ),
+    Rule(
+        "TCP-679a.9-f-finding-mismatch",
+        "58 Pa. Code § 679a.9(f) (checker cross-check)",
+        TCP,
+        INTEG,
+        "The dealer's misdeal determination disagrees with the deck total computed from the events.",
+    ),
+    # 6.2 Chapter 691
+    Rule(
+        "C691-DH-a1-shuffler-required",
+        f"{C691_SECTION}(a)(1)",
+        C691,
+        INTEG,
+        "Cards dealt from the hand must have been shuffled by an automated shuffling device.",
+    ),
+    Rule(
+        "C691-DH-a2-same-hand",
+        f"{C691_SECTION}(a)(2)",
+        C691,
+        P,
+        "After the § 691.4 shuffle and cut, the dealer keeps the deck in the chosen hand, over the inventory container, in front of the dealer.",
+    ),
+    Rule(
+        "C691-DH-a3-no-more-bets",
+        f"{C691_SECTION}(a)(3)",
+        C691,
+        P,
+        'The dealer announces "no more bets" before dealing any card.',
+    ),
+    Rule(
+        "C691-DH-b-burn-first",
+        f"{C691_SECTION}(b)",
+        C691,
+        INTEG,
+        "The dealer burns exactly one card before the community cards.",
+    ),
+    Rule(
+        "C691-DH-b-five-community",
+        f"{C691_SECTION}(b)",
+        C691,
+        INTEG,
+        "Five community cards are dealt one at a time to the community area, and nothing else but the burn card.",
+    ),
+    Rule(
+        "C691-DH-b-face-down",
+        f"{C691_SECTION}(b)",
+        C691,
+        INTEG,
+        "All cards are dealt face down from the top of the deck.",
+    ),
+    Rule(
+        "C691-DH-c-stub-unexposed",
+        f"{C691_SECTION}(c),(e)",
+        C691,
+        INTEG,
+        "After the five community cards the stub goes to the discard rack without exposing its cards.",
+    ),
+    Rule(
+        "C691-DH-d-stub-count-due",
+        f"{C691_SECTION}(d)",
+        C691,
+        P,
+        "Without a counting shuffler (54 cards), the stub is counted at least once every five rounds.",
+    ),
+    Rule("C691-DH-d-count-method", f"{C691_SECTION}(d)", C691, INTEG, "The stub is counted face down on the layout."),
+    Rule(
+        "C691-DH-f-misdeal-full-deck",
+        f"{C691_SECTION}(f)",
+        C691,
+        V,
+        "A wrong stub count from a misdeal with 54 cards present: all hands void and all wagers returned.",
+        VOID_RETURN,
+    ),
+    Rule(
+        "C691-DH-f-wrong-deck",
+        f"{C691_SECTION}(f)",
+        C691,
+        V,
+        "A wrong stub count with the deck itself wrong: all hands void, all wagers returned, the entire deck removed.",
+        (*VOID_RETURN, Remedy.DECK_REMOVED),
+    ),
+    # 6.3 Pai Gow Poker
+    Rule(
+        "PGP-645a.14-a-no-roll-not-flat",
+        "58 Pa. Code § 645a.14(a)",
+        PGP,
+        INTEG,
+        'Dice not all flat: the dealer calls "no roll" and reshakes.',
+        (Remedy.NO_ROLL_CALLED, Remedy.RESHAKEN),
+    ),
+    Rule(
+        "PGP-645a.14-b-no-roll-out",
+        "58 Pa. Code § 645a.14(b)",
+        PGP,
+        INTEG,
+        'A die fell out of the shaker: the dealer calls "no roll" and reshakes.',
+        (Remedy.NO_ROLL_CALLED, Remedy.RESHAKEN),
+    ),
+    Rule(
+        "PGP-645a.14-c-wrong-total",
+        "58 Pa. Code § 645a.14(c)",
+        PGP,
+        V,
+        "Dice totalled wrongly and the first card dealt to the wrong position: all hands void, wagers returned, reshuffle.",
+        VOID_RETURN_RESHUFFLE,
+    ),
+    Rule(
+        "PGP-645a.14-d-player-card-exposed",
+        "58 Pa. Code § 645a.14(d)",
+        PGP,
+        V,
+        "A player's card exposed by the dealer: the player may void the hand, deciding without looking.",
+        (Remedy.PLAYER_DECISION,),
+    ),
+    Rule(
+        "PGP-645a.14-d-decision-after-look",
+        "58 Pa. Code § 645a.14(d)",
+        PGP,
+        P,
+        "The player decided on the exposed hand after looking at the unexposed cards.",
+    ),
+    Rule(
+        "PGP-645a.14-e-dealer-bank-exposed",
+        "58 Pa. Code § 645a.14(e)",
+        PGP,
+        V,
+        "A card of the dealer's or bank's hand exposed: all hands void, wagers returned, reshuffle.",
+        VOID_RETURN_RESHUFFLE,
+    ),
+    Rule(
+        "PGP-645a.14-f-one-face-up",
+        "58 Pa. Code § 645a.14(f)",
+        PGP,
+        INTEG,
+        "A card found face up in the shoe or deck is not used this round and goes to the discard rack.",
+    ),
+    Rule(
+        "PGP-645a.14-f-two-face-up",
+        "58 Pa. Code § 645a.14(f)",
+        PGP,
+        V,
+        "More than one card found face up while dealing: all hands void, wagers returned, reshuffle.",
+        VOID_RETURN_RESHUFFLE,
+    ),
+    Rule(
+        "PGP-645a.14-g-drawn-in-error",
+        "58 Pa. Code § 645a.14(g)",
+        PGP,
+        P,
+        "A card drawn in error without its face exposed is used as the next card.",
+    ),
+    Rule(
+        "PGP-645a.14-hk-wrong-count",
+        "58 Pa. Code § 645a.14(h),(k)",
+        PGP,
+        V,
+        "A position or the dealer dealt the wrong number of cards: all hands void, wagers returned, reshuffle.",
+        VOID_RETURN_RESHUFFLE,
+    ),
+    Rule(
+        "PGP-645a.14-i-house-way",
+        "58 Pa. Code § 645a.14(i)",
+        PGP,
+        P,
+        "A dealer or bank hand not set the house way is reset per the Rules Submission before the round completes.",
+        (Remedy.HAND_RESET,),
+    ),
+    Rule(
+        "PGP-645a.14-j-exposed-during-stacks",
+        "58 Pa. Code § 645a.14(j)",
+        PGP,
+        V,
+        "A card exposed while dealing the seven stacks: all wagers returned, reshuffle.",
+        (Remedy.WAGERS_RETURNED, Remedy.RESHUFFLE),
+    ),
+    Rule(
+        "PGP-645a.14-l-shuffler-fault",
+        "58 Pa. Code § 645a.14(l)",
+        PGP,
+        INTEG,
+        "The automated card shuffling device jammed, stopped or failed a cycle: the cards are reshuffled.",
+        (Remedy.RESHUFFLE,),
+    ),
+    Rule(
+        "PGP-645a.14-m-shoe-fault",
+        "58 Pa. Code § 645a.14(m)",
+        PGP,
+        V,
+        "The automated dealing shoe failed: round void, wagers returned, cards removed from the device and reshuffled.",
+        (*VOID_RETURN, Remedy.REMOVED_FROM_DEVICE, Remedy.RESHUFFLE),
+    ),
+    Rule(
+        "PGP-645a.14-n-out-of-order",
+        "58 Pa. Code § 645a.14(n)",
+        PGP,
+        P,
+        "A malfunctioning device is covered or signed out of order before another shuffle or deal method is used.",
+    ),
+    Rule(
+        "PGP-645c.2-f-wager-before-shake",
+        "58 Pa. Code § 645c.2(f)",
+        PGP,
+        INTEG,
+        'Dice wagers are placed before the shaker is used, after "no more bets".',
+    ),
+    Rule(
+        "PGP-645c.2-g-announce-dice",
+        "58 Pa. Code § 645c.2(g)",
+        PGP,
+        P,
+        "Each die's value is announced before the dice wagers are settled.",
+    ),
+    # 7 provisional rules
+    Rule(
+        "TCP-679a.8/10-stub-count-PROV",
+        "58 Pa. Code § 663a.9(c)-(d), § 684a.10(c)-(d) (analog)",
+        TCP,
+        P,
+        "The 5-round stub count also applies to shoe-dealt Three Card Prime rounds.",
+        provisional=True,
+    ),
+    Rule(
+        "ALL-shuffle-count-mismatch-PROV",
+        "COMAR 36.05.03.27C (analog)",
+        None,
+        INTEG,
+        "A counting shuffler reported a short or long deck: no deal, the deck is removed.",
+        (Remedy.DECK_REMOVED,),
+        provisional=True,
+    ),
+    Rule(
+        "PGP-645a.9-shake-3x-PROV",
+        "58 Pa. Code § 621a.6(a)(2) (analog)",
+        PGP,
+        P,
+        "The shaker is shaken at least three times.",
+        provisional=True,
+    ),
+    Rule(
+        "PGP-645a.9-start-position-PROV",
+        "58 Pa. Code § 621a.6(c) (analog)",
+        PGP,
+        INTEG,
+        "The first stack goes to the position the dice total or RNG number counts to, dealer = 1, counter-clockwise.",
+        provisional=True,
+    ),
+    Rule(
+        "PGP-645a.9-rng-PROV",
+        "58 Pa. Code § 621a.6(a)(1), § 645c.2(a) (analog)",
+        PGP,
+        P,
+        "An RNG or a player-activated shaker replaces manual dice only where the Rules Submission provides.",
+        provisional=True,
+    ),
+    Rule(
+        "PGP-645a.9-stacks-PROV",
+        "58 Pa. Code § 645a.14(j); WA Pai Gow Poker rules (analog)",
+        PGP,
+        P,
+        "Seven stacks are dealt and the leftover cards go to the discard rack unexposed.",
+        provisional=True,
+    ),
+    Rule(
+        "PGP-645a.9-unwagered-stacks-PROV",
+        "58 Pa. Code § 670a.10(c) (analog)",
+        PGP,
+        P,
+        "A stack is delivered to every position, wagered or not, and to the dealer.",
+        provisional=True,
+    ),
+    # 8a dealtrail integrity rules
+    Rule(
+        "DT-deck-composition",
+        "dealtrail integrity rule",
+        None,
+        INTEG,
+        "A card seen twice between two shuffles of a deck, or one the deck's composition does not hold: the deck is compromised.",
+    ),
+    Rule(
+        "DT-deal-after-device-fault",
+        "dealtrail integrity rule",
+        None,
+        INTEG,
+        "A card dealt after a shuffler fault or a short-deck signal with no complete full-deck shuffle since.",
+    ),
+    Rule(
+        "DT-remedy-overdue",
+        "dealtrail integrity rule",
+        None,
+        V,
+        "A voiding rule's remedy was not seen before the next round started.",
+    ),
+    Rule(
+        "DT-sequence-gap",
+        "dealtrail integrity rule",
+        None,
+        INTEG,
+        "The table's event sequence has a gap or a conflicting duplicate: the trail is incomplete for that span.",
+    ),
+)
+
+RULES_BY_ID: dict[str, Rule] = {r.rule_id: r for r in RULES}
+"""Rule ID -> :class:`Rule`."""
+
+
+def rule(rule_id: str) -> Rule:
+    """Return the catalogue entry for ``rule_id``.
+
+    Raises:
+        KeyError: the ID is not in the catalogue.
+    """
+    return RULES_BY_ID[rule_id]

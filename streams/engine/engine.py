@@ -1,0 +1,187 @@
+"""The pure core: ``apply(state, event) -> (state, findings)``.
+
+The embedded audit, the incident replay and the Faust worker all call :func:`apply`; nothing
+here does I/O, reads the clock or draws random numbers, so the same events always give the same
+findings (stream = replay).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+
+from schemas import events as ev
+from schemas.base import Game
+from schemas.codec import encode
+from schemas.findings import Finding
+from streams.engine import remedies
+from streams.engine.context import Step
+from streams.engine.reducer import reduce, round_deck_id
+from streams.engine.rules import chapter_691, integrity, pai_gow_poker, three_card_prime
+from streams.engine.state import TableState
+
+GAP = "DT-sequence-gap"
+CHUNK = 64
+"""Sequence-log entries per chunk of ``TableState.recent``."""
+CHUNKS = 64
+"""Chunks kept: duplicates are recognised up to CHUNK x CHUNKS = 4096 events back per table."""
+
+GAME_RULES: dict[Game, tuple[Callable[[Step], list[Finding]], ...]] = {
+    Game.TCP: (three_card_prime.check, integrity.check),
+    Game.C691: (chapter_691.check, integrity.check),
+    Game.PGP: (pai_gow_poker.check, integrity.check),
+}
+"""The rule modules each game runs, in order."""
+
+
+class EventRejected(ValueError):
+    """The event cannot be applied to this table; ``reason`` is a dead-letter reason code
+    (``unconfigured_table``, ``game_mismatch``, ``table_mismatch``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def event_digest(event: ev.DealingEvent) -> str:
+    """16 hex characters of BLAKE2b over the event's canonical JSON: tells an exact duplicate
+    from a conflicting event with the same seq."""
+    return hashlib.blake2b(encode(event), digest_size=8).hexdigest()
+
+
+def _lookup(recent: tuple[tuple[tuple[int, str, str], ...], ...], seq: int) -> tuple[int, str, str] | None:
+    for chunk in reversed(recent):
+        if chunk and chunk[0][0] <= seq:
+            for entry in chunk:
+                if entry[0] == seq:
+                    return entry
+    return None
+
+
+def _remember(
+    recent: tuple[tuple[tuple[int, str, str], ...], ...], entry: tuple[int, str, str]
+) -> tuple[tuple[tuple[int, str, str], ...], ...]:
+    if recent and len(recent[-1]) < CHUNK:
+        return (*recent[:-1], (*recent[-1], entry))
+    return (*recent[-(CHUNKS - 1) :], (entry,))
+
+
+def apply(state: TableState | None, event: ev.DealingEvent) -> tuple[TableState, list[Finding]]:
+    """Apply one event of a table and return the new state and the findings it raises.
+
+    Args:
+        state: the table's state, or None if no event of the table was seen yet.
+        event: a validated dealing event (see :func:`schemas.codec.decode`).
+
+    Returns:
+        ``(new_state, findings)``. Findings are new findings (revision 0) and new revisions of
+        earlier ones (remedied / overdue). An exact duplicate of an applied event returns the
+        state unchanged and no finding; a conflicting event with an old seq returns the state
+        unchanged and a DT-sequence-gap finding; a seq jump raises DT-sequence-gap and the
+        event is applied.
+
+    Raises:
+        EventRejected: the table was never configured (its first event is not
+            ``TableConfigured``), or the event names another game or table than the state.
+    """
+    if state is None:
+        if not isinstance(event, ev.TableConfigured):
+            raise EventRejected(
+                "unconfigured_table", f"table {event.table_id!r} has no TableConfigured event before this {event.type}"
+            )
+        if event.config.game != event.game:
+            raise EventRejected("game_mismatch", f"TableConfigured for {event.config.game} in an event of {event.game}")
+        state = TableState(table_id=event.table_id, game=event.game, config=event.config)
+    elif event.table_id != state.table_id:
+        raise EventRejected("table_mismatch", f"event of {event.table_id!r} applied to {state.table_id!r}")
+    elif event.game != state.game or (isinstance(event, ev.TableConfigured) and event.config.game != state.game):
+        raise EventRejected("game_mismatch", f"table {state.table_id!r} deals {state.game}, event says {event.game}")
+
+    digest = event_digest(event)
+    findings: list[Finding] = []
+    if event.seq <= state.last_seq:
+        prior = _lookup(state.recent, event.seq)
+        if prior is not None and prior[1] == event.event_id and prior[2] == digest:
+            return state, []
+        step = Step(state, state, event)
+        what = "different content" if prior is not None and prior[1] == event.event_id else "another event"
+        if prior is None:
+            what = "an event too old to compare"
+        findings.append(
+            step.finding(
+                GAP,
+                (prior[1] if prior else None, event.event_id),
+                f"seq {event.seq} arrived again with {what}; the trail is contradictory here.",
+            )
+        )
+        return state, findings
+    if event.seq != state.last_seq + 1:
+        step = Step(state, state, event)
+        findings.append(
+            step.finding(
+                GAP,
+                (state.last_event_id, event.event_id),
+                f"seq jumped from {state.last_seq} to {event.seq}: {event.seq - state.last_seq - 1} events missing.",
+            )
+        )
+
+    before = state.model_copy(
+        update={
+            "last_seq": event.seq,
+            "last_event_id": event.event_id,
+            "recent": _remember(state.recent, (event.seq, event.event_id, digest)),
+        }
+    )
+    after = reduce(before, event)
+    step = Step(before, after, event)
+    for check in GAME_RULES[after.game]:
+        findings.extend(check(step))
+    if not after.config.provisional_rules:
+        findings = [f for f in findings if not f.provisional]
+    after = _mark(step, after, findings)
+    after, revisions = remedies.progress(after, event)
+    after, overdue = remedies.deadline(step, after)
+    new_obligations = remedies.open_obligations(step, findings)
+    if new_obligations:
+        after = after.model_copy(update={"obligations": (*after.obligations, *new_obligations)})
+    return after, findings + revisions + overdue
+
+
+def _mark(step: Step, state: TableState, findings: list[Finding]) -> TableState:
+    """Remember which once-only rules fired (per round, per fault, per deck shuffle)."""
+    if not findings:
+        return state
+    update: dict[str, object] = {}
+    rnd = state.round
+    if rnd is not None:
+        ids = {f.rule_id for f in findings if f.round_id == rnd.round_id}
+        if ids - rnd.fired:
+            update["round"] = rnd.model_copy(update={"fired": rnd.fired | ids})
+    for f in findings:
+        if f.rule_id == integrity.DEAL_AFTER_FAULT:
+            update["fault_flagged"] = True
+        elif f.rule_id == "PGP-645a.14-n-out-of-order":
+            update["unusable_flagged"] = state.unusable_flagged | {f.evidence_event_ids[0]}
+        elif f.rule_id == integrity.COMPOSITION:
+            deck_id = round_deck_id(state, step.event)
+            if deck_id is not None and deck_id in state.decks:
+                deck = state.decks[deck_id].model_copy(update={"composition_flagged": True})
+                update["decks"] = {**state.decks, deck_id: deck}
+    return state.model_copy(update=update) if update else state
+
+
+def fold(events: Iterable[ev.DealingEvent], state: TableState | None = None) -> tuple[TableState | None, list[Finding]]:
+    """Apply events of one table in order; the only loop over events in the engine.
+
+    Returns:
+        The final state and every finding (and revision) in the order raised.
+
+    Raises:
+        EventRejected: as :func:`apply`.
+    """
+    out: list[Finding] = []
+    for event in events:
+        state, found = apply(state, event)
+        out.extend(found)
+    return state, out

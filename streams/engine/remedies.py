@@ -1,0 +1,209 @@
+"""Remedy tracking (rulebook sections 5 and 8a): a finding whose rule prescribes a remedy opens
+an :class:`~streams.engine.state.Obligation`; the remedy events close it (a new revision with
+status ``remedied``); if the next round at the table starts first, the finding turns
+``overdue`` and DT-remedy-overdue is raised, staying open until the remedy arrives.
+"""
+
+from __future__ import annotations
+
+from schemas import events as ev
+from schemas.findings import Finding, FindingStatus, Severity, finding_id_for
+from streams.engine.catalog import REMEDY_TEXT, RULES_BY_ID, Remedy
+from streams.engine.context import Step
+from streams.engine.reducer import round_deck_id
+from streams.engine.state import Obligation, TableState
+
+OVERDUE = "DT-remedy-overdue"
+ROUND_SCOPED = frozenset({Remedy.VOID_ALL, Remedy.WAGERS_RETURNED, Remedy.VOID_SEAT, Remedy.PLAYER_DECISION})
+
+
+def open_obligations(step: Step, findings: list[Finding]) -> tuple[Obligation, ...]:
+    """Obligations for the new findings of ``step`` whose rules prescribe remedies."""
+    out = []
+    event = step.event
+    for f in findings:
+        spec = RULES_BY_ID[f.rule_id]
+        if not spec.remedies or f.revision:
+            continue
+        out.append(
+            Obligation(
+                finding=f,
+                pending=tuple(spec.remedies),
+                trigger_seq=event.seq,
+                opened_at=event.occurred_at,
+                round_id=f.round_id,
+                deck_id=round_deck_id(step.before, event),
+                seat=getattr(event, "seat", None),
+                device_id=getattr(event, "device_id", None),
+                owner=getattr(event, "owner", None),
+                owed_wagers=_open_wagers(step),
+            )
+        )
+    return tuple(out)
+
+
+def _open_wagers(step: Step) -> frozenset[str]:
+    rnd = step.round
+    if rnd is None:
+        return frozenset()
+    return frozenset(w.wager_id for w in rnd.wagers.values() if w.active and not w.settled)
+
+
+def _track_wagers(ob: Obligation, state: TableState, event: ev.DealingEvent) -> Obligation:
+    """Follow the owed wagers of ``ob``: returned, pushed, or settled win/loss instead."""
+    if Remedy.WAGERS_RETURNED not in ob.pending:
+        return ob
+    round_id = event.round_id or (state.round.round_id if state.round else None)
+    if round_id != ob.round_id:
+        return ob
+    if isinstance(event, ev.WagersReturned):
+        got = ob.owed_wagers & frozenset(event.wager_ids)
+        return ob.model_copy(update={"returned_wagers": ob.returned_wagers | got}) if got else ob
+    if isinstance(event, ev.WagerSettled) and event.wager_id in ob.owed_wagers:
+        if event.outcome == "PUSH":
+            return ob.model_copy(update={"returned_wagers": ob.returned_wagers | {event.wager_id}})
+        return ob.model_copy(update={"settled_instead": True})
+    return ob
+
+
+def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.DealingEvent) -> bool:  # noqa: PLR0911
+    """True if ``event`` carries out ``remedy`` for ``ob`` (``state`` is the state after it)."""
+    if remedy in ROUND_SCOPED:
+        round_id = event.round_id or (state.round.round_id if state.round else None)
+        if round_id != ob.round_id:
+            return False
+    match event:
+        case ev.RoundVoided():
+            if remedy == Remedy.VOID_ALL:
+                return event.scope == "ALL_HANDS"
+            if remedy == Remedy.VOID_SEAT:
+                return event.scope in ("ALL_HANDS", ob.seat)
+            return remedy == Remedy.WAGERS_RETURNED and _all_returned(ob)
+        case ev.WagersReturned() | ev.WagerSettled():
+            return remedy == Remedy.WAGERS_RETURNED and _all_returned(ob)
+        case ev.DeckRemoved():
+            return remedy == Remedy.DECK_REMOVED and (ob.deck_id is None or round_deck_id(state, event) == ob.deck_id)
+        case ev.ShuffleCompleted():
+            if remedy != Remedy.RESHUFFLE or event.mode != "SHUFFLE":
+                return False
+            deck_id = round_deck_id(state, event)
+            deck = state.decks.get(deck_id) if deck_id else None
+            return deck is not None and deck.last_shuffle is not None and deck.last_shuffle.started_seq > ob.trigger_seq
+        case ev.NoRollCalled():
+            return remedy == Remedy.NO_ROLL_CALLED
+        case ev.DiceShaken():
+            return remedy == Remedy.RESHAKEN and Remedy.NO_ROLL_CALLED not in ob.pending
+        case ev.PlayerVoidDecided():
+            return remedy == Remedy.PLAYER_DECISION and event.seat == ob.seat
+        case ev.HandReset():
+            settled = state.round is not None and state.round.settled_any
+            return remedy == Remedy.HAND_RESET and event.owner == ob.owner and not settled
+        case ev.CardsRemovedFromDevice():
+            return remedy == Remedy.REMOVED_FROM_DEVICE and event.device_id == ob.device_id
+    return False
+
+
+def _all_returned(ob: Obligation) -> bool:
+    return not ob.settled_instead and ob.owed_wagers <= ob.returned_wagers
+
+
+def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, list[Finding]]:
+    """Advance every open obligation with ``event``; close those with nothing pending.
+
+    Returns:
+        The state with updated ``obligations`` and the new finding revisions (``remedied``).
+    """
+    if not state.obligations:
+        return state, []
+    revisions: list[Finding] = []
+    kept: list[Obligation] = []
+    changed = False
+    for ob in state.obligations:
+        tracked = _track_wagers(ob, state, event)
+        if tracked is not ob:
+            changed = True
+            ob = tracked  # noqa: PLW2901
+        pending = list(ob.pending)
+        done = list(ob.done)
+        for remedy in ob.pending:
+            if _satisfies(state, ob, remedy, event):
+                pending.remove(remedy)
+                done.append(event.event_id)
+        if len(pending) == len(ob.pending):
+            kept.append(ob)
+            continue
+        changed = True
+        if isinstance(event, ev.PlayerVoidDecided) and event.decision == "VOID":
+            pending.append(Remedy.VOID_SEAT)
+        if pending:
+            kept.append(ob.model_copy(update={"pending": tuple(pending), "done": tuple(dict.fromkeys(done))}))
+            continue
+        remedy_ids = tuple(dict.fromkeys(done))
+        for f in (ob.finding, ob.overdue_finding):
+            if f is None:
+                continue
+            since = ob.opened_at if f is ob.finding else f.observed_at
+            delay = (event.occurred_at - since).total_seconds()
+            revisions.append(
+                f.model_copy(
+                    update={
+                        "revision": f.revision + 1,
+                        "status": FindingStatus.REMEDIED,
+                        "remedy_event_ids": remedy_ids,
+                        "remedy_delay_seconds": delay,
+                        "late": ob.deadline_passed,
+                        "trigger_event_id": event.event_id,
+                        "observed_at": event.occurred_at,
+                    }
+                )
+            )
+    if not changed:
+        return state, []
+    return state.model_copy(update={"obligations": tuple(kept)}), revisions
+
+
+def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
+    """At ``RoundStarted``: every obligation of an earlier round or between rounds still open
+    turns ``overdue``; for voiding rules it also raises DT-remedy-overdue (evidence: the
+    trigger's evidence and the ``RoundStarted``), as rulebook section 8a defines it."""
+    event = step.event
+    if not isinstance(event, ev.RoundStarted) or not state.obligations:
+        return state, []
+    out: list[Finding] = []
+    kept = []
+    for ob in state.obligations:
+        if ob.deadline_passed:
+            kept.append(ob)
+            continue
+        late = ob.finding.model_copy(
+            update={
+                "revision": ob.finding.revision + 1,
+                "status": FindingStatus.OVERDUE,
+                "trigger_event_id": event.event_id,
+                "observed_at": event.occurred_at,
+            }
+        )
+        if ob.finding.severity is not Severity.VOIDING:
+            out.append(late)
+            kept.append(ob.model_copy(update={"deadline_passed": True, "finding": late}))
+            continue
+        evidence = (*ob.finding.evidence_event_ids, event.event_id)
+        spec = RULES_BY_ID[OVERDUE]
+        missing = "; ".join(REMEDY_TEXT[Remedy(r)] for r in ob.pending)
+        overdue = Finding(
+            finding_id=finding_id_for(OVERDUE, evidence),
+            rule_id=OVERDUE,
+            citation=spec.citation,
+            game=state.game,
+            severity=spec.severity,
+            table_id=state.table_id,
+            round_id=ob.round_id,
+            evidence_event_ids=evidence,
+            required_remedy=missing,
+            message=f"Next round started before the remedy of {ob.finding.rule_id} ({missing}).",
+            trigger_event_id=event.event_id,
+            observed_at=event.occurred_at,
+        )
+        out += [late, overdue]
+        kept.append(ob.model_copy(update={"deadline_passed": True, "finding": late, "overdue_finding": overdue}))
+    return state.model_copy(update={"obligations": tuple(kept)}), out

@@ -1,0 +1,70 @@
+"""dealtrail's own integrity rules (rulebook section 8a) that look at dealing events:
+DT-deck-composition, DT-deal-after-device-fault and ALL-shuffle-count-mismatch-PROV.
+
+DT-sequence-gap and DT-remedy-overdue are raised by :mod:`streams.engine.engine` and
+:mod:`streams.engine.remedies`, which own the sequence and the obligations.
+"""
+
+from __future__ import annotations
+
+from schemas import events as ev
+from schemas.findings import Finding
+from streams.engine.context import Step
+from streams.engine.reducer import round_deck_id
+
+COMPOSITION = "DT-deck-composition"
+DEAL_AFTER_FAULT = "DT-deal-after-device-fault"
+COUNT_MISMATCH = "ALL-shuffle-count-mismatch-PROV"
+
+
+def check(step: Step) -> list[Finding]:
+    """Integrity rules for one event.
+
+    - DT-deck-composition: a card (``CardDealt``/``CardFoundFaceUp`` with a recorded face) seen a
+      second time since the deck's last shuffle, or a joker beyond the deck's jokers; once per
+      deck per shuffle.
+    - DT-deal-after-device-fault: a ``CardDealt`` after ``ShufflerFaulted`` or a
+      ``ShuffleCompleted`` that reported a short deck or ran in SORT mode, with no good shuffle
+      since; once per fault.
+    - ALL-shuffle-count-mismatch-PROV: ``ShuffleCompleted.device_full_deck_ok`` is False; the
+      deck must be removed.
+    """
+    event = step.event
+    out: list[Finding] = []
+    match event:
+        case ev.CardDealt() | ev.CardFoundFaceUp():
+            if isinstance(event, ev.CardDealt) and step.before.shuffler_fault and not step.before.fault_flagged:
+                out.append(
+                    step.finding(
+                        DEAL_AFTER_FAULT,
+                        (step.before.shuffler_fault, event.event_id),
+                        "Card dealt after a device fault with no complete full-deck shuffle since.",
+                    )
+                )
+            if event.card != "UNKNOWN":
+                out.extend(_composition(step, event))
+        case ev.ShuffleCompleted() if event.device_full_deck_ok is False:
+            count = "" if event.device_card_count is None else f" ({event.device_card_count} cards)"
+            out.append(
+                step.finding(COUNT_MISMATCH, (event.event_id,), f"Shuffler reported the deck is not complete{count}.")
+            )
+    return out
+
+
+def _composition(step: Step, event: ev.CardDealt | ev.CardFoundFaceUp) -> list[Finding]:
+    deck_id = round_deck_id(step.after, event)
+    if deck_id is None:
+        return []
+    before = step.before.decks.get(deck_id)
+    if before is not None and before.composition_flagged:
+        return []
+    deck = step.after.decks[deck_id]
+    seen = deck.seen.get(event.card, ())
+    allowed = deck.jokers if event.card == "JK" else 1
+    if len(seen) <= allowed:
+        return []
+    if allowed == 0:
+        msg = f"Joker drawn from deck {deck_id}, which holds no joker."
+    else:
+        msg = f"{event.card} drawn {len(seen)} times from deck {deck_id} since its last shuffle."
+    return [step.finding(COMPOSITION, seen, msg)]

@@ -1,0 +1,205 @@
+"""Per-table state rebuilt from dealing events (rulebook section 4, "Projections").
+
+All models are frozen; collections are dicts and tuples that are never mutated in place (a new
+state is always a new object). ``TableState.model_dump(mode="json")`` is the JSON-compatible form
+the Faust worker keeps in its changelog-backed table, and ``TableState.model_validate`` reads it
+back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict
+
+from schemas.base import DealingMethod, Game
+from schemas.config import TableConfig
+from schemas.findings import Finding
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DeviceState(_State):
+    """A registered device: its capabilities (counting shuffler?) and service status."""
+
+    device_type: str
+    counts_each_shuffle: bool
+    indicates_full_deck: bool
+    approved: bool
+    out_of_service: bool = False
+    covered_or_signed: bool = False
+
+
+class ShuffleInfo(_State):
+    """The last completed shuffle of a deck.
+
+    ``started_seq`` is the seq of its ``ShuffleStarted`` (or of the completion when no start was
+    recorded); ``counted`` is True when a counting shuffler counted the deck on this shuffle,
+    which exempts rounds dealt from it from the 5-round stub count (§ 679a.9(d)).
+    """
+
+    event_id: str
+    method: str
+    device_id: str | None
+    started_seq: int
+    counted: bool
+    full_deck_ok: bool | None
+    mode: str
+
+
+class DeckState(_State):
+    """One deck at the table: declared size, jokers, last shuffle and the cards seen since it.
+
+    ``seen`` maps a card (rank+suit or ``JK``) to the event IDs that drew it since the last
+    shuffle (DT-deck-composition).
+    """
+
+    deck_id: str
+    declared_count: int
+    jokers: int
+    removed: bool = False
+    shuffle_started_seq: int | None = None
+    shuffle_started_event_id: str | None = None
+    last_shuffle: ShuffleInfo | None = None
+    seen: Mapping[str, tuple[str, ...]] = {}
+    composition_flagged: bool = False
+
+
+class WagerInfo(_State):
+    """A wager of the round; ``amount`` in cents; ``active`` False once withdrawn."""
+
+    wager_id: str
+    seat: str
+    wager_type: str
+    amount: int
+    event_id: str
+    active: bool = True
+    settled: bool = False
+
+
+class RoundState(_State):
+    """The round in progress at a table.
+
+    Cards are kept per layout area (``cards[area]`` = the ``CardDealt`` event IDs in deal order),
+    with the card faces in ``faces`` (event ID -> card). ``fired`` holds the rule IDs already
+    raised in this round by once-per-round rules.
+    """
+
+    round_id: str
+    round_no: int
+    method: DealingMethod
+    dealer_id: str
+    deck_id: str | None
+    started_event_id: str
+    started_seq: int
+    started_at: AwareDatetime
+    exempt: bool
+    nmb_event_id: str | None = None
+    wagers: Mapping[str, WagerInfo] = {}
+    returned: frozenset[str] = frozenset()
+    cards: Mapping[str, tuple[str, ...]] = {}
+    faces: Mapping[str, str] = {}
+    face_up_event_ids: tuple[str, ...] = ()
+    hand_cards: int = 0
+    cards_dealt: int = 0
+    first_card_event_id: str | None = None
+    deck_hand: str | None = None
+    deck_hand_event_id: str | None = None
+    stub_count: int | None = None
+    stub_event_id: str | None = None
+    deck_total: int | None = None
+    stub_correct: bool | None = None
+    stub_discarded: bool = False
+    deal_closed: bool = False
+    voided_all: bool = False
+    voided_seats: frozenset[str] = frozenset()
+    settled_any: bool = False
+    found_face_up: tuple[str, ...] = ()
+    fired: frozenset[str] = frozenset()
+    # Pai Gow Poker dice and stacks
+    shaken_event_id: str | None = None
+    reveal: tuple[int, int, int] | None = None
+    reveal_event_id: str | None = None
+    reveal_valid: bool = False
+    total_announced: int | None = None
+    total_event_id: str | None = None
+    values_announced: bool = False
+    rng_number: int | None = None
+    rng_event_id: str | None = None
+    stacks: Mapping[str, tuple[int, int, str]] = {}
+    exposed_seats: Mapping[str, str] = {}
+    viewed_seats: Mapping[str, str] = {}
+
+    def recipients(self) -> dict[str, int]:
+        """Cards held per hand area (``SEAT_k`` and ``DEALER``) after the deal (cards)."""
+        return {a: len(ids) for a, ids in self.cards.items() if a.startswith("SEAT_") or a == "DEALER"}
+
+    def active_wagers(self) -> dict[str, WagerInfo]:
+        """Wagers placed and not withdrawn."""
+        return {k: w for k, w in self.wagers.items() if w.active}
+
+    def seats_with(self, wager_type: str) -> dict[str, WagerInfo]:
+        """Active wagers of one type, by seat."""
+        return {w.seat: w for w in self.wagers.values() if w.active and w.wager_type == wager_type}
+
+
+class Obligation(_State):
+    """A remedy owed after a finding (rulebook: OpenRemedies).
+
+    ``pending`` are the :class:`~streams.engine.catalog.Remedy` steps still missing;
+    ``done`` the event IDs that carried out the others. ``owed_wagers`` are the round's open
+    wagers when the finding was raised, ``returned_wagers`` those returned since (or pushed);
+    ``settled_instead`` turns True if one was settled win/loss instead (rulebook decision 4),
+    which keeps WAGERS_RETURNED unmet. ``deadline_passed`` turns True when the
+    next round started first (DT-remedy-overdue raised, ``overdue_finding`` kept for its update).
+    """
+
+    finding: Finding
+    pending: tuple[str, ...]
+    done: tuple[str, ...] = ()
+    trigger_seq: int
+    opened_at: AwareDatetime
+    round_id: str | None
+    deck_id: str | None = None
+    seat: str | None = None
+    device_id: str | None = None
+    owner: str | None = None
+    owed_wagers: frozenset[str] = frozenset()
+    returned_wagers: frozenset[str] = frozenset()
+    settled_instead: bool = False
+    deadline_passed: bool = False
+    overdue_finding: Finding | None = None
+
+
+class TableState(_State):
+    """Everything dealtrail knows about one table, rebuilt from its events.
+
+    Fields of note: ``last_seq`` (the highest seq applied), ``recent`` (chunks of
+    ``(seq, event_id, digest)`` for the last few thousand events, to tell an exact duplicate from
+    a conflicting one), ``stub_run`` (non-exempt rounds since the last stub count, rounds) and
+    ``stub_run_rounds`` (their ``RoundCompleted`` event IDs, the evidence of the last window),
+    ``obligations`` (open remedies), ``shuffler_fault`` (event ID of an unresolved device fault,
+    DT-deal-after-device-fault) and ``unusable`` (device ID -> fault event ID, § 645a.14(n)).
+    """
+
+    table_id: str
+    game: Game
+    config: TableConfig
+    last_seq: int = 0
+    last_event_id: str | None = None
+    recent: tuple[tuple[tuple[int, str, str], ...], ...] = ()
+    devices: Mapping[str, DeviceState] = {}
+    decks: Mapping[str, DeckState] = {}
+    current_deck_id: str | None = None
+    round: RoundState | None = None
+    last_dealer_id: str | None = None
+    stub_run: int = 0
+    stub_run_rounds: tuple[str, ...] = ()
+    obligations: tuple[Obligation, ...] = ()
+    shuffler_fault: str | None = None
+    fault_flagged: bool = False
+    unusable: Mapping[str, str] = {}
+    unusable_flagged: frozenset[str] = frozenset()
+    rounds_completed: int = 0

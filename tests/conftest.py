@@ -1,0 +1,18 @@
+"""Shared fixtures: small simulated shifts written to files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dealtrail.simulator.run import write_simulation
+
+
+@pytest.fixture(scope="session")
+def small_shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A 6-table, 1.5-hour shift with errors injected in 15 % of rounds: (events, truth)."""
+    folder = tmp_path_factory.mktemp("shift")
+    events, truth = folder / "events.jsonl", folder / "truth.jsonl"
+    write_simulation(events, tables=6, hours=1.5, seed=11, error_rate=0.15, duplicate_rate=0.002, truth_path=truth)
+    return events, truth

@@ -1,0 +1,177 @@
+"""The embedded audit end to end: file -> engine -> DuckDB -> report, bad input, idempotency."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+from typer.testing import CliRunner
+
+from dealtrail.audit import audit_file
+from dealtrail.cli import app
+from projections.report import write_report
+from projections.store import Store
+
+
+def _truth(path: Path) -> Counter[tuple[str, str, str | None]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return Counter((r["rule_id"], r["table_id"], r["round_id"]) for r in rows)
+
+
+def _counts(db: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("events", "findings", "rounds", "dead_letters")
+        }
+    finally:
+        con.close()
+
+
+def test_audit_stores_exactly_the_injected_findings(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, truth = small_shift
+    db = tmp_path / "a.duckdb"
+    with Store(db) as store:
+        summary = audit_file(events, store)
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT rule_id, table_id, round_id FROM fct_detections").fetchall()
+    columns = {r[0] for r in con.execute("DESCRIBE findings").fetchall()}
+    con.close()
+    assert Counter(map(tuple, rows)) == _truth(truth)
+    assert {"finding_id", "rule_id", "citation", "game", "severity", "table_id", "round_id", "status"} <= columns
+    assert summary.events > 1000
+    assert not summary.dead_letters
+
+
+def test_auditing_a_file_twice_adds_nothing(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    db = tmp_path / "twice.duckdb"
+    with Store(db) as store:
+        first = audit_file(events, store, batch_lines=2_000)
+    once = _counts(db)
+    with Store(db) as store:
+        second = audit_file(events, store, batch_lines=3_333)
+    assert _counts(db) == once
+    assert second.written.events == second.written.findings == second.written.rounds == 0
+    assert first.written.events == once["events"]
+
+
+def test_exact_duplicate_lines_are_stored_once(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    lines = events.read_bytes().splitlines()
+    assert len(lines) != len(set(lines)), "the fixture shift should carry redelivered events"
+    db = tmp_path / "dups.duckdb"
+    with Store(db) as store:
+        audit_file(events, store)
+    assert _counts(db)["events"] == len(set(lines))
+
+
+def test_bad_lines_go_to_the_dead_letter_file_and_the_rest_is_audited(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, truth = small_shift
+    good = events.read_text().splitlines()
+    first = json.loads(good[0])
+    bad = [
+        '{"type": "CardDealt", "event_id": "x",',  # truncated JSON
+        json.dumps({**first, "seq": "one"}),  # wrong type
+        json.dumps({**first, "type": "CardTeleported"}),  # unknown event type
+        json.dumps({k: v for k, v in first.items() if k not in ("table_id", "occurred_at")}),  # missing envelope
+        json.dumps({**next(json.loads(g) for g in good if '"CardDealt"' in g), "table_id": "GHOST-99", "seq": 1}),
+    ]
+    mixed = tmp_path / "mixed.jsonl"
+    body = [*good[:3], bad[0], bad[1], *good[3:50], bad[2], "", bad[3], *good[50:], bad[4]]
+    mixed.write_text("\n".join(body) + "\n")
+    db, dl = tmp_path / "m.duckdb", tmp_path / "rejected.jsonl"
+    with Store(db) as store, dl.open("w") as fh:
+        summary = audit_file(mixed, store, fh)
+    rejected = [json.loads(line) for line in dl.read_text().splitlines()]
+    assert [r["reason"] for r in rejected] == [
+        "malformed_json",
+        "schema_error",
+        "unknown_event_type",
+        "schema_error",
+        "unconfigured_table",
+    ]
+    assert [r["line"] for r in rejected] == [4, 5, 53, 55, len(body)]
+    assert all(r["detail"] and r["raw"] for r in rejected)
+    assert "seq" in rejected[1]["detail"] and "GHOST-99" in rejected[4]["detail"]
+    assert sum(summary.dead_letters.values()) == 5
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT rule_id, table_id, round_id FROM fct_detections").fetchall()
+    dead = con.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+    con.close()
+    assert Counter(map(tuple, rows)) == _truth(truth)
+    assert dead == 5
+
+
+def test_report_writes_html_csv_and_parquet(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, truth = small_shift
+    db = tmp_path / "r.duckdb"
+    with Store(db) as store:
+        audit_file(events, store)
+    files = write_report(db, tmp_path / "report")
+    html = files.html.read_text()
+    assert files.findings == sum(_truth(truth).values())
+    assert "Stub-count compliance" in html and "<svg" in html
+    con = duckdb.connect()
+    assert con.execute(f"SELECT count(*) FROM '{files.parquet}'").fetchone()[0] == files.findings
+    assert con.execute(f"SELECT count(*) FROM read_csv('{files.csv}')").fetchone()[0] == files.findings
+    again = write_report(db, tmp_path / "report2")
+    assert again.html.read_text() == html
+
+
+def test_report_period_filters_findings(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    db = tmp_path / "p.duckdb"
+    with Store(db) as store:
+        audit_file(events, store)
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["report", "--db", str(db), "--out", str(tmp_path / "early"), "--to", "2026-11-27T18:20:00+00:00"]
+    )
+    assert result.exit_code == 0, result.output
+    early = (
+        duckdb.connect()
+        .execute(f"SELECT max(detected_at) FROM '{tmp_path / 'early' / 'findings.parquet'}'")
+        .fetchone()[0]
+    )
+    assert early is None or early.isoformat() < "2026-11-27T18:20:00+00:00"
+    result = runner.invoke(app, ["report", "--db", str(db), "--out", str(tmp_path / "x"), "--from", "yesterday"])
+    assert result.exit_code == 2
+    assert "ISO 8601" in result.output
+
+
+def test_cli_simulate_audit_report(tmp_path: Path) -> None:
+    runner = CliRunner()
+    events, truth, db = tmp_path / "e.jsonl", tmp_path / "t.jsonl", tmp_path / "d.duckdb"
+    r = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--tables",
+            "3",
+            "--hours",
+            "0.3",
+            "--seed",
+            "4",
+            "--error-rate",
+            "0.3",
+            "--out",
+            str(events),
+            "--truth",
+            str(truth),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["audit", str(events), "--db", str(db), "--dead-letter", str(tmp_path / "dl.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert "Findings detected" in r.output and "dead letters: 0" in r.output
+    r = runner.invoke(app, ["report", "--db", str(db), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "rep" / "report.html").exists()
+    r = runner.invoke(app, ["report", "--db", str(tmp_path / "missing.duckdb"), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 2 and "no dealtrail database" in r.output

@@ -1,0 +1,106 @@
+"""Event schemas: validation at the edge, the JSON Schema export, the codec."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from schemas import events as ev
+from schemas.codec import DecodeError, decode, encode
+from schemas.export import all_schemas, render
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = {
+    "type": "CardDealt",
+    "event_id": "01HF7YAT00YPRPA8JAB2VS3WER",
+    "table_id": "TCP-01",
+    "game": "TCP",
+    "round_id": "TCP-01-R00001",
+    "seq": 12,
+    "occurred_at": "2026-11-27T18:00:00Z",
+    "recorded_at": "2026-11-27T18:00:00.250Z",
+    "source": "RFID",
+    "actor": {"role": "DEALER", "id": "D-0001"},
+    "deal_index": 1,
+    "to_area": "SEAT_1",
+    "card": "AS",
+}
+
+
+def test_committed_json_schemas_match_a_fresh_export() -> None:
+    folder = ROOT / "schemas" / "json"
+    fresh = all_schemas()
+    on_disk = {p.name for p in folder.glob("*.schema.json")}
+    assert on_disk == set(fresh), "run `make schemas`: the committed export lists other files"
+    for name, doc in fresh.items():
+        assert (folder / name).read_text(encoding="utf-8") == render(doc), f"{name} is stale: run `make schemas`"
+
+
+def test_decode_returns_the_tagged_event_and_encode_round_trips() -> None:
+    event = decode(json.dumps(GOOD))
+    assert isinstance(event, ev.CardDealt)
+    assert event.card == "AS"
+    assert decode(encode(event)) == event
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b'{"type": "CardDealt", "event_id": ', "malformed_json"),
+        (b"[1, 2]", "not_an_object"),
+        (json.dumps({**GOOD, "type": "CardTeleported"}).encode(), "unknown_event_type"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "table_id"}).encode(), "schema_error"),
+        (json.dumps({**GOOD, "seq": "twelve"}).encode(), "schema_error"),
+        (json.dumps({**GOOD, "colour": "red"}).encode(), "schema_error"),
+        (json.dumps({**GOOD, "occurred_at": "2026-11-27T18:00:00"}).encode(), "schema_error"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "type"}).encode(), "schema_error"),
+        (b"\xff\xfe not utf-8", "malformed_json"),
+    ],
+    ids=[
+        "truncated",
+        "array",
+        "unknown-type",
+        "missing-envelope",
+        "wrong-type",
+        "extra-field",
+        "naive-time",
+        "no-tag",
+        "bad-utf8",
+    ],
+)
+def test_decode_rejects_bad_input_with_a_reason(payload: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode(payload)
+    assert info.value.reason == reason
+    assert info.value.detail
+
+
+def test_events_are_frozen() -> None:
+    event = decode(json.dumps(GOOD))
+    with pytest.raises(ValidationError):
+        event.card = "KS"  # type: ignore[misc]
+
+
+def test_every_event_type_has_a_unique_past_tense_tag() -> None:
+    tags = [cls.model_fields["type"].default for cls in ev.EVENT_TYPES]
+    assert len(tags) == len(set(tags))
+    assert all(tag == cls.__name__ for tag, cls in zip(tags, ev.EVENT_TYPES, strict=True))
+    assert all(not tag.endswith("Event") for tag in tags)
+
+
+def test_envelope_rejects_seq_below_one() -> None:
+    with pytest.raises(ValidationError):
+        ev.RoundCompleted(
+            event_id="e1",
+            table_id="T",
+            game="TCP",
+            seq=0,
+            occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+            recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
+            source="MANUAL",
+            actor={"role": "DEALER", "id": "D"},
+        )
