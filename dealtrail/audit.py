@@ -1,14 +1,24 @@
 """The embedded audit: a JSON Lines event file through the engine into the DuckDB store.
 
-One pass, constant memory: lines are read, decoded and applied one by one; accepted events,
-findings and completed rounds are written in batches; every line that cannot be audited goes to
-the dead-letter file (and the ``dead_letters`` table) with its line number and reason.
+One pass, constant memory. The file is split by table between ``workers`` processes (each
+table's events stay in one process, in file order, which is all the engine needs); each worker
+decodes and applies its lines and stages accepted events, findings and completed rounds in
+batches; the parent process is the only DuckDB writer and commits each batch in one transaction.
+Every line that cannot be audited goes to the dead-letter file (and the ``dead_letters`` table)
+with its line number and reason; the run goes on.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import tempfile
+import traceback
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +34,9 @@ from streams.engine.state import RoundState
 
 BATCH_LINES = 50_000
 """Events per DuckDB transaction."""
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+"""Files smaller than this (bytes) are audited in-process: starting workers would cost more."""
+_TABLE_ID = re.compile(rb'"table_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass
@@ -31,10 +44,10 @@ class AuditSummary:
     """What one audit run saw and wrote.
 
     Attributes:
-        lines: lines read; events: events accepted by the engine; duplicates: exact duplicates
-        of earlier events (absorbed); dead_letters: lines rejected, by reason.
-        detections: new findings (revision 0) by (game, rule_id, severity).
-        written: rows the store gained.
+        lines: non-blank lines read; events: events accepted by the engine (exact duplicates
+        included, the store keeps one); dead_letters: lines rejected, by reason;
+        detections: new findings (revision 0) by (game, rule_id, severity); written: rows the
+        store gained; tables: tables seen; workers: processes used.
     """
 
     lines: int = 0
@@ -43,6 +56,23 @@ class AuditSummary:
     detections: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     written: BatchCounts = field(default_factory=BatchCounts)
     tables: int = 0
+    workers: int = 1
+
+
+@dataclass
+class Batch:
+    """What one worker hands the writer: a staged events file and the rest as rows."""
+
+    shard: int
+    events_file: Path | None
+    findings: list[Finding]
+    rounds: list[dict[str, Any]]
+    dead: list[dict[str, Any]]
+    bytes_read: int
+    lines: int
+    events: int
+    tables: int = 0
+    final: bool = False
 
 
 def round_row(rnd: RoundState, state: TableState, event: ev.RoundCompleted) -> dict[str, Any]:
@@ -82,7 +112,7 @@ def dead_letter_record(source: str, line_no: int, reason: str, detail: str, raw:
 class Auditor:
     """Applies events to per-table states and buffers what the store must receive.
 
-    Used by :func:`audit_file`; the incident replay and tests use it directly.
+    Used by the audit workers; the incident replay and tests use it directly.
     """
 
     def __init__(self) -> None:
@@ -90,14 +120,14 @@ class Auditor:
         self.findings: list[Finding] = []
         self.rounds: list[dict[str, Any]] = []
 
-    def apply(self, event: ev.DealingEvent) -> list[Finding]:
+    def apply(self, event: ev.DealingEvent, raw: bytes | None = None) -> list[Finding]:
         """Apply one event; buffer its findings and, at ``RoundCompleted``, the round row.
 
         Raises:
             EventRejected: see :func:`streams.engine.apply`.
         """
         before = self.states.get(event.table_id)
-        state, found = apply(before, event)
+        state, found = apply(before, event, raw)
         self.states[event.table_id] = state
         if found:
             self.findings.extend(found)
@@ -107,91 +137,203 @@ class Auditor:
         return found
 
 
+def shard_of(table_id: bytes, shards: int) -> int:
+    """The worker (0 .. shards-1) that owns a table: CRC-32 of its ID, modulo ``shards``."""
+    return zlib.crc32(table_id) % shards if shards > 1 else 0
+
+
+def scan(
+    path: Path,
+    shard: int,
+    shards: int,
+    stage_dir: Path,
+    batch_lines: int,
+    emit: Callable[[Batch], None],
+) -> None:
+    """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
+
+    A line belongs to the shard of the first ``"table_id"`` in its text (a line without one to
+    shard 0, which dead-letters it). A line whose decoded ``table_id`` names another shard's
+    table is dead-lettered as ``ambiguous_table_id`` (only a hostile line can do that).
+    """
+    source = str(path)
+    auditor = Auditor()
+    dead: list[dict[str, Any]] = []
+    staged = 0
+    batch_no = 0
+    lines = events = bytes_read = 0
+    stage = stage_dir / f"w{shard}-{batch_no}.jsonl"
+    out = stage.open("wb")
+
+    def flush(final: bool) -> None:
+        nonlocal out, stage, staged, batch_no, lines, events, bytes_read, dead
+        out.close()
+        emit(
+            Batch(
+                shard=shard,
+                events_file=stage if staged else None,
+                findings=auditor.findings,
+                rounds=auditor.rounds,
+                dead=dead,
+                bytes_read=bytes_read,
+                lines=lines,
+                events=events,
+                tables=len(auditor.states) if final else 0,
+                final=final,
+            )
+        )
+        if not staged:
+            stage.unlink(missing_ok=True)
+        auditor.findings, auditor.rounds, dead = [], [], []
+        staged = lines = events = bytes_read = 0
+        batch_no += 1
+        if not final:
+            stage = stage_dir / f"w{shard}-{batch_no}.jsonl"
+            out = stage.open("wb")
+
+    with path.open("rb") as fh:
+        for line_no, raw in enumerate(fh, 1):
+            bytes_read += len(raw)
+            if shards > 1:
+                match = _TABLE_ID.search(raw)
+                owner = shard_of(match.group(1), shards) if match else 0
+                if owner != shard:
+                    continue
+            if not raw.strip():
+                continue
+            lines += 1
+            try:
+                event = decode(raw)
+                if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
+                    raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
+                auditor.apply(event, raw)
+            except (DecodeError, EventRejected) as exc:
+                dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                continue
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"[:500]
+                dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
+                continue
+            events += 1
+            out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            staged += 1
+            if staged >= batch_lines:
+                flush(final=False)
+    flush(final=True)
+
+
+def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, queue: Any) -> None:
+    try:
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, queue.put)
+    except BaseException:
+        queue.put(("error", shard, traceback.format_exc()))
+
+
+def default_workers(path: Path) -> int:
+    """Worker processes for a file: 1 for small files, else up to 2 (one per core, at most 2)."""
+    if path.stat().st_size < PARALLEL_MIN_BYTES:
+        return 1
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def audit_file(
     path: Path,
     store: Store,
     dead_letter: IO[str] | None = None,
     progress: Callable[[int], None] | None = None,
     batch_lines: int = BATCH_LINES,
+    workers: int | None = None,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
     Args:
         path: the event file (one event per line; blank lines are skipped).
-        store: the DuckDB writer.
+        store: the DuckDB writer (only this process writes).
         dead_letter: a text stream receiving one JSON object per rejected line
-            (``source``, ``line``, ``reason``, ``detail``, ``raw`` or ``raw_base64``).
+            (``source``, ``line``, ``reason``, ``detail``, ``raw`` or ``raw_base64``), in line
+            order within each worker's share of the tables.
         progress: called with the bytes read since the last call.
-        batch_lines: events per store transaction.
+        batch_lines: events per worker batch.
+        workers: processes that decode and apply events; None picks by file size.
 
     Returns:
         The run's :class:`AuditSummary`.
 
     Raises:
         OSError: the file cannot be read.
+        RuntimeError: a worker process failed (its traceback is in the message).
     """
-    summary = AuditSummary()
-    auditor = Auditor()
-    raw_batch: list[bytes] = []
-    dead_batch: list[dict[str, Any]] = []
-    source = str(path)
-    pending_bytes = 0
+    shards = workers if workers is not None else default_workers(path)
+    summary = AuditSummary(workers=shards)
+    stage_dir = Path(tempfile.mkdtemp(prefix="dealtrail-audit-"))
 
-    def flush() -> None:
-        nonlocal pending_bytes
-        summary.written.add(store.write_batch(raw_batch, auditor.findings, auditor.rounds, dead_batch))
-        for f in auditor.findings:
+    def write(batch: Batch) -> None:
+        summary.written.add(
+            store.write_batch(
+                (),
+                batch.findings,
+                batch.rounds,
+                [
+                    {
+                        "source": d["source"],
+                        "position": f"line {d['line']}",
+                        "reason": d["reason"],
+                        "detail": d["detail"],
+                        "raw": d.get("raw", d.get("raw_base64", "")),
+                    }
+                    for d in batch.dead
+                ],
+                events_file=batch.events_file,
+            )
+        )
+        if batch.events_file is not None:
+            batch.events_file.unlink(missing_ok=True)
+        for d in batch.dead:
+            summary.dead_letters[d["reason"]] += 1
+            if dead_letter is not None:
+                dead_letter.write(json.dumps(d, ensure_ascii=False) + "\n")
+        for f in batch.findings:
             if f.revision == 0:
                 summary.detections[(f.game.value, f.rule_id, f.severity.value)] += 1
-        raw_batch.clear()
-        dead_batch.clear()
-        auditor.findings.clear()
-        auditor.rounds.clear()
+        summary.lines += batch.lines
+        summary.events += batch.events
+        summary.tables += batch.tables
         if progress is not None:
-            progress(pending_bytes)
-            pending_bytes = 0
+            progress(batch.bytes_read // shards)
 
-    def reject(line_no: int, reason: str, detail: str, raw: bytes) -> None:
-        rec = dead_letter_record(source, line_no, reason, detail, raw)
-        summary.dead_letters[reason] += 1
-        if dead_letter is not None:
-            dead_letter.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        dead_batch.append(
-            {
-                "source": source,
-                "position": f"line {line_no}",
-                "reason": reason,
-                "detail": detail,
-                "raw": rec.get("raw", rec.get("raw_base64", "")),
-            }
-        )
-
-    with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            pending_bytes += len(raw)
-            if not raw.strip():
-                continue
-            summary.lines += 1
-            try:
-                event = decode(raw)
-            except DecodeError as exc:
-                reject(line_no, exc.reason, exc.detail, raw)
-                continue
-            try:
-                auditor.apply(event)
-            except EventRejected as exc:
-                reject(line_no, exc.reason, exc.detail, raw)
-                continue
-            except Exception as exc:
-                reject(line_no, "engine_error", f"{type(exc).__name__}: {exc}"[:500], raw)
-                continue
-            summary.events += 1
-            raw_batch.append(raw)
-            if len(raw_batch) >= batch_lines:
-                flush()
-    flush()
-    summary.tables = len(auditor.states)
+    try:
+        if shards == 1:
+            scan(path, 0, 1, stage_dir, batch_lines, write)
+        else:
+            _parallel(path, shards, stage_dir, batch_lines, write)
+    finally:
+        shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
+
+
+def _parallel(path: Path, shards: int, stage_dir: Path, batch_lines: int, write: Callable[[Batch], None]) -> None:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue(maxsize=2 * shards)
+    procs = [
+        ctx.Process(target=_worker, args=(str(path), k, shards, str(stage_dir), batch_lines, queue), daemon=True)
+        for k in range(shards)
+    ]
+    for p in procs:
+        p.start()
+    running = shards
+    try:
+        while running:
+            item = queue.get()
+            if isinstance(item, tuple):
+                raise RuntimeError(f"audit worker {item[1]} failed:\n{item[2]}")
+            write(item)
+            if item.final:
+                running -= 1
+    finally:
+        for p in procs:
+            if p.is_alive() and running:
+                p.terminate()
+            p.join(timeout=10)
 
 
 def latest_statuses(store: Store) -> Counter[str]:

@@ -179,6 +179,7 @@ class Store:
         rounds: Sequence[dict[str, Any]] = (),
         dead_letters: Sequence[dict[str, Any]] = (),
         offsets: Sequence[dict[str, Any]] = (),
+        events_file: Path | None = None,
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -189,6 +190,8 @@ class Store:
             dead_letters: rows with source, position, reason, detail, raw.
             offsets: Kafka positions covered by this batch (consumer, topic, partition,
                 next_offset), committed with the rows.
+            events_file: a JSON Lines file of validated events to add (used instead of, or
+                besides, ``raw_events`` by the parallel audit, whose workers stage their lines).
 
         Returns:
             How many rows each table gained.
@@ -199,6 +202,8 @@ class Store:
         try:
             if raw_events:
                 counts.events = self._insert_events(raw_events)
+            if events_file is not None:
+                counts.events += self._insert_events_file(events_file)
             rows = [finding_row(f) for f in findings]
             if rows:
                 con.register("findings_batch", pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
@@ -246,6 +251,11 @@ class Store:
             for raw in raw_events:
                 fh.write(raw.rstrip(b"\r\n"))
                 fh.write(b"\n")
+        return self._insert_events_file(self._stage)
+
+    def _insert_events_file(self, path: Path) -> int:
+        if "'" in str(path):
+            raise ValueError(f"staging path must not contain a quote: {path}")
         return self._count(
             f"""INSERT INTO events
                 SELECT b.* FROM (
@@ -262,7 +272,7 @@ class Store:
                            j->'actor'->>'role' AS actor_role,
                            j->'actor'->>'id' AS actor_id,
                            j AS payload
-                    FROM (SELECT json AS j FROM read_json_objects('{self._stage}', format='newline_delimited'))
+                    FROM (SELECT json AS j FROM read_json_objects('{path}', format='newline_delimited'))
                     QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash) = 1
                 ) b
                 ANTI JOIN events e USING (event_id, payload_hash)"""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from schemas.config import TableConfig
 from schemas.events import DealingEvent, RoundCompleted
 from schemas.findings import Finding, finding_id_for
@@ -11,16 +9,19 @@ from streams.engine.catalog import RULES_BY_ID
 from streams.engine.state import RoundState, TableState
 
 
-@dataclass(frozen=True, slots=True)
 class Step:
     """One application of an event: ``before`` and ``after`` are the table states around it.
 
     ``round`` is the round the event belongs to (after the event; None between rounds).
+    Treat it as read-only.
     """
 
-    before: TableState
-    after: TableState
-    event: DealingEvent
+    __slots__ = ("after", "before", "event")
+
+    def __init__(self, before: TableState, after: TableState, event: DealingEvent) -> None:
+        self.before = before
+        self.after = after
+        self.event = event
 
     @property
     def config(self) -> TableConfig:

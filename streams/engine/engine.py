@@ -7,7 +7,7 @@ findings (stream = replay).
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from collections.abc import Callable, Iterable
 
 from schemas import events as ev
@@ -16,7 +16,7 @@ from schemas.codec import encode
 from schemas.findings import Finding
 from streams.engine import remedies
 from streams.engine.context import Step
-from streams.engine.reducer import reduce, round_deck_id
+from streams.engine.reducer import Draft, reduce, round_deck_id
 from streams.engine.rules import chapter_691, integrity, pai_gow_poker, three_card_prime
 from streams.engine.state import TableState
 
@@ -44,13 +44,20 @@ class EventRejected(ValueError):
         self.detail = detail
 
 
-def event_digest(event: ev.DealingEvent) -> str:
-    """16 hex characters of BLAKE2b over the event's canonical JSON: tells an exact duplicate
-    from a conflicting event with the same seq."""
-    return hashlib.blake2b(encode(event), digest_size=8).hexdigest()
+def event_digest(event: ev.DealingEvent, raw: bytes | None = None) -> int:
+    """CRC-32 of the event's bytes: tells an exact duplicate from a
+    conflicting event with the same seq (it is only ever compared for one seq of one table).
+
+    Args:
+        event: the event.
+        raw: the bytes it was decoded from (a file line, a Kafka message value); when None,
+            the canonical JSON of :func:`schemas.codec.encode` is hashed.
+    """
+    data = encode(event) if raw is None else raw.rstrip(b"\r\n")
+    return zlib.crc32(data)
 
 
-def _lookup(recent: tuple[tuple[tuple[int, str, str], ...], ...], seq: int) -> tuple[int, str, str] | None:
+def _lookup(recent: tuple[tuple[tuple[int, str, int], ...], ...], seq: int) -> tuple[int, str, int] | None:
     for chunk in reversed(recent):
         if chunk and chunk[0][0] <= seq:
             for entry in chunk:
@@ -60,19 +67,24 @@ def _lookup(recent: tuple[tuple[tuple[int, str, str], ...], ...], seq: int) -> t
 
 
 def _remember(
-    recent: tuple[tuple[tuple[int, str, str], ...], ...], entry: tuple[int, str, str]
-) -> tuple[tuple[tuple[int, str, str], ...], ...]:
+    recent: tuple[tuple[tuple[int, str, int], ...], ...], entry: tuple[int, str, int]
+) -> tuple[tuple[tuple[int, str, int], ...], ...]:
     if recent and len(recent[-1]) < CHUNK:
         return (*recent[:-1], (*recent[-1], entry))
     return (*recent[-(CHUNKS - 1) :], (entry,))
 
 
-def apply(state: TableState | None, event: ev.DealingEvent) -> tuple[TableState, list[Finding]]:
+def apply(
+    state: TableState | None, event: ev.DealingEvent, raw: bytes | None = None
+) -> tuple[TableState, list[Finding]]:
     """Apply one event of a table and return the new state and the findings it raises.
 
     Args:
         state: the table's state, or None if no event of the table was seen yet.
         event: a validated dealing event (see :func:`schemas.codec.decode`).
+        raw: the bytes ``event`` was decoded from, if at hand: hashing them is cheaper than
+            re-encoding the event to tell duplicates apart. Callers must be consistent per
+            source (the simulator, the publisher and the audit all use the canonical encoding).
 
     Returns:
         ``(new_state, findings)``. Findings are new findings (revision 0) and new revisions of
@@ -98,7 +110,7 @@ def apply(state: TableState | None, event: ev.DealingEvent) -> tuple[TableState,
     elif event.game != state.game or (isinstance(event, ev.TableConfigured) and event.config.game != state.game):
         raise EventRejected("game_mismatch", f"table {state.table_id!r} deals {state.game}, event says {event.game}")
 
-    digest = event_digest(event)
+    digest = event_digest(event, raw)
     findings: list[Finding] = []
     if event.seq <= state.last_seq:
         prior = _lookup(state.recent, event.seq)
@@ -126,17 +138,19 @@ def apply(state: TableState | None, event: ev.DealingEvent) -> tuple[TableState,
             )
         )
 
-    before = state.model_copy(
-        update={
-            "last_seq": event.seq,
-            "last_event_id": event.event_id,
-            "recent": _remember(state.recent, (event.seq, event.event_id, digest)),
-        }
+    draft = Draft(
+        state,
+        last_seq=event.seq,
+        last_event_id=event.event_id,
+        recent=_remember(state.recent, (event.seq, event.event_id, digest)),
     )
-    after = reduce(before, event)
-    step = Step(before, after, event)
+    reduce(draft, event)
+    after = draft.state
+    step = Step(state, after, event)
     for check in GAME_RULES[after.game]:
-        findings.extend(check(step))
+        found = check(step)
+        if found:
+            findings.extend(found)
     if not after.config.provisional_rules:
         findings = [f for f in findings if not f.provisional]
     after = _mark(step, after, findings)

@@ -1,11 +1,15 @@
 """State transitions: what each event does to a table's state, before any rule looks at it.
 
-:func:`reduce` is pure: it returns a new :class:`TableState` and never changes its argument.
-Rules read the states before and after (see :mod:`streams.engine.context`).
+:func:`reduce` works on a :class:`Draft`, a working copy of the table state made for one
+``apply``: the draft is a shallow copy, and each nested model (the round, a deck) is copied once
+before its first change, so the state it came from is never touched and the new state shares
+everything that did not change. Handlers are looked up by event type (one dict lookup per
+event, the hot path of the audit and the worker).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from schemas import events as ev
@@ -19,17 +23,17 @@ from streams.engine.state import (
     WagerInfo,
 )
 
-DEAL_CLOSERS = frozenset(
+DEAL_CLOSERS: frozenset[type[Envelope]] = frozenset(
     {
-        "StubCounted",
-        "StubDiscarded",
-        "MisdealDetermined",
-        "PlayerDecided",
-        "PlayerViewedCards",
-        "HandSet",
-        "WagerSettled",
-        "RoundVoided",
-        "RoundCompleted",
+        ev.StubCounted,
+        ev.StubDiscarded,
+        ev.MisdealDetermined,
+        ev.PlayerDecided,
+        ev.PlayerViewedCards,
+        ev.HandSet,
+        ev.WagerSettled,
+        ev.RoundVoided,
+        ev.RoundCompleted,
     }
 )
 """Event types that end the deal of a round (card-count rules are judged at the first one)."""
@@ -38,15 +42,51 @@ DEFAULT_JOKERS = {Game.TCP: 0, Game.C691: 2, Game.PGP: 1}
 """Jokers in a deck of each game when no ``DeckIntroduced`` said otherwise (rulebook section 2)."""
 
 
-def _deck(state: TableState, deck_id: str) -> DeckState:
-    deck = state.decks.get(deck_id)
-    if deck is None:
-        deck = DeckState(deck_id=deck_id, declared_count=state.config.cards_per_deck, jokers=DEFAULT_JOKERS[state.game])
-    return deck
+class Draft:
+    """The table state being built by one ``apply``; the only mutable object of the engine.
 
+    ``state`` starts as a shallow copy of the base state. :meth:`set_round` and
+    :meth:`put_deck` copy the round and the decks mapping before their first change. Once the
+    engine returns ``state``, nothing changes it again.
+    """
 
-def _with_deck(state: TableState, deck: DeckState, **table: Any) -> TableState:
-    return state.model_copy(update={"decks": {**state.decks, deck.deck_id: deck}, **table})
+    __slots__ = ("_decks_copied", "_round_copied", "state")
+
+    def __init__(self, base: TableState, **changes: Any) -> None:
+        self.state = base.model_copy(update=changes)
+        self._round_copied = False
+        self._decks_copied = False
+
+    @property
+    def round(self) -> RoundState | None:
+        """The round in progress in the draft."""
+        return self.state.round
+
+    def set(self, **changes: Any) -> None:
+        """Change table-level fields."""
+        self.state.__dict__.update(changes)
+
+    def set_round(self, **changes: Any) -> None:
+        """Change fields of the round in progress (copied on first change)."""
+        rnd = self.state.round
+        assert rnd is not None
+        if self._round_copied:
+            rnd.__dict__.update(changes)
+        else:
+            self.state.__dict__["round"] = rnd.model_copy(update=changes)
+            self._round_copied = True
+
+    def start_round(self, rnd: RoundState | None) -> None:
+        """Replace the round in progress (a new one, or None when it completes)."""
+        self.state.__dict__["round"] = rnd
+        self._round_copied = rnd is not None
+
+    def put_deck(self, deck: DeckState) -> None:
+        """Store a (new) deck state."""
+        if not self._decks_copied:
+            self.state.__dict__["decks"] = dict(self.state.decks)
+            self._decks_copied = True
+        self.state.decks[deck.deck_id] = deck  # type: ignore[index]  # the draft's own copy
 
 
 def round_deck_id(state: TableState, event: Envelope) -> str | None:
@@ -56,6 +96,13 @@ def round_deck_id(state: TableState, event: Envelope) -> str | None:
     if state.round is not None and state.round.deck_id is not None:
         return state.round.deck_id
     return state.current_deck_id
+
+
+def _deck(state: TableState, deck_id: str) -> DeckState:
+    deck = state.decks.get(deck_id)
+    if deck is None:
+        deck = DeckState(deck_id=deck_id, declared_count=state.config.cards_per_deck, jokers=DEFAULT_JOKERS[state.game])
+    return deck
 
 
 def shuffle_counts(state: TableState, info: ShuffleInfo | None) -> bool:
@@ -90,290 +137,364 @@ def stub_window_applies(state: TableState, rnd: RoundState) -> bool:
     return state.game is Game.TCP and state.config.provisional_rules
 
 
-def _round(state: TableState, **update: Any) -> TableState:
-    assert state.round is not None
-    return state.model_copy(update={"round": state.round.model_copy(update=update), **{}})
+# -- table-level events -------------------------------------------------------------------------
 
 
-def reduce(state: TableState, event: ev.DealingEvent) -> TableState:  # noqa: PLR0911
-    """Apply one event's effect to the table state.
-
-    Args:
-        state: the table state before ``event`` (not modified).
-        event: a validated dealing event of this table, already sequence-checked.
-
-    Returns:
-        The new table state. Events that belong to a round but arrive between rounds change only
-        table-level fields.
-    """
-    rnd = state.round
-    deck_id: str | None
-    deck: DeckState | None
-    match event:
-        case ev.TableConfigured():
-            return state.model_copy(update={"config": event.config})
-        case ev.DeviceRegistered():
-            dev = DeviceState(
-                device_type=event.device_type,
-                counts_each_shuffle=event.counts_each_shuffle,
-                indicates_full_deck=event.indicates_full_deck,
-                approved=event.approved,
-            )
-            return state.model_copy(update={"devices": {**state.devices, event.device_id: dev}})
-        case ev.DeckIntroduced():
-            deck_id = event.deck_id or event.event_id
-            jokers = event.jokers if event.jokers is not None else max(0, event.declared_count - 52)
-            deck = DeckState(deck_id=deck_id, declared_count=event.declared_count, jokers=jokers)
-            if state.config.stub_window_resets_on_new_deck:
-                return _with_deck(state, deck, current_deck_id=deck_id, stub_run=0, stub_run_rounds=())
-            return _with_deck(state, deck, current_deck_id=deck_id)
-        case ev.DeckRemoved():
-            deck_id = round_deck_id(state, event)
-            if deck_id is None:
-                return state
-            removed = _deck(state, deck_id).model_copy(update={"removed": True})
-            current = None if state.current_deck_id == deck_id else state.current_deck_id
-            return _with_deck(state, removed, current_deck_id=current)
-        case ev.ShuffleStarted():
-            deck_id = round_deck_id(state, event)
-            if deck_id is None:
-                return state
-            started = _deck(state, deck_id).model_copy(
-                update={"shuffle_started_seq": event.seq, "shuffle_started_event_id": event.event_id}
-            )
-            return _with_deck(state, started, current_deck_id=deck_id)
-        case ev.ShuffleCompleted():
-            deck_id = round_deck_id(state, event)
-            if deck_id is None:
-                return state
-            current_deck = _deck(state, deck_id)
-            started_seq = (
-                current_deck.shuffle_started_seq if current_deck.shuffle_started_seq is not None else event.seq
-            )
-            info = ShuffleInfo(
-                event_id=event.event_id,
-                method=event.method,
-                device_id=event.device_id,
-                started_seq=started_seq,
-                counted=event.device_card_count is not None,
-                full_deck_ok=event.device_full_deck_ok,
-                mode=event.mode,
-            )
-            shuffled = current_deck.model_copy(
-                update={
-                    "last_shuffle": info,
-                    "shuffle_started_seq": None,
-                    "shuffle_started_event_id": None,
-                    "seen": {},
-                    "composition_flagged": False,
-                }
-            )
-            good = event.mode == "SHUFFLE" and event.device_full_deck_ok is not False
-            fault = None if good else event.event_id
-            unusable = state.unusable
-            if good and event.device_id is not None and event.device_id in unusable:
-                unusable = {k: v for k, v in unusable.items() if k != event.device_id}
-            return _with_deck(
-                state,
-                shuffled,
-                current_deck_id=deck_id,
-                shuffler_fault=fault,
-                fault_flagged=False,
-                unusable=unusable,
-            )
-        case ev.ShufflerFaulted():
-            return state.model_copy(
-                update={
-                    "shuffler_fault": event.event_id,
-                    "fault_flagged": False,
-                    "unusable": {**state.unusable, event.device_id: event.event_id},
-                }
-            )
-        case ev.AutoShoeFaulted():
-            return state.model_copy(update={"unusable": {**state.unusable, event.device_id: event.event_id}})
-        case ev.DeviceTakenOutOfService():
-            known = state.devices.get(event.device_id)
-            if known is None:
-                return state
-            off = known.model_copy(
-                update={"out_of_service": True, "covered_or_signed": event.covered or event.out_of_order_sign}
-            )
-            return state.model_copy(update={"devices": {**state.devices, event.device_id: off}})
-        case ev.DeviceReturnedToService():
-            devices = dict(state.devices)
-            if event.device_id in devices:
-                devices[event.device_id] = devices[event.device_id].model_copy(
-                    update={"out_of_service": False, "covered_or_signed": False}
-                )
-            unusable = {k: v for k, v in state.unusable.items() if k != event.device_id}
-            return state.model_copy(update={"devices": devices, "unusable": unusable})
-        case ev.RoundStarted():
-            deck_id = event.deck_id or state.current_deck_id
-            deck = state.decks.get(deck_id) if deck_id is not None else None
-            exempt = shuffle_counts(state, deck.last_shuffle if deck is not None else None)
-            new_round = RoundState(
-                round_id=event.round_id or event.event_id,
-                round_no=event.round_no,
-                method=event.dealing_method,
-                dealer_id=event.dealer_id,
-                deck_id=deck_id,
-                started_event_id=event.event_id,
-                started_seq=event.seq,
-                started_at=event.occurred_at,
-                exempt=exempt,
-            )
-            reset = state.config.stub_window_resets_on_dealer_change and state.last_dealer_id not in (
-                None,
-                event.dealer_id,
-            )
-            if reset:
-                state = state.model_copy(update={"stub_run": 0, "stub_run_rounds": ()})
-            unusable = state.unusable
-            if event.dealing_method == "AUTO_SHOE":
-                shoes = {k for k, d in state.devices.items() if d.device_type == "AUTO_SHOE"}
-                unusable = {k: v for k, v in unusable.items() if k not in shoes}
-            return state.model_copy(update={"round": new_round, "unusable": unusable})
-        case ev.RoundCompleted():
-            if rnd is None:
-                return state
-            run, run_rounds = state.stub_run, state.stub_run_rounds
-            if stub_window_applies(state, rnd) and not rnd.exempt:
-                if rnd.stub_event_id is not None:
-                    run, run_rounds = 0, ()
-                else:
-                    run += 1
-                    run_rounds = (*run_rounds, event.event_id)[-state.config.stub_count_window :]
-            return state.model_copy(
-                update={
-                    "round": None,
-                    "last_dealer_id": rnd.dealer_id,
-                    "rounds_completed": state.rounds_completed + 1,
-                    "stub_run": run,
-                    "stub_run_rounds": run_rounds,
-                }
-            )
-    if rnd is None or (event.round_id is not None and event.round_id != rnd.round_id):
-        return state
-    closes = rnd.cards_dealt > 0 and not rnd.deal_closed and event.type in DEAL_CLOSERS
-    if closes:
-        rnd = rnd.model_copy(update={"deal_closed": True})
-        state = state.model_copy(update={"round": rnd})
-    return _reduce_round(state, rnd, event)
+def _configured(d: Draft, e: ev.TableConfigured) -> None:
+    d.set(config=e.config)
 
 
-def _reduce_round(state: TableState, rnd: RoundState, event: ev.DealingEvent) -> TableState:  # noqa: PLR0911
-    match event:
-        case ev.WagerPlaced():
-            w = WagerInfo(
-                wager_id=event.wager_id,
-                seat=event.seat,
-                wager_type=event.wager_type,
-                amount=event.amount,
-                event_id=event.event_id,
-            )
-            return _round(state, wagers={**rnd.wagers, event.wager_id: w})
-        case ev.WagerChanged():
-            old = rnd.wagers.get(event.wager_id)
-            w = WagerInfo(
-                wager_id=event.wager_id,
-                seat=event.seat,
-                wager_type=event.wager_type,
-                amount=event.amount,
-                event_id=old.event_id if old is not None else event.event_id,
-            )
-            return _round(state, wagers={**rnd.wagers, event.wager_id: w})
-        case ev.WagerWithdrawn():
-            old = rnd.wagers.get(event.wager_id)
-            if old is None:
-                return state
-            return _round(state, wagers={**rnd.wagers, event.wager_id: old.model_copy(update={"active": False})})
-        case ev.NoMoreBetsAnnounced():
-            return _round(state, nmb_event_id=rnd.nmb_event_id or event.event_id)
-        case ev.DeckHeld():
-            if rnd.deck_hand is not None:
-                return state
-            return _round(state, deck_hand=event.hand, deck_hand_event_id=event.event_id)
-        case ev.CardDealt():
-            area = event.to_area
-            hand = area.startswith("SEAT_") or area == "DEALER"
-            update: dict[str, Any] = {
-                "cards": {**rnd.cards, area: (*rnd.cards.get(area, ()), event.event_id)},
-                "cards_dealt": rnd.cards_dealt + 1,
-                "hand_cards": rnd.hand_cards + (1 if hand else 0),
+def _device(d: Draft, e: ev.DeviceRegistered) -> None:
+    dev = DeviceState(
+        device_type=e.device_type,
+        counts_each_shuffle=e.counts_each_shuffle,
+        indicates_full_deck=e.indicates_full_deck,
+        approved=e.approved,
+    )
+    d.set(devices={**d.state.devices, e.device_id: dev})
+
+
+def _deck_introduced(d: Draft, e: ev.DeckIntroduced) -> None:
+    deck_id = e.deck_id or e.event_id
+    jokers = e.jokers if e.jokers is not None else max(0, e.declared_count - 52)
+    d.put_deck(DeckState(deck_id=deck_id, declared_count=e.declared_count, jokers=jokers))
+    d.set(current_deck_id=deck_id)
+    if d.state.config.stub_window_resets_on_new_deck:
+        d.set(stub_run=0, stub_run_rounds=())
+
+
+def _deck_removed(d: Draft, e: ev.DeckRemoved) -> None:
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is None:
+        return
+    d.put_deck(_deck(d.state, deck_id).model_copy(update={"removed": True}))
+    if d.state.current_deck_id == deck_id:
+        d.set(current_deck_id=None)
+
+
+def _shuffle_started(d: Draft, e: ev.ShuffleStarted) -> None:
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is None:
+        return
+    deck = _deck(d.state, deck_id)
+    d.put_deck(deck.model_copy(update={"shuffle_started_seq": e.seq, "shuffle_started_event_id": e.event_id}))
+    d.set(current_deck_id=deck_id)
+
+
+def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is None:
+        return
+    deck = _deck(d.state, deck_id)
+    info = ShuffleInfo(
+        event_id=e.event_id,
+        method=e.method,
+        device_id=e.device_id,
+        started_seq=deck.shuffle_started_seq if deck.shuffle_started_seq is not None else e.seq,
+        counted=e.device_card_count is not None,
+        full_deck_ok=e.device_full_deck_ok,
+        mode=e.mode,
+    )
+    d.put_deck(
+        deck.model_copy(
+            update={
+                "last_shuffle": info,
+                "shuffle_started_seq": None,
+                "shuffle_started_event_id": None,
+                "seen_cards": "",
+                "seen_ids": (),
+                "composition_flagged": False,
             }
-            if event.card != "UNKNOWN":
-                update["faces"] = {**rnd.faces, event.event_id: event.card}
-            if event.face == "UP":
-                update["face_up_event_ids"] = (*rnd.face_up_event_ids, event.event_id)
-            if rnd.first_card_event_id is None:
-                update["first_card_event_id"] = event.event_id
-            state = _round(state, **update)
-            return _see_card(state, event, event.card)
-        case ev.CardFoundFaceUp():
-            state = _round(state, found_face_up=(*rnd.found_face_up, event.event_id))
-            return _see_card(state, event, event.card)
-        case ev.StubCounted():
-            total, correct = deck_arithmetic(state, rnd, event.count)
-            return _round(
-                state, stub_count=event.count, stub_event_id=event.event_id, deck_total=total, stub_correct=correct
-            )
-        case ev.StubDiscarded():
-            return _round(state, stub_discarded=True)
-        case ev.RoundVoided():
-            if event.scope == "ALL_HANDS":
-                return _round(state, voided_all=True)
-            return _round(state, voided_seats=rnd.voided_seats | {event.scope})
-        case ev.WagersReturned():
-            return _round(state, returned=rnd.returned | frozenset(event.wager_ids))
-        case ev.WagerSettled():
-            old = rnd.wagers.get(event.wager_id)
-            wagers = rnd.wagers
-            if old is not None:
-                wagers = {**wagers, event.wager_id: old.model_copy(update={"settled": True})}
-            return _round(state, settled_any=True, wagers=wagers)
-        case ev.DiceShaken():
-            return _round(state, shaken_event_id=event.event_id, reveal=None, reveal_event_id=None, reveal_valid=False)
-        case ev.DiceRevealed():
-            valid = event.all_flat and not event.die_out_of_shaker
-            return _round(
-                state,
-                reveal=event.values,
-                reveal_event_id=event.event_id,
-                reveal_valid=valid,
-                values_announced=False,
-            )
-        case ev.DiceValuesAnnounced():
-            return _round(state, values_announced=True)
-        case ev.DiceTotalAnnounced():
-            return _round(state, total_announced=event.total, total_event_id=event.event_id)
-        case ev.RngNumberDisplayed():
-            return _round(state, rng_number=event.number, rng_event_id=event.event_id)
-        case ev.StackDelivered():
-            entry = (event.stack_index, event.card_count, event.event_id)
-            return _round(state, stacks={**rnd.stacks, event.to_position: entry})
-        case ev.CardExposed():
-            if event.location == "PLAYER_HAND" and event.seat is not None and event.exposed_by == "DEALER":
-                return _round(state, exposed_seats={**rnd.exposed_seats, event.seat: event.event_id})
-            return state
-        case ev.PlayerViewedCards():
-            if event.seat in rnd.viewed_seats:
-                return state
-            return _round(state, viewed_seats={**rnd.viewed_seats, event.seat: event.event_id})
-        case ev.PlayerVoidDecided():
-            return _round(state, exposed_seats={k: v for k, v in rnd.exposed_seats.items() if k != event.seat})
-    return state
+        )
+    )
+    good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
+    d.set(current_deck_id=deck_id, shuffler_fault=None if good else e.event_id, fault_flagged=False)
+    unusable = d.state.unusable
+    if good and e.device_id is not None and e.device_id in unusable:
+        d.set(unusable={k: v for k, v in unusable.items() if k != e.device_id})
 
 
-def _see_card(state: TableState, event: Envelope, card: str) -> TableState:
+def _shuffler_faulted(d: Draft, e: ev.ShufflerFaulted) -> None:
+    d.set(shuffler_fault=e.event_id, fault_flagged=False, unusable={**d.state.unusable, e.device_id: e.event_id})
+
+
+def _shoe_faulted(d: Draft, e: ev.AutoShoeFaulted) -> None:
+    d.set(unusable={**d.state.unusable, e.device_id: e.event_id})
+
+
+def _out_of_service(d: Draft, e: ev.DeviceTakenOutOfService) -> None:
+    known = d.state.devices.get(e.device_id)
+    if known is not None:
+        off = known.model_copy(update={"out_of_service": True, "covered_or_signed": e.covered or e.out_of_order_sign})
+        d.set(devices={**d.state.devices, e.device_id: off})
+
+
+def _back_in_service(d: Draft, e: ev.DeviceReturnedToService) -> None:
+    devices = dict(d.state.devices)
+    if e.device_id in devices:
+        devices[e.device_id] = devices[e.device_id].model_copy(
+            update={"out_of_service": False, "covered_or_signed": False}
+        )
+    d.set(devices=devices, unusable={k: v for k, v in d.state.unusable.items() if k != e.device_id})
+
+
+def _round_started(d: Draft, e: ev.RoundStarted) -> None:
+    state = d.state
+    deck_id = e.deck_id or state.current_deck_id
+    deck = state.decks.get(deck_id) if deck_id is not None else None
+    d.start_round(
+        RoundState(
+            round_id=e.round_id or e.event_id,
+            round_no=e.round_no,
+            method=e.dealing_method,
+            dealer_id=e.dealer_id,
+            deck_id=deck_id,
+            started_event_id=e.event_id,
+            started_seq=e.seq,
+            started_at=e.occurred_at,
+            exempt=shuffle_counts(state, deck.last_shuffle if deck is not None else None),
+        )
+    )
+    if state.config.stub_window_resets_on_dealer_change and state.last_dealer_id not in (None, e.dealer_id):
+        d.set(stub_run=0, stub_run_rounds=())
+    if e.dealing_method == "AUTO_SHOE" and state.unusable:
+        shoes = {k for k, dev in state.devices.items() if dev.device_type == "AUTO_SHOE"}
+        d.set(unusable={k: v for k, v in state.unusable.items() if k not in shoes})
+
+
+def _round_completed(d: Draft, e: ev.RoundCompleted) -> None:
+    rnd = d.round
+    if rnd is None:
+        return
+    state = d.state
+    run, run_rounds = state.stub_run, state.stub_run_rounds
+    if stub_window_applies(state, rnd) and not rnd.exempt:
+        if rnd.stub_event_id is not None:
+            run, run_rounds = 0, ()
+        else:
+            run += 1
+            run_rounds = (*run_rounds, e.event_id)[-state.config.stub_count_window :]
+    d.start_round(None)
+    d.set(
+        last_dealer_id=rnd.dealer_id,
+        rounds_completed=state.rounds_completed + 1,
+        stub_run=run,
+        stub_run_rounds=run_rounds,
+    )
+
+
+# -- events inside a round ----------------------------------------------------------------------
+
+
+def _wager_placed(d: Draft, rnd: RoundState, e: ev.WagerPlaced) -> None:
+    w = WagerInfo(wager_id=e.wager_id, seat=e.seat, wager_type=e.wager_type, amount=e.amount, event_id=e.event_id)
+    d.set_round(wagers={**rnd.wagers, e.wager_id: w})
+
+
+def _wager_changed(d: Draft, rnd: RoundState, e: ev.WagerChanged) -> None:
+    old = rnd.wagers.get(e.wager_id)
+    w = WagerInfo(
+        wager_id=e.wager_id,
+        seat=e.seat,
+        wager_type=e.wager_type,
+        amount=e.amount,
+        event_id=old.event_id if old is not None else e.event_id,
+    )
+    d.set_round(wagers={**rnd.wagers, e.wager_id: w})
+
+
+def _wager_withdrawn(d: Draft, rnd: RoundState, e: ev.WagerWithdrawn) -> None:
+    old = rnd.wagers.get(e.wager_id)
+    if old is not None:
+        d.set_round(wagers={**rnd.wagers, e.wager_id: old.model_copy(update={"active": False})})
+
+
+def _no_more_bets(d: Draft, rnd: RoundState, e: ev.NoMoreBetsAnnounced) -> None:
+    if rnd.nmb_event_id is None:
+        d.set_round(nmb_event_id=e.event_id)
+
+
+def _deck_held(d: Draft, rnd: RoundState, e: ev.DeckHeld) -> None:
+    if rnd.deck_hand is None:
+        d.set_round(deck_hand=e.hand, deck_hand_event_id=e.event_id)
+
+
+def _card_dealt(d: Draft, rnd: RoundState, e: ev.CardDealt) -> None:
+    area = e.to_area
+    update: dict[str, Any] = {
+        "cards": {**rnd.cards, area: (*rnd.cards.get(area, ()), e.event_id)},
+        "cards_dealt": rnd.cards_dealt + 1,
+    }
+    if area.startswith("SEAT_") or area == "DEALER":
+        update["hand_cards"] = rnd.hand_cards + 1
+    if e.face == "UP":
+        update["face_up_event_ids"] = (*rnd.face_up_event_ids, e.event_id)
+    if rnd.first_card_event_id is None:
+        update["first_card_event_id"] = e.event_id
+    d.set_round(**update)
+    _see_card(d, e, e.card)
+
+
+def _found_face_up(d: Draft, rnd: RoundState, e: ev.CardFoundFaceUp) -> None:
+    d.set_round(found_face_up=(*rnd.found_face_up, e.event_id))
+    _see_card(d, e, e.card)
+
+
+def _stub_counted(d: Draft, rnd: RoundState, e: ev.StubCounted) -> None:
+    total, correct = deck_arithmetic(d.state, rnd, e.count)
+    d.set_round(stub_count=e.count, stub_event_id=e.event_id, deck_total=total, stub_correct=correct)
+
+
+def _stub_discarded(d: Draft, rnd: RoundState, e: ev.StubDiscarded) -> None:
+    d.set_round(stub_discarded=True)
+
+
+def _voided(d: Draft, rnd: RoundState, e: ev.RoundVoided) -> None:
+    if e.scope == "ALL_HANDS":
+        d.set_round(voided_all=True)
+    else:
+        d.set_round(voided_seats=rnd.voided_seats | {e.scope})
+
+
+def _returned(d: Draft, rnd: RoundState, e: ev.WagersReturned) -> None:
+    d.set_round(returned=rnd.returned | frozenset(e.wager_ids))
+
+
+def _settled(d: Draft, rnd: RoundState, e: ev.WagerSettled) -> None:
+    old = rnd.wagers.get(e.wager_id)
+    if old is None:
+        d.set_round(settled_any=True)
+    else:
+        d.set_round(settled_any=True, wagers={**rnd.wagers, e.wager_id: old.model_copy(update={"settled": True})})
+
+
+def _dice_shaken(d: Draft, rnd: RoundState, e: ev.DiceShaken) -> None:
+    d.set_round(shaken_event_id=e.event_id, reveal=None, reveal_event_id=None, reveal_valid=False)
+
+
+def _dice_revealed(d: Draft, rnd: RoundState, e: ev.DiceRevealed) -> None:
+    d.set_round(
+        reveal=e.values,
+        reveal_event_id=e.event_id,
+        reveal_valid=e.all_flat and not e.die_out_of_shaker,
+        values_announced=False,
+    )
+
+
+def _values_announced(d: Draft, rnd: RoundState, e: ev.DiceValuesAnnounced) -> None:
+    d.set_round(values_announced=True)
+
+
+def _total_announced(d: Draft, rnd: RoundState, e: ev.DiceTotalAnnounced) -> None:
+    d.set_round(total_announced=e.total, total_event_id=e.event_id)
+
+
+def _rng_number(d: Draft, rnd: RoundState, e: ev.RngNumberDisplayed) -> None:
+    d.set_round(rng_number=e.number, rng_event_id=e.event_id)
+
+
+def _stack_delivered(d: Draft, rnd: RoundState, e: ev.StackDelivered) -> None:
+    d.set_round(stacks={**rnd.stacks, e.to_position: (e.stack_index, e.card_count, e.event_id)})
+
+
+def _card_exposed(d: Draft, rnd: RoundState, e: ev.CardExposed) -> None:
+    if e.location == "PLAYER_HAND" and e.seat is not None and e.exposed_by == "DEALER":
+        d.set_round(exposed_seats={**rnd.exposed_seats, e.seat: e.event_id})
+
+
+def _player_viewed(d: Draft, rnd: RoundState, e: ev.PlayerViewedCards) -> None:
+    if e.seat not in rnd.viewed_seats:
+        d.set_round(viewed_seats={**rnd.viewed_seats, e.seat: e.event_id})
+
+
+def _void_decided(d: Draft, rnd: RoundState, e: ev.PlayerVoidDecided) -> None:
+    if e.seat in rnd.exposed_seats:
+        d.set_round(exposed_seats={k: v for k, v in rnd.exposed_seats.items() if k != e.seat})
+
+
+def _see_card(d: Draft, event: Envelope, card: str) -> None:
     """Record a drawn card against its deck (DT-deck-composition)."""
     if card == "UNKNOWN":
-        return state
-    deck_id = round_deck_id(state, event)
+        return
+    deck_id = round_deck_id(d.state, event)
     if deck_id is None:
-        return state
-    deck = _deck(state, deck_id)
-    deck = deck.model_copy(update={"seen": {**deck.seen, card: (*deck.seen.get(card, ()), event.event_id)}})
-    return _with_deck(state, deck)
+        return
+    deck = _deck(d.state, deck_id)
+    d.put_deck(
+        deck.model_copy(
+            update={"seen_cards": f"{deck.seen_cards} {card}", "seen_ids": (*deck.seen_ids, event.event_id)}
+        )
+    )
+
+
+TABLE_HANDLERS: dict[type[Envelope], Callable[[Draft, Any], None]] = {
+    ev.TableConfigured: _configured,
+    ev.DeviceRegistered: _device,
+    ev.DeckIntroduced: _deck_introduced,
+    ev.DeckRemoved: _deck_removed,
+    ev.ShuffleStarted: _shuffle_started,
+    ev.ShuffleCompleted: _shuffle_completed,
+    ev.ShufflerFaulted: _shuffler_faulted,
+    ev.AutoShoeFaulted: _shoe_faulted,
+    ev.DeviceTakenOutOfService: _out_of_service,
+    ev.DeviceReturnedToService: _back_in_service,
+    ev.RoundStarted: _round_started,
+    ev.RoundCompleted: _round_completed,
+}
+"""Events that change table-level state, whether or not a round is in progress."""
+
+ROUND_HANDLERS: dict[type[Envelope], Callable[[Draft, RoundState, Any], None]] = {
+    ev.CardDealt: _card_dealt,
+    ev.WagerPlaced: _wager_placed,
+    ev.WagerSettled: _settled,
+    ev.WagerChanged: _wager_changed,
+    ev.WagerWithdrawn: _wager_withdrawn,
+    ev.NoMoreBetsAnnounced: _no_more_bets,
+    ev.DeckHeld: _deck_held,
+    ev.CardFoundFaceUp: _found_face_up,
+    ev.StubCounted: _stub_counted,
+    ev.StubDiscarded: _stub_discarded,
+    ev.RoundVoided: _voided,
+    ev.WagersReturned: _returned,
+    ev.DiceShaken: _dice_shaken,
+    ev.DiceRevealed: _dice_revealed,
+    ev.DiceValuesAnnounced: _values_announced,
+    ev.DiceTotalAnnounced: _total_announced,
+    ev.RngNumberDisplayed: _rng_number,
+    ev.StackDelivered: _stack_delivered,
+    ev.CardExposed: _card_exposed,
+    ev.PlayerViewedCards: _player_viewed,
+    ev.PlayerVoidDecided: _void_decided,
+}
+"""Events that change the round in progress; ignored between rounds and when stamped with
+another round's ID (a late event must not change the current round)."""
+
+
+def _in_round(d: Draft, event: Envelope) -> None:
+    rnd = d.round
+    if rnd is None or (event.round_id is not None and event.round_id != rnd.round_id):
+        return
+    if rnd.cards_dealt and not rnd.deal_closed and type(event) in DEAL_CLOSERS:
+        d.set_round(deal_closed=True)
+        rnd = d.round
+        assert rnd is not None
+    handler = ROUND_HANDLERS.get(type(event))
+    if handler is not None:
+        handler(d, rnd, event)
+
+
+def reduce(d: Draft, event: ev.DealingEvent) -> None:
+    """Apply one event's effect to the draft.
+
+    Args:
+        d: the draft of the table state (changed in place; its base state never is).
+        event: a validated dealing event of this table, already sequence-checked.
+    """
+    handler = TABLE_HANDLERS.get(type(event))
+    if handler is not None:
+        handler(d, event)
+    else:
+        _in_round(d, event)
 
 
 def expected_cards_dealt(state: TableState, rnd: RoundState) -> int:

@@ -1,26 +1,44 @@
 """Per-table state rebuilt from dealing events (rulebook section 4, "Projections").
 
-All models are frozen; collections are dicts and tuples that are never mutated in place (a new
-state is always a new object). ``TableState.model_dump(mode="json")`` is the JSON-compatible form
-the Faust worker keeps in its changelog-backed table, and ``TableState.model_validate`` reads it
-back.
+All states are frozen dataclasses; collections are dicts and tuples that are never mutated in
+place (a new state is always a new object). They are plain dataclasses rather than pydantic
+models because the engine copies them on every event: :meth:`_State.model_copy` is a single
+dict copy. :func:`state_to_json` / :func:`state_from_json` give the JSON-compatible form the
+Faust worker keeps in its changelog-backed table (validated by pydantic on the way back).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import TypeAdapter
 
 from schemas.base import DealingMethod, Game
 from schemas.config import TableConfig
 from schemas.findings import Finding
 
 
-class _State(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _State:
+    """Base of the state dataclasses: a fast, unvalidated copy with changes."""
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
+        """A shallow copy with ``update`` applied (same call as pydantic's, without validation).
+
+        The engine builds a new state per event, so this is its hot path. States are never
+        mutated, so sharing the unchanged nested values is safe.
+        """
+        new = object.__new__(self.__class__)
+        fields = self.__dict__.copy()
+        if update:
+            fields.update(update)
+        object.__setattr__(new, "__dict__", fields)
+        return new
 
 
+@dataclass(frozen=True, kw_only=True, eq=True)
 class DeviceState(_State):
     """A registered device: its capabilities (counting shuffler?) and service status."""
 
@@ -32,6 +50,7 @@ class DeviceState(_State):
     covered_or_signed: bool = False
 
 
+@dataclass(frozen=True, kw_only=True, eq=True)
 class ShuffleInfo(_State):
     """The last completed shuffle of a deck.
 
@@ -49,11 +68,13 @@ class ShuffleInfo(_State):
     mode: str
 
 
+@dataclass(frozen=True, kw_only=True, eq=True)
 class DeckState(_State):
     """One deck at the table: declared size, jokers, last shuffle and the cards seen since it.
 
-    ``seen`` maps a card (rank+suit or ``JK``) to the event IDs that drew it since the last
-    shuffle (DT-deck-composition).
+    ``seen_cards`` holds the cards drawn since the last shuffle as ``" AS KD JK ..."`` (three
+    characters a card, so membership is one substring search) and ``seen_ids`` the events that
+    drew them, in the same order (DT-deck-composition).
     """
 
     deck_id: str
@@ -63,10 +84,22 @@ class DeckState(_State):
     shuffle_started_seq: int | None = None
     shuffle_started_event_id: str | None = None
     last_shuffle: ShuffleInfo | None = None
-    seen: Mapping[str, tuple[str, ...]] = {}
+    seen_cards: str = ""
+    seen_ids: tuple[str, ...] = ()
     composition_flagged: bool = False
 
+    def sightings(self, card: str) -> tuple[str, ...]:
+        """Event IDs that drew ``card`` (two characters) since the last shuffle, in order."""
+        out = []
+        needle = " " + card
+        pos = self.seen_cards.find(needle)
+        while pos >= 0:
+            out.append(self.seen_ids[pos // 3])
+            pos = self.seen_cards.find(needle, pos + 3)
+        return tuple(out)
 
+
+@dataclass(frozen=True, kw_only=True, eq=True)
 class WagerInfo(_State):
     """A wager of the round; ``amount`` in cents; ``active`` False once withdrawn."""
 
@@ -79,11 +112,12 @@ class WagerInfo(_State):
     settled: bool = False
 
 
+@dataclass(frozen=True, kw_only=True, eq=True)
 class RoundState(_State):
     """The round in progress at a table.
 
-    Cards are kept per layout area (``cards[area]`` = the ``CardDealt`` event IDs in deal order),
-    with the card faces in ``faces`` (event ID -> card). ``fired`` holds the rule IDs already
+    Cards are kept per layout area (``cards[area]`` = the ``CardDealt`` event IDs in deal order;
+    the card faces are in those events). ``fired`` holds the rule IDs already
     raised in this round by once-per-round rules.
     """
 
@@ -94,13 +128,12 @@ class RoundState(_State):
     deck_id: str | None
     started_event_id: str
     started_seq: int
-    started_at: AwareDatetime
+    started_at: datetime
     exempt: bool
     nmb_event_id: str | None = None
-    wagers: Mapping[str, WagerInfo] = {}
+    wagers: Mapping[str, WagerInfo] = field(default_factory=dict)
     returned: frozenset[str] = frozenset()
-    cards: Mapping[str, tuple[str, ...]] = {}
-    faces: Mapping[str, str] = {}
+    cards: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     face_up_event_ids: tuple[str, ...] = ()
     hand_cards: int = 0
     cards_dealt: int = 0
@@ -128,9 +161,9 @@ class RoundState(_State):
     values_announced: bool = False
     rng_number: int | None = None
     rng_event_id: str | None = None
-    stacks: Mapping[str, tuple[int, int, str]] = {}
-    exposed_seats: Mapping[str, str] = {}
-    viewed_seats: Mapping[str, str] = {}
+    stacks: Mapping[str, tuple[int, int, str]] = field(default_factory=dict)
+    exposed_seats: Mapping[str, str] = field(default_factory=dict)
+    viewed_seats: Mapping[str, str] = field(default_factory=dict)
 
     def recipients(self) -> dict[str, int]:
         """Cards held per hand area (``SEAT_k`` and ``DEALER``) after the deal (cards)."""
@@ -145,6 +178,7 @@ class RoundState(_State):
         return {w.seat: w for w in self.wagers.values() if w.active and w.wager_type == wager_type}
 
 
+@dataclass(frozen=True, kw_only=True, eq=True)
 class Obligation(_State):
     """A remedy owed after a finding (rulebook: OpenRemedies).
 
@@ -160,7 +194,7 @@ class Obligation(_State):
     pending: tuple[str, ...]
     done: tuple[str, ...] = ()
     trigger_seq: int
-    opened_at: AwareDatetime
+    opened_at: datetime
     round_id: str | None
     deck_id: str | None = None
     seat: str | None = None
@@ -173,6 +207,7 @@ class Obligation(_State):
     overdue_finding: Finding | None = None
 
 
+@dataclass(frozen=True, kw_only=True, eq=True)
 class TableState(_State):
     """Everything dealtrail knows about one table, rebuilt from its events.
 
@@ -189,9 +224,9 @@ class TableState(_State):
     config: TableConfig
     last_seq: int = 0
     last_event_id: str | None = None
-    recent: tuple[tuple[tuple[int, str, str], ...], ...] = ()
-    devices: Mapping[str, DeviceState] = {}
-    decks: Mapping[str, DeckState] = {}
+    recent: tuple[tuple[tuple[int, str, int], ...], ...] = ()
+    devices: Mapping[str, DeviceState] = field(default_factory=dict)
+    decks: Mapping[str, DeckState] = field(default_factory=dict)
     current_deck_id: str | None = None
     round: RoundState | None = None
     last_dealer_id: str | None = None
@@ -200,6 +235,24 @@ class TableState(_State):
     obligations: tuple[Obligation, ...] = ()
     shuffler_fault: str | None = None
     fault_flagged: bool = False
-    unusable: Mapping[str, str] = {}
+    unusable: Mapping[str, str] = field(default_factory=dict)
     unusable_flagged: frozenset[str] = frozenset()
     rounds_completed: int = 0
+
+
+_TABLE_STATE = TypeAdapter(TableState)
+
+
+def state_to_json(state: TableState) -> dict[str, Any]:
+    """The table state as JSON-compatible data (dicts, lists, strings, numbers)."""
+    data: dict[str, Any] = _TABLE_STATE.dump_python(state, mode="json")
+    return data
+
+
+def state_from_json(data: Mapping[str, Any]) -> TableState:
+    """Rebuild a table state from :func:`state_to_json` output.
+
+    Raises:
+        pydantic.ValidationError: the data is not a table state.
+    """
+    return _TABLE_STATE.validate_python(data)

@@ -175,3 +175,19 @@ def test_cli_simulate_audit_report(tmp_path: Path) -> None:
     assert (tmp_path / "rep" / "report.html").exists()
     r = runner.invoke(app, ["report", "--db", str(tmp_path / "missing.duckdb"), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 2 and "no dealtrail database" in r.output
+
+
+def test_parallel_audit_gives_the_same_store_as_one_process(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, truth = small_shift
+    one, two = tmp_path / "one.duckdb", tmp_path / "two.duckdb"
+    with Store(one) as store:
+        s1 = audit_file(events, store, workers=1)
+    with Store(two) as store:
+        s2 = audit_file(events, store, workers=2, batch_lines=1_000)
+    assert s2.workers == 2
+    assert (s1.events, s1.lines, s1.tables, s1.detections) == (s2.events, s2.lines, s2.tables, s2.detections)
+    assert _counts(one) == _counts(two)
+    con = duckdb.connect(str(two), read_only=True)
+    rows = con.execute("SELECT rule_id, table_id, round_id FROM fct_detections").fetchall()
+    con.close()
+    assert Counter(map(tuple, rows)) == _truth(truth)

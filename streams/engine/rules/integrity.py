@@ -59,10 +59,10 @@ def _composition(step: Step, event: ev.CardDealt | ev.CardFoundFaceUp) -> list[F
     if before is not None and before.composition_flagged:
         return []
     deck = step.after.decks[deck_id]
-    seen = deck.seen.get(event.card, ())
     allowed = deck.jokers if event.card == "JK" else 1
-    if len(seen) <= allowed:
+    if deck.seen_cards.count(" " + event.card) <= allowed:
         return []
+    seen = deck.sightings(event.card)
     if allowed == 0:
         msg = f"Joker drawn from deck {deck_id}, which holds no joker."
     else:
