@@ -134,10 +134,14 @@ def report(
 
     settings = load()
     db, out = db or settings.db, out or settings.out
+    import duckdb
+
     try:
         files = write_report(db, out, _when(from_, "--from"), _when(to, "--to"))
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
     console.print(f"report: {files.html} ({files.findings:,} findings); data: {files.csv}, {files.parquet}")
 
 
@@ -171,6 +175,93 @@ def demo(
     )
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
     console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
+
+
+topics_app = typer.Typer(help="Kafka topics of this namespace.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+@topics_app.command("create")
+def topics_create() -> None:
+    """Create the events, findings, rounds and dead-letter topics (idempotent)."""
+    from streams.kafka import create_topics
+
+    settings = load()
+    try:
+        made = create_topics(settings.kafka, settings.topics)
+    except Exception as exc:
+        raise _fail(f"cannot create topics at {settings.bootstrap}: {type(exc).__name__}: {exc}") from None
+    for t in settings.topics.all():
+        console.print(f"{t.name}: {t.partitions} partitions" + (" (created)" if t.name in made else " (exists)"))
+
+
+@topics_app.command("list")
+def topics_list() -> None:
+    """Print the topic names of this namespace."""
+    for t in load().topics.all():
+        console.print(t.name)
+
+
+@app.command()
+def publish(
+    events: Annotated[Path, typer.Argument(help="Event file (JSON Lines).", exists=True, dir_okay=False)],
+) -> None:
+    """Validate events and publish them to the events topic; invalid lines go to the dead-letter topic."""
+    from streams.publish import Publisher, publish_file
+
+    settings = load()
+    try:
+        publisher = Publisher(settings.kafka, settings.topics)
+    except Exception as exc:
+        raise _fail(f"cannot reach Kafka at {settings.bootstrap}: {type(exc).__name__}") from None
+    try:
+        with _progress() as progress:
+            task = progress.add_task("publishing", total=events.stat().st_size)
+            summary = publish_file(events, publisher, lambda n: progress.advance(task, n))
+    finally:
+        publisher.close()
+    rejected = sum(summary.rejected.values())
+    console.print(
+        f"published {summary.sent:,} events to {settings.topics.events.name}; "
+        f"{rejected:,} rejected to {settings.topics.dead_letter.name}"
+        + (f" ({', '.join(f'{k} {v}' for k, v in sorted(summary.rejected.items()))})" if rejected else "")
+    )
+
+
+@app.command()
+def worker() -> None:
+    """Run a Faust worker: events topic -> rule engine -> findings and rounds topics."""
+    from streams.app import run_worker
+
+    run_worker(load())
+
+
+@app.command()
+def project(
+    db: Annotated[Path | None, typer.Option(help="DuckDB file to write (this process is its only writer).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Exit when caught up with the end of the topics.")] = False,
+    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+) -> None:
+    """Project the events, findings, rounds and dead-letter topics into DuckDB."""
+    from projections.projector import project as run
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    try:
+        store = Store(db)
+    except Exception as exc:
+        raise _fail(f"cannot open {db} for writing: {exc}") from None
+    with store:
+        try:
+            summary = run(settings, store, once=once, max_seconds=timeout)
+        except TimeoutError as exc:
+            raise _fail(str(exc), code=1) from None
+    w = summary.written
+    console.print(
+        f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
+        f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters"
+    )
 
 
 @app.command("export-schemas")

@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from streams.topics import Topics
+
 
 class KafkaSettings(BaseModel):
     """How to reach the Kafka cluster (both the kafka-python and the aiokafka/Faust clients).
@@ -36,6 +38,22 @@ class KafkaSettings(BaseModel):
     ssl_keyfile: Path | None = None
 
 
+class WorkerSettings(BaseModel):
+    """Faust worker tuning.
+
+    Attributes:
+        batch: events per ``stream.take`` batch (events).
+        within: seconds to wait for a batch to fill (seconds).
+        loglevel: the worker's log level.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    batch: int = Field(default=500, ge=1, le=100_000)
+    within: float = Field(default=0.05, gt=0, le=60)
+    loglevel: str = "warning"
+
+
 class Settings(BaseSettings):
     """All dealtrail settings.
 
@@ -44,6 +62,10 @@ class Settings(BaseSettings):
         kafka_bootstrap: the short form of the bootstrap servers (wins when set).
         db: default DuckDB file of ``audit``/``report``/``project``.
         out: default output folder of ``report`` and ``demo``.
+        namespace: prefix of the topic names and the Faust application ID.
+        partitions: partitions of the events, findings and rounds topics.
+        replication: replication factor of the topics dealtrail creates.
+        worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
     """
 
     model_config = SettingsConfigDict(env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore")
@@ -52,6 +74,15 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(default=None, validation_alias=AliasChoices("DEALTRAIL_KAFKA_BOOTSTRAP"))
     db: Path = Path("out/dealtrail.duckdb")
     out: Path = Path("out")
+    namespace: str = Field(default="dealtrail", pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    partitions: int = Field(default=6, ge=1, le=1000)
+    replication: int = Field(default=1, ge=1, le=10)
+    worker: WorkerSettings = WorkerSettings()
+
+    @property
+    def topics(self) -> Topics:
+        """The topics of this namespace."""
+        return Topics(self.namespace, self.partitions, self.replication)
 
     @property
     def bootstrap(self) -> str:

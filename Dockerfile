@@ -1,0 +1,34 @@
+# dealtrail image: the `dealtrail` command line (worker, projector, publisher, report ...).
+# Build: docker build -t dealtrail:local .     Run: docker run --rm dealtrail:local --help
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Only what `pip install .` needs (pyproject.toml reads README.md; package data lives in the packages).
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY schemas ./schemas
+COPY streams ./streams
+COPY projections ./projections
+COPY dealtrail ./dealtrail
+RUN pip install --no-cache-dir .
+
+# Unprivileged user; /data (DuckDB store, reports, event files) belongs to it, so a named
+# volume mounted there starts out writable.
+RUN groupadd --system --gid 10001 dealtrail \
+    && useradd --system --uid 10001 --gid dealtrail --home-dir /data --no-create-home \
+       --shell /usr/sbin/nologin dealtrail \
+    && mkdir -p /data \
+    && chown dealtrail:dealtrail /data
+
+ENV DEALTRAIL_DB=/data/dealtrail.duckdb \
+    DEALTRAIL_OUT=/data/report
+
+USER dealtrail
+WORKDIR /data
+VOLUME ["/data"]
+
+ENTRYPOINT ["dealtrail"]
+CMD ["--help"]

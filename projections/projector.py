@@ -1,0 +1,178 @@
+"""The projector: Kafka topics -> the DuckDB store (the only writer of the file).
+
+It consumes the dealing-events, findings, rounds and dead-letter topics in batches and writes
+them into the same tables the embedded audit fills, de-duplicated on event ID (and payload),
+finding ID + revision, round and dead-letter position. The Kafka offsets of a batch are stored
+in the ``offsets`` table in the same DuckDB transaction, and committed to Kafka only after that
+transaction commits; on start the projector resumes from the offsets in DuckDB (the file is the
+truth; a new file starts at the beginning of each topic), so a crash between the two commits
+repeats at most one batch, which de-duplication absorbs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from projections.store import BatchCounts, Store
+from schemas.codec import DecodeError, decode
+from schemas.findings import Finding
+from streams.kafka import client_config
+
+if TYPE_CHECKING:
+    from dealtrail.settings import Settings
+
+log = logging.getLogger("dealtrail.projector")
+ROUND_TIMES = ("started_at", "completed_at")
+
+
+@dataclass
+class ProjectSummary:
+    """What a projector run wrote (rows added after de-duplication) and read: ``records`` read,
+    ``bad_records`` of the findings/rounds/dead-letter topics it could not read (stored as dead
+    letters), ``skipped_events`` invalid records of the events topic (the worker dead-letters those)."""
+
+    written: BatchCounts
+    records: int = 0
+    batches: int = 0
+    bad_records: int = 0
+    skipped_events: int = 0
+
+
+def _round_row(value: bytes) -> dict[str, Any]:
+    row: dict[str, Any] = json.loads(value)
+    for k in ROUND_TIMES:
+        row[k] = datetime.fromisoformat(row[k])
+    return row
+
+
+def _dead_row(value: bytes) -> dict[str, Any]:
+    rec = json.loads(value)
+    return {
+        "source": str(rec.get("source", "")),
+        "position": str(rec.get("position", "")),
+        "reason": str(rec.get("reason", "")),
+        "detail": str(rec.get("detail", "")),
+        "raw": str(rec.get("raw", rec.get("raw_base64", ""))),
+    }
+
+
+def project(
+    settings: Settings,
+    store: Store,
+    once: bool = False,
+    max_seconds: float | None = None,
+    poll_ms: int = 500,
+    max_records: int = 20_000,
+) -> ProjectSummary:
+    """Project the topics into ``store`` until stopped (or caught up, with ``once``).
+
+    Args:
+        settings: cluster and namespace.
+        store: the DuckDB writer.
+        once: return when every partition of the four topics is read to its end offset.
+        max_seconds: give up after this many seconds (seconds); None waits forever.
+        poll_ms: how long one poll waits for records (milliseconds).
+        max_records: records per batch at most.
+
+    Returns:
+        The rows written.
+
+    Raises:
+        kafka.errors.KafkaError: the cluster cannot be reached.
+        TimeoutError: ``max_seconds`` passed before the projector caught up (with ``once``).
+    """
+    from kafka import KafkaConsumer, TopicPartition
+
+    topics = settings.topics
+    names = [topics.events.name, topics.findings.name, topics.rounds.name, topics.dead_letter.name]
+    group = topics.projector_group
+    consumer = KafkaConsumer(
+        **client_config(settings.kafka, "dealtrail-projector"),
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=max_records,
+        fetch_max_bytes=64 * 1024 * 1024,
+        max_partition_fetch_bytes=16 * 1024 * 1024,
+    )
+    summary = ProjectSummary(written=BatchCounts())
+    started = time.monotonic()
+    try:
+        parts = []
+        for name in names:
+            for p in sorted(consumer.partitions_for_topic(name) or ()):
+                parts.append(TopicPartition(name, p))
+        consumer.assign(parts)
+        stored = store.offsets(group)
+        for tp in parts:
+            if (tp.topic, tp.partition) in stored:
+                consumer.seek(tp, stored[(tp.topic, tp.partition)])
+            else:  # a new store starts from the beginning; Kafka's committed offsets only show lag
+                consumer.seek_to_beginning(tp)
+        while True:
+            polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
+            if polled:
+                _write(store, consumer, group, polled, names, summary)
+            elif once and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items()):
+                return summary
+            if max_seconds is not None and time.monotonic() - started > max_seconds:
+                if once:
+                    raise TimeoutError(f"projector not caught up after {max_seconds:.0f} s")
+                return summary
+    finally:
+        consumer.close(autocommit=False)
+
+
+def _write(
+    store: Store, consumer: Any, group: str, polled: dict[Any, list[Any]], names: list[str], summary: ProjectSummary
+) -> None:
+    from kafka import OffsetAndMetadata
+
+    events_name, findings_name, rounds_name, dead_name = names
+    raw_events: list[bytes] = []
+    findings: list[Finding] = []
+    rounds: list[dict[str, Any]] = []
+    dead: list[dict[str, Any]] = []
+    offsets: list[dict[str, Any]] = []
+    commit: dict[Any, Any] = {}
+    for tp, records in polled.items():
+        for r in records:
+            summary.records += 1
+            try:
+                if tp.topic == events_name:
+                    try:
+                        decode(r.value)
+                    except DecodeError:
+                        # The worker owns the events topic's dead letters (it sent this record to the
+                        # dead-letter topic, which is projected below); store valid events only.
+                        summary.skipped_events += 1
+                        continue
+                    raw_events.append(r.value)
+                elif tp.topic == findings_name:
+                    findings.append(Finding.model_validate_json(r.value))
+                elif tp.topic == rounds_name:
+                    rounds.append(_round_row(r.value))
+                elif tp.topic == dead_name:
+                    dead.append(_dead_row(r.value))
+            except ValueError as exc:  # a record this projector cannot read: keep it as a dead letter
+                summary.bad_records += 1
+                dead.append(
+                    {
+                        "source": tp.topic,
+                        "position": f"{tp.topic}[{tp.partition}]@{r.offset}",
+                        "reason": "unreadable_record",
+                        "detail": str(exc)[:500],
+                        "raw": r.value.decode("utf-8", "replace") if r.value else "",
+                    }
+                )
+        last = records[-1].offset + 1
+        offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
+        commit[tp] = OffsetAndMetadata(last, "", -1)
+    summary.written.add(store.write_batch(raw_events, findings, rounds, dead, offsets))
+    summary.batches += 1
+    consumer.commit(commit)

@@ -1,0 +1,180 @@
+"""The Faust worker: a thin adapter around the pure engine.
+
+One agent consumes the dealing-events topic in batches (``stream.take_events``), decodes each
+message at the edge, applies :func:`streams.engine.apply` to the table's state, sends findings
+and completed rounds to their topics, and writes each touched table's state to a Faust table
+(backed by its changelog) once per batch. A message that fails validation goes to the
+dead-letter topic with its reason; the agent goes on. Delivery is at-least-once: findings have
+deterministic IDs and the engine ignores exact duplicates, so a redelivered batch is harmless.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from schemas import events as ev
+from schemas.codec import DecodeError, decode
+from streams.engine import EventRejected, TableState, apply
+from streams.engine.state import state_from_json, state_to_json
+from streams.engine.summaries import round_row
+from streams.kafka import faust_credentials
+from streams.publish import dead_letter_value
+
+if TYPE_CHECKING:
+    import faust
+
+    from dealtrail.settings import Settings
+
+log = logging.getLogger("dealtrail.worker")
+TABLE_NAME = "table-states"
+
+
+def round_json(row: dict[str, Any]) -> bytes:
+    """A ``rounds`` row as JSON bytes (timestamps in ISO 8601)."""
+    return json.dumps({k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}).encode()
+
+
+class StateCache:
+    """Decoded table states, valid while the Faust table still holds the same stored object.
+
+    The Faust table keeps each state as JSON-compatible data; decoding it costs more than
+    applying a batch, so the worker keeps the decoded state and checks by identity that the
+    table entry is still the one it wrote (after a rebalance or recovery it is not, and the
+    state is decoded again from the table).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, tuple[object, TableState]] = {}
+
+    def get(self, key: bytes, stored: object | None) -> TableState | None:
+        """The state for ``key`` given the table's current entry ``stored``."""
+        if stored is None:
+            self._entries.pop(key, None)
+            return None
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is stored:
+            return hit[1]
+        state = state_from_json(stored)  # type: ignore[arg-type]
+        self._entries[key] = (stored, state)
+        return state
+
+    def put(self, key: bytes, stored: object, state: TableState) -> None:
+        """Remember the state just written to the table as ``stored``."""
+        self._entries[key] = (stored, state)
+
+
+def create_app(settings: Settings) -> faust.App:
+    """Build the Faust application of the dealtrail worker.
+
+    Args:
+        settings: cluster, namespace (topic names, application ID) and worker tuning.
+
+    Returns:
+        The app, with the ``audit`` agent and the ``table-states`` table registered.
+    """
+    import faust
+
+    topics = settings.topics
+    app = faust.App(
+        topics.app_id,
+        # Faust's partition assignor tells workers apart by URL: each worker needs its own,
+        # even with the web server off, or a second worker on the same host gets nothing.
+        canonical_url=f"http://{socket.gethostname()}-{os.getpid()}:6066",
+        broker=[f"kafka://{b}" for b in settings.bootstrap.split(",")],
+        broker_credentials=faust_credentials(settings.kafka),
+        store="memory://",
+        web_enabled=False,
+        topic_partitions=topics.partitions,
+        topic_replication_factor=topics.replication,
+        consumer_auto_offset_reset="earliest",
+        processing_guarantee="at_least_once",
+        producer_linger=0.05,
+        producer_acks=-1,
+        table_cleanup_interval=3600.0,
+        # A crashed worker's partitions move to the others after this many seconds (Faust's
+        # default is 60 s); heartbeats run in the background, so long batches do not matter.
+        broker_session_timeout=12.0,
+        broker_heartbeat_interval=3.0,
+    )
+    source = app.topic(
+        topics.events.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    findings_topic = app.topic(
+        topics.findings.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    rounds_topic = app.topic(
+        topics.rounds.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    dead_topic = app.topic(
+        topics.dead_letter.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    states = app.Table(
+        TABLE_NAME,
+        key_type=bytes,
+        partitions=topics.partitions,
+        use_partitioner=True,
+    )
+    # Keys are the table ID's bytes, unencoded, so the producer's partitioner puts each
+    # changelog record in the partition of its key in the events topic (co-partitioning,
+    # which state recovery after a rebalance relies on); values are JSON.
+    states.key_serializer = "raw"  # type: ignore[attr-defined]
+    states.value_serializer = "json"  # type: ignore[attr-defined]
+    cache = StateCache()
+    batch, within = settings.worker.batch, settings.worker.within
+
+    @app.agent(source)
+    async def audit(stream: Any) -> None:
+        async for events in stream.take_events(batch, within=within):
+            touched: dict[bytes, TableState] = {}
+            for event in events:
+                msg = event.message
+                raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
+                position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+                try:
+                    dealing = decode(raw)
+                    key = dealing.table_id.encode()
+                    state = touched.get(key) or cache.get(key, states.get(key))
+                    before = state
+                    state, found = apply(state, dealing, raw)
+                except (DecodeError, EventRejected) as exc:
+                    await dead_topic.send(
+                        key=msg.key, value=dead_letter_value(msg.topic, position, exc.reason, exc.detail, raw)
+                    )
+                    continue
+                except Exception as exc:
+                    log.exception("engine error at %s", position)
+                    detail = f"{type(exc).__name__}: {exc}"[:500]
+                    await dead_topic.send(
+                        key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
+                    )
+                    continue
+                touched[key] = state
+                for f in found:
+                    await findings_topic.send(key=key, value=f.model_dump_json().encode())
+                if (
+                    isinstance(dealing, ev.RoundCompleted)
+                    and before is not None
+                    and before.round is not None
+                    and state.last_event_id == dealing.event_id
+                ):
+                    await rounds_topic.send(key=key, value=round_json(round_row(before.round, state, dealing)))
+            for key, state in touched.items():
+                stored = state_to_json(state)
+                states[key] = stored
+                cache.put(key, stored, state)
+
+    return app
+
+
+def run_worker(settings: Settings) -> None:
+    """Run the worker until it is stopped (SIGTERM or SIGINT); exits the process."""
+    import faust
+
+    app = create_app(settings)
+    worker = faust.Worker(app, loglevel=settings.worker.loglevel, quiet=True)
+    worker.spinner = None
+    worker.execute_from_commandline()

@@ -1,0 +1,89 @@
+"""Kafka client settings and the admin calls (kafka-python), shared by every adapter.
+
+The same :class:`~dealtrail.settings.KafkaSettings` configure the kafka-python clients
+(publisher, projector, admin) and the aiokafka clients inside Faust (worker), including
+SASL/SSL. Secrets never appear in logs or error messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from typing import TYPE_CHECKING, Any
+
+from streams.topics import Topics
+
+if TYPE_CHECKING:
+    from dealtrail.settings import KafkaSettings
+
+
+def client_config(kafka: KafkaSettings, client_id: str) -> dict[str, Any]:
+    """Keyword arguments for kafka-python's clients (``KafkaProducer``, ``KafkaConsumer``, admin)."""
+    cfg: dict[str, Any] = {
+        "bootstrap_servers": kafka.bootstrap.split(","),
+        "client_id": client_id,
+        "security_protocol": kafka.security_protocol,
+    }
+    if kafka.security_protocol.startswith("SASL"):
+        cfg["sasl_mechanism"] = kafka.sasl_mechanism or "PLAIN"
+        cfg["sasl_plain_username"] = kafka.sasl_username
+        cfg["sasl_plain_password"] = kafka.sasl_password.get_secret_value() if kafka.sasl_password else None
+    if kafka.security_protocol.endswith("SSL"):
+        if kafka.ssl_cafile:
+            cfg["ssl_cafile"] = str(kafka.ssl_cafile)
+        if kafka.ssl_certfile:
+            cfg["ssl_certfile"] = str(kafka.ssl_certfile)
+        if kafka.ssl_keyfile:
+            cfg["ssl_keyfile"] = str(kafka.ssl_keyfile)
+    return cfg
+
+
+def faust_credentials(kafka: KafkaSettings) -> Any:
+    """The ``broker_credentials`` for Faust (None for PLAINTEXT)."""
+    import faust
+
+    context = None
+    if kafka.security_protocol.endswith("SSL"):
+        context = ssl.create_default_context(cafile=str(kafka.ssl_cafile) if kafka.ssl_cafile else None)
+        if kafka.ssl_certfile:
+            context.load_cert_chain(str(kafka.ssl_certfile), str(kafka.ssl_keyfile) if kafka.ssl_keyfile else None)
+    if kafka.security_protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=kafka.sasl_username,
+            password=kafka.sasl_password.get_secret_value() if kafka.sasl_password else None,
+            mechanism=kafka.sasl_mechanism or "PLAIN",
+            ssl_context=context,
+        )
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
+
+
+def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
+    """Create the dealtrail topics that do not exist yet (idempotent).
+
+    Returns:
+        The names of the topics created by this call.
+
+    Raises:
+        kafka.errors.KafkaError: the cluster cannot be reached or refuses.
+    """
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(**client_config(kafka, "dealtrail-admin"))
+    try:
+        existing = set(admin.list_topics())
+        new = [
+            NewTopic(t.name, num_partitions=t.partitions, replication_factor=topics.replication, topic_configs=t.config)
+            for t in topics.all()
+            if t.name not in existing
+        ]
+        if new:
+            from kafka.errors import TopicAlreadyExistsError
+
+            with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent create; fine
+                admin.create_topics(new)
+        return [t.name for t in new]
+    finally:
+        admin.close()

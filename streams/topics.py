@@ -1,0 +1,71 @@
+"""The Kafka topics of dealtrail, declared once with their settings (one writer each).
+
+| topic | key | writer | content |
+|---|---|---|---|
+| ``<ns>.dealing-events.v1`` | table ID | the publisher | dealing events (JSON), the system of record: kept forever |
+| ``<ns>.findings.v1`` | table ID | the worker | finding revisions (JSON ``Finding``) |
+| ``<ns>.rounds.v1`` | table ID | the worker | completed rounds (JSON rows of the ``rounds`` table) |
+| ``<ns>.dead-letter.v1`` | table ID if known | publisher and worker | rejected input with its reason |
+
+The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
+partitioned like the events topic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EVENTS_RETENTION = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+"""The dealing-events topic is the system of record: never expire a record."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic: name, partitions and topic-level configuration."""
+
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """All dealtrail topics of one namespace."""
+
+    namespace: str
+    partitions: int
+    replication: int = 1
+
+    @property
+    def events(self) -> TopicSpec:
+        """Dealing events, keyed by table ID (one partition holds a table's events in order)."""
+        return TopicSpec(f"{self.namespace}.dealing-events.v1", self.partitions, dict(EVENTS_RETENTION))
+
+    @property
+    def findings(self) -> TopicSpec:
+        """Finding revisions, keyed by table ID."""
+        return TopicSpec(f"{self.namespace}.findings.v1", self.partitions, {"retention.ms": "-1"})
+
+    @property
+    def rounds(self) -> TopicSpec:
+        """Completed rounds, keyed by table ID."""
+        return TopicSpec(f"{self.namespace}.rounds.v1", self.partitions, {"retention.ms": "-1"})
+
+    @property
+    def dead_letter(self) -> TopicSpec:
+        """Rejected input with the reason (never dropped)."""
+        return TopicSpec(f"{self.namespace}.dead-letter.v1", 1, {"retention.ms": "-1"})
+
+    @property
+    def app_id(self) -> str:
+        """The Faust application ID (consumer group and changelog prefix of the workers)."""
+        return f"{self.namespace}-worker"
+
+    @property
+    def projector_group(self) -> str:
+        """The consumer group of the DuckDB projector."""
+        return f"{self.namespace}-projector"
+
+    def all(self) -> list[TopicSpec]:
+        """The topics ``dealtrail topics create`` makes (Faust makes its own changelog)."""
+        return [self.events, self.findings, self.rounds, self.dead_letter]

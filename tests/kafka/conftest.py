@@ -1,0 +1,190 @@
+"""Fixtures for the tests against the real Kafka broker (ops/kafka/broker, KRaft, loopback).
+
+The session fixture uses a running broker or starts one from the Maven Central jars. Without
+Java or Maven the tests skip and say what to install; under ``DEALTRAIL_REQUIRE_KAFKA=1`` (CI)
+a broker that cannot start fails the run instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER = ROOT / "ops" / "kafka" / "broker"
+
+
+def _broker(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DEALTRAIL_PYTHON": sys.executable}
+    return subprocess.run([str(BROKER), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("DEALTRAIL_REQUIRE_KAFKA") == "1":
+        pytest.fail(f"Kafka broker required (DEALTRAIL_REQUIRE_KAFKA=1) but unavailable: {reason}")
+    pytest.skip(f"Kafka broker unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap servers of a running broker (started here if needed, stopped if started here)."""
+    port = os.environ.get("DEALTRAIL_KAFKA_PORT", "9092")
+    if _broker("status", timeout=60).returncode == 0:
+        yield f"127.0.0.1:{port}"
+        return
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        _unavailable(
+            f"{' and '.join(missing)} not found: install OpenJDK 17 and Maven"
+            " (apt-get install openjdk-17-jdk-headless maven)"
+        )
+    up = _broker("up")
+    if up.returncode != 0:
+        _unavailable(f"ops/kafka/broker up failed:\n{up.stdout}\n{up.stderr}")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        _broker("down", timeout=120)
+
+
+@dataclass
+class Cluster:
+    """One test's namespace on the shared broker: its own topics, worker group and projector group."""
+
+    bootstrap: str
+    namespace: str
+    partitions: int
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for dealtrail subprocesses of this namespace."""
+        return {
+            **os.environ,
+            "DEALTRAIL_KAFKA_BOOTSTRAP": self.bootstrap,
+            "DEALTRAIL_NAMESPACE": self.namespace,
+            "DEALTRAIL_PARTITIONS": str(self.partitions),
+            "DEALTRAIL_WORKER__LOGLEVEL": "warning",
+        }
+
+    def settings(self):  # type: ignore[no-untyped-def]
+        from dealtrail.settings import Settings
+
+        return Settings(kafka_bootstrap=self.bootstrap, namespace=self.namespace, partitions=self.partitions)
+
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """Run ``dealtrail ARGS`` in this namespace and return the finished process (checked)."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "dealtrail.cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert proc.returncode == 0, f"dealtrail {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def start_worker(self, log: Path) -> subprocess.Popen[bytes]:
+        """Start ``dealtrail worker`` in the background (output to ``log``)."""
+        with log.open("ab") as fh:  # the child keeps its own descriptor
+            return subprocess.Popen(
+                [sys.executable, "-m", "dealtrail.cli", "worker"],
+                env=self.env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def consumed(self) -> tuple[int, int]:
+        """(offsets the worker group committed, end offsets) summed over the events topic."""
+        from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+        s = self.settings()
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="dealtrail-test")
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            committed = admin.list_group_offsets(s.topics.app_id).get(s.topics.app_id, {})
+            tps = [TopicPartition(s.topics.events.name, p) for p in range(self.partitions)]
+            ends = consumer.end_offsets(tps)
+            done = sum(committed[tp].offset for tp in tps if tp in committed and committed[tp].offset >= 0)
+            return done, sum(ends.values())
+        finally:
+            consumer.close()
+            admin.close()
+
+    def members(self) -> int:
+        """Members of the worker group that hold at least one partition of the events topic."""
+        import logging
+
+        from kafka import KafkaAdminClient
+
+        topic = self.settings().topics.events.name
+        group_id = self.settings().topics.app_id
+        logging.getLogger("kafka.admin").setLevel(logging.ERROR)  # Faust's user data does not decode
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="dealtrail-test")
+        try:
+            group = admin.describe_groups([group_id])[group_id]
+        finally:
+            admin.close()
+        holding = 0
+        for m in group.get("members", []):
+            assignment = m.get("member_assignment")
+            parts = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
+            holding += any(p.get("topic") == topic and p.get("partitions") for p in parts)
+        return holding
+
+    def wait_consumed(self, timeout: float = 180, at_least: float = 1.0) -> None:
+        """Wait until the worker group committed ``at_least`` (a share) of the events topic."""
+        deadline = time.monotonic() + timeout
+        done = end = 0
+        while time.monotonic() < deadline:
+            done, end = self.consumed()
+            if end and done >= end * at_least:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"worker group consumed {done} of {end} events in {timeout:.0f} s")
+
+    def delete_topics(self) -> None:
+        """Remove every topic of this namespace (the worker's changelog included)."""
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="dealtrail-test")
+        try:
+            mine = [t for t in admin.list_topics() if t.startswith(self.namespace)]
+            if mine:
+                admin.delete_topics(mine)
+        finally:
+            admin.close()
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+    """Stop a worker (SIGTERM: clean shutdown; SIGKILL: crash) and return its exit code."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    return proc.returncode
+
+
+@pytest.fixture
+def cluster(kafka_bootstrap: str) -> Iterator[Cluster]:
+    """A fresh namespace (4 partitions) on the broker; its topics are deleted afterwards."""
+    c = Cluster(kafka_bootstrap, f"t{uuid.uuid4().hex[:10]}", 4)
+    c.cli("topics", "create", timeout=120)
+    try:
+        yield c
+    finally:
+        c.delete_topics()

@@ -1,0 +1,224 @@
+"""The streaming pipeline on the real broker: publish -> Faust worker -> projector -> DuckDB.
+
+The key property: the findings the stream produces equal the findings ``dealtrail audit``
+produces from the same file (stream = replay), also when workers stop, crash and rebalance.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dealtrail.audit import audit_file
+from dealtrail.simulator.run import write_simulation
+from projections.store import Store
+from tests.kafka.conftest import Cluster, stop
+
+pytestmark = pytest.mark.kafka
+
+
+def _findings(db: Path) -> set[tuple[str, int, str]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            (a, int(b), c) for a, b, c in con.execute("SELECT finding_id, revision, status FROM findings").fetchall()
+        }
+    finally:
+        con.close()
+
+
+def _count(db: Path, table: str) -> int:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A simulated shift (6 tables, all three games, errors and redeliveries) and its audit."""
+    folder = tmp_path_factory.mktemp("stream")
+    events = folder / "events.jsonl"
+    write_simulation(events, tables=6, hours=0.75, seed=21, error_rate=0.25, duplicate_rate=0.003)
+    replay = folder / "replay.duckdb"
+    with Store(replay) as store:
+        audit_file(events, store, workers=1)
+    return events, replay
+
+
+def _project(cluster: Cluster, db: Path) -> None:
+    cluster.cli("project", "--db", str(db), "--once", "--timeout", "120", timeout=180)
+
+
+def _assert_stream_equals_replay(db: Path, replay: Path) -> None:
+    stream, expected = _findings(db), _findings(replay)
+    assert expected, "the shift should raise findings"
+    assert stream == expected, f"missing {sorted(expected - stream)[:5]}, extra {sorted(stream - expected)[:5]}"
+    assert _count(db, "events") == _count(replay, "events")
+    assert _count(db, "rounds") == _count(replay, "rounds")
+
+
+def _publish_lines(cluster: Cluster, lines: list[bytes], path: Path) -> None:
+    path.write_bytes(b"".join(lines))
+    cluster.cli("publish", str(path))
+
+
+def test_stream_findings_equal_the_replay_of_the_same_file(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, replay = shift
+    cluster.cli("publish", str(events))
+    worker = cluster.start_worker(tmp_path / "worker.log")
+    try:
+        cluster.wait_consumed()
+    finally:
+        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+    db = tmp_path / "stream.duckdb"
+    _project(cluster, db)
+    _assert_stream_equals_replay(db, replay)
+    # re-running the projector on the same topics adds nothing
+    before = {t: _count(db, t) for t in ("events", "findings", "rounds")}
+    _project(cluster, db)
+    assert before == {t: _count(db, t) for t in ("events", "findings", "rounds")}
+
+
+def test_changelog_records_land_in_the_partition_of_their_key(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    events, _ = shift
+    cluster.cli("publish", str(events))
+    worker = cluster.start_worker(tmp_path / "worker.log")
+    try:
+        cluster.wait_consumed()
+    finally:
+        stop(worker)
+    s = cluster.settings()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    try:
+        source = {}
+        parts = [TopicPartition(s.topics.events.name, p) for p in range(cluster.partitions)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning()
+        for rec in consumer:
+            source[rec.key] = rec.partition
+        changelog = f"{s.topics.app_id}-table-states-changelog"
+        cparts = [TopicPartition(changelog, p) for p in sorted(consumer.partitions_for_topic(changelog) or ())]
+        assert len(cparts) == cluster.partitions
+        consumer.assign(cparts)
+        consumer.seek_to_beginning()
+        seen = 0
+        for rec in consumer:
+            seen += 1
+            assert source[rec.key] == rec.partition, f"{rec.key!r} in changelog partition {rec.partition}"
+        assert seen >= len(source) == 6
+    finally:
+        consumer.close()
+
+
+def test_two_workers_share_partitions_and_one_takes_over_when_the_other_stops(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, replay = shift
+    lines = events.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    _publish_lines(cluster, lines[:half], tmp_path / "first.jsonl")
+    a = cluster.start_worker(tmp_path / "a.log")
+    b = cluster.start_worker(tmp_path / "b.log")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cluster.members() < 2:
+            time.sleep(1)
+        assert cluster.members() == 2, "both workers should hold partitions"
+        cluster.wait_consumed(at_least=0.95)
+        assert stop(b) == 0, (tmp_path / "b.log").read_text()
+        _publish_lines(cluster, lines[half:], tmp_path / "second.jsonl")
+        cluster.wait_consumed(timeout=240)
+    finally:
+        stop(b)
+        assert stop(a) == 0, (tmp_path / "a.log").read_text()
+    db = tmp_path / "stream.duckdb"
+    _project(cluster, db)
+    _assert_stream_equals_replay(db, replay)
+
+
+def test_a_worker_killed_mid_stream_and_restarted_loses_no_finding(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, replay = shift
+    cluster.cli("publish", str(events))
+    first = cluster.start_worker(tmp_path / "w1.log")
+    try:
+        cluster.wait_consumed(at_least=0.3)
+    finally:
+        stop(first, signal.SIGKILL)
+    done, end = cluster.consumed()
+    assert done < end, "the kill should land mid-stream"
+    second = cluster.start_worker(tmp_path / "w2.log")
+    try:
+        cluster.wait_consumed(timeout=240)
+    finally:
+        assert stop(second) == 0, (tmp_path / "w2.log").read_text()
+    db = tmp_path / "stream.duckdb"
+    _project(cluster, db)
+    _assert_stream_equals_replay(db, replay)
+
+
+def test_invalid_messages_go_to_the_dead_letter_topic_and_the_worker_goes_on(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from kafka import KafkaProducer
+
+    events, _ = shift
+    good = events.read_bytes().splitlines()[:400]
+    s = cluster.settings()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    first = json.loads(good[0])
+    bad = [
+        b'{"type": "CardDealt", "event_id": ',
+        json.dumps({**first, "type": "CardTeleported"}).encode(),
+        json.dumps({k: v for k, v in first.items() if k not in ("seq", "occurred_at")}).encode(),
+    ]
+    for raw in [*bad, *good]:
+        key = json.loads(raw)["table_id"].encode() if raw.startswith(b'{"') and b"table_id" in raw else b"X"
+        producer.send(s.topics.events.name, key=key, value=raw)
+    producer.flush()
+    producer.close()
+    worker = cluster.start_worker(tmp_path / "worker.log")
+    try:
+        cluster.wait_consumed()
+        assert worker.poll() is None, "the worker must survive bad input"
+    finally:
+        stop(worker)
+    db = tmp_path / "stream.duckdb"
+    _project(cluster, db)
+    con = duckdb.connect(str(db), read_only=True)
+    reasons = sorted(r[0] for r in con.execute("SELECT reason FROM dead_letters").fetchall())
+    stored = con.execute("SELECT count(*) FROM events").fetchone()[0]
+    con.close()
+    assert reasons == ["malformed_json", "schema_error", "unknown_event_type"]
+    assert stored == len(set(good))
+
+
+def test_publish_rejects_invalid_lines_to_the_dead_letter_topic(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = shift
+    good = events.read_bytes().splitlines(keepends=True)[:50]
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"".join([*good[:10], b"{not json\n", b'{"type": "Nope"}\n', *good[10:]]))
+    out = cluster.cli("publish", str(path)).stdout
+    assert "published 50 events" in out and "2 rejected" in out
+    db = tmp_path / "p.duckdb"
+    _project(cluster, db)
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT position, reason FROM dead_letters ORDER BY position").fetchall()
+    con.close()
+    assert rows == [("line 11", "malformed_json"), ("line 12", "unknown_event_type")]
