@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from projections.store import BatchCounts, Store
+from projections.store import BatchCounts, Store, stage_line
 from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from schemas.findings import Finding
@@ -192,7 +192,7 @@ def scan(
                 dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
                 continue
             events += 1
-            out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+            out.write(stage_line(line_no, raw))
             staged += 1
             if staged >= batch_lines:
                 flush(final=False)

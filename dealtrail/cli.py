@@ -241,12 +241,29 @@ def project(
     db: Annotated[Path | None, typer.Option(help="DuckDB file to write (this process is its only writer).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Exit when caught up with the end of the topics.")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    report_every: Annotated[
+        str | None, typer.Option(help="Also write each closed period's report: shift, day or cron.")
+    ] = None,
+    reports: Annotated[Path | None, typer.Option(help="Folder of the scheduled reports.")] = None,
+    tz: Annotated[str, typer.Option(help="Time zone of the report periods.")] = "UTC",
 ) -> None:
-    """Project the events, findings, rounds and dead-letter topics into DuckDB."""
+    """Project the events, findings, rounds and dead-letter topics into DuckDB.
+
+    With --report-every, the projector (the file's only writer) also writes each closed
+    period's report from its own connection, since no other process may open the file then.
+    """
     from projections.projector import project as run
     from projections.store import Store
 
     settings = load()
+    spec = None
+    if report_every is not None:
+        from dealtrail.schedule import Schedule, ScheduleError
+
+        try:
+            spec = Schedule(report_every, tz)
+        except ScheduleError as exc:
+            raise _fail(str(exc)) from None
     db = db or settings.db
     try:
         store = Store(db)
@@ -254,7 +271,14 @@ def project(
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     with store:
         try:
-            summary = run(settings, store, once=once, max_seconds=timeout)
+            summary = run(
+                settings,
+                store,
+                once=once,
+                max_seconds=timeout,
+                schedule=spec,
+                reports=reports or settings.out / "periods",
+            )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
     w = summary.written
@@ -262,6 +286,164 @@ def project(
         f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
         f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters"
     )
+
+
+@app.command()
+def replay(
+    table: Annotated[str, typer.Option("--table", help="The table to replay.")],
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB store (read-only) with the stored trail and findings.")
+    ] = None,
+    round_: Annotated[str | None, typer.Option("--round", help="Show one round.")] = None,
+    from_: Annotated[str | None, typer.Option("--from", help="Show events from this instant (ISO 8601).")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="... up to this instant, exclusive.")] = None,
+    at: Annotated[str | None, typer.Option(help="Show the state as of this event ID or instant.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write the incident report page here.")] = None,
+    source: Annotated[str, typer.Option(help="Where the trail comes from: db or kafka.")] = "db",
+    bootstrap: Annotated[str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).")] = None,
+) -> None:
+    """Replay one table's stored events through the engine; show each event, state and finding."""
+    import duckdb
+
+    from dealtrail.replay import ReplayError, Window, kafka_events, stored_events, stored_findings
+    from dealtrail.replay import replay as run
+
+    if round_ and (from_ or to):
+        raise _fail("use --round or --from/--to, not both")
+    settings = load()
+    if bootstrap:
+        settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
+    window = Window(round_id=round_, start=_when(from_, "--from"), end=_when(to, "--to"))
+    db = db or (settings.db if source == "db" else None)
+    con = None
+    try:
+        if db is not None:
+            from projections.store import connect_read_only
+
+            con = connect_read_only(db)
+        stored = stored_findings(con, table) if con is not None else None
+        if source == "kafka":
+            trail = list(kafka_events(settings, table))
+        elif source == "db" and con is not None:
+            trail = list(stored_events(con, table))
+        else:
+            raise _fail("--source must be db or kafka")
+        result = run(table, trail, stored, window, at)
+    except (ReplayError, FileNotFoundError) as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
+    finally:
+        if con is not None:
+            con.close()
+    _print_replay(result)
+    if html is not None:
+        from projections.incident import write_incident
+
+        write_incident(result, html, f"Incident replay: table {table}")
+        console.print(f"incident report: {html}")
+    if stored is not None and not result.matches:
+        raise typer.Exit(3)
+
+
+def _print_replay(result: object) -> None:
+    from rich.markup import escape
+
+    from dealtrail.replay import ReplayResult, describe_state, layout
+
+    assert isinstance(result, ReplayResult)
+    current = None
+    table: Table | None = None
+    rows: list[dict[str, object]] = []
+
+    def add_layout() -> None:
+        assert table is not None
+        for row in rows:
+            cards = " ".join(f"{c}{'^' if face == 'UP' else ''}" for _e, c, face in row["cards"])  # type: ignore[attr-defined]
+            table.add_row("", "", escape(str(row["area"])), escape(cards))
+
+    for step in result.steps:
+        rid = step.event.round_id or "between rounds"
+        if rid != current:
+            if table is not None:
+                add_layout()
+                console.print(table)
+            rows = []
+            current = rid
+            table = Table(title=f"{escape(result.table_id)} / {escape(rid)}", show_lines=False)
+            for col in ("seq", "time", "event", "findings"):
+                table.add_column(col)
+        assert table is not None
+        found = "; ".join(f"{f.rule_id} [{f.status.value}]" for f in step.findings)
+        table.add_row(
+            str(step.event.seq),
+            step.event.occurred_at.strftime("%H:%M:%S"),
+            escape(step.event.type),
+            f"[red]{escape(found)}[/]" if found else "",
+        )
+        rows = layout(step.state, result.cards) or rows
+    if table is not None:
+        add_layout()
+        console.print(table)
+    if result.state_at is not None and result.at_event is not None:
+        console.print(f"state as of {escape(result.at_event.event_id)} ({result.at_event.occurred_at.isoformat()}):")
+        for k, v in describe_state(result.state_at).items():
+            console.print(f"  {k}: {escape(str(v))}")
+        for row in layout(result.state_at, result.cards):
+            cards = " ".join(f"{c}{'^' if face == 'UP' else ''}" for _e, c, face in row["cards"])
+            console.print(f"  {escape(row['area'])}: {escape(cards)}")
+    console.print(f"replayed {result.events_total:,} events of {escape(result.table_id)}; {len(result.steps):,} shown")
+    if result.compared:
+        if result.matches:
+            console.print(f"[green]replay matches the stored findings ({len(result.stored)} revisions)[/]")
+        else:
+            console.print("[bold red]REPLAY DIFFERS FROM THE STORED FINDINGS[/] (a changed rule or an altered store)")
+            for d in result.differences:
+                console.print(
+                    f"  [red]{d.side}[/]: {d.rule_id} rev {d.revision} {d.status} at event {escape(d.trigger_event_id)}"
+                    f" (round {escape(str(d.round_id))})"
+                )
+            for eid, why in result.unreadable:
+                console.print(f"  [red]unreadable stored event[/] {escape(eid)}: {escape(why)}")
+            console.print(f"  first difference at event {escape(str(result.first_difference_event()))}")
+
+
+@app.command()
+def schedule(
+    every: Annotated[str, typer.Option(help="shift (06:00, 14:00, 22:00), day, or a cron expression.")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (opened read-only).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for one sub-folder per period.")] = None,
+    tz: Annotated[str, typer.Option(help="Time zone of the periods (IANA name).")] = "UTC",
+    once: Annotated[bool, typer.Option("--once", help="Write the closed periods and exit.")] = False,
+    now: Annotated[str | None, typer.Option(help="Pretend the time is this (ISO 8601), e.g. to backfill.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rewrite periods already written.")] = False,
+    poll: Annotated[float, typer.Option(help="Seconds between checks for a closed period.")] = 60.0,
+) -> None:
+    """Write the compliance report of each closed period as it closes (report.html, CSV, Parquet, summary.json)."""
+    from datetime import UTC
+
+    from dealtrail.schedule import Schedule, ScheduleError, run_due, run_forever
+
+    settings = load()
+    db, out = db or settings.db, out or settings.out / "periods"
+    try:
+        spec = Schedule(every, tz)
+    except ScheduleError as exc:
+        raise _fail(str(exc)) from None
+    if not db.exists():
+        raise _fail(f"no dealtrail database at {db}")
+    fixed = _when(now, "--now")
+    if once or fixed is not None:
+        written = run_due(db, out, spec, fixed or datetime.now(UTC), force=force)
+        console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
+        return
+    console.print(f"writing a report for each closed {every} period into {out} (Ctrl-C to stop)")
+
+    def announce(paths: list[Path]) -> None:
+        for p in paths:
+            console.print(f"wrote {p}")
+
+    run_forever(db, out, spec, poll_seconds=poll, on_written=announce)
 
 
 @app.command("export-schemas")

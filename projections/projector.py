@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from projections.store import BatchCounts, Store
@@ -24,6 +26,7 @@ from schemas.findings import Finding
 from streams.kafka import client_config
 
 if TYPE_CHECKING:
+    from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
 
 log = logging.getLogger("dealtrail.projector")
@@ -41,6 +44,7 @@ class ProjectSummary:
     batches: int = 0
     bad_records: int = 0
     skipped_events: int = 0
+    reports: list[Path] = field(default_factory=list)
 
 
 def _round_row(value: bytes) -> dict[str, Any]:
@@ -68,6 +72,9 @@ def project(
     max_seconds: float | None = None,
     poll_ms: int = 500,
     max_records: int = 20_000,
+    schedule: Schedule | None = None,
+    reports: Path | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -78,6 +85,10 @@ def project(
         max_seconds: give up after this many seconds (seconds); None waits forever.
         poll_ms: how long one poll waits for records (milliseconds).
         max_records: records per batch at most.
+        schedule: write each closed period's report (``dealtrail.schedule``) into ``reports``,
+            from this process's own connection, after each batch and when idle.
+        reports: the folder of the scheduled reports.
+        clock: the current time (tests pass their own).
 
     Returns:
         The rows written.
@@ -118,7 +129,15 @@ def project(
             polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
             if polled:
                 _write(store, consumer, group, polled, names, summary)
-            elif once and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items()):
+            if schedule is not None and reports is not None:
+                from dealtrail.schedule import run_due
+
+                summary.reports += run_due(store.con, reports, schedule, clock())
+            if (
+                not polled
+                and once
+                and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items())
+            ):
                 return summary
             if max_seconds is not None and time.monotonic() - started > max_seconds:
                 if once:
@@ -134,7 +153,7 @@ def _write(
     from kafka import OffsetAndMetadata
 
     events_name, findings_name, rounds_name, dead_name = names
-    raw_events: list[bytes] = []
+    raw_events: list[tuple[int, bytes]] = []
     findings: list[Finding] = []
     rounds: list[dict[str, Any]] = []
     dead: list[dict[str, Any]] = []
@@ -152,7 +171,7 @@ def _write(
                         # dead-letter topic, which is projected below); store valid events only.
                         summary.skipped_events += 1
                         continue
-                    raw_events.append(r.value)
+                    raw_events.append((r.offset, r.value))
                 elif tp.topic == findings_name:
                     findings.append(Finding.model_validate_json(r.value))
                 elif tp.topic == rounds_name:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class ReportFiles:
     csv: Path
     parquet: Path
     findings: int
+    summary: Path
 
 
 def _sql(name: str) -> str:
@@ -153,33 +155,125 @@ def _private(path: Path) -> None:
         path.chmod(0o600)
 
 
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def build_summary(
+    con: duckdb.DuckDBPyConnection, findings: list[dict[str, Any]], start: datetime | None, end: datetime | None
+) -> dict[str, Any]:
+    """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
+
+    Keys: ``period``, ``rounds`` (total, voided, by game, by table), ``findings`` (total, by
+    severity, status, game, rule, table), ``dealers`` (rounds and findings per dealer),
+    ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
+    ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
+    ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
+    gaps, unverifiable rounds, dead letters dated in the period and undated).
+    """
+    rounds = query(con, "rpt_rounds", start, end).to_pylist()
+    by_game: Counter[str] = Counter()
+    for r in rounds:
+        by_game[r["game"]] += r["rounds"]
+    agg = summarise(findings)
+    figures: dict[str, Any] = _jsonable(
+        {
+            "period": {"start": start, "end": end},
+            "rounds": {
+                "total": sum(r["rounds"] for r in rounds),
+                "voided": sum(r["voided_rounds"] for r in rounds),
+                "by_game": dict(sorted(by_game.items())),
+                "by_table": {r["table_id"]: r["rounds"] for r in rounds},
+            },
+            "findings": {
+                "total": agg["total"],
+                "by_severity": {s: agg["by_severity"][s] for s in SEVERITIES},
+                "by_status": dict(sorted(agg["by_status"].items())),
+                "by_game": agg["by_game"],
+                "by_rule": {r["rule_id"]: r["total"] for r in agg["rules"]},
+                "by_table": {t["table_id"]: t["total"] for t in agg["by_table"]},
+            },
+            "dealers": query(con, "rpt_by_dealer", start, end).to_pylist(),
+            "stub_compliance": query(con, "rpt_stub_compliance", start, end).to_pylist(),
+            "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
+            "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
+            "data_quality": query(con, "rpt_data_quality", start, end).to_pylist()[0],
+        }
+    )
+    return figures
+
+
+def _rule_chart_svg(by_rule: dict[str, int]) -> str:
+    """Findings by rule as a horizontal bar chart (inline SVG; empty string if none)."""
+    if not by_rule:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = sorted(by_rule.items(), key=lambda kv: (kv[1], kv[0]))
+    fig, ax = plt.subplots(figsize=(9, max(2.0, 0.22 * len(items) + 0.8)), dpi=100)
+    ax.barh([k for k, _ in items], [v for _, v in items], color="#4d7ea8")
+    ax.set_xlabel("findings")
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    buf = io.StringIO()
+    plt.rcParams["svg.hashsalt"] = "dealtrail"
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.find("<svg") :]
+
+
 def write_report(
-    db: str | os.PathLike[str],
+    db: str | os.PathLike[str] | duckdb.DuckDBPyConnection,
     out: str | os.PathLike[str],
     start: datetime | None = None,
     end: datetime | None = None,
     title: str = "dealtrail compliance report",
 ) -> ReportFiles:
-    """Write ``report.html``, ``findings.csv`` and ``findings.parquet`` for [start, end) into ``out``.
+    """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
+    [start, end) into ``out`` (files owner-only).
+
+    Args:
+        db: the store's path (opened read-only) or an open connection (the writer's own, as the
+            projector passes when it writes scheduled reports itself).
+        out: the folder.
+        start: start of the period, inclusive (timezone-aware; None: unbounded).
+        end: end of the period, exclusive (None: unbounded).
+        title: the page title.
 
     Raises:
         FileNotFoundError: no store at ``db``.
     """
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    con = connect_read_only(db)
+    own = not isinstance(db, duckdb.DuckDBPyConnection)
+    con = connect_read_only(db) if own else db  # type: ignore[arg-type]
+    assert isinstance(con, duckdb.DuckDBPyConnection)
+    csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
     try:
         table = query(con, "rpt_findings", start, end)
         findings = table.to_pylist()
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
-        con.register("rpt", table)
-        csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
-        con.execute(f"COPY rpt TO '{csv_path}' (FORMAT csv, HEADER)")
-        con.execute(f"COPY rpt TO '{parquet_path}' (FORMAT parquet)")
-        con.unregister("rpt")
+        figures = build_summary(con, findings, start, end)
+        con.register("rpt_export", table)
+        try:
+            con.execute(f"COPY rpt_export TO '{csv_path}' (FORMAT csv, HEADER)")
+            con.execute(f"COPY rpt_export TO '{parquet_path}' (FORMAT parquet)")
+        finally:
+            con.unregister("rpt_export")
     finally:
-        con.close()
+        if own:
+            con.close()
     remedies = [f for f in findings if f["status"] in ("open", "overdue") and f["required_remedy"]]
     html = (
         _env()
@@ -189,16 +283,20 @@ def write_report(
             period_start=start.isoformat() if start else "the beginning of the trail",
             period_end=end.isoformat() if end else "the end of the trail",
             summary=summarise(findings),
+            figures=figures,
             stub=stub,
             rounds=rounds,
             rounds_total=sum(r["rounds"] for r in rounds),
             remedies=remedies,
             chart_svg=_chart_svg(findings),
+            rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
             severities=SEVERITIES,
         )
     )
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
-    for p in (html_path, csv_path, parquet_path):
+    summary_path = out_dir / "summary.json"
+    summary_path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    for p in (html_path, csv_path, parquet_path, summary_path):
         _private(p)
-    return ReportFiles(html_path, csv_path, parquet_path, len(findings))
+    return ReportFiles(html_path, csv_path, parquet_path, len(findings), summary_path)

@@ -81,6 +81,14 @@ OFFSETS_SCHEMA = pa.schema(
 )
 
 
+def stage_line(arrival: int, raw: bytes) -> bytes:
+    """One staged event: ``{"a": arrival, "e": <the event's JSON>}`` and a newline.
+
+    ``raw`` must be one valid JSON document (it was validated); wrapping costs no parsing.
+    """
+    return b'{"a":%d,"e":%s}\n' % (arrival, raw.strip())
+
+
 def finding_row(f: Finding) -> dict[str, Any]:
     """A :class:`Finding` as a row of the ``findings`` table."""
     return {
@@ -174,7 +182,7 @@ class Store:
 
     def write_batch(
         self,
-        raw_events: Sequence[bytes],
+        raw_events: Sequence[tuple[int, bytes]],
         findings: Iterable[Finding] = (),
         rounds: Sequence[dict[str, Any]] = (),
         dead_letters: Sequence[dict[str, Any]] = (),
@@ -184,14 +192,16 @@ class Store:
         """Write one batch in one transaction; rows already stored are skipped.
 
         Args:
-            raw_events: validated events as JSON bytes, one document each (no newlines inside).
+            raw_events: ``(arrival, JSON bytes)`` of validated events: ``arrival`` is where the
+                event arrived (file line number, Kafka offset), which orders events of one
+                table that share a seq.
             findings: finding revisions.
             rounds: rows of the ``rounds`` table (see ``ROUNDS_SCHEMA``).
             dead_letters: rows with source, position, reason, detail, raw.
             offsets: Kafka positions covered by this batch (consumer, topic, partition,
                 next_offset), committed with the rows.
-            events_file: a JSON Lines file of validated events to add (used instead of, or
-                besides, ``raw_events`` by the parallel audit, whose workers stage their lines).
+            events_file: a staged file of events to add, one ``{"a": arrival, "e": event}`` per
+                line (see :func:`stage_line`; the audit's workers stage their lines so).
 
         Returns:
             How many rows each table gained.
@@ -246,11 +256,10 @@ class Store:
         row = self.con.execute(sql).fetchone()
         return int(row[0]) if row else 0
 
-    def _insert_events(self, raw_events: Sequence[bytes]) -> int:
+    def _insert_events(self, raw_events: Sequence[tuple[int, bytes]]) -> int:
         with self._stage.open("wb") as fh:
-            for raw in raw_events:
-                fh.write(raw.rstrip(b"\r\n"))
-                fh.write(b"\n")
+            for arrival, raw in raw_events:
+                fh.write(stage_line(arrival, raw))
         return self._insert_events_file(self._stage)
 
     def _insert_events_file(self, path: Path) -> int:
@@ -271,8 +280,10 @@ class Store:
                            CAST(j->>'recorded_at' AS TIMESTAMPTZ) AS recorded_at,
                            j->'actor'->>'role' AS actor_role,
                            j->'actor'->>'id' AS actor_id,
-                           j AS payload
-                    FROM (SELECT json AS j FROM read_json_objects('{path}', format='newline_delimited'))
+                           j AS payload,
+                           arrival
+                    FROM (SELECT w->'e' AS j, CAST(w->>'a' AS BIGINT) AS arrival
+                          FROM (SELECT json AS w FROM read_json_objects('{path}', format='newline_delimited')))
                     QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash) = 1
                 ) b
                 ANTI JOIN events e USING (event_id, payload_hash)"""

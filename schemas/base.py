@@ -72,7 +72,10 @@ DICE_WAGERS = frozenset({WagerType.SUM, WagerType.MATCH, WagerType.BEAT_IT})
 """Wagers resolved on the dice outcome (58 Pa. Code § 645c.2)."""
 
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")]
-"""An opaque identifier: event, table, round, deck, device, wager or person ID."""
+"""An opaque identifier: event, table, round, deck, device or wager ID."""
+
+PersonId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A person's or device's ID as the casino's systems write it (any printable text; reports escape it)."""
 
 Card = Annotated[str, StringConstraints(pattern=r"^(?:[2-9TJQKA][CDHS]|JK|UNKNOWN)$")]
 """A card as rank+suit (``"AS"``, ``"TD"``), ``"JK"`` for a joker, or ``"UNKNOWN"`` when the face
@@ -102,7 +105,7 @@ class Actor(Frozen):
     """The person or device behind an event (``role`` and an opaque ``id``)."""
 
     role: ActorRole
-    id: Identifier
+    id: PersonId
 
 
 class Envelope(Frozen):

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from schemas.base import Area, Card, DealingMethod, Envelope, Identifier, Position, WagerType
+from schemas.base import Area, Card, DealingMethod, Envelope, Identifier, PersonId, Position, WagerType
 from schemas.config import TableConfig
 
 Count = Annotated[int, Field(ge=0, le=1000)]
@@ -120,7 +120,7 @@ class ShufflerFaulted(Envelope):
     device_id: Identifier
     fault: Literal["JAM", "STOPPED", "INCOMPLETE_CYCLE", "COUNT_ERROR", "WRONG_MODE"]
     indicator: Annotated[str, Field(max_length=64)] | None = None
-    acknowledged_by: Identifier | None = None
+    acknowledged_by: PersonId | None = None
 
 
 class AutoShoeFaulted(Envelope):
@@ -162,7 +162,7 @@ class RoundStarted(Envelope):
     type: Literal["RoundStarted"] = "RoundStarted"
     round_no: Annotated[int, Field(ge=1)]
     dealing_method: DealingMethod
-    dealer_id: Identifier
+    dealer_id: PersonId
 
 
 class WagerPlaced(Envelope):

@@ -317,6 +317,7 @@ class TableSim:
                 actor_id=self.shuffler,
             )
         self.round_no += 1
+        self.w.dealer_id = self.dealer_on_duty()
         round_id = f"{self.table_id}-R{self.round_no:05d}"
         self.w.round_id = round_id
         if plan.kind == "sequence-gap":
@@ -329,6 +330,11 @@ class TableSim:
             self.expect(rule_id, round_id, plan.kind or "")
         self.close_stub_window(plan, counted, round_id)
         self.w.round_id = None
+
+    def dealer_on_duty(self) -> str:
+        """Dealers rotate every 45 minutes; each table has its own three."""
+        stint = int((self.w.clock - self.spec.start).total_seconds() // 2700)
+        return f"D-{self.table_id}-{stint % 3 + 1}"
 
     def exempt(self, plan: Plan) -> bool:
         """True if this round's shuffle came from a counting shuffler (no stub-count duty)."""

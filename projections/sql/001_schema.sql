@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS events (
     recorded_at   TIMESTAMPTZ NOT NULL,
     actor_role    VARCHAR,
     actor_id      VARCHAR,
-    payload       JSON NOT NULL
+    payload       JSON NOT NULL,
+    arrival       BIGINT NOT NULL  -- file line or Kafka offset: orders one table's events within a seq
 );
 
 -- Grain: one row per finding revision (finding_id, revision). Upstream: the engine's findings

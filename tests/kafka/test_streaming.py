@@ -222,3 +222,33 @@ def test_publish_rejects_invalid_lines_to_the_dead_letter_topic(
     rows = con.execute("SELECT position, reason FROM dead_letters ORDER BY position").fetchall()
     con.close()
     assert rows == [("line 11", "malformed_json"), ("line 12", "unknown_event_type")]
+
+
+def test_replay_reads_a_table_from_the_events_topic_and_matches_the_store(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, replay_db = shift
+    cluster.cli("publish", str(events))
+    out = cluster.cli("replay", "--source", "kafka", "--table", "PGP-01", "--db", str(replay_db),
+                      "--html", str(tmp_path / "incident.html")).stdout  # fmt: skip
+    assert "replay matches the stored findings" in out
+    assert (tmp_path / "incident.html").exists()
+
+
+def test_the_projector_writes_scheduled_reports_from_its_own_connection(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = shift
+    cluster.cli("publish", str(events))
+    worker = cluster.start_worker(tmp_path / "worker.log")
+    try:
+        cluster.wait_consumed()
+    finally:
+        stop(worker)
+    reports = tmp_path / "periods"
+    cluster.cli("project", "--db", str(tmp_path / "s.duckdb"), "--once", "--timeout", "120",
+                "--report-every", "0 * * * *", "--reports", str(reports))  # fmt: skip
+    periods = sorted(p.name for p in reports.iterdir())
+    assert periods == ["2026-11-27T1800"]
+    summary = json.loads((reports / periods[0] / "summary.json").read_text())
+    assert summary["findings"]["total"] > 0

@@ -1,0 +1,305 @@
+"""After-the-fact incident replay: rebuild one table's exact state at any moment from the stored
+trail (the DuckDB ``events`` table, or the Kafka events topic) with the same engine, and check
+that the replayed findings equal the stored ones.
+
+A difference means a changed rule or a tampered store; the replay lists each difference with
+the event it starts at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from schemas import events as ev
+from schemas.codec import DecodeError, decode
+from schemas.findings import Finding
+from streams.engine import EventRejected, TableState, apply
+from streams.engine.catalog import RULES_BY_ID, Remedy
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from dealtrail.settings import Settings
+
+
+class ReplayError(ValueError):
+    """The replay cannot run: unknown table, empty window, bad ``--at``."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which part of the table's trail to show: a round, a time span [start, end), or all."""
+
+    round_id: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def shows(self, event: ev.DealingEvent) -> bool:
+        """True if ``event`` is inside the window."""
+        if self.round_id is not None:
+            return event.round_id == self.round_id
+        if self.start is not None and event.occurred_at < self.start:
+            return False
+        return not (self.end is not None and event.occurred_at >= self.end)
+
+
+@dataclass
+class Step:
+    """One replayed event: the event, the table state after it and the findings it raised."""
+
+    event: ev.DealingEvent
+    state: TableState
+    findings: list[Finding]
+
+
+@dataclass
+class Difference:
+    """A finding revision present on one side only: ``side`` is ``"replay only"`` or ``"stored only"``."""
+
+    side: str
+    finding_id: str
+    revision: int
+    status: str
+    rule_id: str
+    trigger_event_id: str
+    round_id: str | None
+
+
+@dataclass
+class ReplayResult:
+    """The replay of one table.
+
+    Attributes:
+        table_id: the table.
+        steps: the replayed events inside the window, in seq order.
+        state_at: the state as of ``--at`` (None without it); at_event: the event it is as of.
+        replayed / stored: finding revisions of the window, as replayed and as stored.
+        differences: revisions on one side only (empty when replay == store).
+        unreadable: stored events that no longer decode (event ID and reason).
+        cards: event ID -> card face of every ``CardDealt`` replayed (for layouts).
+    """
+
+    table_id: str
+    steps: list[Step] = field(default_factory=list)
+    state_at: TableState | None = None
+    at_event: ev.DealingEvent | None = None
+    replayed: list[Finding] = field(default_factory=list)
+    stored: list[Finding] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    cards: dict[str, tuple[str, str]] = field(default_factory=dict)
+    events_total: int = 0
+    compared: bool = False
+
+    @property
+    def matches(self) -> bool:
+        """True if the replayed findings equal the stored ones and every event decoded."""
+        return not self.differences and not self.unreadable
+
+    def first_difference_event(self) -> str | None:
+        """The earliest trigger event among the differences."""
+        order = {s.event.event_id: i for i, s in enumerate(self.steps)}
+        ids = sorted((order.get(d.trigger_event_id, 10**12), d.trigger_event_id) for d in self.differences)
+        return ids[0][1] if ids else None
+
+
+def stored_events(con: duckdb.DuckDBPyConnection, table_id: str) -> Iterator[tuple[str, str]]:
+    """The table's stored events as ``(event_id, payload JSON)`` in seq order (arrival order within a seq:
+    the file line or Kafka offset they came from)."""
+    cur = con.execute(
+        "SELECT event_id, payload::VARCHAR FROM events WHERE table_id = ? ORDER BY seq, arrival", [table_id]
+    )
+    while rows := cur.fetchmany(10_000):
+        for event_id, payload in rows:
+            yield str(event_id), str(payload)
+
+
+def stored_findings(con: duckdb.DuckDBPyConnection, table_id: str) -> list[Finding]:
+    """Every stored finding revision of the table."""
+    cols = [
+        "finding_id", "revision", "rule_id", "citation", "game", "severity", "provisional", "table_id",
+        "round_id", "evidence_event_ids", "required_remedy", "status", "message", "trigger_event_id",
+        "observed_at", "remedy_event_ids", "remedy_delay_seconds", "late",
+    ]  # fmt: skip
+    rows = con.execute(f"SELECT {', '.join(cols)} FROM findings WHERE table_id = ?", [table_id]).fetchall()
+    out = []
+    for row in rows:
+        rec = dict(zip(cols, row, strict=True))
+        rec["evidence_event_ids"] = tuple(rec["evidence_event_ids"])
+        rec["remedy_event_ids"] = tuple(rec["remedy_event_ids"])
+        out.append(Finding.model_validate(rec))
+    return out
+
+
+def kafka_events(settings: Settings, table_id: str, timeout_s: float = 60.0) -> Iterator[tuple[str, str]]:
+    """The table's events read from the events topic (its partition, from the beginning).
+
+    Raises:
+        ReplayError: the events topic does not exist.
+    """
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.partitioner.default import murmur2
+
+    from streams.kafka import client_config
+
+    topic = settings.topics.events.name
+    consumer = KafkaConsumer(**client_config(settings.kafka, "dealtrail-replay"), enable_auto_commit=False)
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            raise ReplayError(f"no topic {topic} at {settings.bootstrap}")
+        key = table_id.encode()
+        tp = TopicPartition(topic, (murmur2(key) & 0x7FFFFFFF) % len(parts))
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                for r in records:
+                    if r.key == key and r.value:
+                        headers = dict(r.headers or [])
+                        yield headers.get("event_id", b"").decode(), r.value.decode("utf-8", "replace")
+    finally:
+        consumer.close()
+
+
+def _at_matcher(at: str | None) -> tuple[str, Any] | None:
+    if at is None:
+        return None
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        return ("id", at)
+    if when.tzinfo is None:
+        raise ReplayError(f"--at time needs a time zone: {at!r}")
+    return ("time", when)
+
+
+def replay(
+    table_id: str,
+    trail: Iterable[tuple[str, str]],
+    stored: list[Finding] | None,
+    window: Window = Window(),
+    at: str | None = None,
+) -> ReplayResult:
+    """Re-apply a table's stored events through the engine.
+
+    Args:
+        table_id: the table.
+        trail: ``(event_id, payload JSON)`` in seq order (see :func:`stored_events`).
+        stored: the stored finding revisions of the table to compare with (None: no comparison).
+        window: which events to keep as steps and which findings to compare.
+        at: an event ID or an ISO 8601 instant: ``state_at`` is the state as of it.
+
+    Returns:
+        The :class:`ReplayResult`.
+
+    Raises:
+        ReplayError: the trail is empty, or ``at`` names no event of the trail.
+    """
+    result = ReplayResult(table_id)
+    matcher = _at_matcher(at)
+    state: TableState | None = None
+    for event_id, payload in trail:
+        result.events_total += 1
+        try:
+            event = decode(payload)
+        except DecodeError as exc:
+            result.unreadable.append((event_id, f"{exc.reason}: {exc.detail}"))
+            continue
+        try:
+            state, found = apply(state, event)
+        except EventRejected as exc:
+            result.unreadable.append((event.event_id, f"{exc.reason}: {exc.detail}"))
+            continue
+        if isinstance(event, ev.CardDealt):
+            result.cards[event.event_id] = (event.card, event.face.value)
+        if matcher is not None:
+            kind, value = matcher
+            if (kind == "id" and result.at_event is None and event.event_id == value) or (
+                kind == "time" and event.occurred_at <= value
+            ):
+                result.state_at, result.at_event = state, event
+        if window.shows(event):
+            result.steps.append(Step(event, state, found))
+            result.replayed.extend(found)
+    if result.events_total == 0:
+        raise ReplayError(f"no stored event for table {table_id!r}")
+    if matcher is not None and result.at_event is None:
+        raise ReplayError(f"--at {at!r} matches no event of table {table_id!r}")
+    if stored is not None:
+        result.compared = True
+        in_window = {s.event.event_id for s in result.steps}
+        result.stored = [f for f in stored if f.trigger_event_id in in_window]
+        _compare(result)
+    return result
+
+
+def _compare(result: ReplayResult) -> None:
+    def key(f: Finding) -> tuple[str, int, str]:
+        return (f.finding_id, f.revision, f.status.value)
+
+    replayed = {key(f): f for f in result.replayed}
+    stored = {key(f): f for f in result.stored}
+    for side, mine, other in (("replay only", replayed, stored), ("stored only", stored, replayed)):
+        for k in sorted(set(mine) - set(other)):
+            f = mine[k]
+            result.differences.append(
+                Difference(side, f.finding_id, f.revision, f.status.value, f.rule_id, f.trigger_event_id, f.round_id)
+            )
+
+
+def layout(state: TableState, cards: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+    """The round in progress as rows: layout area, cards in deal order with their face."""
+    rnd = state.round
+    if rnd is None:
+        return []
+    return [
+        {"area": area, "cards": [(eid, *cards.get(eid, ("UNKNOWN", "DOWN"))) for eid in ids]}
+        for area, ids in sorted(rnd.cards.items())
+    ]
+
+
+def describe_state(state: TableState) -> dict[str, Any]:
+    """What an investigator needs of a state: round, stub window, devices, open remedies."""
+    rnd = state.round
+    return {
+        "round_id": rnd.round_id if rnd else None,
+        "dealer_id": rnd.dealer_id if rnd else None,
+        "cards_dealt": rnd.cards_dealt if rnd else 0,
+        "burns": len(rnd.cards.get("BURN", ())) if rnd else 0,
+        "community": sum(
+            len(v) for k, v in rnd.cards.items() if k.startswith("COMMUNITY") or k.startswith("PAIR_BONUS_C")
+        )
+        if rnd
+        else 0,
+        "stub_count": rnd.stub_count if rnd else None,
+        "rounds_since_stub_count": state.stub_run,
+        "stub_window": state.config.stub_count_window,
+        "exempt_round": rnd.exempt if rnd else None,
+        "devices": {
+            k: ("out of service" if d.out_of_service else "faulted" if k in state.unusable else "in service")
+            for k, d in sorted(state.devices.items())
+        },
+        "open_remedies": [
+            {
+                "rule_id": ob.finding.rule_id,
+                "round_id": ob.round_id,
+                "pending": [Remedy(p).value for p in ob.pending],
+                "overdue": ob.deadline_passed,
+            }
+            for ob in state.obligations
+        ],
+    }
+
+
+def rule_summary(rule_id: str) -> str:
+    """The rule's paraphrase from the catalogue (empty for an unknown ID)."""
+    spec = RULES_BY_ID.get(rule_id)
+    return spec.summary if spec else ""

@@ -1,0 +1,92 @@
+"""The incident report: one self-contained HTML page for a replayed table and window.
+
+Everything taken from events (dealer IDs, table names, messages) is escaped by jinja2's
+autoescape, and the page carries a Content-Security-Policy that forbids scripts altogether.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from dealtrail.replay import ReplayResult, describe_state, layout, rule_summary
+from schemas import events as ev
+
+
+def _details(event: ev.DealingEvent) -> str:
+    skip = {"event_id", "table_id", "game", "round_id", "deck_id", "seq", "occurred_at", "recorded_at", "source",
+            "actor", "schema_version", "corrects", "type"}  # fmt: skip
+    data = event.model_dump(mode="json", exclude=skip, exclude_none=True)
+    return ", ".join(f"{k}={v}" for k, v in data.items())
+
+
+def incident_context(result: ReplayResult, title: str) -> dict[str, Any]:
+    """The template's data: rounds with their events, layouts and findings."""
+    latest: dict[str, Any] = {}
+    for f in result.replayed:
+        if f.finding_id not in latest or f.revision > latest[f.finding_id].revision:
+            latest[f.finding_id] = f
+    rounds: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for step in result.steps:
+        rid = step.event.round_id or "between rounds"
+        if current is None or current["round_id"] != rid:
+            current = {"round_id": rid, "events": [], "layout": [], "dealer_id": None}
+            rounds.append(current)
+        current["events"].append(
+            {
+                "seq": step.event.seq,
+                "time": step.event.occurred_at.isoformat(),
+                "type": step.event.type,
+                "event_id": step.event.event_id,
+                "actor": f"{step.event.actor.role.value} {step.event.actor.id}",
+                "details": _details(step.event),
+                "findings": [
+                    {"rule_id": f.rule_id, "status": f.status.value, "revision": f.revision, "message": f.message}
+                    for f in step.findings
+                ],
+            }
+        )
+        rows = layout(step.state, result.cards)
+        if rows:
+            current["layout"] = rows
+        if step.state.round is not None:
+            current["dealer_id"] = step.state.round.dealer_id
+    findings = [
+        {
+            "finding": f,
+            "summary": rule_summary(f.rule_id),
+            "first": next(g for g in result.replayed if g.finding_id == f.finding_id and g.revision == 0),
+        }
+        for f in sorted(latest.values(), key=lambda f: (f.observed_at, f.rule_id))
+    ]
+    return {
+        "title": title,
+        "table_id": result.table_id,
+        "rounds": rounds,
+        "findings": findings,
+        "differences": result.differences,
+        "unreadable": result.unreadable,
+        "matches": result.matches,
+        "compared": bool(result.stored) or bool(result.differences),
+        "state_at": describe_state(result.state_at) if result.state_at is not None else None,
+        "at_event": result.at_event,
+    }
+
+
+def write_incident(result: ReplayResult, path: Path, title: str) -> Path:
+    """Render the incident page to ``path`` (owner-only permissions) and return it."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("projections", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    html = env.get_template("incident.html.j2").render(**incident_context(result, title))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+    path.chmod(0o600)
+    return path

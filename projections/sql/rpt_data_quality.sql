@@ -1,0 +1,17 @@
+-- rpt_data_quality: gaps in the trail and rejected input in [$start, $end). Grain: one row.
+-- Upstream: fct_detections (DT-sequence-gap), rounds, dead_letters (dated by the occurred_at in
+-- the raw input when it can be read; undated ones are counted apart).
+SELECT
+    (SELECT count(*) FROM fct_detections
+      WHERE rule_id = 'DT-sequence-gap' AND observed_at >= $start AND observed_at < $end
+        AND ($table_id IS NULL OR table_id = $table_id)) AS sequence_gaps,
+    (SELECT count(*) FROM rounds r
+      WHERE r.completed_at >= $start AND r.completed_at < $end AND ($table_id IS NULL OR r.table_id = $table_id)
+        AND EXISTS (SELECT 1 FROM fct_detections d WHERE d.rule_id = 'DT-sequence-gap'
+                     AND d.table_id = r.table_id AND d.round_id = r.round_id)) AS unverifiable_rounds,
+    (SELECT count(*) FROM dead_letters
+      WHERE TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) >= $start
+        AND TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) < $end
+        AND ($table_id IS NULL OR json_extract_string(TRY_CAST(raw AS JSON), '$.table_id') = $table_id)) AS dead_letters,
+    (SELECT count(*) FROM dead_letters
+      WHERE TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) IS NULL) AS dead_letters_undated
