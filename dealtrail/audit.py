@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from projections.store import BatchCounts, Store, stage_line
 from schemas import events as ev
-from schemas.codec import DecodeError, decode
+from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.summaries import round_row
@@ -192,7 +192,9 @@ def scan(
                 dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
                 continue
             events += 1
-            out.write(stage_line(line_no, raw))
+            # the store keeps the validated event in its canonical form: lax input (a Unix time
+            # for a timestamp, "7" for a number) must not reach the SQL casts as written
+            out.write(stage_line(line_no, encode(event)))
             staged += 1
             if staged >= batch_lines:
                 flush(final=False)
@@ -268,7 +270,7 @@ def audit_file(
         for d in batch.dead:
             summary.dead_letters[d["reason"]] += 1
             if dead_letter is not None:
-                dead_letter.write(json.dumps(d, ensure_ascii=False) + "\n")
+                dead_letter.write(json.dumps(d) + "\n")
         for f in batch.findings:
             if f.revision == 0:
                 summary.detections[(f.game.value, f.rule_id, f.severity.value)] += 1

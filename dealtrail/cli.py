@@ -446,6 +446,97 @@ def schedule(
     run_forever(db, out, spec, poll_seconds=poll, on_written=announce)
 
 
+def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | None) -> list[object]:
+    import duckdb
+
+    from dealtrail.replay import kafka_events, stored_events
+    from dealtrail.verify import check_chain, tables
+    from projections.store import connect_read_only
+
+    settings = load()
+    if bootstrap:
+        settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
+    if source == "kafka":
+        if table is None:
+            raise _fail("--source kafka needs --table")
+        return [check_chain(table, kafka_events(settings, table))]
+    if source != "db":
+        raise _fail("--source must be db or kafka")
+    db = db or settings.db
+    try:
+        con = connect_read_only(db)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
+    try:
+        names = [table] if table else tables(con)
+        return [check_chain(t, stored_events(con, t)) for t in names]
+    finally:
+        con.close()
+
+
+@app.command()
+def verify(
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).")] = None,
+    table: Annotated[str | None, typer.Option(help="Check one table only.")] = None,
+    against: Annotated[Path | None, typer.Option(help="A digest saved earlier by dealtrail digest --out.")] = None,
+    source: Annotated[str, typer.Option(help="db or kafka (with --table).")] = "db",
+    bootstrap: Annotated[str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).")] = None,
+) -> None:
+    """Recompute every table's hash chain; report the first broken link per table (exit 4 if any)."""
+    from dealtrail.verify import ChainReport, check_against, load_digest
+
+    reports = [r for r in _chains(db, table, source, bootstrap) if isinstance(r, ChainReport)]
+    bad = 0
+    for r in reports:
+        if r.first_break is None:
+            state = "not chained" if r.head_hash is None else f"intact, head seq {r.head_seq}"
+            console.print(f"{r.table_id}: {r.chained:,} of {r.events:,} events chained, {state}")
+        else:
+            bad += 1
+            b = r.first_break
+            console.print(
+                f"[bold red]{r.table_id}: chain broken at seq {b.seq}, event {b.event_id}[/]"
+                f" (after {b.previous_event_id}): {b.problem}"
+            )
+    if against is not None:
+        try:
+            problems = check_against(reports, load_digest(against))
+        except (OSError, ValueError) as exc:
+            raise _fail(f"cannot read digest {against}: {exc}") from None
+        for p in problems:
+            console.print(f"[bold red]{p}[/]")
+        bad += len(problems)
+        if not problems:
+            console.print(f"every table still passes through the heads of {against}")
+    if bad:
+        raise typer.Exit(4)
+
+
+@app.command()
+def digest(
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Also write the digest here (JSON), to keep elsewhere.")] = None,
+) -> None:
+    """Print each table's chain head (seq, hash) and event count: a digest to keep elsewhere."""
+    import json
+
+    from dealtrail.verify import ChainReport
+    from dealtrail.verify import digest as make
+
+    reports = [r for r in _chains(db, None, "db", None) if isinstance(r, ChainReport)]
+    data = make([r for r in reports if r.intact])
+    for table_id, head in data.items():
+        console.print(f"{table_id}  seq {head['head_seq']}  events {head['events']}  {head['head_hash']}")
+    broken = [r.table_id for r in reports if not r.intact]
+    if broken:
+        err.print(f"[red]not in the digest, chain broken: {', '.join(broken)} (run dealtrail verify)[/]")
+    if out is not None:
+        out.write_text(json.dumps({"tables": data}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        console.print(f"digest written to {out}")
+
+
 @app.command("export-schemas")
 def export_schemas(
     out: Annotated[Path, typer.Option(help="Folder for the JSON Schema files.")] = Path("schemas/json"),

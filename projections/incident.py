@@ -38,7 +38,7 @@ def incident_context(result: ReplayResult, title: str) -> dict[str, Any]:
         current["events"].append(
             {
                 "seq": step.event.seq,
-                "time": step.event.occurred_at.isoformat(),
+                "time": step.event.occurred_at.strftime("%H:%M:%S"),
                 "type": step.event.type,
                 "event_id": step.event.event_id,
                 "actor": f"{step.event.actor.role.value} {step.event.actor.id}",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from projections.store import BatchCounts, Store
-from schemas.codec import DecodeError, decode
+from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from streams.kafka import client_config
 
@@ -165,13 +165,13 @@ def _write(
             try:
                 if tp.topic == events_name:
                     try:
-                        decode(r.value)
+                        value = encode(decode(r.value))  # canonical, as the audit stores it
                     except DecodeError:
                         # The worker owns the events topic's dead letters (it sent this record to the
                         # dead-letter topic, which is projected below); store valid events only.
                         summary.skipped_events += 1
                         continue
-                    raw_events.append((r.offset, r.value))
+                    raw_events.append((r.offset, value))
                 elif tp.topic == findings_name:
                     findings.append(Finding.model_validate_json(r.value))
                 elif tp.topic == rounds_name:

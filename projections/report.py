@@ -13,7 +13,7 @@ import json
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -73,20 +73,25 @@ def _chart_svg(rows: list[dict[str, Any]]) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
+    times = [r["detected_at"].astimezone(UTC) for r in rows]
+    span = max(times) - min(times)
+    minutes = 60 if span > timedelta(hours=6) else 15
     buckets: dict[datetime, Counter[str]] = defaultdict(Counter)
-    for r in rows:
-        t = r["detected_at"].astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-        buckets[t][r["severity"]] += 1
+    for t, r in zip(times, rows, strict=True):
+        slot = t.replace(minute=t.minute - t.minute % minutes, second=0, microsecond=0)
+        buckets[slot][r["severity"]] += 1
     hours = sorted(buckets)
     fig, ax = plt.subplots(figsize=(9, 3), dpi=100)
     bottom = [0] * len(hours)
     colours = {"voiding": "#b2182b", "integrity": "#ef8a62", "procedural": "#67a9cf"}
     for sev in SEVERITIES:
         vals = [buckets[h][sev] for h in hours]
-        ax.bar(hours, vals, width=1 / 24 * 0.9, bottom=bottom, label=sev, color=colours[sev], align="edge")  # type: ignore[arg-type]
+        ax.bar(hours, vals, width=minutes / 1440 * 0.9, bottom=bottom, label=sev, color=colours[sev], align="edge")  # type: ignore[arg-type]
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_ylabel("findings per hour")
+    ax.set_ylabel(f"findings per {minutes} min" if minutes != 60 else "findings per hour")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="upper right", fontsize=8)
     fig.autofmt_xdate()
     fig.tight_layout()
@@ -217,11 +222,13 @@ def _rule_chart_svg(by_rule: dict[str, int]) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     items = sorted(by_rule.items(), key=lambda kv: (kv[1], kv[0]))
     fig, ax = plt.subplots(figsize=(9, max(2.0, 0.22 * len(items) + 0.8)), dpi=100)
     ax.barh([k for k, _ in items], [v for _, v in items], color="#4d7ea8")
     ax.set_xlabel("findings")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     buf = io.StringIO()
@@ -274,7 +281,11 @@ def write_report(
     finally:
         if own:
             con.close()
-    remedies = [f for f in findings if f["status"] in ("open", "overdue") and f["required_remedy"]]
+    remedies = [
+        f
+        for f in findings
+        if f["status"] in ("open", "overdue") and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
+    ]
     html = (
         _env()
         .get_template("report.html.j2")

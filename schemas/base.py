@@ -123,6 +123,9 @@ class Envelope(Frozen):
         source: capture channel; actor: who did it.
         schema_version: version of this event type's schema (upcasters lift older payloads).
         corrects: event_id of an earlier event this one amends (history is never edited).
+        prev_hash: the ``hash`` of the previous event of the table (None for the first, or when
+            the source does not chain its events).
+        hash: SHA-256 of this event's canonical JSON without ``hash`` (see :mod:`schemas.chain`).
     """
 
     event_id: Identifier
@@ -137,3 +140,5 @@ class Envelope(Frozen):
     actor: Actor
     schema_version: Annotated[int, Field(ge=1)] = 1
     corrects: Identifier | None = None
+    prev_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
+    hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None

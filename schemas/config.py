@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, PlainSerializer, model_validator
 
 from schemas.base import DealingMethod, Frozen, Game, Identifier, Position, WagerType
 
@@ -34,6 +34,13 @@ class ShakerMode(StrEnum):
     PLAYER_ACTIVATED = "PLAYER_ACTIVATED"
     RNG = "RNG"
 
+
+def _sorted(values: frozenset[str]) -> list[str]:
+    return sorted(values)
+
+
+SortedSet = PlainSerializer(_sorted, return_type=list[str], when_used="always")
+"""Sets serialise sorted, so an event's JSON (and its chain hash) is the same in every process."""
 
 DEFAULT_DECK_SIZE = {Game.TCP: 52, Game.C691: 54, Game.PGP: 53}
 """Cards in one deck per game (rulebook section 2): 52, 54 (52 + 2 jokers), 53 (52 + 1 joker)."""
@@ -65,8 +72,10 @@ class TableConfig(Frozen):
     game: Game
     rules_submission_id: Identifier
     seats: Annotated[tuple[Position, ...], Field(min_length=1, max_length=9)]
-    dealing_methods_allowed: Annotated[frozenset[DealingMethod], Field(min_length=1)] = frozenset({DealingMethod.HAND})
-    wagers_enabled: frozenset[WagerType] = frozenset({WagerType.ANTE, WagerType.PLAY})
+    dealing_methods_allowed: Annotated[frozenset[DealingMethod], Field(min_length=1), SortedSet] = frozenset(
+        {DealingMethod.HAND}
+    )
+    wagers_enabled: Annotated[frozenset[WagerType], SortedSet] = frozenset({WagerType.ANTE, WagerType.PLAY})
     pair_bonus_mode: PairBonusMode = PairBonusMode.OFF
     house_way_id: Identifier | None = None
     shaker_mode: ShakerMode = ShakerMode.MANUAL

@@ -33,7 +33,7 @@ def dead_letter_value(source: str, position: str, reason: str, detail: str, raw:
         rec["raw"] = raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
         rec["raw_base64"] = base64.b64encode(raw).decode("ascii")
-    return json.dumps(rec, ensure_ascii=False).encode()
+    return json.dumps(rec).encode()
 
 
 @dataclass

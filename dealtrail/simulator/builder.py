@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from schemas.base import Actor, ActorRole, Envelope, Game, Source
+from schemas.chain import Chainer
 
 E = TypeVar("E", bound=Envelope)
 _UNSET: Any = object()
@@ -24,6 +25,7 @@ class TableWriter:
         game: its game.
         start: the time of the first event (timezone-aware).
         new_id: ``(table_id, seq, occurred_at) -> event_id``; defaults to ``"<table>-<seq>"``.
+        chained: stamp the hash chain (``prev_hash``, ``hash``) on every event.
 
     Attributes:
         round_id / deck_id: stamped on every event until changed (``round_id`` None between rounds).
@@ -37,6 +39,7 @@ class TableWriter:
         game: Game,
         start: datetime,
         new_id: Callable[[str, int, datetime], str] | None = None,
+        chained: bool = False,
     ) -> None:
         self.table_id = table_id
         self.game = game
@@ -46,6 +49,7 @@ class TableWriter:
         self.deck_id: str | None = None
         self.dealer_id = "D-0001"
         self._new_id = new_id or (lambda table, seq, _t: f"{table}-{seq:06d}")
+        self.chainer: Chainer | None = Chainer() if chained else None
 
     def emit(
         self,
@@ -66,7 +70,7 @@ class TableWriter:
         """
         self.seq += 1
         self.clock = self.clock + timedelta(seconds=after)
-        return cls(
+        event = cls(
             event_id=self._new_id(self.table_id, self.seq, self.clock),
             table_id=self.table_id,
             game=self.game,
@@ -79,3 +83,4 @@ class TableWriter:
             actor=Actor(role=role, id=actor_id or (self.dealer_id if role is ActorRole.DEALER else "SYS")),
             **fields,
         )
+        return self.chainer.link(event) if self.chainer is not None else event

@@ -102,7 +102,7 @@ class TableSim:
         self.truth = truth
         self.end = spec.start + timedelta(hours=spec.hours)
         start = spec.start + timedelta(seconds=self.rng.uniform(0, 60))
-        self.w = TableWriter(table_id, game, start, new_id=self._new_id)
+        self.w = TableWriter(table_id, game, start, new_id=self._new_id, chained=True)
         self.index = index
         self.counting = index % 2 == 0 if game is not Game.PGP else index % 4 == 2
         self.method = "HAND"
@@ -321,8 +321,9 @@ class TableSim:
         round_id = f"{self.table_id}-R{self.round_no:05d}"
         self.w.round_id = round_id
         if plan.kind == "sequence-gap":
-            self.w.seq += 1
+            self.w.emit(ev.NoMoreBetsAnnounced, round_id=None)  # an event lost before it reached us
             self.expect("DT-sequence-gap", round_id, plan.kind)
+            self.expect("DT-chain-broken", round_id, plan.kind)
         self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
         dealer = {Game.TCP: deal_tcp, Game.C691: deal_c691, Game.PGP: deal_pgp}[self.game]
         counted = dealer(self, plan, deck, round_id)

@@ -85,7 +85,7 @@ V, INTEG, P = Severity.VOIDING, Severity.INTEGRITY, Severity.PROCEDURAL
 TCP, C691, PGP = Game.TCP, Game.C691, Game.PGP
 VOID_RETURN = (Remedy.VOID_ALL, Remedy.WAGERS_RETURNED)
 VOID_RETURN_RESHUFFLE = (Remedy.VOID_ALL, Remedy.WAGERS_RETURNED, Remedy.RESHUFFLE)
-C691_SECTION = "58 Pa. Code § 691.?"
+C691_SECTION = "58 Pa. Code Ch. 691, dealing from the hand (section no. unconfirmed) "
 """Chapter 691's dealing-from-the-hand section number is unconfirmed (§ 691.5-691.7, likely § 691.7)."""
 
 RULES: tuple[Rule, ...] = (
@@ -504,6 +504,13 @@ RULES: tuple[Rule, ...] = (
         None,
         V,
         "A voiding rule's remedy was not seen before the next round started.",
+    ),
+    Rule(
+        "DT-chain-broken",
+        "dealtrail integrity rule",
+        None,
+        INTEG,
+        "The table's hash chain does not verify: an event's prev_hash is not the hash of the event before it.",
     ),
     Rule(
         "DT-sequence-gap",

@@ -21,10 +21,15 @@ from streams.engine.rules import chapter_691, integrity, pai_gow_poker, three_ca
 from streams.engine.state import TableState
 
 GAP = "DT-sequence-gap"
+CHAIN = "DT-chain-broken"
 CHUNK = 64
 """Sequence-log entries per chunk of ``TableState.recent``."""
-CHUNKS = 64
-"""Chunks kept: duplicates are recognised up to CHUNK x CHUNKS = 4096 events back per table."""
+CHUNKS = 4
+"""Chunks kept: duplicates are recognised up to CHUNK x CHUNKS = 256 events back per table.
+
+The window is part of every table state (the worker writes it to its changelog), so it is kept
+small; Kafka redeliveries never reach it (the worker skips messages at or below the offset its
+state already holds), it catches duplicates in the source itself."""
 
 GAME_RULES: dict[Game, tuple[Callable[[Step], list[Finding]], ...]] = {
     Game.TCP: (three_card_prime.check, integrity.check),
@@ -91,7 +96,9 @@ def apply(
         earlier ones (remedied / overdue). An exact duplicate of an applied event returns the
         state unchanged and no finding; a conflicting event with an old seq returns the state
         unchanged and a DT-sequence-gap finding; a seq jump raises DT-sequence-gap and the
-        event is applied.
+        event is applied. In a chained trail, an event whose ``prev_hash`` is not the ``hash``
+        of the table's previous event raises DT-chain-broken (the content hashes themselves are
+        recomputed by ``dealtrail verify``).
 
     Raises:
         EventRejected: the table was never configured (its first event is not
@@ -138,11 +145,24 @@ def apply(
             )
         )
 
+    chain: dict[str, object] = {}
+    if event.hash is not None or state.last_hash is not None:
+        if state.last_hash is not None and event.prev_hash != state.last_hash:
+            step = Step(state, state, event)
+            what = "carries no hash" if event.hash is None else "does not link to the event before it"
+            findings.append(
+                step.finding(
+                    CHAIN, (state.last_event_id, event.event_id), f"Hash chain broken: seq {event.seq} {what}."
+                )
+            )
+        if event.hash is not None:
+            chain["last_hash"] = event.hash
     draft = Draft(
         state,
         last_seq=event.seq,
         last_event_id=event.event_id,
         recent=_remember(state.recent, (event.seq, event.event_id, digest)),
+        **chain,
     )
     reduce(draft, event)
     after = draft.state

@@ -224,6 +224,7 @@ class TableState(_State):
     config: TableConfig
     last_seq: int = 0
     last_event_id: str | None = None
+    last_hash: str | None = None
     recent: tuple[tuple[tuple[int, str, int], ...], ...] = ()
     devices: Mapping[str, DeviceState] = field(default_factory=dict)
     decks: Mapping[str, DeckState] = field(default_factory=dict)

@@ -1,0 +1,45 @@
+"""The per-table hash chain: every event carries the SHA-256 of the table's previous event.
+
+``hash`` = SHA-256 over the event's canonical JSON (pydantic's serialisation, field order
+fixed by the schema) with the ``hash`` field left out and ``prev_hash`` included, so altering,
+inserting or deleting any stored event breaks the chain at that event. Pure: standard library
+and pydantic only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TypeVar
+
+from schemas.base import Envelope
+
+E = TypeVar("E", bound=Envelope)
+
+
+def chain_hash(event: Envelope) -> str:
+    """The SHA-256 (64 hex characters) of ``event`` without its ``hash`` field."""
+    return hashlib.sha256(event.model_dump_json(exclude={"hash"}).encode()).hexdigest()
+
+
+class Chainer:
+    """Stamps ``prev_hash`` and ``hash`` on the events of any number of tables, in order.
+
+    Attributes:
+        heads: table ID -> (seq, hash) of the last event chained.
+    """
+
+    def __init__(self) -> None:
+        self.heads: dict[str, tuple[int, str]] = {}
+
+    def link(self, event: E) -> E:
+        """Return ``event`` with ``prev_hash`` set to its table's head and its own ``hash``.
+
+        An event whose seq is not above the head's (a re-sent or conflicting copy) is linked to
+        the head but does not become the head, so the chain of the table goes on unbroken.
+        """
+        head = self.heads.get(event.table_id)
+        linked = event.model_copy(update={"prev_hash": head[1] if head else None, "hash": None})
+        linked = linked.model_copy(update={"hash": chain_hash(linked)})
+        if head is None or event.seq > head[0]:
+            self.heads[event.table_id] = (event.seq, linked.hash)  # type: ignore[assignment]
+        return linked
