@@ -32,6 +32,9 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_audit.py
 
+bench-stream: $(STAMP)
+	$(BIN)/python bench/bench_stream.py
+
 kafka-fetch:
 	ops/kafka/broker fetch
 

@@ -10,6 +10,7 @@ deterministic IDs and the engine ignores exact duplicates, so a redelivered batc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -157,6 +158,7 @@ def create_app(settings: Settings) -> faust.App:
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
             touched: dict[bytes, Stored] = {}
+            sent: list[Any] = []
             for event in events:
                 msg = event.message
                 raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
@@ -170,31 +172,45 @@ def create_app(settings: Settings) -> faust.App:
                     before = entry.state if entry is not None else None
                     state, found = apply(before, dealing, raw)
                 except (DecodeError, EventRejected) as exc:
-                    await dead_topic.send(
-                        key=msg.key, value=dead_letter_value(msg.topic, position, exc.reason, exc.detail, raw)
+                    sent.append(
+                        await dead_topic.send(
+                            key=msg.key, value=dead_letter_value(msg.topic, position, exc.reason, exc.detail, raw)
+                        )
                     )
                     continue
                 except Exception as exc:
                     log.exception("engine error at %s", position)
                     detail = f"{type(exc).__name__}: {exc}"[:500]
-                    await dead_topic.send(
-                        key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
+                    sent.append(
+                        await dead_topic.send(
+                            key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
+                        )
                     )
                     continue
                 touched[key] = Stored(msg.offset, state)
                 for f in found:
-                    await findings_topic.send(key=key, value=f.model_dump_json().encode())
+                    sent.append(await findings_topic.send(key=key, value=f.model_dump_json().encode()))
                 if (
                     isinstance(dealing, ev.RoundCompleted)
                     and before is not None
                     and before.round is not None
                     and state.last_event_id == dealing.event_id
                 ):
-                    await rounds_topic.send(key=key, value=round_json(round_row(before.round, state, dealing)))
+                    row = round_json(round_row(before.round, state, dealing))
+                    sent.append(await rounds_topic.send(key=key, value=row))
+            # Outputs first, state second: the state may only say "applied up to offset N" once
+            # every finding and round that the events up to N produced is on its topic, or a
+            # crash in between would lose them (a redelivery is skipped by offset).
+            if sent:
+                await asyncio.gather(*sent)
             for key, entry in touched.items():
                 stored = STORED.dump_json(entry)
                 states[key] = stored
                 cache.put(key, stored, entry)
+            if touched:
+                # the changelog records are on the broker before this batch's offsets can be
+                # committed (a committed offset must never be ahead of the stored state)
+                await app.producer.flush()
 
     return app
 

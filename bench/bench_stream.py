@@ -1,0 +1,762 @@
+"""Benchmark of the streaming path on the real Kafka broker: publisher, bare Faust agent, worker.
+
+Run with ``make bench-stream`` (the broker must be up: ``make kafka-up``). Every run works in
+its own namespaces ``bench-<random>-<phase>`` (or ``$DEALTRAIL_NAMESPACE-<phase>`` when that
+starts with ``bench-``), creates them with :func:`streams.kafka.create_topics`, and deletes its
+topics and consumer groups at the end, so it can share a broker with other users. Every
+subprocess is stopped with SIGTERM (SIGKILL only if it does not exit in time) in a ``finally``,
+and every wait is bounded.
+
+Prints exactly these lines on stdout (details and cross-checks go to stderr)::
+
+  publisher events/s      ``Publisher`` + ``publish_file`` over N simulated events (the cached
+                          ``bench/data/events-N.jsonl``, 48 tables): read, validate, send, and the
+                          final ``flush`` (every record acknowledged, acks=all), wall time.
+  bare agent events/s     A bare Faust agent (own app, own consumer group, in a subprocess, the
+                          worker's Faust settings: memory store, web off, earliest, at-least-once,
+                          same producer settings) on the same events topic that only
+                          ``schemas.codec.decode``-s and counts each message. Timed inside the agent,
+                          from the first message it sees to the N-th. Run twice, with
+                          ``stream.take_events(batch, within)`` (the worker's batch settings) and with
+                          plain ``async for value in stream``; the faster is reported (stderr says which).
+  worker events/s         ``dealtrail worker`` in a subprocess (its own namespace app ID) consuming
+                          the same N events from a pre-filled topic. Completion is detected with
+                          the consumer group's committed offsets (``KafkaAdminClient.list_group_offsets``
+                          vs end offsets), but the commit interval (2.8 s) is far too coarse to time
+                          with, so the rate is N / (last - first output timestamp), where the output
+                          records are everything the worker writes: its table changelog (one record
+                          per touched table per batch), rounds and findings. Their CreateTime is
+                          stamped by the worker's producer when the record is appended, i.e. right
+                          after the event that caused it was processed, so the window runs from the end
+                          of the first batch to the end of the last one (it misses at most one batch,
+                          ``batch``/N = 0.25 % with defaults, which slightly favours the worker). The
+                          offset-lag window (first commit > 0 to all committed) is printed on stderr.
+  worker/bare ratio       worker events/s / bare agent events/s.
+  two workers events/s    Two ``dealtrail worker`` processes in one consumer group on a fresh
+                          namespace with ``--partitions`` (8) partitions. To keep the start-up
+                          rebalance out of the figure, both are started on the empty topic, the
+                          bench waits for the group to be Stable with 2 members, pauses both with
+                          SIGSTOP (well under Faust's 60 s session timeout), publishes the N events,
+                          resumes them with SIGCONT and times them like the single worker (first to
+                          last output record over both).
+  p50 / p99 latency ms    A fresh namespace and one worker (started and Stable first); events are
+                          published one by one at a steady ``--rate`` (1,000/s) for ``--seconds``
+                          (25; 8 with --quick). For each ``RoundCompleted`` the wall time just before
+                          ``Publisher.send`` is kept by event ID; a consumer thread reads the rounds
+                          topic live and notes when each round record (``completed_event_id``)
+                          arrives. Latency = arrival at that downstream consumer - publish time, so
+                          it includes the publisher's linger (5 ms), the worker's batching window
+                          (``within``), its producer linger (50 ms), acks and the fetch. Round
+                          records whose RoundCompleted was not published in this phase cannot
+                          occur; RoundCompleted events that make no round record (rejected) are
+                          counted on stderr. The CreateTime-based figure is on stderr too.
+
+Options: ``--events N`` (200,000), ``--quick`` (20,000 events, 8 s latency phase),
+``--partitions`` (8), ``--profile FILE`` (afterwards, run one more worker in-process under
+cProfile on a fresh namespace and write the stats to FILE; prints the top functions on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+# kafka-python 3.0.12 emits ~200 DeprecationWarnings at import (legacy importlib.resources).
+warnings.filterwarnings("ignore", message=r"(read_text|open_text) is deprecated", category=DeprecationWarning)
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data"
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+DEALTRAIL = BIN / "dealtrail"
+
+
+def log(msg: str) -> None:
+    print(f"[bench-stream {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def ensure_events(n: int) -> Path:
+    """Simulate a floor until ``n`` events, cached in bench/data/ (same file as bench_audit.py)."""
+    from dealtrail.simulator.floor import FloorSpec, simulate
+    from schemas.codec import encode
+
+    path = DATA / f"events-{n}.jsonl"
+    if path.exists():
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    spec = FloorSpec(tables=48, hours=24.0, seed=1, error_rate=0.03)
+    tmp = path.with_suffix(".part")
+    with tmp.open("wb") as fh:
+        for i, event in enumerate(simulate(spec)):
+            if i >= n:
+                break
+            fh.write(encode(event) + b"\n")
+    tmp.rename(path)
+    return path
+
+
+def load_events(path: Path, n: int) -> list[Any]:
+    """The first ``n`` events of ``path``, decoded."""
+    from schemas.codec import decode
+
+    out = []
+    with path.open("rb") as fh:
+        for line in fh:
+            if len(out) >= n:
+                break
+            if line.strip():
+                out.append(decode(line))
+    return out
+
+
+def make_settings(namespace: str, partitions: int) -> Any:
+    from dealtrail.settings import Settings
+
+    return Settings(namespace=namespace, partitions=partitions)
+
+
+def faust_app_kwargs(settings: Any) -> dict[str, Any]:
+    """The faust.App settings of ``streams.app.create_app`` (kept in step by hand)."""
+    from streams.kafka import faust_credentials
+
+    topics = settings.topics
+    return dict(
+        broker=[f"kafka://{b}" for b in settings.bootstrap.split(",")],
+        broker_credentials=faust_credentials(settings.kafka),
+        store="memory://",
+        web_enabled=False,
+        topic_partitions=topics.partitions,
+        topic_replication_factor=topics.replication,
+        consumer_auto_offset_reset="earliest",
+        processing_guarantee="at_least_once",
+        producer_linger=0.05,
+        producer_acks=-1,
+        table_cleanup_interval=3600.0,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# subprocess entry points
+# ----------------------------------------------------------------------------------------------
+def run_bare(args: argparse.Namespace) -> None:
+    """A bare agent: decode and count; writes the timing to ``--result`` after ``--expect`` messages."""
+    import faust
+
+    from schemas.codec import DecodeError, decode
+
+    settings = make_settings(args.namespace, args.partitions)
+    app = faust.App(f"{settings.namespace}-bare-{args.mode}", **faust_app_kwargs(settings))
+    source = app.topic(
+        settings.topics.events.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    st: dict[str, Any] = {"n": 0, "bad": 0, "first": None}
+    batch, within = settings.worker.batch, settings.worker.within
+
+    def done() -> None:
+        res = {"n": st["n"], "bad": st["bad"], "seconds": time.perf_counter() - st["first"], "mode": args.mode}
+        Path(args.result).write_text(json.dumps(res))
+
+    if args.mode == "take":
+
+        @app.agent(source)
+        async def bare(stream: Any) -> None:
+            async for events in stream.take_events(batch, within=within):
+                if st["first"] is None:
+                    st["first"] = time.perf_counter()
+                for event in events:
+                    try:
+                        decode(event.message.value)
+                    except DecodeError:
+                        st["bad"] += 1
+                    st["n"] += 1
+                if st["n"] >= args.expect and not Path(args.result).exists():
+                    done()
+
+    else:
+
+        @app.agent(source)
+        async def bare(stream: Any) -> None:
+            async for value in stream:
+                if st["first"] is None:
+                    st["first"] = time.perf_counter()
+                try:
+                    decode(value)
+                except DecodeError:
+                    st["bad"] += 1
+                st["n"] += 1
+                if st["n"] == args.expect:
+                    done()
+
+    worker = faust.Worker(app, loglevel="warning", quiet=True)
+    worker.spinner = None
+    worker.execute_from_commandline()
+
+
+def run_profiled_worker(args: argparse.Namespace) -> None:
+    """``dealtrail worker`` in-process under cProfile; stats written on SIGTERM."""
+    import cProfile
+
+    from dealtrail.settings import load
+    from streams.app import run_worker
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        run_worker(load())
+    except SystemExit:
+        pass
+    finally:
+        prof.disable()
+        prof.dump_stats(args.result)
+
+
+# ----------------------------------------------------------------------------------------------
+# driver helpers
+# ----------------------------------------------------------------------------------------------
+class Procs:
+    """Every subprocess started, so the ``finally`` can stop them all."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    def start(self, name: str, cmd: list[str], env_extra: dict[str, str]) -> subprocess.Popen[bytes]:
+        cwd = self.workdir / name
+        cwd.mkdir(parents=True, exist_ok=True)
+        logf = cwd / "output.log"
+        env = {**os.environ, **env_extra}
+        with logf.open("wb") as out:
+            p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append((name, p, logf))
+        return p
+
+    def stop(self, p: subprocess.Popen[bytes], timeout: float = 30.0) -> int | None:
+        """SIGTERM (after SIGCONT in case it is paused), wait, SIGKILL if needed."""
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGCONT)
+                os.kill(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                name = next((n for n, q, _ in self.procs if q is p), "?")
+                log(f"{name} (pid {p.pid}) ignored SIGTERM for {timeout:.0f}s: SIGKILL")
+                p.kill()
+                p.wait(10)
+        return p.returncode
+
+    def tail(self, p: subprocess.Popen[bytes], lines: int = 30) -> str:
+        for _, q, logf in self.procs:
+            if q is p and logf.exists():
+                return "\n".join(logf.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop_all(self) -> None:
+        for _, p, _ in self.procs:
+            try:
+                self.stop(p, timeout=20.0)
+            except Exception as exc:
+                log(f"could not stop pid {p.pid}: {exc!r}")
+
+
+class Kafka:
+    """Admin and metadata helpers (kafka-python)."""
+
+    def __init__(self, settings: Any) -> None:
+        from kafka import KafkaAdminClient, KafkaConsumer
+
+        from streams.kafka import client_config
+
+        self.kafka = settings.kafka
+        self.admin = KafkaAdminClient(**client_config(settings.kafka, "bench-stream-admin"))
+        self.meta = KafkaConsumer(**client_config(settings.kafka, "bench-stream-meta"), enable_auto_commit=False)
+
+    def close(self) -> None:
+        self.meta.close()
+        self.admin.close()
+
+    def tps(self, topic: str) -> list[Any]:
+        from kafka import TopicPartition
+
+        deadline = time.monotonic() + 30
+        while True:
+            parts = self.meta.partitions_for_topic(topic)
+            if parts:
+                return [TopicPartition(topic, p) for p in sorted(parts)]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no metadata for topic {topic}")
+            self.meta.poll(timeout_ms=100)  # refresh metadata
+            time.sleep(0.2)
+
+    def end_total(self, topic: str) -> int:
+        return sum(self.meta.end_offsets(self.tps(topic)).values())
+
+    def committed_total(self, group: str, topic: str) -> int:
+        res = self.admin.list_group_offsets({group: None}).get(group, {})
+        return sum(o.offset for tp, o in res.items() if tp.topic == topic and o.offset is not None and o.offset > 0)
+
+    def group_state(self, group: str) -> tuple[str, int]:
+        try:
+            info = self.admin.describe_groups([group]).get(group, {})
+        except Exception:
+            return "?", 0
+        state = info.get("group_state") or info.get("state") or "?"
+        return str(state), len(info.get("members") or [])
+
+    def wait_group(self, group: str, members: int, timeout: float, procs: list[subprocess.Popen[bytes]]) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for p in procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"worker pid {p.pid} exited with {p.returncode} while starting")
+            state, n = self.group_state(group)
+            if state == "Stable" and n == members:
+                return
+            time.sleep(0.25)
+        raise TimeoutError(f"group {group} not Stable with {members} members in {timeout:.0f}s")
+
+    def wait_committed(
+        self, group: str, topic: str, expect: int, timeout: float, procs: list[subprocess.Popen[bytes]]
+    ) -> tuple[float | None, float]:
+        """Poll committed offsets until ``expect``; returns (wall time first > 0, wall time == expect)."""
+        deadline = time.monotonic() + timeout
+        first: float | None = None
+        last_seen, last_change = -1, time.monotonic()
+        while True:
+            for p in procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"worker pid {p.pid} exited with {p.returncode}")
+            done = self.committed_total(group, topic)
+            now = time.time()
+            if done > 0 and first is None:
+                first = now
+            if done != last_seen:
+                last_seen, last_change = done, time.monotonic()
+            if done >= expect:
+                return first, now
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"group {group}: {done:,}/{expect:,} committed after {timeout:.0f}s")
+            if time.monotonic() - last_change > 60:
+                raise TimeoutError(f"group {group}: stuck at {done:,}/{expect:,} committed for 60 s")
+            time.sleep(0.2)
+
+    def cleanup(self, namespaces: list[str], groups: list[str]) -> None:
+        if groups:
+            try:
+                existing = {g.get("group_id") for g in self.admin.list_groups()}
+                mine = [g for g in groups if g in existing]
+                if mine:
+                    self.admin.delete_groups(mine)
+                log(f"deleted consumer groups: {mine}")
+            except Exception as exc:
+                log(f"could not delete consumer groups: {exc!r}")
+        mine_t = [t for t in self.admin.list_topics() if any(t.startswith((f"{ns}.", f"{ns}-")) for ns in namespaces)]
+        if mine_t:
+            self.admin.delete_topics(mine_t)
+        log(f"deleted {len(mine_t)} topics: {sorted(mine_t)}")
+
+
+def worker_env(settings: Any) -> dict[str, str]:
+    return {
+        "DEALTRAIL_NAMESPACE": settings.namespace,
+        "DEALTRAIL_PARTITIONS": str(settings.partitions),
+        "DEALTRAIL_KAFKA_BOOTSTRAP": settings.bootstrap,
+    }
+
+
+def output_window(k: Kafka, settings: Any) -> tuple[float, float, int]:
+    """(first, last) CreateTime in seconds over everything the worker wrote, and the record count.
+
+    Only the first and the last record of each partition are read: each partition has one
+    writer (the worker owning it) appending in time order, and the changelog alone can hold
+    gigabytes (each record is a whole table state).
+    """
+    from kafka import KafkaConsumer
+
+    from streams.app import TABLE_NAME
+    from streams.kafka import client_config
+
+    t = settings.topics
+    existing = set(k.admin.list_topics())
+    names = [f"{t.app_id}-{TABLE_NAME}-changelog", t.rounds.name, t.findings.name]
+    tps = [tp for n in names if n in existing for tp in k.tps(n)]
+    c = KafkaConsumer(**client_config(k.kafka, "bench-stream-window"), enable_auto_commit=False, max_poll_records=1)
+    try:
+        begins, ends = c.beginning_offsets(tps), c.end_offsets(tps)
+        stamps: list[int] = []
+        count = 0
+        for tp in tps:
+            if ends[tp] <= begins[tp]:
+                continue
+            count += ends[tp] - begins[tp]
+            for off in {begins[tp], ends[tp] - 1}:
+                c.assign([tp])
+                c.seek(tp, off)
+                deadline = time.monotonic() + 30
+                got = False
+                while not got and time.monotonic() < deadline:
+                    for recs in c.poll(timeout_ms=500).values():
+                        stamps.append(recs[0].timestamp)
+                        got = True
+                        break
+                if not got:
+                    raise TimeoutError(f"could not read {tp} at {off}")
+    finally:
+        c.close()
+    if not stamps:
+        raise RuntimeError("the worker wrote nothing")
+    return min(stamps) / 1000, max(stamps) / 1000, count
+
+
+def time_workers(
+    k: Kafka, procs: Procs, workers: list[subprocess.Popen[bytes]], settings: Any, expect: int, timeout: float
+) -> float:
+    """Wait until the group has committed ``expect``, stop the workers, return events/s."""
+    t = settings.topics
+    first_commit, all_commit = k.wait_committed(t.app_id, t.events.name, expect, timeout, workers)
+    for w in workers:
+        rc = procs.stop(w)
+        if rc != 0:
+            log(f"worker pid {w.pid} exited {rc}:\n{procs.tail(w)}")
+    t0, t1, nrec = output_window(k, settings)
+    rate = expect / (t1 - t0)
+    lag_window = all_commit - (first_commit or all_commit)
+    log(
+        f"  {expect:,} events; output records {nrec:,}, first->last {t1 - t0:.2f}s = {rate:,.0f} events/s; "
+        f"committed-offset window {lag_window:.1f}s (commit interval 2.8 s) = "
+        f"{expect / lag_window if lag_window > 0 else float('nan'):,.0f} events/s"
+    )
+    return rate
+
+
+# ----------------------------------------------------------------------------------------------
+# phases
+# ----------------------------------------------------------------------------------------------
+def phase_publish(settings: Any, path: Path) -> tuple[float, int]:
+    from streams.publish import Publisher, publish_file
+
+    publisher = Publisher(settings.kafka, settings.topics)
+    try:
+        t0 = time.perf_counter()
+        summary = publish_file(path, publisher)
+        secs = time.perf_counter() - t0
+    finally:
+        publisher.close()
+    if summary.rejected:
+        log(f"  publisher rejected {dict(summary.rejected)}")
+    return summary.sent / secs, summary.sent
+
+
+def phase_bare(k: Kafka, procs: Procs, settings: Any, mode: str, expect: int, timeout: float) -> dict[str, Any]:
+    result = procs.workdir / f"bare-{mode}.json"
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "_bare",
+        "--namespace",
+        settings.namespace,
+        "--partitions",
+        str(settings.partitions),
+        "--mode",
+        mode,
+        "--expect",
+        str(expect),
+        "--result",
+        str(result),
+    ]
+    p = procs.start(f"bare-{mode}", cmd, worker_env(settings))
+    try:
+        deadline = time.monotonic() + timeout
+        while not result.exists():
+            if p.poll() is not None:
+                raise RuntimeError(f"bare agent exited {p.returncode}:\n{procs.tail(p)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"bare agent ({mode}) did not count {expect:,} in {timeout:.0f}s")
+            time.sleep(0.2)
+        time.sleep(0.1)
+        res = json.loads(result.read_text())
+    finally:
+        rc = procs.stop(p)
+    if rc != 0:
+        log(f"  bare agent exit {rc}:\n{procs.tail(p)}")
+    res["rate"] = res["n"] / res["seconds"]
+    log(f"  bare agent ({mode}): {res['n']:,} in {res['seconds']:.2f}s = {res['rate']:,.0f} events/s")
+    return res
+
+
+def phase_latency(
+    k: Kafka, procs: Procs, settings: Any, path: Path, rate: float, seconds: float, timeout: float
+) -> tuple[float, float]:
+    from kafka import KafkaConsumer
+
+    from schemas.events import RoundCompleted
+    from streams.kafka import client_config, create_topics
+    from streams.publish import Publisher
+
+    t = settings.topics
+    create_topics(settings.kafka, t)
+    events = load_events(path, int(rate * seconds))
+    w = procs.start("latency-worker", [str(DEALTRAIL), "worker"], worker_env(settings))
+    k.wait_group(t.app_id, 1, 90, [w])
+    time.sleep(2.0)  # let it finish its (empty) table recovery
+
+    arrivals: dict[str, tuple[float, float]] = {}  # completed_event_id -> (arrival wall time, CreateTime)
+    stop = threading.Event()
+    ready = threading.Event()
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            c = KafkaConsumer(
+                **client_config(settings.kafka, "bench-stream-latency"),
+                enable_auto_commit=False,
+                fetch_max_wait_ms=100,
+            )
+            try:
+                tps = k.tps(t.rounds.name)
+                c.assign(tps)
+                c.seek_to_beginning(*tps)
+                for tp in tps:
+                    c.position(tp)
+                ready.set()
+                while not stop.is_set():
+                    polled = c.poll(timeout_ms=100)
+                    now = time.time()
+                    for recs in polled.values():
+                        for r in recs:
+                            arrivals[json.loads(r.value)["completed_event_id"]] = (now, r.timestamp / 1000)
+            finally:
+                c.close()
+        except BaseException as exc:
+            errors.append(exc)
+            ready.set()
+
+    th = threading.Thread(target=consume, daemon=True)
+    th.start()
+    published: dict[str, float] = {}
+    publisher = Publisher(settings.kafka, t)
+    try:
+        if not ready.wait(30) or errors:
+            raise RuntimeError(f"rounds consumer did not start: {errors}")
+        step = 1.0 / rate
+        t0 = time.perf_counter()
+        behind = 0.0
+        for i, event in enumerate(events):
+            target = t0 + i * step
+            now = time.perf_counter()
+            if now < target:
+                time.sleep(target - now)
+            else:
+                behind = max(behind, now - target)
+            if isinstance(event, RoundCompleted):
+                published[event.event_id] = time.time()
+            publisher.send(event)
+        pub_secs = time.perf_counter() - t0
+        publisher.flush(60)
+        log(
+            f"  published {len(events):,} events in {pub_secs:.1f}s ({len(events) / pub_secs:,.0f}/s, "
+            f"max {behind * 1000:.0f} ms behind schedule), {len(published):,} RoundCompleted"
+        )
+        # wait for the worker to finish (committed == end), then for the last round records
+        k.wait_committed(t.app_id, t.events.name, len(events), timeout, [w])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not published.keys() <= arrivals.keys():
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        publisher.close()
+        th.join(10)
+        procs.stop(w)
+    matched = [(arrivals[e][0] - p, arrivals[e][1] - p) for e, p in published.items() if e in arrivals]
+    if not matched:
+        raise RuntimeError("no round record matched a published RoundCompleted")
+    recv = sorted(m[0] * 1000 for m in matched)
+    created = sorted(m[1] * 1000 for m in matched)
+
+    def pct(xs: list[float], q: float) -> float:
+        return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+    log(
+        f"  {len(matched):,} RoundCompleted matched to round records ({len(published) - len(matched):,} made none); "
+        f"arrival latency ms p50 {pct(recv, 0.5):.0f} p90 {pct(recv, 0.9):.0f} p99 {pct(recv, 0.99):.0f} "
+        f"max {recv[-1]:.0f} mean {statistics.fmean(recv):.0f}; "
+        f"CreateTime latency ms p50 {pct(created, 0.5):.0f} p99 {pct(created, 0.99):.0f}"
+    )
+    return pct(recv, 0.5), pct(recv, 0.99)
+
+
+def phase_profile(k: Kafka, procs: Procs, settings: Any, path: Path, out: Path, timeout: float) -> None:
+    import pstats
+
+    from streams.kafka import create_topics
+
+    create_topics(settings.kafka, settings.topics)
+    _, sent = phase_publish(settings, path)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_profile_worker", "--result", str(out)]
+    w = procs.start("profiled-worker", cmd, worker_env(settings))
+    try:
+        rate = time_workers(k, procs, [w], settings, sent, timeout)
+    finally:
+        procs.stop(w)
+    log(f"  profiled worker: {rate:,.0f} events/s (under cProfile); stats in {out}")
+    st = pstats.Stats(str(out), stream=sys.stderr)
+    st.sort_stats("tottime").print_stats(30)
+    st.sort_stats("cumulative").print_stats(45)
+
+
+# ----------------------------------------------------------------------------------------------
+def main(args: argparse.Namespace) -> int:
+    from streams.kafka import create_topics
+    from streams.publish import Publisher
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)  # run the finally: stop subprocesses, delete topics
+
+    signal.signal(signal.SIGTERM, on_term)
+    if args.quick:
+        args.events = args.events or 20_000
+        args.seconds = args.seconds or 8.0
+    args.events = args.events or 200_000
+    args.seconds = args.seconds or 25.0
+    env_ns = os.environ.get("DEALTRAIL_NAMESPACE", "")
+    base = env_ns if env_ns.startswith("bench-") else f"bench-{uuid.uuid4().hex[:8]}"
+    path = ensure_events(args.events)
+    # seconds allowed for a consumer to get through the events (the worker slows down as its
+    # table states grow: about 500 events/s near 200,000 events)
+    wait = 60 + args.events / 250
+
+    one = make_settings(f"{base}-one", args.partitions)
+    two = make_settings(f"{base}-two", args.partitions)
+    lat = make_settings(f"{base}-lat", args.partitions)
+    prof = make_settings(f"{base}-prof", args.partitions)
+    namespaces = [s.namespace for s in (one, two, lat, prof)]
+    groups = [f"{one.namespace}-bare-take", f"{one.namespace}-bare-iter"] + [
+        s.topics.app_id for s in (one, two, lat, prof)
+    ]
+    log(f"namespaces {base}-*, {args.events:,} events from {path.name}, {args.partitions} partitions")
+    t_start = time.monotonic()
+    k = Kafka(one)
+    procs = Procs(Path(tempfile.mkdtemp(prefix="bench-stream-")))
+    figures: dict[str, Any] = {}
+    try:
+        # 1. publisher
+        create_topics(one.kafka, one.topics)
+        log("publisher ...")
+        figures["publisher"], sent = phase_publish(one, path)
+        expect = k.end_total(one.topics.events.name)
+        log(f"  {sent:,} sent, {expect:,} on {one.topics.events.name}: {figures['publisher']:,.0f} events/s")
+
+        # 2. bare agent, both ways
+        log("bare agent ...")
+        bare = [phase_bare(k, procs, one, mode, expect, wait) for mode in ("take", "iter")]
+        best = max(bare, key=lambda r: r["rate"])
+        figures["bare"] = best["rate"]
+        figures["bare_mode"] = (
+            f"stream.take_events({one.worker.batch}, within={one.worker.within})"
+            if best["mode"] == "take"
+            else "plain iteration (async for value in stream)"
+        )
+        log(f"  faster: {figures['bare_mode']}")
+
+        # 3. one worker on the pre-filled topic
+        log("one worker ...")
+        w = procs.start("worker-one", [str(DEALTRAIL), "worker"], worker_env(one))
+        figures["worker"] = time_workers(k, procs, [w], one, expect, wait)
+
+        # 4. two workers, one group
+        log("two workers ...")
+        create_topics(two.kafka, two.topics)
+        ws = [procs.start(f"worker-two-{i}", [str(DEALTRAIL), "worker"], worker_env(two)) for i in (1, 2)]
+        k.wait_group(two.topics.app_id, 2, 120, ws)
+        time.sleep(2.0)
+        k.wait_group(two.topics.app_id, 2, 60, ws)
+        events2 = load_events(path, args.events)  # decoded before the pause, to keep it short
+        publisher2 = Publisher(two.kafka, two.topics)
+        for p in ws:
+            os.kill(p.pid, signal.SIGSTOP)
+        try:
+            t_pause = time.monotonic()
+            for event in events2:
+                publisher2.send(event)
+            publisher2.flush(120)
+            sent2 = len(events2)
+            log(f"  sent {sent2:,} pre-decoded events with both workers paused in {time.monotonic() - t_pause:.1f}s")
+            if time.monotonic() - t_pause > 45:
+                log("  WARNING: paused longer than 45 s (session timeout 60 s); the group may have rebalanced")
+        finally:
+            for p in ws:
+                os.kill(p.pid, signal.SIGCONT)
+            publisher2.close()
+        del events2
+        figures["two"] = time_workers(k, procs, ws, two, sent2, wait)
+
+        # 5. latency at a steady rate
+        log(f"latency at {args.rate:,.0f} events/s for {args.seconds:.0f}s ...")
+        figures["p50"], figures["p99"] = phase_latency(k, procs, lat, path, args.rate, args.seconds, wait)
+
+        print(f"publisher events/s: {figures['publisher']:.0f}")
+        print(f"bare agent events/s: {figures['bare']:.0f}")
+        print(f"worker events/s: {figures['worker']:.0f}")
+        print(f"worker/bare ratio: {figures['worker'] / figures['bare']:.2f}")
+        print(f"two workers events/s: {figures['two']:.0f}")
+        print(f"p50 latency ms: {figures['p50']:.0f}")
+        print(f"p99 latency ms: {figures['p99']:.0f}", flush=True)
+        log(f"bare agent mode reported: {figures['bare_mode']}")
+
+        if args.profile:
+            log("profiled worker ...")
+            phase_profile(k, procs, prof, path, Path(args.profile).resolve(), wait * 3)
+        log(f"done in {time.monotonic() - t_start:.0f}s")
+        return 0
+    finally:
+        procs.stop_all()
+        try:
+            k.cleanup(namespaces, groups)
+        finally:
+            k.close()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    sub = argv[0] if argv and argv[0].startswith("_") else None
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    if sub == "_bare":
+        p.add_argument("--namespace", required=True)
+        p.add_argument("--partitions", type=int, required=True)
+        p.add_argument("--mode", choices=["take", "iter"], required=True)
+        p.add_argument("--expect", type=int, required=True)
+        p.add_argument("--result", required=True)
+    elif sub == "_profile_worker":
+        p.add_argument("--result", required=True)
+    else:
+        p.add_argument("--events", type=int, default=None, help="events to publish and consume (200,000)")
+        p.add_argument("--quick", action="store_true", help="20,000 events and an 8 s latency phase")
+        p.add_argument("--partitions", type=int, default=8, help="partitions of every bench namespace")
+        p.add_argument("--rate", type=float, default=1000.0, help="events/s of the latency phase")
+        p.add_argument("--seconds", type=float, default=None, help="length of the latency phase (25; 8 with --quick)")
+        p.add_argument("--profile", default=None, help="also profile a worker with cProfile; stats to this file")
+    ns = p.parse_args(argv[1:] if sub else argv)
+    ns.sub = sub
+    return ns
+
+
+if __name__ == "__main__":
+    ns = parse_args(sys.argv[1:])
+    if ns.sub == "_bare":
+        run_bare(ns)
+    elif ns.sub == "_profile_worker":
+        run_profiled_worker(ns)
+    else:
+        sys.exit(main(ns))
