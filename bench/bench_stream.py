@@ -129,23 +129,10 @@ def make_settings(namespace: str, partitions: int) -> Any:
 
 
 def faust_app_kwargs(settings: Any) -> dict[str, Any]:
-    """The faust.App settings of ``streams.app.create_app`` (kept in step by hand)."""
-    from streams.kafka import faust_credentials
+    """The faust.App settings of the worker (``streams.app.faust_settings``), for the bare agent."""
+    from streams.app import faust_settings
 
-    topics = settings.topics
-    return dict(
-        broker=[f"kafka://{b}" for b in settings.bootstrap.split(",")],
-        broker_credentials=faust_credentials(settings.kafka),
-        store="memory://",
-        web_enabled=False,
-        topic_partitions=topics.partitions,
-        topic_replication_factor=topics.replication,
-        consumer_auto_offset_reset="earliest",
-        processing_guarantee="at_least_once",
-        producer_linger=0.05,
-        producer_acks=-1,
-        table_cleanup_interval=3600.0,
-    )
+    return faust_settings(settings)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -65,6 +65,19 @@ def query(
     return con.sql(_sql(f"{name}.sql"), params=params).to_arrow_table()
 
 
+def _svg(fig: Any) -> str:
+    """A matplotlib figure as inline SVG, the same bytes on every run (fixed ids, no date)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.StringIO()
+    plt.rcParams["svg.hashsalt"] = "dealtrail"
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.find("<svg") :]
+
+
 def _chart_svg(rows: list[dict[str, Any]]) -> str:
     """Findings per hour, stacked by severity, as an inline SVG (empty string if no finding)."""
     if not rows:
@@ -94,13 +107,7 @@ def _chart_svg(rows: list[dict[str, Any]]) -> str:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="upper right", fontsize=8)
     fig.autofmt_xdate()
-    fig.tight_layout()
-    buf = io.StringIO()
-    plt.rcParams["svg.hashsalt"] = "dealtrail"
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.find("<svg") :]
+    return _svg(fig)
 
 
 def _env() -> jinja2.Environment:
@@ -230,13 +237,7 @@ def _rule_chart_svg(by_rule: dict[str, int]) -> str:
     ax.set_xlabel("findings")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.tick_params(axis="y", labelsize=7)
-    fig.tight_layout()
-    buf = io.StringIO()
-    plt.rcParams["svg.hashsalt"] = "dealtrail"
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.find("<svg") :]
+    return _svg(fig)
 
 
 def write_report(

@@ -10,7 +10,6 @@ deterministic IDs and the engine ignores exact duplicates, so a redelivered batc
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -44,14 +43,21 @@ def round_json(row: dict[str, Any]) -> bytes:
 
 @dataclass(frozen=True)
 class Stored:
-    """A Faust table entry: a table's engine state and the offset of the last message applied.
+    """A Faust table entry: a table's engine state, the offset of the last message applied,
+    and the outbox: the findings and rounds that the last batch of this table produced.
 
     Messages of a table (one partition) at or below ``offset`` are redeliveries and are skipped,
-    so at-least-once delivery never applies an event twice.
+    so at-least-once delivery never applies an event twice. Because a skipped message does not
+    produce its findings again, the entry keeps them: a worker that loads an entry from the
+    table (after a restart or a rebalance) sends its outbox again, so a crash between writing
+    the state and delivering the findings loses nothing; the copies are absorbed downstream
+    (deterministic finding IDs).
     """
 
     offset: int
     state: TableState
+    findings: tuple[bytes, ...] = ()
+    rounds: tuple[bytes, ...] = ()
 
 
 STORED = TypeAdapter(Stored)
@@ -68,22 +74,56 @@ class StateCache:
     def __init__(self) -> None:
         self._entries: dict[bytes, tuple[object, Stored]] = {}
 
-    def get(self, key: bytes, stored: bytes | dict[str, Any] | None) -> Stored | None:
-        """The entry for ``key`` given the table's current value ``stored``: the JSON bytes this
-        worker wrote, or the decoded JSON a changelog recovery put back."""
+    def get(self, key: bytes, stored: bytes | dict[str, Any] | None) -> tuple[Stored | None, bool]:
+        """The entry for ``key`` given the table's current value ``stored`` (the JSON bytes this
+        worker wrote, or the decoded JSON a changelog recovery put back), and whether it was
+        just loaded from the table (so its outbox may not have been delivered)."""
         if stored is None:
             self._entries.pop(key, None)
-            return None
+            return None, False
         hit = self._entries.get(key)
         if hit is not None and hit[0] is stored:
-            return hit[1]
+            return hit[1], False
         entry = STORED.validate_python(stored) if isinstance(stored, dict) else STORED.validate_json(stored)
         self._entries[key] = (stored, entry)
-        return entry
+        return entry, True
 
     def put(self, key: bytes, stored: bytes, entry: Stored) -> None:
         """Remember the entry just written to the table as ``stored``."""
         self._entries[key] = (stored, entry)
+
+
+def faust_settings(settings: Settings) -> dict[str, Any]:
+    """The ``faust.App`` settings of the worker (the benchmark's bare agent uses them too)."""
+    topics = settings.topics
+    datadir = os.path.join(tempfile.gettempdir(), "dealtrail-faust", f"{topics.app_id}-{os.getpid()}")
+    os.makedirs(os.path.dirname(datadir), exist_ok=True)
+    return {
+        # Faust's partition assignor tells workers apart by URL: each worker needs its own,
+        # even with the web server off, or a second worker on the same host gets nothing.
+        "canonical_url": f"http://{socket.gethostname()}-{os.getpid()}:6066",
+        "broker": [f"kafka://{b}" for b in settings.bootstrap.split(",")],
+        "broker_credentials": faust_credentials(settings.kafka),
+        "store": "memory://",
+        # Faust keeps a small data folder per worker (the table state lives in memory and in
+        # its changelog); keep it out of the working directory.
+        "datadir": datadir,
+        "web_enabled": False,
+        "topic_partitions": topics.partitions,
+        "topic_replication_factor": topics.replication,
+        "consumer_auto_offset_reset": "earliest",
+        "processing_guarantee": "at_least_once",
+        "producer_linger": 0.05,
+        "producer_acks": -1,
+        "table_cleanup_interval": 3600.0,
+        # A crashed worker's partitions move to the others after this many seconds (Faust's
+        # default is 60 s); heartbeats run in the background, so long batches do not matter.
+        "broker_session_timeout": 12.0,
+        "broker_heartbeat_interval": 3.0,
+        # Standby replicas stalled a second worker's recovery in our tests (faust-streaming
+        # 0.15.3); the changelog alone restores a table's state when its partition moves.
+        "table_standby_replicas": 0,
+    }
 
 
 def create_app(settings: Settings) -> faust.App:
@@ -98,35 +138,7 @@ def create_app(settings: Settings) -> faust.App:
     import faust
 
     topics = settings.topics
-    datadir = os.path.join(tempfile.gettempdir(), "dealtrail-faust", f"{topics.app_id}-{os.getpid()}")
-    os.makedirs(os.path.dirname(datadir), exist_ok=True)
-    app = faust.App(
-        topics.app_id,
-        # Faust's partition assignor tells workers apart by URL: each worker needs its own,
-        # even with the web server off, or a second worker on the same host gets nothing.
-        canonical_url=f"http://{socket.gethostname()}-{os.getpid()}:6066",
-        broker=[f"kafka://{b}" for b in settings.bootstrap.split(",")],
-        broker_credentials=faust_credentials(settings.kafka),
-        store="memory://",
-        # Faust keeps a small data folder per worker (the table state lives in memory and in
-        # its changelog); keep it out of the working directory.
-        datadir=datadir,
-        web_enabled=False,
-        topic_partitions=topics.partitions,
-        topic_replication_factor=topics.replication,
-        consumer_auto_offset_reset="earliest",
-        processing_guarantee="at_least_once",
-        producer_linger=0.05,
-        producer_acks=-1,
-        table_cleanup_interval=3600.0,
-        # A crashed worker's partitions move to the others after this many seconds (Faust's
-        # default is 60 s); heartbeats run in the background, so long batches do not matter.
-        broker_session_timeout=12.0,
-        # Standby replicas stalled a second worker's recovery in our tests (faust-streaming
-        # 0.15.3); the changelog alone restores a table's state when its partition moves.
-        table_standby_replicas=0,
-        broker_heartbeat_interval=3.0,
-    )
+    app = faust.App(topics.app_id, **faust_settings(settings))
     source = app.topic(
         topics.events.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
     )
@@ -158,7 +170,7 @@ def create_app(settings: Settings) -> faust.App:
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
             touched: dict[bytes, Stored] = {}
-            sent: list[Any] = []
+            outbox: dict[bytes, tuple[list[bytes], list[bytes]]] = {}
             for event in events:
                 msg = event.message
                 raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
@@ -166,30 +178,35 @@ def create_app(settings: Settings) -> faust.App:
                 try:
                     dealing = decode(raw)
                     key = dealing.table_id.encode()
-                    entry = touched.get(key) or cache.get(key, states.get(key))
+                    entry = touched.get(key)
+                    if entry is None:
+                        entry, loaded = cache.get(key, states.get(key))
+                        if loaded and entry is not None:  # maybe undelivered before a crash: send again
+                            for value in entry.findings:
+                                await findings_topic.send(key=key, value=value)
+                            for value in entry.rounds:
+                                await rounds_topic.send(key=key, value=value)
                     if entry is not None and msg.offset <= entry.offset:
                         continue  # a redelivery of a message this state already holds
                     before = entry.state if entry is not None else None
                     state, found = apply(before, dealing, raw)
                 except (DecodeError, EventRejected) as exc:
-                    sent.append(
-                        await dead_topic.send(
-                            key=msg.key, value=dead_letter_value(msg.topic, position, exc.reason, exc.detail, raw)
-                        )
+                    await dead_topic.send(
+                        key=msg.key, value=dead_letter_value(msg.topic, position, exc.reason, exc.detail, raw)
                     )
                     continue
                 except Exception as exc:
                     log.exception("engine error at %s", position)
                     detail = f"{type(exc).__name__}: {exc}"[:500]
-                    sent.append(
-                        await dead_topic.send(
-                            key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
-                        )
+                    await dead_topic.send(
+                        key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
                     )
                     continue
-                touched[key] = Stored(msg.offset, state)
+                box = outbox.setdefault(key, ([], []))
                 for f in found:
-                    sent.append(await findings_topic.send(key=key, value=f.model_dump_json().encode()))
+                    value = f.model_dump_json().encode()
+                    box[0].append(value)
+                    await findings_topic.send(key=key, value=value)
                 if (
                     isinstance(dealing, ev.RoundCompleted)
                     and before is not None
@@ -197,20 +214,15 @@ def create_app(settings: Settings) -> faust.App:
                     and state.last_event_id == dealing.event_id
                 ):
                     row = round_json(round_row(before.round, state, dealing))
-                    sent.append(await rounds_topic.send(key=key, value=row))
-            # Outputs first, state second: the state may only say "applied up to offset N" once
-            # every finding and round that the events up to N produced is on its topic, or a
-            # crash in between would lose them (a redelivery is skipped by offset).
-            if sent:
-                await asyncio.gather(*sent)
+                    box[1].append(row)
+                    await rounds_topic.send(key=key, value=row)
+                touched[key] = Stored(msg.offset, state, tuple(box[0]), tuple(box[1]))
             for key, entry in touched.items():
                 stored = STORED.dump_json(entry)
                 states[key] = stored
                 cache.put(key, stored, entry)
-            if touched:
-                # the changelog records are on the broker before this batch's offsets can be
-                # committed (a committed offset must never be ahead of the stored state)
-                await app.producer.flush()
+            # Faust flushes its producer before it commits offsets (at-least-once), so these
+            # changelog records are on the broker before any offset of this batch is committed.
 
     return app
 
@@ -220,6 +232,6 @@ def run_worker(settings: Settings) -> None:
     import faust
 
     app = create_app(settings)
-    worker = faust.Worker(app, loglevel=settings.worker.loglevel, quiet=True)
+    worker = faust.Worker(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
     worker.spinner = None
     worker.execute_from_commandline()

@@ -16,3 +16,16 @@ def small_shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     events, truth = folder / "events.jsonl", folder / "truth.jsonl"
     write_simulation(events, tables=6, hours=1.5, seed=11, error_rate=0.15, duplicate_rate=0.002, truth_path=truth)
     return events, truth
+
+
+@pytest.fixture(scope="session")
+def audited_shift(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small shift audited into a DuckDB store (read it; copy it before changing it)."""
+    from dealtrail.audit import audit_file
+    from projections.store import Store
+
+    events, _ = small_shift
+    db = tmp_path_factory.mktemp("audited") / "shift.duckdb"
+    with Store(db) as store:
+        audit_file(events, store)
+    return db

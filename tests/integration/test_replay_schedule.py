@@ -11,22 +11,16 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from dealtrail.replay import Window, replay, stored_events, stored_findings
 from dealtrail.schedule import Schedule, run_due, run_forever
-from projections.store import Store
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def store(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    events, _ = small_shift
-    db = tmp_path_factory.mktemp("replay") / "shift.duckdb"
-    with Store(db) as s:
-        audit_file(events, s)
-    return db
+def store(audited_shift: Path) -> Path:
+    return audited_shift
 
 
 def _tables(db: Path) -> list[str]:

@@ -106,17 +106,37 @@ class Cluster:
             )
 
     def consumed(self) -> tuple[int, int]:
-        """(offsets the worker group committed, end offsets) summed over the events topic."""
+        """(events the worker group is done with, end offsets), summed over the events topic.
+
+        Per partition, "done" is the group's committed offset or, when Faust has not committed
+        yet (it commits every few seconds, and not at all for a partition it is about to lose
+        in a rebalance), one past the highest offset the worker's table states say they applied
+        (read from its changelog).
+        """
+        import json
+
         from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
         s = self.settings()
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="dealtrail-test")
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, consumer_timeout_ms=1500)
         try:
             committed = admin.list_group_offsets(s.topics.app_id).get(s.topics.app_id, {})
             tps = [TopicPartition(s.topics.events.name, p) for p in range(self.partitions)]
             ends = consumer.end_offsets(tps)
-            done = sum(committed[tp].offset for tp in tps if tp in committed and committed[tp].offset >= 0)
+            applied: dict[int, int] = {}
+            changelog = f"{s.topics.app_id}-table-states-changelog"
+            cparts = [TopicPartition(changelog, p) for p in sorted(consumer.partitions_for_topic(changelog) or ())]
+            if cparts:
+                consumer.assign(cparts)
+                consumer.seek_to_beginning()
+                for rec in consumer:
+                    if rec.value:
+                        applied[rec.partition] = max(applied.get(rec.partition, 0), json.loads(rec.value)["offset"] + 1)
+            done = 0
+            for tp in tps:
+                offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0
+                done += min(ends[tp], max(offset, applied.get(tp.partition, 0)))
             return done, sum(ends.values())
         finally:
             consumer.close()

@@ -52,6 +52,16 @@ def shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return events, replay
 
 
+def _stream(cluster: Cluster, events: Path, tmp_path: Path) -> None:
+    """Publish a file and let one worker audit it to the end (then stop it cleanly)."""
+    cluster.cli("publish", str(events))
+    worker = cluster.start_worker(tmp_path / "worker.log")
+    try:
+        cluster.wait_consumed()
+    finally:
+        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+
+
 def _project(cluster: Cluster, db: Path) -> None:
     cluster.cli("project", "--db", str(db), "--once", "--timeout", "120", timeout=180)
 
@@ -73,12 +83,7 @@ def test_stream_findings_equal_the_replay_of_the_same_file(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
     events, replay = shift
-    cluster.cli("publish", str(events))
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed()
-    finally:
-        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+    _stream(cluster, events, tmp_path)
     db = tmp_path / "stream.duckdb"
     _project(cluster, db)
     _assert_stream_equals_replay(db, replay)
@@ -94,12 +99,7 @@ def test_changelog_records_land_in_the_partition_of_their_key(
     from kafka import KafkaConsumer, TopicPartition
 
     events, _ = shift
-    cluster.cli("publish", str(events))
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed()
-    finally:
-        stop(worker)
+    _stream(cluster, events, tmp_path)
     s = cluster.settings()
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
     try:
@@ -239,12 +239,7 @@ def test_the_projector_writes_scheduled_reports_from_its_own_connection(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
     events, _ = shift
-    cluster.cli("publish", str(events))
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed()
-    finally:
-        stop(worker)
+    _stream(cluster, events, tmp_path)
     reports = tmp_path / "periods"
     cluster.cli("project", "--db", str(tmp_path / "s.duckdb"), "--once", "--timeout", "120",
                 "--report-every", "0 * * * *", "--reports", str(reports))  # fmt: skip

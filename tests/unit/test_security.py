@@ -7,20 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from dealtrail.audit import audit_file
 from dealtrail.settings import Settings
 from projections.report import query, write_report
-from projections.store import Store, connect_read_only
+from projections.store import connect_read_only
 from streams.kafka import client_config
 
 
 @pytest.fixture(scope="module")
-def store(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    events, _ = small_shift
-    db = tmp_path_factory.mktemp("sec") / "s.duckdb"
-    with Store(db) as s:
-        audit_file(events, s)
-    return db
+def store(audited_shift: Path) -> Path:
+    return audited_shift
 
 
 def test_a_table_filter_cannot_inject_sql(store: Path) -> None:
