@@ -94,12 +94,12 @@ class Cluster:
         assert proc.returncode == 0, f"dealtrail {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
         return proc
 
-    def start_worker(self, log: Path) -> subprocess.Popen[bytes]:
-        """Start ``dealtrail worker`` in the background (output to ``log``)."""
+    def start_worker(self, log: Path, **env: str) -> subprocess.Popen[bytes]:
+        """Start ``dealtrail worker`` in the background (output to ``log``; ``env`` added)."""
         with log.open("ab") as fh:  # the child keeps its own descriptor
             return subprocess.Popen(
                 [sys.executable, "-m", "dealtrail.cli", "worker"],
-                env=self.env,
+                env={**self.env, **env},
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -153,12 +155,21 @@ def test_a_worker_killed_mid_stream_and_restarted_loses_no_finding(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
     events, replay = shift
-    cluster.cli("publish", str(events))
+    lines = events.read_bytes().splitlines(keepends=True)
+    cut = len(lines) // 3
+    _publish_lines(cluster, lines[:cut], tmp_path / "first.jsonl")
     first = cluster.start_worker(tmp_path / "w1.log")
+    rest = tmp_path / "rest.jsonl"
+    rest.write_bytes(b"".join(lines[cut:]))
     try:
-        cluster.wait_consumed(at_least=0.3)
+        cluster.wait_consumed()
+        # the rest arrives while the worker is busy with it: kill it in the middle
+        publisher = subprocess.Popen([sys.executable, "-m", "dealtrail.cli", "publish", str(rest)], env=cluster.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(1.5)
     finally:
         stop(first, signal.SIGKILL)
+    assert publisher.wait(timeout=120) == 0
     done, end = cluster.consumed()
     assert done < end, "the kill should land mid-stream"
     second = cluster.start_worker(tmp_path / "w2.log")
