@@ -89,22 +89,11 @@ def log(msg: str) -> None:
 
 
 def ensure_events(n: int) -> Path:
-    """Simulate a floor until ``n`` events, cached in bench/data/ (same file as bench_audit.py)."""
-    from dealtrail.simulator.floor import FloorSpec, simulate
-    from schemas.codec import encode
+    """Simulate a floor until ``n`` events, cached in bench/data/ (the file bench_audit.py uses)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_audit import ensure_events as cached
 
-    path = DATA / f"events-{n}.jsonl"
-    if path.exists():
-        return path
-    DATA.mkdir(parents=True, exist_ok=True)
-    spec = FloorSpec(tables=48, hours=24.0, seed=1, error_rate=0.03)
-    tmp = path.with_suffix(".part")
-    with tmp.open("wb") as fh:
-        for i, event in enumerate(simulate(spec)):
-            if i >= n:
-                break
-            fh.write(encode(event) + b"\n")
-    tmp.rename(path)
+    path: Path = cached(n)
     return path
 
 
