@@ -327,8 +327,6 @@ def _card_dealt(d: Draft, rnd: RoundState, e: ev.CardDealt) -> None:
     }
     if area.startswith("SEAT_") or area == "DEALER":
         update["hand_cards"] = rnd.hand_cards + 1
-    if e.face == "UP":
-        update["face_up_event_ids"] = (*rnd.face_up_event_ids, e.event_id)
     if rnd.first_card_event_id is None:
         update["first_card_event_id"] = e.event_id
     d.set_round(**update)
@@ -354,10 +352,6 @@ def _voided(d: Draft, rnd: RoundState, e: ev.RoundVoided) -> None:
         d.set_round(voided_all=True)
     else:
         d.set_round(voided_seats=rnd.voided_seats | {e.scope})
-
-
-def _returned(d: Draft, rnd: RoundState, e: ev.WagersReturned) -> None:
-    d.set_round(returned=rnd.returned | frozenset(e.wager_ids))
 
 
 def _settled(d: Draft, rnd: RoundState, e: ev.WagerSettled) -> None:
@@ -455,7 +449,6 @@ ROUND_HANDLERS: dict[type[Envelope], Callable[[Draft, RoundState, Any], None]] =
     ev.StubCounted: _stub_counted,
     ev.StubDiscarded: _stub_discarded,
     ev.RoundVoided: _voided,
-    ev.WagersReturned: _returned,
     ev.DiceShaken: _dice_shaken,
     ev.DiceRevealed: _dice_revealed,
     ev.DiceValuesAnnounced: _values_announced,

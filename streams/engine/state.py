@@ -132,9 +132,7 @@ class RoundState(_State):
     exempt: bool
     nmb_event_id: str | None = None
     wagers: Mapping[str, WagerInfo] = field(default_factory=dict)
-    returned: frozenset[str] = frozenset()
     cards: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    face_up_event_ids: tuple[str, ...] = ()
     hand_cards: int = 0
     cards_dealt: int = 0
     first_card_event_id: str | None = None
