@@ -44,20 +44,55 @@ def round_json(row: dict[str, Any]) -> bytes:
 @dataclass(frozen=True)
 class Stored:
     """A Faust table entry: a table's engine state, the offset of the last message applied,
-    and the outbox: the findings and rounds that the last batch of this table produced.
+    and the outbox: the findings and rounds of this table not yet known to be delivered.
 
     Messages of a table (one partition) at or below ``offset`` are redeliveries and are skipped,
     so at-least-once delivery never applies an event twice. Because a skipped message does not
-    produce its findings again, the entry keeps them: a worker that loads an entry from the
-    table (after a restart or a rebalance) sends its outbox again, so a crash between writing
-    the state and delivering the findings loses nothing; the copies are absorbed downstream
-    (deterministic finding IDs).
+    produce its findings again, the entry keeps every finding and round row whose delivery was
+    not confirmed when the entry was written: a worker that loads an entry from the table
+    (after a restart or a rebalance) sends its outbox again, so a crash between writing the
+    state and delivering the findings loses nothing; the copies are absorbed downstream
+    (deterministic finding IDs, rounds deduplicated on the completing event).
     """
 
     offset: int
     state: TableState
     findings: tuple[bytes, ...] = ()
     rounds: tuple[bytes, ...] = ()
+
+
+class Outbox:
+    """Per table, the findings and round rows sent and not yet confirmed delivered.
+
+    Each send returns a future that Faust resolves when the broker acknowledges the record;
+    :meth:`undelivered` drops the confirmed ones, and what is left goes into the next table
+    entry written (:class:`Stored`).
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[bytes, list[tuple[bool, bytes, Any]]] = {}
+
+    def add(self, key: bytes, is_finding: bool, value: bytes, sent: Any) -> None:
+        """Track ``value`` (a finding if ``is_finding``, else a round row) sent for table ``key``;
+        ``sent`` is what ``Topic.send`` returned (a future of the record's metadata)."""
+        self._pending.setdefault(key, []).append((is_finding, value, sent))
+
+    def forget(self, key: bytes) -> None:
+        """Drop what is tracked for ``key`` (its entry was just loaded from the table)."""
+        self._pending.pop(key, None)
+
+    def undelivered(self, key: bytes) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The findings and round rows of ``key`` whose delivery is not confirmed, in send order."""
+        left = [item for item in self._pending.get(key, ()) if not _delivered(item[2])]
+        self._pending[key] = left
+        return tuple(v for f, v, _ in left if f), tuple(v for f, v, _ in left if not f)
+
+
+def _delivered(sent: Any) -> bool:
+    done = getattr(sent, "done", None)
+    if done is None:  # not a future: the send returned its metadata, so it was delivered
+        return True
+    return bool(done()) and not sent.cancelled() and sent.exception() is None
 
 
 STORED = TypeAdapter(Stored)
@@ -91,6 +126,28 @@ class StateCache:
     def put(self, key: bytes, stored: bytes, entry: Stored) -> None:
         """Remember the entry just written to the table as ``stored``."""
         self._entries[key] = (stored, entry)
+
+
+async def write_state(table: Any, key: bytes, stored: bytes) -> None:
+    """Set ``table[key] = stored`` and send its changelog record, awaited.
+
+    ``table[key] = value`` in Faust puts the changelog record in a producer buffer, and the
+    flush before an offset commit gives up on that buffer after 0.1 s of silence
+    (faust-streaming 0.15.3, ``ProducerBuffer.flush_atmost``); while an agent holds the event
+    loop with a long batch, a commit could then land before the state of the events it
+    commits, and a crash right after restored a state older than the committed offsets (the
+    events in between were never applied again: a sequence gap that the replay does not
+    have). Sending the record with an awaited ``send`` hands it to the Kafka producer (or
+    attaches it to the current event's offset) before the batch is acknowledged, and the
+    commit waits for both.
+
+    Args:
+        table: the Faust table (raw bytes keys and values).
+        key: the table ID as bytes (the changelog partition is the key's, as in the events topic).
+        stored: the entry as JSON bytes.
+    """
+    table.data[key] = stored
+    await table.changelog_topic.send(key=key, value=stored, key_serializer="raw", value_serializer="raw")
 
 
 def faust_settings(settings: Settings) -> dict[str, Any]:
@@ -164,13 +221,17 @@ def create_app(settings: Settings) -> faust.App:
     states.key_serializer = "raw"  # type: ignore[attr-defined]
     states.value_serializer = "raw"  # type: ignore[attr-defined]
     cache = StateCache()
+    outbox = Outbox()
     batch, within = settings.worker.batch, settings.worker.within
+
+    async def send(key: bytes, is_finding: bool, value: bytes) -> None:
+        topic = findings_topic if is_finding else rounds_topic
+        outbox.add(key, is_finding, value, await topic.send(key=key, value=value))
 
     @app.agent(source)
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
-            touched: dict[bytes, Stored] = {}
-            outbox: dict[bytes, tuple[list[bytes], list[bytes]]] = {}
+            touched: dict[bytes, tuple[int, TableState]] = {}
             for event in events:
                 msg = event.message
                 raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
@@ -178,17 +239,19 @@ def create_app(settings: Settings) -> faust.App:
                 try:
                     dealing = decode(raw)
                     key = dealing.table_id.encode()
-                    entry = touched.get(key)
-                    if entry is None:
+                    current = touched.get(key)
+                    if current is None:
                         entry, loaded = cache.get(key, states.get(key))
                         if loaded and entry is not None:  # maybe undelivered before a crash: send again
+                            outbox.forget(key)
                             for value in entry.findings:
-                                await findings_topic.send(key=key, value=value)
+                                await send(key, True, value)
                             for value in entry.rounds:
-                                await rounds_topic.send(key=key, value=value)
-                    if entry is not None and msg.offset <= entry.offset:
+                                await send(key, False, value)
+                        current = (entry.offset, entry.state) if entry is not None else None
+                    if current is not None and msg.offset <= current[0]:
                         continue  # a redelivery of a message this state already holds
-                    before = entry.state if entry is not None else None
+                    before = current[1] if current is not None else None
                     state, found = apply(before, dealing, raw)
                 except (DecodeError, EventRejected) as exc:
                     await dead_topic.send(
@@ -202,27 +265,21 @@ def create_app(settings: Settings) -> faust.App:
                         key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
                     )
                     continue
-                box = outbox.setdefault(key, ([], []))
                 for f in found:
-                    value = f.model_dump_json().encode()
-                    box[0].append(value)
-                    await findings_topic.send(key=key, value=value)
+                    await send(key, True, f.model_dump_json().encode())
                 if (
                     isinstance(dealing, ev.RoundCompleted)
                     and before is not None
                     and before.round is not None
                     and state.last_event_id == dealing.event_id
                 ):
-                    row = round_json(round_row(before.round, state, dealing))
-                    box[1].append(row)
-                    await rounds_topic.send(key=key, value=row)
-                touched[key] = Stored(msg.offset, state, tuple(box[0]), tuple(box[1]))
-            for key, entry in touched.items():
+                    await send(key, False, round_json(round_row(before.round, state, dealing)))
+                touched[key] = (msg.offset, state)
+            for key, (offset, state) in touched.items():
+                entry = Stored(offset, state, *outbox.undelivered(key))
                 stored = STORED.dump_json(entry)
-                states[key] = stored
+                await write_state(states, key, stored)
                 cache.put(key, stored, entry)
-            # Faust flushes its producer before it commits offsets (at-least-once), so these
-            # changelog records are on the broker before any offset of this batch is committed.
 
     return app
 

@@ -34,6 +34,23 @@ def _findings(db: Path) -> set[tuple[str, int, str]]:
         con.close()
 
 
+def _describe(db: Path, keys: set[tuple[str, int, str]]) -> list[tuple[object, ...]]:
+    """The rule, table, round, status and message of the findings ``keys`` (the first ten)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [
+            tuple(row)
+            for finding_id, revision, _ in sorted(keys)[:10]
+            for row in con.execute(
+                "SELECT rule_id, table_id, round_id, status, message FROM findings"
+                " WHERE finding_id = ? AND revision = ?",
+                [finding_id, revision],
+            ).fetchall()
+        ]
+    finally:
+        con.close()
+
+
 def _count(db: Path, table: str) -> int:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -71,7 +88,8 @@ def _project(cluster: Cluster, db: Path) -> None:
 def _assert_stream_equals_replay(db: Path, replay: Path) -> None:
     stream, expected = _findings(db), _findings(replay)
     assert expected, "the shift should raise findings"
-    assert stream == expected, f"missing {sorted(expected - stream)[:5]}, extra {sorted(stream - expected)[:5]}"
+    if stream != expected:
+        pytest.fail(f"missing {_describe(replay, expected - stream)}\nextra {_describe(db, stream - expected)}")
     assert _count(db, "events") == _count(replay, "events")
     assert _count(db, "rounds") == _count(replay, "rounds")
 
