@@ -205,9 +205,12 @@ def topics_list() -> None:
 @app.command()
 def publish(
     events: Annotated[Path, typer.Argument(help="Event file (JSON Lines).", exists=True, dir_okay=False)],
+    rate: Annotated[
+        float | None, typer.Option(min=1, help="Send at most this many lines per second (default: no limit).")
+    ] = None,
 ) -> None:
     """Validate events and publish them to the events topic; invalid lines go to the dead-letter topic."""
-    from streams.publish import Publisher, publish_file
+    from streams.publish import Publisher, PublishError, publish_file
 
     settings = load()
     try:
@@ -217,7 +220,9 @@ def publish(
     try:
         with _progress() as progress:
             task = progress.add_task("publishing", total=events.stat().st_size)
-            summary = publish_file(events, publisher, lambda n: progress.advance(task, n))
+            summary = publish_file(events, publisher, lambda n: progress.advance(task, n), rate=rate)
+    except PublishError as exc:
+        raise _fail(str(exc)) from None
     finally:
         publisher.close()
     rejected = sum(summary.rejected.values())
@@ -246,6 +251,9 @@ def project(
     ] = None,
     reports: Annotated[Path | None, typer.Option(help="Folder of the scheduled reports.")] = None,
     tz: Annotated[str, typer.Option(help="Time zone of the report periods.")] = "UTC",
+    batch: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Records per DuckDB transaction at most (records).")
+    ] = 20_000,
 ) -> None:
     """Project the events, findings, rounds and dead-letter topics into DuckDB.
 
@@ -276,6 +284,7 @@ def project(
                 store,
                 once=once,
                 max_seconds=timeout,
+                max_records=batch,
                 schedule=spec,
                 reports=reports or settings.out / "periods",
             )

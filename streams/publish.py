@@ -9,6 +9,7 @@ its events in order), with the event ID in a header.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,22 @@ def dead_letter_value(source: str, position: str, reason: str, detail: str, raw:
     return json.dumps(rec).encode()
 
 
+class PublishError(RuntimeError):
+    """Some records were not acknowledged by the cluster (after the producer's own retries).
+
+    Attributes:
+        failed: ``(event ID or dead-letter position, error)`` of each unacknowledged record.
+    """
+
+    def __init__(self, failed: list[tuple[str, str]]) -> None:
+        self.failed = failed
+        first = "; ".join(f"{what}: {err}" for what, err in failed[:3])
+        super().__init__(
+            f"{len(failed)} record(s) were not acknowledged by the cluster and may not be on the topic "
+            f"(first: {first}); publish the file again (the pipeline ignores exact duplicates)"
+        )
+
+
 @dataclass
 class PublishSummary:
     """What a publish run sent: events to the events topic, rejected lines by reason."""
@@ -60,6 +77,7 @@ class Publisher:
         from kafka import KafkaProducer
 
         self.topics = topics
+        self.failed: list[tuple[str, str]] = []
         self.producer = KafkaProducer(
             **client_config(kafka, "dealtrail-publisher"),
             acks="all",
@@ -72,23 +90,29 @@ class Publisher:
         )
 
     def send(self, event: DealingEvent) -> Any:
-        """Send one validated event; returns the producer's future."""
+        """Send one validated event; returns the producer's future (a failure is also kept in
+        :attr:`failed` and raised by :meth:`flush`)."""
         key = event.table_id.encode()
-        return self.producer.send(
+        future = self.producer.send(
             self.topics.events.name,
             key=key,
             value=encode(event),
             headers=[("event_id", event.event_id.encode()), ("type", event.type.encode())],
         )
+        return future.add_errback(self._on_error, f"event {event.event_id}")
 
     def reject(self, raw: bytes, reason: str, detail: str, source: str, position: str) -> Any:
         """Send rejected input to the dead-letter topic with its reason."""
-        return self.producer.send(
+        future = self.producer.send(
             self.topics.dead_letter.name,
             key=None,
             value=dead_letter_value(source, position, reason, detail, raw),
             headers=[("reason", reason.encode())],
         )
+        return future.add_errback(self._on_error, f"dead letter of {source} {position}")
+
+    def _on_error(self, what: str, exc: BaseException) -> None:
+        self.failed.append((what, f"{type(exc).__name__}: {exc}"[:300]))
 
     def publish_line(self, raw: bytes, source: str, position: str, summary: PublishSummary) -> None:
         """Validate one line and send it to the events topic, or reject it."""
@@ -104,28 +128,59 @@ class Publisher:
     def flush(self, timeout: float = 120.0) -> None:
         """Wait until every sent record is acknowledged (seconds).
 
+        The producer retries on its own (a broker restart is ridden out); a record it finally
+        gives up on is reported here, never dropped silently.
+
         Raises:
             kafka.errors.KafkaTimeoutError: not all records were acknowledged in time.
+            PublishError: some records failed (their event IDs are in the error).
         """
         self.producer.flush(timeout=timeout)
+        if self.failed:
+            failed, self.failed = self.failed, []
+            raise PublishError(failed)
 
     def close(self) -> None:
         """Flush and close the producer."""
         self.producer.close(timeout=30)
 
 
-def publish_file(path: Path, publisher: Publisher, progress: Callable[[int], None] | None = None) -> PublishSummary:
+def publish_file(
+    path: Path,
+    publisher: Publisher,
+    progress: Callable[[int], None] | None = None,
+    rate: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PublishSummary:
     """Publish every line of a JSON Lines event file (blank lines skipped).
+
+    Args:
+        path: the event file.
+        publisher: where to send.
+        progress: called with the bytes read since its last call.
+        rate: at most this many lines per second (a live floor's pace, for soak runs and
+            fault drills); None sends as fast as the producer takes them.
+        clock: the time in seconds (monotonic), for the pacing.
+        sleep: waits a number of seconds, for the pacing.
 
     Returns:
         How many events were sent and how many lines were rejected, by reason.
+
+    Raises:
+        PublishError: some records were not acknowledged (see :meth:`Publisher.flush`).
     """
     summary = PublishSummary()
     source = str(path)
     pending = 0
+    started = clock()
     with path.open("rb") as fh:
         for line_no, raw in enumerate(fh, 1):
             pending += len(raw)
+            if rate is not None:
+                ahead = started + line_no / rate - clock()
+                if ahead > 0:
+                    sleep(ahead)
             if raw.strip():
                 publisher.publish_line(raw, source, f"line {line_no}", summary)
             if progress is not None and line_no % 10_000 == 0:
