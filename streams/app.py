@@ -10,6 +10,7 @@ deterministic IDs and the engine ignores exact duplicates, so a redelivered batc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.summaries import round_row
-from streams.kafka import faust_credentials
+from streams.kafka import faust_credentials, read_range
 from streams.publish import dead_letter_value
 
 if TYPE_CHECKING:
@@ -228,55 +229,101 @@ def create_app(settings: Settings) -> faust.App:
         topic = findings_topic if is_finding else rounds_topic
         outbox.add(key, is_finding, value, await topic.send(key=key, value=value))
 
+    async def dead_letter(topic: str, key: Any, position: str, reason: str, detail: str, raw: bytes) -> None:
+        await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
+
+    async def load(key: bytes) -> tuple[int, TableState] | None:
+        entry, loaded = cache.get(key, states.get(key))
+        if entry is None:
+            return None
+        if loaded:  # maybe undelivered before a crash: send again
+            outbox.forget(key)
+            for value in entry.findings:
+                await send(key, True, value)
+            for value in entry.rounds:
+                await send(key, False, value)
+        return entry.offset, entry.state
+
+    async def step(
+        key: bytes, current: tuple[int, TableState] | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
+    ) -> tuple[int, TableState] | None:
+        """Apply one message of table ``key``; returns the table's new (offset, state)."""
+        position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+        before = current[1] if current is not None else None
+        try:
+            state, found = apply(before, dealing, raw)
+        except EventRejected as exc:
+            await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
+            return (msg.offset, before) if before is not None else None
+        except Exception as exc:
+            log.exception("engine error at %s", position)
+            detail = f"{type(exc).__name__}: {exc}"[:500]
+            await dead_letter(msg.topic, msg.key, position, "engine_error", detail, raw)
+            return (msg.offset, before) if before is not None else None
+        for f in found:
+            await send(key, True, f.model_dump_json().encode())
+        if (
+            isinstance(dealing, ev.RoundCompleted)
+            and before is not None
+            and before.round is not None
+            and state.last_event_id == dealing.event_id
+        ):
+            await send(key, False, round_json(round_row(before.round, state, dealing)))
+        return msg.offset, state
+
+    async def catch_up(
+        key: bytes, current: tuple[int, TableState], msg: Any, seq: int
+    ) -> tuple[int, TableState] | None:
+        """Apply the messages of table ``key`` between its stored offset and ``msg`` that the
+        consumer passed over (read again from the partition); returns the new (offset, state)."""
+        records = await asyncio.to_thread(
+            read_range, settings.kafka, msg.topic, msg.partition, current[0] + 1, msg.offset, key
+        )
+        log.warning(
+            "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",
+            key.decode(errors="replace"), seq, current[1].last_seq, msg.topic, msg.partition,
+            current[0] + 1, msg.offset - 1, len(records),
+        )  # fmt: skip
+        state: tuple[int, TableState] | None = current
+        for rec in records:
+            raw = bytes(rec.value or b"")
+            try:
+                dealing = decode(raw)
+            except DecodeError as exc:
+                position = f"{rec.topic}[{rec.partition}]@{rec.offset}"
+                await dead_letter(rec.topic, rec.key, position, exc.reason, exc.detail, raw)
+                continue
+            if dealing.table_id.encode() == key:
+                state = await step(key, state, rec, dealing, raw)
+        return state
+
     @app.agent(source)
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
-            touched: dict[bytes, tuple[int, TableState]] = {}
+            touched: dict[bytes, tuple[int, TableState] | None] = {}
             for event in events:
                 msg = event.message
                 raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
-                position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
                 try:
                     dealing = decode(raw)
-                    key = dealing.table_id.encode()
-                    current = touched.get(key)
-                    if current is None:
-                        entry, loaded = cache.get(key, states.get(key))
-                        if loaded and entry is not None:  # maybe undelivered before a crash: send again
-                            outbox.forget(key)
-                            for value in entry.findings:
-                                await send(key, True, value)
-                            for value in entry.rounds:
-                                await send(key, False, value)
-                        current = (entry.offset, entry.state) if entry is not None else None
-                    if current is not None and msg.offset <= current[0]:
-                        continue  # a redelivery of a message this state already holds
-                    before = current[1] if current is not None else None
-                    state, found = apply(before, dealing, raw)
-                except (DecodeError, EventRejected) as exc:
-                    await dead_topic.send(
-                        key=msg.key, value=dead_letter_value(msg.topic, position, exc.reason, exc.detail, raw)
-                    )
+                except DecodeError as exc:
+                    position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+                    await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
                     continue
-                except Exception as exc:
-                    log.exception("engine error at %s", position)
-                    detail = f"{type(exc).__name__}: {exc}"[:500]
-                    await dead_topic.send(
-                        key=msg.key, value=dead_letter_value(msg.topic, position, "engine_error", detail, raw)
-                    )
+                key = dealing.table_id.encode()
+                current = touched[key] if key in touched else await load(key)
+                if current is not None and msg.offset <= current[0]:
+                    continue  # a redelivery of a message this state already holds
+                if current is not None and dealing.seq > current[1].last_seq + 1 and msg.offset > current[0] + 1:
+                    # A seq jump: either the trail has a gap (the engine reports it) or the
+                    # consumer passed over messages of this table (a Faust rebalance can skip
+                    # prefetched messages and still commit past them); read them again first.
+                    current = await catch_up(key, current, msg, dealing.seq)
+                touched[key] = await step(key, current, msg, dealing, raw)
+            for key, current in touched.items():
+                if current is None:
                     continue
-                for f in found:
-                    await send(key, True, f.model_dump_json().encode())
-                if (
-                    isinstance(dealing, ev.RoundCompleted)
-                    and before is not None
-                    and before.round is not None
-                    and state.last_event_id == dealing.event_id
-                ):
-                    await send(key, False, round_json(round_row(before.round, state, dealing)))
-                touched[key] = (msg.offset, state)
-            for key, (offset, state) in touched.items():
-                entry = Stored(offset, state, *outbox.undelivered(key))
+                entry = Stored(current[0], current[1], *outbox.undelivered(key))
                 stored = STORED.dump_json(entry)
                 await write_state(states, key, stored)
                 cache.put(key, stored, entry)

@@ -87,3 +87,48 @@ def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
         return [t.name for t in new]
     finally:
         admin.close()
+
+
+def read_range(kafka: KafkaSettings, topic: str, partition: int, start: int, stop: int, key: bytes) -> list[Any]:
+    """The records of one partition with offsets in ``[start, stop)`` and the given key.
+
+    Used by the worker to re-read the messages of a table that its consumer passed over (see
+    ``streams.app``). Reads without a consumer group (nothing is committed).
+
+    Args:
+        kafka: cluster settings.
+        topic: the topic name.
+        partition: the partition number.
+        start: first offset to read (inclusive).
+        stop: offset to stop at (exclusive).
+        key: only records with this key are returned.
+
+    Returns:
+        kafka-python ``ConsumerRecord`` objects in offset order.
+
+    Raises:
+        kafka.errors.KafkaError: the cluster cannot be reached.
+        TimeoutError: the range could not be read in 60 seconds.
+    """
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    tp = TopicPartition(topic, partition)
+    found: list[Any] = []
+    consumer = KafkaConsumer(**client_config(kafka, "dealtrail-worker-reread"), enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        deadline = time.monotonic() + 60
+        while consumer.position(tp) < stop:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {topic}[{partition}] offsets {start}..{stop - 1}")
+            for rec in consumer.poll(timeout_ms=500).get(tp, []):
+                if rec.offset >= stop:
+                    break
+                if rec.key == key:
+                    found.append(rec)
+    finally:
+        consumer.close(autocommit=False)
+    return found

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +101,17 @@ class Cluster:
             return subprocess.Popen(
                 [sys.executable, "-m", "dealtrail.cli", "worker"],
                 env={**self.env, **env},
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def start(self, log: Path, *args: str) -> subprocess.Popen[bytes]:
+        """Start ``dealtrail ARGS`` in the background (output to ``log``)."""
+        with log.open("ab") as fh:
+            return subprocess.Popen(
+                [sys.executable, "-m", "dealtrail.cli", *args],
+                env=self.env,
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -199,6 +211,20 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: floa
     return proc.returncode
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that restart the shared broker after all the others."""
+    items.sort(key=lambda item: item.get_closest_marker("restarts_broker") is not None)
+
+
+def restart_broker(down_for: float) -> None:
+    """Stop the shared broker (SIGTERM), wait ``down_for`` seconds and start it again."""
+    down = _broker("down", timeout=120)
+    assert down.returncode == 0, down.stderr
+    time.sleep(down_for)
+    up = _broker("up")
+    assert up.returncode == 0, f"the broker did not come back:\n{up.stdout}\n{up.stderr}"
+
+
 @pytest.fixture
 def cluster(kafka_bootstrap: str) -> Iterator[Cluster]:
     """A fresh namespace (4 partitions) on the broker; its topics are deleted afterwards."""
@@ -208,3 +234,89 @@ def cluster(kafka_bootstrap: str) -> Iterator[Cluster]:
         yield c
     finally:
         c.delete_topics()
+
+
+@pytest.fixture(scope="session")
+def shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A simulated shift (6 tables, all three games, errors and redeliveries) and its audit."""
+    from dealtrail.audit import audit_file
+    from dealtrail.simulator.run import write_simulation
+    from projections.store import Store
+
+    folder = tmp_path_factory.mktemp("stream")
+    events = folder / "events.jsonl"
+    write_simulation(events, tables=6, hours=0.75, seed=21, error_rate=0.25, duplicate_rate=0.003)
+    replay = folder / "replay.duckdb"
+    with Store(replay) as store:
+        audit_file(events, store, workers=1)
+    return events, replay
+
+
+def findings_of(db: Path) -> set[tuple[str, int, str]]:
+    """``(finding_id, revision, status)`` of every finding revision in a DuckDB store."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            (a, int(b), c) for a, b, c in con.execute("SELECT finding_id, revision, status FROM findings").fetchall()
+        }
+    finally:
+        con.close()
+
+
+def describe_findings(db: Path, keys: set[tuple[str, int, str]]) -> list[tuple[object, ...]]:
+    """The rule, table, round, status and message of the findings ``keys`` (the first ten)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [
+            tuple(row)
+            for finding_id, revision, _ in sorted(keys)[:10]
+            for row in con.execute(
+                "SELECT rule_id, table_id, round_id, status, message FROM findings"
+                " WHERE finding_id = ? AND revision = ?",
+                [finding_id, revision],
+            ).fetchall()
+        ]
+    finally:
+        con.close()
+
+
+def count_rows(db: Path, table: str) -> int:
+    """Rows of ``table`` in a DuckDB store (opened read-only)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    finally:
+        con.close()
+
+
+def stream_file(cluster: Cluster, events: Path, tmp_path: Path) -> None:
+    """Publish a file and let one worker audit it to the end (then stop it cleanly)."""
+    cluster.cli("publish", str(events))
+    worker = cluster.start_worker(tmp_path / "worker.log")
+    try:
+        cluster.wait_consumed()
+    finally:
+        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+
+
+def project_all(cluster: Cluster, db: Path) -> None:
+    """Run the projector of ``cluster`` into ``db`` until it has caught up with the topics."""
+    cluster.cli("project", "--db", str(db), "--once", "--timeout", "120", timeout=180)
+
+
+def assert_stream_equals_replay(db: Path, replay: Path) -> None:
+    """The streamed store has the replay's findings (revisions and status), events and rounds."""
+    stream, expected = findings_of(db), findings_of(replay)
+    assert expected, "the shift should raise findings"
+    if stream != expected:
+        pytest.fail(
+            f"missing {describe_findings(replay, expected - stream)}\nextra {describe_findings(db, stream - expected)}"
+        )
+    assert count_rows(db, "events") == count_rows(replay, "events")
+    assert count_rows(db, "rounds") == count_rows(replay, "rounds")
+
+
+def publish_lines(cluster: Cluster, lines: list[bytes], path: Path) -> None:
+    """Write ``lines`` to ``path`` and publish them."""
+    path.write_bytes(b"".join(lines))
+    cluster.cli("publish", str(path))

@@ -16,101 +16,31 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dealtrail.audit import audit_file
-from dealtrail.simulator.run import write_simulation
-from projections.store import Store
-from tests.kafka.conftest import Cluster, stop
+from tests.kafka.conftest import (
+    Cluster,
+    assert_stream_equals_replay,
+    count_rows,
+    project_all,
+    publish_lines,
+    stop,
+    stream_file,
+)
 
 pytestmark = pytest.mark.kafka
-
-
-def _findings(db: Path) -> set[tuple[str, int, str]]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {
-            (a, int(b), c) for a, b, c in con.execute("SELECT finding_id, revision, status FROM findings").fetchall()
-        }
-    finally:
-        con.close()
-
-
-def _describe(db: Path, keys: set[tuple[str, int, str]]) -> list[tuple[object, ...]]:
-    """The rule, table, round, status and message of the findings ``keys`` (the first ten)."""
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return [
-            tuple(row)
-            for finding_id, revision, _ in sorted(keys)[:10]
-            for row in con.execute(
-                "SELECT rule_id, table_id, round_id, status, message FROM findings"
-                " WHERE finding_id = ? AND revision = ?",
-                [finding_id, revision],
-            ).fetchall()
-        ]
-    finally:
-        con.close()
-
-
-def _count(db: Path, table: str) -> int:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    finally:
-        con.close()
-
-
-@pytest.fixture(scope="module")
-def shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A simulated shift (6 tables, all three games, errors and redeliveries) and its audit."""
-    folder = tmp_path_factory.mktemp("stream")
-    events = folder / "events.jsonl"
-    write_simulation(events, tables=6, hours=0.75, seed=21, error_rate=0.25, duplicate_rate=0.003)
-    replay = folder / "replay.duckdb"
-    with Store(replay) as store:
-        audit_file(events, store, workers=1)
-    return events, replay
-
-
-def _stream(cluster: Cluster, events: Path, tmp_path: Path) -> None:
-    """Publish a file and let one worker audit it to the end (then stop it cleanly)."""
-    cluster.cli("publish", str(events))
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed()
-    finally:
-        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
-
-
-def _project(cluster: Cluster, db: Path) -> None:
-    cluster.cli("project", "--db", str(db), "--once", "--timeout", "120", timeout=180)
-
-
-def _assert_stream_equals_replay(db: Path, replay: Path) -> None:
-    stream, expected = _findings(db), _findings(replay)
-    assert expected, "the shift should raise findings"
-    if stream != expected:
-        pytest.fail(f"missing {_describe(replay, expected - stream)}\nextra {_describe(db, stream - expected)}")
-    assert _count(db, "events") == _count(replay, "events")
-    assert _count(db, "rounds") == _count(replay, "rounds")
-
-
-def _publish_lines(cluster: Cluster, lines: list[bytes], path: Path) -> None:
-    path.write_bytes(b"".join(lines))
-    cluster.cli("publish", str(path))
 
 
 def test_stream_findings_equal_the_replay_of_the_same_file(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
     events, replay = shift
-    _stream(cluster, events, tmp_path)
+    stream_file(cluster, events, tmp_path)
     db = tmp_path / "stream.duckdb"
-    _project(cluster, db)
-    _assert_stream_equals_replay(db, replay)
+    project_all(cluster, db)
+    assert_stream_equals_replay(db, replay)
     # re-running the projector on the same topics adds nothing
-    before = {t: _count(db, t) for t in ("events", "findings", "rounds")}
-    _project(cluster, db)
-    assert before == {t: _count(db, t) for t in ("events", "findings", "rounds")}
+    before = {t: count_rows(db, t) for t in ("events", "findings", "rounds")}
+    project_all(cluster, db)
+    assert before == {t: count_rows(db, t) for t in ("events", "findings", "rounds")}
 
 
 def test_changelog_records_land_in_the_partition_of_their_key(
@@ -119,7 +49,7 @@ def test_changelog_records_land_in_the_partition_of_their_key(
     from kafka import KafkaConsumer, TopicPartition
 
     events, _ = shift
-    _stream(cluster, events, tmp_path)
+    stream_file(cluster, events, tmp_path)
     s = cluster.settings()
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
     try:
@@ -149,7 +79,7 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_stops(
     events, replay = shift
     lines = events.read_bytes().splitlines(keepends=True)
     half = len(lines) // 2
-    _publish_lines(cluster, lines[:half], tmp_path / "first.jsonl")
+    publish_lines(cluster, lines[:half], tmp_path / "first.jsonl")
     a = cluster.start_worker(tmp_path / "a.log")
     b = cluster.start_worker(tmp_path / "b.log")
     try:
@@ -159,14 +89,14 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_stops(
         assert cluster.members() == 2, "both workers should hold partitions"
         cluster.wait_consumed(at_least=0.95)
         assert stop(b) == 0, (tmp_path / "b.log").read_text()
-        _publish_lines(cluster, lines[half:], tmp_path / "second.jsonl")
+        publish_lines(cluster, lines[half:], tmp_path / "second.jsonl")
         cluster.wait_consumed(timeout=240)
     finally:
         stop(b)
         assert stop(a) == 0, (tmp_path / "a.log").read_text()
     db = tmp_path / "stream.duckdb"
-    _project(cluster, db)
-    _assert_stream_equals_replay(db, replay)
+    project_all(cluster, db)
+    assert_stream_equals_replay(db, replay)
 
 
 def test_a_worker_killed_mid_stream_and_restarted_loses_no_finding(
@@ -175,7 +105,7 @@ def test_a_worker_killed_mid_stream_and_restarted_loses_no_finding(
     events, replay = shift
     lines = events.read_bytes().splitlines(keepends=True)
     cut = len(lines) // 3
-    _publish_lines(cluster, lines[:cut], tmp_path / "first.jsonl")
+    publish_lines(cluster, lines[:cut], tmp_path / "first.jsonl")
     first = cluster.start_worker(tmp_path / "w1.log")
     rest = tmp_path / "rest.jsonl"
     rest.write_bytes(b"".join(lines[cut:]))
@@ -196,8 +126,8 @@ def test_a_worker_killed_mid_stream_and_restarted_loses_no_finding(
     finally:
         assert stop(second) == 0, (tmp_path / "w2.log").read_text()
     db = tmp_path / "stream.duckdb"
-    _project(cluster, db)
-    _assert_stream_equals_replay(db, replay)
+    project_all(cluster, db)
+    assert_stream_equals_replay(db, replay)
 
 
 def test_invalid_messages_go_to_the_dead_letter_topic_and_the_worker_goes_on(
@@ -227,7 +157,7 @@ def test_invalid_messages_go_to_the_dead_letter_topic_and_the_worker_goes_on(
     finally:
         stop(worker)
     db = tmp_path / "stream.duckdb"
-    _project(cluster, db)
+    project_all(cluster, db)
     con = duckdb.connect(str(db), read_only=True)
     reasons = sorted(r[0] for r in con.execute("SELECT reason FROM dead_letters").fetchall())
     stored = con.execute("SELECT count(*) FROM events").fetchone()[0]
@@ -246,7 +176,7 @@ def test_publish_rejects_invalid_lines_to_the_dead_letter_topic(
     out = cluster.cli("publish", str(path)).stdout
     assert "published 50 events" in out and "2 rejected" in out
     db = tmp_path / "p.duckdb"
-    _project(cluster, db)
+    project_all(cluster, db)
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("SELECT position, reason FROM dead_letters ORDER BY position").fetchall()
     con.close()
@@ -268,7 +198,7 @@ def test_the_projector_writes_scheduled_reports_from_its_own_connection(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
     events, _ = shift
-    _stream(cluster, events, tmp_path)
+    stream_file(cluster, events, tmp_path)
     reports = tmp_path / "periods"
     cluster.cli("project", "--db", str(tmp_path / "s.duckdb"), "--once", "--timeout", "120",
                 "--report-every", "0 * * * *", "--reports", str(reports))  # fmt: skip
