@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from projections.store import BatchCounts, Store, stage_line
 from schemas import events as ev
+from schemas.chain import Chainer
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
@@ -126,15 +127,19 @@ def scan(
     stage_dir: Path,
     batch_lines: int,
     emit: Callable[[Batch], None],
+    chain: bool = True,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
 
     A line belongs to the shard of the first ``"table_id"`` in its text (a line without one to
     shard 0, which dead-letters it). A line whose decoded ``table_id`` names another shard's
-    table is dead-lettered as ``ambiguous_table_id`` (only a hostile line can do that).
+    table is dead-lettered as ``ambiguous_table_id`` (only a hostile line can do that). With
+    ``chain``, an event without ``hash`` is stamped into its table's hash chain before it is
+    applied and stored (:meth:`schemas.chain.Chainer.stamp`).
     """
     source = str(path)
     auditor = Auditor()
+    chainer = Chainer() if chain else None
     dead: list[dict[str, Any]] = []
     staged = 0
     batch_no = 0
@@ -183,7 +188,13 @@ def scan(
                 event = decode(raw)
                 if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
                     raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
-                auditor.apply(event, raw)
+                if chainer is not None and event.hash is None:
+                    event = chainer.stamp(event)
+                    auditor.apply(event)
+                else:
+                    if chainer is not None:
+                        chainer.stamp(event)  # a chained event: its hash becomes the table's head
+                    auditor.apply(event, raw)
             except (DecodeError, EventRejected) as exc:
                 dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                 continue
@@ -201,9 +212,9 @@ def scan(
     flush(final=True)
 
 
-def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, queue: Any) -> None:
+def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, chain: bool, queue: Any) -> None:
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, queue.put)
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, queue.put, chain)
     except BaseException:
         queue.put(("error", shard, traceback.format_exc()))
 
@@ -222,6 +233,7 @@ def audit_file(
     progress: Callable[[int], None] | None = None,
     batch_lines: int = BATCH_LINES,
     workers: int | None = None,
+    chain: bool = True,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
@@ -234,6 +246,9 @@ def audit_file(
         progress: called with the bytes read since the last call.
         batch_lines: events per worker batch.
         workers: processes that decode and apply events; None picks by file size.
+        chain: stamp the per-table hash chain (``prev_hash``, ``hash``) on events that carry
+            none, before they are applied and stored; events that carry one keep it. The
+            stamps are deterministic, so auditing the same file again stores nothing twice.
 
     Returns:
         The run's :class:`AuditSummary`.
@@ -282,19 +297,21 @@ def audit_file(
 
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write)
+            scan(path, 0, 1, stage_dir, batch_lines, write, chain)
         else:
-            _parallel(path, shards, stage_dir, batch_lines, write)
+            _parallel(path, shards, stage_dir, batch_lines, write, chain)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
 
 
-def _parallel(path: Path, shards: int, stage_dir: Path, batch_lines: int, write: Callable[[Batch], None]) -> None:
+def _parallel(
+    path: Path, shards: int, stage_dir: Path, batch_lines: int, write: Callable[[Batch], None], chain: bool
+) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
     procs = [
-        ctx.Process(target=_worker, args=(str(path), k, shards, str(stage_dir), batch_lines, queue), daemon=True)
+        ctx.Process(target=_worker, args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue), daemon=True)
         for k in range(shards)
     ]
     for p in procs:

@@ -76,6 +76,9 @@ def audit(
     events: Annotated[Path, typer.Argument(help="Event file (JSON Lines).", exists=True, dir_okay=False)],
     db: Annotated[Path | None, typer.Option(help="DuckDB file to write.")] = None,
     dead_letter: Annotated[Path | None, typer.Option(help="Rejected lines go here (JSON Lines).")] = None,
+    chain: Annotated[
+        bool, typer.Option("--chain/--no-chain", help="Stamp the per-table hash chain on events that carry none.")
+    ] = True,
 ) -> None:
     """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
     from dealtrail.audit import audit_file, latest_statuses
@@ -90,7 +93,7 @@ def audit(
     dl_path.parent.mkdir(parents=True, exist_ok=True)
     with store, dl_path.open("w", encoding="utf-8") as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
-        summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n))
+        summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n), chain=chain)
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
     by_sev: dict[str, int] = {}

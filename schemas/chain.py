@@ -28,8 +28,11 @@ class Chainer:
         heads: table ID -> (seq, hash) of the last event chained.
     """
 
-    def __init__(self) -> None:
-        self.heads: dict[str, tuple[int, str]] = {}
+    WINDOW = 256  # recent events per table remembered to re-stamp a re-sent copy identically
+
+    def __init__(self, heads: dict[str, tuple[int, str]] | None = None) -> None:
+        self.heads: dict[str, tuple[int, str]] = dict(heads or {})
+        self._recent: dict[str, dict[int, tuple[Envelope, Envelope]]] = {}
 
     def link(self, event: E) -> E:
         """Return ``event`` with ``prev_hash`` set to its table's head and its own ``hash``.
@@ -42,4 +45,36 @@ class Chainer:
         linked = linked.model_copy(update={"hash": chain_hash(linked)})
         if head is None or event.seq > head[0]:
             self.heads[event.table_id] = (event.seq, linked.hash)  # type: ignore[assignment]
+        return linked
+
+    def stamp(self, event: E) -> E:
+        """Chain an event that carries no hash; adopt the chain of one that does.
+
+        An event with a ``hash`` is returned unchanged and becomes its table's head (a file
+        chained upstream keeps its chain). An exact re-sent copy of one of the table's last
+        :attr:`WINDOW` events gets the same stamp as the first copy (so the pair stays an exact
+        duplicate, which the engine and the store ignore); a conflicting copy (same seq, other
+        content) is linked to the head like :meth:`link` does.
+
+        Args:
+            event: a validated event, in its table's arrival order.
+
+        Returns:
+            The event with ``prev_hash`` and ``hash`` set.
+        """
+        head = self.heads.get(event.table_id)
+        if event.hash is not None:
+            if head is None or event.seq > head[0]:
+                self.heads[event.table_id] = (event.seq, event.hash)
+            return event
+        recent = self._recent.setdefault(event.table_id, {})
+        if head is not None and event.seq <= head[0]:
+            prior = recent.get(event.seq)
+            if prior is not None and prior[0] == event:
+                return prior[1]  # type: ignore[return-value]
+            return self.link(event)
+        linked = self.link(event)
+        recent[event.seq] = (event, linked)
+        if len(recent) > self.WINDOW:
+            del recent[next(iter(recent))]
         return linked

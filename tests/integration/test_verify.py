@@ -14,7 +14,7 @@ from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from dealtrail.replay import stored_events
 from dealtrail.simulator.run import write_simulation
-from dealtrail.verify import check_chain
+from dealtrail.verify import check_chain, tables
 from projections.store import Store
 from schemas.chain import chain_hash
 from schemas.codec import decode, encode
@@ -139,3 +139,57 @@ def test_digest_catches_a_trail_rewritten_with_a_fresh_consistent_chain(store: P
     code, out = _verify(db, "--against", str(digest))
     assert code == 4
     assert "TCP-01: the chain no longer passes through the digest head" in out
+
+
+def _unchained(events: Path, out: Path) -> Path:
+    """The same file with ``prev_hash`` and ``hash`` removed from every event."""
+    lines = []
+    for line in events.read_bytes().splitlines():
+        doc = json.loads(line)
+        doc.pop("prev_hash", None)
+        doc.pop("hash", None)
+        lines.append(json.dumps(doc).encode())
+    out.write_bytes(b"\n".join(lines) + b"\n")
+    return out
+
+
+def _payloads(db: Path) -> list[tuple[str, str]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [(a, b) for a, b in con.execute("SELECT event_id, payload::VARCHAR FROM events ORDER BY ALL").fetchall()]
+    finally:
+        con.close()
+
+
+def test_audit_stamps_the_chain_an_unchained_file_lacks_exactly_as_the_source_would(tmp_path: Path) -> None:
+    # no lost events: the simulator chains a lost event before dropping it, which a stamp
+    # made after the loss cannot know about (the engine reports the seq gap either way)
+    events = tmp_path / "events.jsonl"
+    write_simulation(events, tables=4, hours=0.5, seed=5, error_rate=0.0, duplicate_rate=0.01)
+    plain = _unchained(events, tmp_path / "plain.jsonl")
+    assert b'"hash"' not in plain.read_bytes()
+    chained_db, stamped_db = tmp_path / "chained.duckdb", tmp_path / "stamped.duckdb"
+    with Store(chained_db) as s:
+        audit_file(events, s, workers=1)
+    with Store(stamped_db) as s:
+        first = audit_file(plain, s, workers=2, batch_lines=700)
+        again = audit_file(plain, s, workers=1)
+    # the stamps equal the simulator's own chain (exact re-sent copies stamped like the first)
+    assert _payloads(stamped_db) == _payloads(chained_db)
+    assert first.written.events == len(_payloads(stamped_db)) and again.written.events == 0
+    con = duckdb.connect(str(stamped_db), read_only=True)
+    try:
+        for table in tables(con):
+            report = check_chain(table, stored_events(con, table))
+            assert report.chained == report.events
+    finally:
+        con.close()
+
+
+def test_audit_without_chain_stores_the_events_as_they_came(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    plain = _unchained(events, tmp_path / "plain.jsonl")
+    db = tmp_path / "plain.duckdb"
+    result = CliRunner().invoke(app, ["audit", str(plain), "--db", str(db), "--no-chain"])
+    assert result.exit_code == 0, result.output
+    assert all('"hash"' not in payload or '"hash":null' in payload.replace(" ", "") for _, payload in _payloads(db))

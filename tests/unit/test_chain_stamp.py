@@ -1,0 +1,66 @@
+"""Chainer.stamp: chains unchained events, adopts chained ones, re-stamps exact copies alike."""
+
+from __future__ import annotations
+
+import json
+
+from schemas.chain import Chainer, chain_hash
+from schemas.codec import decode
+from schemas.events import DealingEvent
+
+
+def _event(seq: int, card: str = "AS", table: str = "T-1", event_id: str | None = None) -> DealingEvent:
+    return decode(
+        json.dumps(
+            {
+                "type": "CardDealt",
+                "event_id": event_id or f"{table}-E{seq}",
+                "table_id": table,
+                "game": "TCP",
+                "round_id": "R-1",
+                "seq": seq,
+                "occurred_at": "2026-11-27T18:00:00Z",
+                "recorded_at": "2026-11-27T18:00:01Z",
+                "source": "MANUAL",
+                "actor": {"role": "DEALER", "id": "D-1"},
+                "deal_index": seq,
+                "to_area": "SEAT_1",
+                "card": card,
+            }
+        ).encode()
+    )
+
+
+def test_unchained_events_are_linked_per_table() -> None:
+    chainer = Chainer()
+    a1, b1, a2 = chainer.stamp(_event(1)), chainer.stamp(_event(1, table="T-2")), chainer.stamp(_event(2))
+    assert a1.prev_hash is None and b1.prev_hash is None
+    assert a2.prev_hash == a1.hash and a2.hash == chain_hash(a2)
+    assert chainer.heads == {"T-1": (2, a2.hash), "T-2": (1, b1.hash)}
+
+
+def test_an_exact_copy_gets_the_first_copys_stamp_and_a_conflicting_one_links_to_the_head() -> None:
+    chainer = Chainer()
+    first = chainer.stamp(_event(1))
+    second = chainer.stamp(_event(2))
+    assert chainer.stamp(_event(1)) == first  # re-sent: identical, so it stays an exact duplicate
+    conflicting = chainer.stamp(_event(1, card="KH"))
+    assert conflicting.prev_hash == second.hash and conflicting.hash != first.hash
+    assert chainer.heads["T-1"] == (2, second.hash)  # neither copy moves the head
+
+
+def test_a_chained_event_is_kept_and_continues_the_chain() -> None:
+    upstream = Chainer()
+    e1 = upstream.link(_event(1))
+    chainer = Chainer()
+    assert chainer.stamp(e1) is e1
+    e2 = chainer.stamp(_event(2))
+    assert e2.prev_hash == e1.hash
+    assert Chainer({"T-1": (2, e2.hash)}).stamp(_event(3)).prev_hash == e2.hash  # heads handed in
+
+
+def test_the_window_of_remembered_events_is_bounded() -> None:
+    chainer = Chainer()
+    for seq in range(1, Chainer.WINDOW + 50):
+        chainer.stamp(_event(seq))
+    assert len(chainer._recent["T-1"]) == Chainer.WINDOW
