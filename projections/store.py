@@ -221,7 +221,9 @@ class Store:
                     """INSERT INTO findings SELECT b.* FROM (
                            SELECT * FROM findings_batch
                            QUALIFY row_number() OVER (PARTITION BY finding_id, revision) = 1) b
-                       ANTI JOIN findings f USING (finding_id, revision)"""
+                       ANTI JOIN (SELECT finding_id, revision FROM findings
+                                  WHERE finding_id IN (SELECT finding_id FROM findings_batch)) f
+                       USING (finding_id, revision)"""
                 )
             if rounds:
                 con.register("rounds_batch", pa.Table.from_pylist(list(rounds), schema=ROUNDS_SCHEMA))
@@ -229,7 +231,9 @@ class Store:
                     """INSERT INTO rounds SELECT b.* FROM (
                            SELECT * FROM rounds_batch
                            QUALIFY row_number() OVER (PARTITION BY table_id, round_id) = 1) b
-                       ANTI JOIN rounds r USING (table_id, round_id)"""
+                       ANTI JOIN (SELECT table_id, round_id FROM rounds
+                                  WHERE round_id IN (SELECT round_id FROM rounds_batch)) r
+                       USING (table_id, round_id)"""
                 )
             if dead_letters:
                 con.register("dead_batch", pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA))
@@ -267,7 +271,7 @@ class Store:
             raise ValueError(f"staging path must not contain a quote: {path}")
         return self._count(
             f"""INSERT INTO events
-                SELECT b.* FROM (
+                WITH b AS (
                     SELECT j->>'event_id' AS event_id,
                            md5(j::VARCHAR) AS payload_hash,
                            j->>'table_id' AS table_id,
@@ -285,8 +289,15 @@ class Store:
                     FROM (SELECT w->'e' AS j, CAST(w->>'a' AS BIGINT) AS arrival
                           FROM (SELECT json AS w FROM read_json_objects('{path}', format='newline_delimited')))
                     QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash) = 1
-                ) b
-                ANTI JOIN events e USING (event_id, payload_hash)"""
+                )
+                -- Only stored events of the batch's time span can be copies (the payload hash
+                -- covers occurred_at): the zone maps skip the rest, and the join's hash table
+                -- holds the batch's candidates, not the whole table.
+                SELECT b.* FROM b ANTI JOIN (
+                    SELECT event_id, payload_hash FROM events
+                    WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM b) AND (SELECT max(occurred_at) FROM b)
+                      AND event_id IN (SELECT event_id FROM b)
+                ) e USING (event_id, payload_hash)"""
         )
 
     def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
