@@ -211,13 +211,16 @@ def publish(
     rate: Annotated[
         float | None, typer.Option(min=1, help="Send at most this many lines per second (default: no limit).")
     ] = None,
+    chain: Annotated[
+        bool, typer.Option("--chain/--no-chain", help="Stamp the per-table hash chain on events that carry none.")
+    ] = True,
 ) -> None:
     """Validate events and publish them to the events topic; invalid lines go to the dead-letter topic."""
     from streams.publish import Publisher, PublishError, publish_file
 
     settings = load()
     try:
-        publisher = Publisher(settings.kafka, settings.topics)
+        publisher = Publisher(settings.kafka, settings.topics, chain=chain)
     except Exception as exc:
         raise _fail(f"cannot reach Kafka at {settings.bootstrap}: {type(exc).__name__}") from None
     try:

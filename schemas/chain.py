@@ -78,3 +78,16 @@ class Chainer:
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]
         return linked
+
+    def remember(self, event: E) -> None:
+        """Take note of a chained event already in the trail (read back from where it is kept):
+        it may become the head, and a re-sent unchained copy of it gets the same stamp."""
+        if event.hash is None:
+            return
+        head = self.heads.get(event.table_id)
+        if head is None or event.seq > head[0]:
+            self.heads[event.table_id] = (event.seq, event.hash)
+        recent = self._recent.setdefault(event.table_id, {})
+        recent[event.seq] = (event.model_copy(update={"prev_hash": None, "hash": None}), event)
+        if len(recent) > self.WINDOW:
+            del recent[next(iter(recent))]

@@ -277,7 +277,7 @@ def create_app(settings: Settings) -> faust.App:
         """Apply the messages of table ``key`` between its stored offset and ``msg`` that the
         consumer passed over (read again from the partition); returns the new (offset, state)."""
         records = await asyncio.to_thread(
-            read_range, settings.kafka, msg.topic, msg.partition, current[0] + 1, msg.offset, key
+            read_range, settings.kafka, msg.topic, msg.partition, current[0] + 1, msg.offset, {key}
         )
         log.warning(
             "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",

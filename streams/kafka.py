@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from streams.topics import Topics
@@ -89,19 +90,22 @@ def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
         admin.close()
 
 
-def read_range(kafka: KafkaSettings, topic: str, partition: int, start: int, stop: int, key: bytes) -> list[Any]:
-    """The records of one partition with offsets in ``[start, stop)`` and the given key.
+def read_range(
+    kafka: KafkaSettings, topic: str, partition: int, start: int, stop: int | None, keys: Collection[bytes]
+) -> list[Any]:
+    """The records of one partition with offsets in ``[start, stop)`` and one of the given keys.
 
-    Used by the worker to re-read the messages of a table that its consumer passed over (see
-    ``streams.app``). Reads without a consumer group (nothing is committed).
+    Used by the worker to re-read the messages of a table that its consumer passed over, and
+    by the publisher to find the chain heads of its tables (see ``streams.app``,
+    ``streams.publish``). Reads without a consumer group (nothing is committed).
 
     Args:
         kafka: cluster settings.
         topic: the topic name.
         partition: the partition number.
         start: first offset to read (inclusive).
-        stop: offset to stop at (exclusive).
-        key: only records with this key are returned.
+        stop: offset to stop at (exclusive); None reads to the partition's current end.
+        keys: only records with one of these keys are returned.
 
     Returns:
         kafka-python ``ConsumerRecord`` objects in offset order.
@@ -116,9 +120,11 @@ def read_range(kafka: KafkaSettings, topic: str, partition: int, start: int, sto
 
     tp = TopicPartition(topic, partition)
     found: list[Any] = []
-    consumer = KafkaConsumer(**client_config(kafka, "dealtrail-worker-reread"), enable_auto_commit=False)
+    consumer = KafkaConsumer(**client_config(kafka, "dealtrail-reread"), enable_auto_commit=False)
     try:
         consumer.assign([tp])
+        if stop is None:
+            stop = int(consumer.end_offsets([tp])[tp])
         consumer.seek(tp, start)
         deadline = time.monotonic() + 60
         while consumer.position(tp) < stop:
@@ -127,7 +133,7 @@ def read_range(kafka: KafkaSettings, topic: str, partition: int, start: int, sto
             for rec in consumer.poll(timeout_ms=500).get(tp, []):
                 if rec.offset >= stop:
                     break
-                if rec.key == key:
+                if rec.key in keys:
                     found.append(rec)
     finally:
         consumer.close(autocommit=False)

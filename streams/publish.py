@@ -9,16 +9,18 @@ its events in order), with the event ID in a header.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from schemas.chain import Chainer, E
 from schemas.codec import DecodeError, decode, encode
 from schemas.events import DealingEvent
-from streams.kafka import client_config
+from streams.kafka import client_config, create_topics, read_range
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -53,6 +55,144 @@ class PublishError(RuntimeError):
         )
 
 
+_TABLE_ID = re.compile(rb'"table_id"\s*:\s*"([^"\\]{1,200})"')
+
+
+class ChainKeeper:
+    """The publisher's part of the per-table hash chain: stamps unchained events so that each
+    table's chain goes on across publish runs.
+
+    Where a table's chain stands is kept in the compacted chain-heads topic (one record per
+    table: head seq, head hash, partition, and ``window_offset``, the events-topic offset where
+    the table's last :attr:`schemas.chain.Chainer.WINDOW` events begin). Before it stamps, the
+    keeper reads the table's events from ``window_offset`` to the end of its partition: the head
+    is the last chained one, even if a run crashed before it wrote its heads, and a re-sent copy
+    of any of those events is stamped exactly as before (so it stays an exact duplicate). A table
+    with no record yet gets a marker at the current end of its partition first, so a crash of
+    this run is found the same way by the next one.
+
+    One publisher per table at a time: two runs stamping the same table at once fork its chain
+    (``dealtrail verify`` and DT-chain-broken then report it).
+    """
+
+    def __init__(self, kafka: KafkaSettings, topics: Topics, producer: Any) -> None:
+        self.kafka = kafka
+        self.topics = topics
+        self.producer = producer
+        self.chainer = Chainer()
+        self.ready: set[str] = set()
+        self.partition_of: dict[str, int] = {}
+        # table -> (seq, offset on the events topic, or the send's future) of its known events
+        self.known: dict[str, list[tuple[int, Any]]] = {}
+        self.touched: set[str] = set()
+
+    def prepare(self, table_ids: Iterable[str]) -> None:
+        """Find the chain heads of these tables (one read of the heads topic, one per partition).
+
+        Raises:
+            kafka.errors.KafkaError: the cluster cannot be reached.
+        """
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.partitioner.default import murmur2
+
+        tables = sorted(set(table_ids) - self.ready)
+        if not tables:
+            return
+        consumer = KafkaConsumer(**client_config(self.kafka, "dealtrail-publisher-chain"), enable_auto_commit=False)
+        try:
+            if not consumer.partitions_for_topic(self.topics.chain_heads.name):
+                create_topics(self.kafka, self.topics)  # a namespace made before the heads topic existed
+            heads = self._heads(consumer)
+            events = self.topics.events.name
+            partitions = sorted(consumer.partitions_for_topic(events) or range(self.topics.events.partitions))
+            ends = consumer.end_offsets([TopicPartition(events, p) for p in partitions])
+        finally:
+            consumer.close(autocommit=False)
+        starts: dict[int, int] = {}
+        wanted: dict[int, set[bytes]] = {}
+        for table in tables:
+            key = table.encode()
+            p = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+            self.partition_of[table] = p
+            head = heads.get(table)
+            if head is None or head.get("partition") != p:
+                start = int(ends[TopicPartition(events, p)])
+                self._send_head(table, {"seq": 0, "hash": None, "partition": p, "window_offset": start})
+            else:
+                start = int(head["window_offset"])
+                if head.get("hash"):
+                    self.chainer.heads[table] = (int(head["seq"]), str(head["hash"]))
+            starts[p] = min(starts.get(p, start), start)
+            wanted.setdefault(p, set()).add(key)
+        self.producer.flush()
+        for p, start in starts.items():
+            for rec in read_range(self.kafka, events, p, start, None, wanted[p]):
+                try:
+                    event = decode(rec.value)
+                except DecodeError:
+                    continue
+                if event.hash is not None and event.table_id.encode() == rec.key:
+                    self.chainer.remember(event)
+                    self.known.setdefault(event.table_id, []).append((event.seq, rec.offset))
+        self.ready.update(tables)
+
+    def stamp(self, event: E) -> E:
+        """The event with its chain fields (see :meth:`schemas.chain.Chainer.stamp`)."""
+        if event.hash is None and event.table_id not in self.ready:
+            self.prepare([event.table_id])
+        return self.chainer.stamp(event)
+
+    def sent(self, event: DealingEvent, future: Any) -> None:
+        """Note an event sent to the events topic (its future gives the offset later)."""
+        if event.hash is None:
+            return
+        known = self.known.setdefault(event.table_id, [])
+        known.append((event.seq, future))
+        if len(known) > 4 * Chainer.WINDOW:
+            del known[: len(known) - Chainer.WINDOW]
+        self.touched.add(event.table_id)
+
+    def write_heads(self) -> None:
+        """Send the head record of every table stamped or adopted in this run (call after the
+        events were acknowledged: the offsets come from their sends)."""
+        for table in sorted(self.touched):
+            head = self.chainer.heads.get(table)
+            if head is None:
+                continue
+            offsets = []
+            for _, where in self.known.get(table, [])[-Chainer.WINDOW :]:
+                offsets.append(where if isinstance(where, int) else where.value.offset)
+            partition = self.partition_of.get(table)
+            if partition is None:
+                partition = self.known[table][-1][1].value.partition
+            self._send_head(
+                table,
+                {"seq": head[0], "hash": head[1], "partition": partition, "window_offset": min(offsets)},
+            )
+        self.touched.clear()
+
+    def _send_head(self, table: str, value: dict[str, Any]) -> None:
+        self.producer.send(self.topics.chain_heads.name, key=table.encode(), value=json.dumps(value).encode())
+
+    def _heads(self, consumer: Any) -> dict[str, dict[str, Any]]:
+        from kafka import TopicPartition
+
+        name = self.topics.chain_heads.name
+        parts = [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())]
+        heads: dict[str, dict[str, Any]] = {}
+        if not parts:
+            return heads
+        consumer.assign(parts)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(parts)
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            for records in consumer.poll(timeout_ms=500).values():
+                for rec in records:
+                    if rec.key and rec.value:
+                        heads[rec.key.decode()] = json.loads(rec.value)
+        return heads
+
+
 @dataclass
 class PublishSummary:
     """What a publish run sent: events to the events topic, rejected lines by reason."""
@@ -68,12 +208,14 @@ class Publisher:
         kafka: cluster settings (bootstrap, security).
         topics: the namespace's topics.
         linger_ms: producer batching delay (milliseconds).
+        chain: stamp the per-table hash chain on events that carry none (:class:`ChainKeeper`);
+            events that carry one keep it.
 
     Raises:
         kafka.errors.NoBrokersAvailable: the cluster cannot be reached.
     """
 
-    def __init__(self, kafka: KafkaSettings, topics: Topics, linger_ms: int = 5) -> None:
+    def __init__(self, kafka: KafkaSettings, topics: Topics, linger_ms: int = 5, chain: bool = True) -> None:
         from kafka import KafkaProducer
 
         self.topics = topics
@@ -88,10 +230,13 @@ class Publisher:
             batch_size=256 * 1024,
             compression_type=None,
         )
+        self.keeper = ChainKeeper(kafka, topics, self.producer) if chain else None
 
     def send(self, event: DealingEvent) -> Any:
         """Send one validated event; returns the producer's future (a failure is also kept in
         :attr:`failed` and raised by :meth:`flush`)."""
+        if self.keeper is not None:
+            event = self.keeper.stamp(event)
         key = event.table_id.encode()
         future = self.producer.send(
             self.topics.events.name,
@@ -99,7 +244,10 @@ class Publisher:
             value=encode(event),
             headers=[("event_id", event.event_id.encode()), ("type", event.type.encode())],
         )
-        return future.add_errback(self._on_error, f"event {event.event_id}")
+        future.add_errback(self._on_error, f"event {event.event_id}")
+        if self.keeper is not None:
+            self.keeper.sent(event, future)
+        return future
 
     def reject(self, raw: bytes, reason: str, detail: str, source: str, position: str) -> Any:
         """Send rejected input to the dead-letter topic with its reason."""
@@ -136,6 +284,13 @@ class Publisher:
             PublishError: some records failed (their event IDs are in the error).
         """
         self.producer.flush(timeout=timeout)
+        self._raise_failed()
+        if self.keeper is not None and self.keeper.touched:
+            self.keeper.write_heads()  # only once the events they point at are acknowledged
+            self.producer.flush(timeout=timeout)
+            self._raise_failed()
+
+    def _raise_failed(self) -> None:
         if self.failed:
             failed, self.failed = self.failed, []
             raise PublishError(failed)
@@ -172,6 +327,10 @@ def publish_file(
     """
     summary = PublishSummary()
     source = str(path)
+    keeper = getattr(publisher, "keeper", None)
+    if keeper is not None:  # find every table's chain head up front: one read per partition
+        with path.open("rb") as fh:
+            keeper.prepare({m.group(1).decode("utf-8", "replace") for line in fh if (m := _TABLE_ID.search(line))})
     pending = 0
     started = clock()
     with path.open("rb") as fh:

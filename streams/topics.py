@@ -6,6 +6,7 @@
 | ``<ns>.findings.v1`` | table ID | the worker | finding revisions (JSON ``Finding``) |
 | ``<ns>.rounds.v1`` | table ID | the worker | completed rounds (JSON rows of the ``rounds`` table) |
 | ``<ns>.dead-letter.v1`` | table ID if known | publisher and worker | rejected input with its reason |
+| ``<ns>.chain-heads.v1`` | table ID | the publisher | each table's hash-chain head (compacted) |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -57,6 +58,12 @@ class Topics:
         return TopicSpec(f"{self.namespace}.dead-letter.v1", 1, {"retention.ms": "-1"})
 
     @property
+    def chain_heads(self) -> TopicSpec:
+        """The head of each table's hash chain as the publisher left it (compacted: the latest
+        record per table is kept), so the next publish run links to it."""
+        return TopicSpec(f"{self.namespace}.chain-heads.v1", 1, {"cleanup.policy": "compact"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -68,4 +75,4 @@ class Topics:
 
     def all(self) -> list[TopicSpec]:
         """The topics ``dealtrail topics create`` makes (Faust makes its own changelog)."""
-        return [self.events, self.findings, self.rounds, self.dead_letter]
+        return [self.events, self.findings, self.rounds, self.dead_letter, self.chain_heads]
