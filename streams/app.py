@@ -276,9 +276,13 @@ def create_app(settings: Settings) -> faust.App:
     ) -> tuple[int, TableState] | None:
         """Apply the messages of table ``key`` between its stored offset and ``msg`` that the
         consumer passed over (read again from the partition); returns the new (offset, state)."""
-        records = await asyncio.to_thread(
-            read_range, settings.kafka, msg.topic, msg.partition, current[0] + 1, msg.offset, {key}
-        )
+        try:
+            records = await asyncio.to_thread(
+                read_range, settings.kafka, msg.topic, msg.partition, current[0] + 1, msg.offset, {key}
+            )
+        except Exception:  # the worker goes on; the engine reports the seq gap as a finding
+            log.exception("table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition)
+            return current
         log.warning(
             "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",
             key.decode(errors="replace"), seq, current[1].last_seq, msg.topic, msg.partition,

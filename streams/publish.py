@@ -3,7 +3,8 @@
 Each event is validated against ``schemas/`` first; a line that is not a valid event never
 reaches the events topic: it goes to the dead-letter topic with the reason. Events are sent
 with ``acks=all`` by an idempotent producer, keyed by table ID (one partition per table keeps
-its events in order), with the event ID in a header.
+its events in order), with the event ID in a header. An event without ``prev_hash``/``hash``
+is stamped into its table's hash chain first (:class:`ChainKeeper`).
 """
 
 from __future__ import annotations
