@@ -232,6 +232,16 @@ def create_app(settings: Settings) -> faust.App:
     async def dead_letter(topic: str, key: Any, position: str, reason: str, detail: str, raw: bytes) -> None:
         await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
 
+    async def decoded(msg: Any, raw: bytes) -> ev.DealingEvent | None:
+        """The event in a message (a Faust message or a re-read record), or None after sending
+        the message to the dead-letter topic with the reason it does not decode."""
+        try:
+            return decode(raw)
+        except DecodeError as exc:
+            position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+            await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
+            return None
+
     async def load(key: bytes) -> tuple[int, TableState] | None:
         entry, loaded = cache.get(key, states.get(key))
         if entry is None:
@@ -291,13 +301,8 @@ def create_app(settings: Settings) -> faust.App:
         state: tuple[int, TableState] | None = current
         for rec in records:
             raw = bytes(rec.value or b"")
-            try:
-                dealing = decode(raw)
-            except DecodeError as exc:
-                position = f"{rec.topic}[{rec.partition}]@{rec.offset}"
-                await dead_letter(rec.topic, rec.key, position, exc.reason, exc.detail, raw)
-                continue
-            if dealing.table_id.encode() == key:
+            dealing = await decoded(rec, raw)
+            if dealing is not None and dealing.table_id.encode() == key:
                 state = await step(key, state, rec, dealing, raw)
         return state
 
@@ -308,11 +313,8 @@ def create_app(settings: Settings) -> faust.App:
             for event in events:
                 msg = event.message
                 raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
-                try:
-                    dealing = decode(raw)
-                except DecodeError as exc:
-                    position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-                    await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
+                dealing = await decoded(msg, raw)
+                if dealing is None:
                     continue
                 key = dealing.table_id.encode()
                 current = touched[key] if key in touched else await load(key)

@@ -289,14 +289,19 @@ def count_rows(db: Path, table: str) -> int:
         con.close()
 
 
+def consume_all(cluster: Cluster, log: Path, timeout: float = 180) -> None:
+    """Run one worker until the group has consumed the events topic, then stop it cleanly."""
+    worker = cluster.start_worker(log)
+    try:
+        cluster.wait_consumed(timeout=timeout)
+    finally:
+        assert stop(worker) == 0, log.read_text()
+
+
 def stream_file(cluster: Cluster, events: Path, tmp_path: Path) -> None:
     """Publish a file and let one worker audit it to the end (then stop it cleanly)."""
     cluster.cli("publish", str(events))
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed()
-    finally:
-        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+    consume_all(cluster, tmp_path / "worker.log")
 
 
 def project_all(cluster: Cluster, db: Path) -> None:

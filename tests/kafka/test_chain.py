@@ -15,7 +15,7 @@ from dealtrail.audit import audit_file
 from dealtrail.verify import check_chain
 from projections.store import Store
 from streams.publish import Publisher, publish_file
-from tests.kafka.conftest import Cluster, findings_of, project_all, stop
+from tests.kafka.conftest import Cluster, consume_all, findings_of, project_all
 
 pytestmark = pytest.mark.kafka
 
@@ -86,11 +86,7 @@ def test_the_stream_stores_the_trail_the_audit_stamps_from_the_same_file(
 ) -> None:
     _publish(cluster, plain[:700], tmp_path / "a.jsonl")
     _publish(cluster, plain[600:], tmp_path / "b.jsonl")
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed()
-    finally:
-        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+    consume_all(cluster, tmp_path / "worker.log")
     db = tmp_path / "stream.duckdb"
     project_all(cluster, db)
     whole = tmp_path / "whole.jsonl"

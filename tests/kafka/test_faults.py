@@ -21,6 +21,7 @@ import pytest
 from tests.kafka.conftest import (
     Cluster,
     assert_stream_equals_replay,
+    consume_all,
     count_rows,
     project_all,
     publish_lines,
@@ -120,11 +121,7 @@ def test_the_broker_restarted_while_publishing_loses_and_doubles_nothing(
     finally:
         consumer.close()
     assert on_topic == expected, "each published line is on the topic exactly once"
-    worker = cluster.start_worker(tmp_path / "worker.log")
-    try:
-        cluster.wait_consumed(timeout=300)
-    finally:
-        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+    consume_all(cluster, tmp_path / "worker.log", timeout=300)
     db = tmp_path / "stream.duckdb"
     project_all(cluster, db)
     assert_stream_equals_replay(db, replay)
