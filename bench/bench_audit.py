@@ -26,7 +26,7 @@ def ensure_events(n: int) -> Path:
     from dealtrail.simulator.floor import FloorSpec, simulate
     from schemas.codec import encode
 
-    path = DATA / f"events-{n}.jsonl"
+    path = DATA / f"events-chained-{n}.jsonl"  # the simulator chains its events (older caches did not)
     if path.exists():
         return path
     DATA.mkdir(parents=True, exist_ok=True)

@@ -188,13 +188,14 @@ def scan(
                 event = decode(raw)
                 if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
                     raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
-                if chainer is not None and event.hash is None:
-                    event = chainer.stamp(event)
-                    auditor.apply(event)
-                else:
-                    if chainer is not None:
-                        chainer.stamp(event)  # a chained event: its hash becomes the table's head
-                    auditor.apply(event, raw)
+                data = None  # the canonical bytes of a stamped event
+                if chainer is not None:
+                    # an event that carries its hash keeps it (and becomes its table's head)
+                    original = event
+                    event, data = chainer.stamp_encoded(event)
+                    if data is None and event is not original:
+                        data = encode(event)
+                auditor.apply(event, raw if data is None else data)
             except (DecodeError, EventRejected) as exc:
                 dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                 continue
@@ -205,7 +206,7 @@ def scan(
             events += 1
             # the store keeps the validated event in its canonical form: lax input (a Unix time
             # for a timestamp, "7" for a number) must not reach the SQL casts as written
-            out.write(stage_line(line_no, encode(event)))
+            out.write(stage_line(line_no, encode(event) if data is None else data))
             staged += 1
             if staged >= batch_lines:
                 flush(final=False)

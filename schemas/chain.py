@@ -21,6 +21,23 @@ def chain_hash(event: Envelope) -> str:
     return hashlib.sha256(event.model_dump_json(exclude={"hash"}).encode()).hexdigest()
 
 
+_NULL_HASH = b',"hash":null'
+
+
+def stamped(event: E, prev_hash: str | None) -> tuple[E, bytes]:
+    """``event`` with ``prev_hash`` set and its own ``hash``, and its canonical JSON bytes.
+
+    Serialises once: the canonical JSON without the ``hash`` field (what :func:`chain_hash`
+    hashes) is the JSON with ``"hash":null`` taken out, which is the first such key in it (the
+    envelope's fields come first, and no event has a free-form object that could hold one).
+    """
+    base = event.model_copy(update={"prev_hash": prev_hash, "hash": None})
+    data = base.__pydantic_serializer__.to_json(base)
+    digest = hashlib.sha256(data.replace(_NULL_HASH, b"", 1)).hexdigest()
+    linked = base.model_copy(update={"hash": digest})
+    return linked, data.replace(b'"hash":null', b'"hash":"' + digest.encode() + b'"', 1)
+
+
 class Chainer:
     """Stamps ``prev_hash`` and ``hash`` on the events of any number of tables, in order.
 
@@ -32,7 +49,7 @@ class Chainer:
 
     def __init__(self, heads: dict[str, tuple[int, str]] | None = None) -> None:
         self.heads: dict[str, tuple[int, str]] = dict(heads or {})
-        self._recent: dict[str, dict[int, tuple[Envelope, Envelope]]] = {}
+        self._recent: dict[str, dict[int, tuple[Envelope, Envelope, bytes | None]]] = {}
 
     def link(self, event: E) -> E:
         """Return ``event`` with ``prev_hash`` set to its table's head and its own ``hash``.
@@ -40,12 +57,15 @@ class Chainer:
         An event whose seq is not above the head's (a re-sent or conflicting copy) is linked to
         the head but does not become the head, so the chain of the table goes on unbroken.
         """
+        return self.link_encoded(event)[0]
+
+    def link_encoded(self, event: E) -> tuple[E, bytes]:
+        """:meth:`link`, with the linked event's canonical JSON bytes."""
         head = self.heads.get(event.table_id)
-        linked = event.model_copy(update={"prev_hash": head[1] if head else None, "hash": None})
-        linked = linked.model_copy(update={"hash": chain_hash(linked)})
+        linked, data = stamped(event, head[1] if head else None)
         if head is None or event.seq > head[0]:
             self.heads[event.table_id] = (event.seq, linked.hash)  # type: ignore[assignment]
-        return linked
+        return linked, data
 
     def stamp(self, event: E) -> E:
         """Chain an event that carries no hash; adopt the chain of one that does.
@@ -62,22 +82,27 @@ class Chainer:
         Returns:
             The event with ``prev_hash`` and ``hash`` set.
         """
+        return self.stamp_encoded(event)[0]
+
+    def stamp_encoded(self, event: E) -> tuple[E, bytes | None]:
+        """:meth:`stamp`, with the canonical JSON bytes of an event it stamped (None for an
+        event that already carried its hash, or a copy remembered without its bytes)."""
         head = self.heads.get(event.table_id)
         if event.hash is not None:
             if head is None or event.seq > head[0]:
                 self.heads[event.table_id] = (event.seq, event.hash)
-            return event
+            return event, None
         recent = self._recent.setdefault(event.table_id, {})
         if head is not None and event.seq <= head[0]:
             prior = recent.get(event.seq)
             if prior is not None and prior[0] == event:
-                return prior[1]  # type: ignore[return-value]
-            return self.link(event)
-        linked = self.link(event)
-        recent[event.seq] = (event, linked)
+                return prior[1], prior[2]  # type: ignore[return-value]
+            return self.link_encoded(event)
+        linked, data = self.link_encoded(event)
+        recent[event.seq] = (event, linked, data)
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]
-        return linked
+        return linked, data
 
     def remember(self, event: E) -> None:
         """Take note of a chained event already in the trail (read back from where it is kept):
@@ -88,6 +113,6 @@ class Chainer:
         if head is None or event.seq > head[0]:
             self.heads[event.table_id] = (event.seq, event.hash)
         recent = self._recent.setdefault(event.table_id, {})
-        recent[event.seq] = (event.model_copy(update={"prev_hash": None, "hash": None}), event)
+        recent[event.seq] = (event.model_copy(update={"prev_hash": None, "hash": None}), event, None)
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]

@@ -137,11 +137,12 @@ class ChainKeeper:
                     self.known.setdefault(event.table_id, []).append((event.seq, rec.offset))
         self.ready.update(tables)
 
-    def stamp(self, event: E) -> E:
-        """The event with its chain fields (see :meth:`schemas.chain.Chainer.stamp`)."""
+    def stamp(self, event: E) -> tuple[E, bytes | None]:
+        """The event with its chain fields, and its canonical bytes if this call stamped it
+        (see :meth:`schemas.chain.Chainer.stamp_encoded`)."""
         if event.hash is None and event.table_id not in self.ready:
             self.prepare([event.table_id])
-        return self.chainer.stamp(event)
+        return self.chainer.stamp_encoded(event)
 
     def sent(self, event: DealingEvent, future: Any) -> None:
         """Note an event sent to the events topic (its future gives the offset later)."""
@@ -236,13 +237,14 @@ class Publisher:
     def send(self, event: DealingEvent) -> Any:
         """Send one validated event; returns the producer's future (a failure is also kept in
         :attr:`failed` and raised by :meth:`flush`)."""
+        data = None
         if self.keeper is not None:
-            event = self.keeper.stamp(event)
+            event, data = self.keeper.stamp(event)
         key = event.table_id.encode()
         future = self.producer.send(
             self.topics.events.name,
             key=key,
-            value=encode(event),
+            value=encode(event) if data is None else data,
             headers=[("event_id", event.event_id.encode()), ("type", event.type.encode())],
         )
         future.add_errback(self._on_error, f"event {event.event_id}")

@@ -64,3 +64,13 @@ def test_the_window_of_remembered_events_is_bounded() -> None:
     for seq in range(1, Chainer.WINDOW + 50):
         chainer.stamp(_event(seq))
     assert len(chainer._recent["T-1"]) == Chainer.WINDOW
+
+
+def test_the_stamped_bytes_are_the_canonical_encoding_of_the_stamped_event() -> None:
+    from schemas.chain import stamped
+    from schemas.codec import encode
+
+    for prev in (None, "ab" * 32):
+        event, data = stamped(_event(7), prev)
+        assert data == encode(event)
+        assert event.prev_hash == prev and event.hash == chain_hash(event)
