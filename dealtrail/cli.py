@@ -84,10 +84,11 @@ def audit(
     from dealtrail.audit import audit_file, latest_statuses
     from projections.store import Store
 
-    db = db or load().db
+    settings = load()
+    db = db or settings.db
     dl_path = dead_letter or db.with_name(db.stem + ".rejected.jsonl")
     try:
-        store = Store(db)
+        store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     dl_path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,7 +167,8 @@ def demo(
         db.unlink()
     n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
     console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
-    with Store(db) as store, rejected.open("w", encoding="utf-8") as dl, _progress() as progress:
+    store = Store(db, load().duckdb_memory_limit)
+    with store, rejected.open("w", encoding="utf-8") as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         summary = audit_file(events, store, dl, progress=lambda k: progress.advance(task, k))
         statuses = latest_statuses(store)
@@ -280,7 +282,7 @@ def project(
             raise _fail(str(exc)) from None
     db = db or settings.db
     try:
-        store = Store(db)
+        store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     with store:

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
         partitions: partitions of the events, findings and rounds topics.
         replication: replication factor of the topics dealtrail creates.
         worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
+        duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
+            (``audit``, ``demo``, ``project``), e.g. ``512MB``: DuckDB keeps a cache of the
+            file's blocks up to this size (by default up to 80 % of the machine's memory), and
+            spills larger operations to disk.
     """
 
     model_config = SettingsConfigDict(env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore")
@@ -78,6 +82,9 @@ class Settings(BaseSettings):
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)
     worker: WorkerSettings = WorkerSettings()
+    duckdb_memory_limit: str = Field(
+        default="512MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
+    )
 
     @property
     def topics(self) -> Topics:

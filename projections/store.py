@@ -150,16 +150,18 @@ class Store:
 
     Args:
         path: the database file (created with owner-only permissions if new).
+        memory_limit: DuckDB's memory limit (``"512MB"``); None keeps DuckDB's default.
 
     Raises:
         duckdb.IOException: another process holds the file open for writing.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], memory_limit: str | None = None) -> None:
         self.path = Path(path)
         new = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(self.path))
+        config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": memory_limit} if memory_limit else {}
+        self.con = duckdb.connect(str(self.path), config=config)
         if new:
             with contextlib.suppress(OSError):
                 self.path.chmod(0o600)
