@@ -69,8 +69,8 @@ class ChainKeeper:
     keeper reads the table's events from ``window_offset`` to the end of its partition: the head
     is the last chained one, even if a run crashed before it wrote its heads, and a re-sent copy
     of any of those events is stamped exactly as before (so it stays an exact duplicate). A table
-    with no record yet gets a marker at the current end of its partition first, so a crash of
-    this run is found the same way by the next one.
+    with no record yet gets a marker at the current end of its partition before its first event
+    is sent, so a crash of this run is found the same way by the next one.
 
     One publisher per table at a time: two runs stamping the same table at once fork its chain
     (``dealtrail verify`` and DT-chain-broken then report it).
@@ -86,12 +86,15 @@ class ChainKeeper:
         # table -> (seq, offset on the events topic, or the send's future) of its known events
         self.known: dict[str, list[tuple[int, Any]]] = {}
         self.touched: set[str] = set()
+        # head records still to write for tables without one, before their first event
+        self.markers: dict[str, dict[str, Any]] = {}
 
     def prepare(self, table_ids: Iterable[str]) -> None:
         """Find the chain heads of these tables (one read of the heads topic, one per partition).
 
         Raises:
             kafka.errors.KafkaError: the cluster cannot be reached.
+            TimeoutError: the heads topic could not be read in 60 seconds.
         """
         from kafka import KafkaConsumer, TopicPartition
         from kafka.partitioner.default import murmur2
@@ -118,14 +121,13 @@ class ChainKeeper:
             head = heads.get(table)
             if head is None or head.get("partition") != p:
                 start = int(ends[TopicPartition(events, p)])
-                self._send_head(table, {"seq": 0, "hash": None, "partition": p, "window_offset": start})
+                self.markers[table] = {"seq": 0, "hash": None, "partition": p, "window_offset": start}
             else:
                 start = int(head["window_offset"])
                 if head.get("hash"):
                     self.chainer.heads[table] = (int(head["seq"]), str(head["hash"]))
             starts[p] = min(starts.get(p, start), start)
             wanted.setdefault(p, set()).add(key)
-        self.producer.flush()
         for p, start in starts.items():
             for rec in read_range(self.kafka, events, p, start, None, wanted[p]):
                 try:
@@ -142,6 +144,10 @@ class ChainKeeper:
         (see :meth:`schemas.chain.Chainer.stamp_encoded`)."""
         if event.hash is None and event.table_id not in self.ready:
             self.prepare([event.table_id])
+        marker = self.markers.pop(event.table_id, None)
+        if marker is not None:  # on the broker before the table's first event of this run
+            self._send_head(event.table_id, marker)
+            self.producer.flush()
         return self.chainer.stamp_encoded(event)
 
     def sent(self, event: DealingEvent, future: Any) -> None:
@@ -187,7 +193,10 @@ class ChainKeeper:
         consumer.assign(parts)
         consumer.seek_to_beginning()
         ends = consumer.end_offsets(parts)
+        deadline = time.monotonic() + 60
         while any(consumer.position(tp) < ends[tp] for tp in parts):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {name} in 60 s")
             for records in consumer.poll(timeout_ms=500).values():
                 for rec in records:
                     if rec.key and rec.value:

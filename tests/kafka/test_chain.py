@@ -70,7 +70,8 @@ def _publish(cluster: Cluster, lines: list[bytes], path: Path, write_heads: bool
 def test_chains_go_on_across_runs_and_a_run_that_died_before_its_heads(
     cluster: Cluster, plain: list[bytes], tmp_path: Path
 ) -> None:
-    _publish(cluster, plain[:400], tmp_path / "a.jsonl")
+    junk = b'{"type": "Nope", "table_id": "JUNK-1"}\n'  # rejected: it must leave no chain head behind
+    _publish(cluster, [*plain[:400], junk], tmp_path / "a.jsonl")
     _publish(cluster, plain[400:900], tmp_path / "b.jsonl", write_heads=False)
     _publish(cluster, plain[800:], tmp_path / "c.jsonl")  # 100 lines sent again, exactly
     chains = _topic_chains(cluster)
@@ -79,6 +80,19 @@ def test_chains_go_on_across_runs_and_a_run_that_died_before_its_heads(
         report = check_chain(table, trail)
         assert report.first_break is None, report.first_break
         assert report.chained == report.events
+    assert set(_heads(cluster)) == set(chains)
+
+
+def _heads(cluster: Cluster) -> dict[str, dict[str, object]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    try:
+        consumer.assign([TopicPartition(cluster.settings().topics.chain_heads.name, 0)])
+        consumer.seek_to_beginning()
+        return {rec.key.decode(): json.loads(rec.value) for rec in consumer}
+    finally:
+        consumer.close()
 
 
 def test_the_stream_stores_the_trail_the_audit_stamps_from_the_same_file(
