@@ -50,6 +50,23 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def trend(points: list[tuple[float, float]]) -> str:
+    """Median RSS of the first and last third of ``(seconds, MB)`` samples, the maximum, and
+    the least-squares slope in MB per minute (a leak shows as a steady positive slope)."""
+    import statistics
+
+    third = max(1, len(points) // 3)
+    xs = [t / 60 for t, _ in points]
+    ys = [v for _, v in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return (
+        f"median {statistics.median(ys[:third]):.0f} MB in the first third, "
+        f"{statistics.median(ys[-third:]):.0f} MB in the last; max {max(ys):.0f} MB; "
+        f"slope {slope:+.2f} MB/min"
+    )
+
+
 def head(path: Path, n: int, out: Path) -> tuple[int, int]:
     """Copy the first ``n`` lines of ``path`` to ``out``; returns (lines, distinct event IDs)."""
     import json
@@ -145,12 +162,15 @@ def main(args: argparse.Namespace) -> int:
         warm = warm or (samples[0][1] if samples else at_end)
         print()
         print(f"rate: {lines / published_in:,.0f} events/s for {published_in:.0f} s ({lines:,} events)")
+        steady = [(t, rss) for t, rss in samples if t >= args.warmup]
         for name, _ in named:
             growth = (at_end[name] - warm[name]) / warm[name] * 100 if warm[name] else 0.0
             print(
                 f"RSS {name}: start {warm[name]:.1f} MB, end of publishing {at_end[name]:.1f} MB "
                 f"({growth:+.1f}%), after drain {after[name]:.1f} MB"
             )
+            if len(steady) >= 6:
+                print(f"  after warm-up: {trend([(t, rss[name]) for t, rss in steady])}")
         print(
             f"lag back to zero: {f'{drained:.0f} s after publishing stopped' if drained is not None else 'NO'}"
             f" (limit {args.drain_timeout:.0f} s)"
@@ -179,7 +199,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="worker processes in the group (2)")
     p.add_argument("--partitions", type=int, default=6, help="partitions per topic (6)")
     p.add_argument("--sample", type=float, default=15.0, help="seconds between samples (15)")
-    p.add_argument("--warmup", type=float, default=30.0, help="seconds before the start RSS is taken (30)")
+    p.add_argument("--warmup", type=float, default=120.0, help="seconds before the start RSS is taken (120)")
     p.add_argument("--drain-timeout", type=float, default=1800.0, help="seconds allowed for the lag to reach 0")
     return p.parse_args(argv)
 
