@@ -59,9 +59,11 @@ def audit_in_subprocess(path: Path) -> dict[str, float]:
 import json, resource, time
 from pathlib import Path
 from dealtrail.audit import audit_file
+from dealtrail.settings import Settings
 from projections.store import Store
 t0 = time.perf_counter()
-with Store(Path({str(Path(tempfile.mkdtemp()) / "bench.duckdb")!r})) as store:
+# as `dealtrail audit` opens it: with the DuckDB memory limit of the settings
+with Store(Path({str(Path(tempfile.mkdtemp()) / "bench.duckdb")!r}), Settings().duckdb_memory_limit) as store:
     s = audit_file(Path({str(path)!r}), store)
 dt = time.perf_counter() - t0
 self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
