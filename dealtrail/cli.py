@@ -238,6 +238,7 @@ def publish(
         f"published {summary.sent:,} events to {settings.topics.events.name}; "
         f"{rejected:,} rejected to {settings.topics.dead_letter.name}"
         + (f" ({', '.join(f'{k} {v}' for k, v in sorted(summary.rejected.items()))})" if rejected else "")
+        + (f"; {summary.copies:,} already on the topic, not sent again" if summary.copies else "")
     )
 
 

@@ -116,3 +116,9 @@ class Chainer:
         recent[event.seq] = (event.model_copy(update={"prev_hash": None, "hash": None}), event, None)
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]
+
+    def recalled(self, table_id: str, seq: int) -> tuple[Envelope, Envelope] | None:
+        """The event of ``table_id`` at ``seq`` among the last :attr:`WINDOW` ones chained or
+        remembered, as ``(without chain fields, with them)``; None if not among them."""
+        prior = self._recent.get(table_id, {}).get(seq)
+        return None if prior is None else (prior[0], prior[1])

@@ -28,11 +28,25 @@ if TYPE_CHECKING:
     from dealtrail.settings import KafkaSettings
 
 
+RAW_LIMIT = 256 * 1024
+"""Bytes of the rejected input a dead-letter record carries (Kafka refuses records over 1 MB);
+a longer input is cut, and the record keeps its full length and SHA-256."""
+
+
 def dead_letter_value(source: str, position: str, reason: str, detail: str, raw: bytes) -> bytes:
-    """The JSON value of a dead-letter record (the raw input as text, or base64 if not UTF-8)."""
+    """The JSON value of a dead-letter record (the raw input as text, or base64 if not UTF-8).
+
+    Input longer than :data:`RAW_LIMIT` bytes is cut to that length; ``raw_bytes`` and
+    ``raw_sha256`` then describe the whole input, which stays at ``source`` / ``position``.
+    """
     import base64
+    import hashlib
 
     rec: dict[str, Any] = {"source": source, "position": position, "reason": reason, "detail": detail}
+    if len(raw) > RAW_LIMIT:
+        rec["raw_bytes"] = len(raw)
+        rec["raw_sha256"] = hashlib.sha256(raw).hexdigest()
+        raw = raw[:RAW_LIMIT]
     try:
         rec["raw"] = raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
@@ -52,7 +66,7 @@ class PublishError(RuntimeError):
         first = "; ".join(f"{what}: {err}" for what, err in failed[:3])
         super().__init__(
             f"{len(failed)} record(s) were not acknowledged by the cluster and may not be on the topic "
-            f"(first: {first}); publish the file again (the pipeline ignores exact duplicates)"
+            f"(first: {first}); publish the file again: events already on the topic are not sent twice"
         )
 
 
@@ -148,7 +162,29 @@ class ChainKeeper:
         if marker is not None:  # on the broker before the table's first event of this run
             self._send_head(event.table_id, marker)
             self.producer.flush()
+        if event.hash is not None:  # chained upstream: keep it, and know it if it comes again
+            self.chainer.remember(event)
+            return event, None
         return self.chainer.stamp_encoded(event)
+
+    def published_before(self, event: DealingEvent) -> str | None:
+        """Whether the events topic already holds this event.
+
+        Returns:
+            ``"copy"``: an exact copy of one of the table's last :attr:`Chainer.WINDOW`
+            events; ``"stale"``: at or below the table's head but older than that, so it cannot
+            be compared; None: a new event, or a conflicting copy (same seq, other content),
+            which the engine must see.
+        """
+        if event.table_id not in self.ready:
+            self.prepare([event.table_id])
+        head = self.chainer.heads.get(event.table_id)
+        if head is None or event.seq > head[0]:
+            return None
+        prior = self.chainer.recalled(event.table_id, event.seq)
+        if prior is None:
+            return "stale"
+        return "copy" if event == (prior[1] if event.hash is not None else prior[0]) else None
 
     def sent(self, event: DealingEvent, future: Any) -> None:
         """Note an event sent to the events topic (its future gives the offset later)."""
@@ -206,10 +242,12 @@ class ChainKeeper:
 
 @dataclass
 class PublishSummary:
-    """What a publish run sent: events to the events topic, rejected lines by reason."""
+    """What a publish run sent: events to the events topic, rejected lines by reason, and exact
+    copies of events already on the topic (not sent again)."""
 
     sent: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    copies: int = 0
 
 
 class Publisher:
@@ -276,13 +314,34 @@ class Publisher:
 
     def publish_line(self, raw: bytes, source: str, position: str, summary: PublishSummary) -> None:
         """Validate one line and send it to the events topic, or reject it."""
+        from kafka.errors import MessageSizeTooLargeError
+
         try:
             event = decode(raw)
         except DecodeError as exc:
             self.reject(raw, exc.reason, exc.detail, source, position)
             summary.rejected[exc.reason] += 1
             return
-        self.send(event)
+        if self.keeper is not None:
+            seen = self.keeper.published_before(event)
+            if seen == "copy":
+                summary.copies += 1
+                return
+            if seen == "stale":
+                head = self.keeper.chainer.heads[event.table_id][0]
+                detail = (
+                    f"table {event.table_id} is at seq {head} on the events topic; this event (seq {event.seq}) "
+                    f"is older than its last {Chainer.WINDOW} events, so it cannot be compared and is not sent again"
+                )
+                self.reject(raw, "already_published", detail, source, position)
+                summary.rejected["already_published"] += 1
+                return
+        try:
+            self.send(event)
+        except MessageSizeTooLargeError as exc:
+            self.reject(raw, "too_large", str(exc)[:300], source, position)
+            summary.rejected["too_large"] += 1
+            return
         summary.sent += 1
 
     def flush(self, timeout: float = 120.0) -> None:

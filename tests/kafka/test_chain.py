@@ -118,3 +118,30 @@ def test_the_stream_stores_the_trail_the_audit_stamps_from_the_same_file(
 
     assert payloads(db) == payloads(audited)
     assert findings_of(db) == findings_of(audited)
+
+
+def test_publishing_a_file_again_sends_no_event_twice(cluster: Cluster, plain: list[bytes], tmp_path: Path) -> None:
+    path = tmp_path / "shift.jsonl"
+    path.write_bytes(b"".join(plain))
+    cluster.cli("publish", str(path))
+    again = " ".join(cluster.cli("publish", str(path)).stdout.split())
+    distinct = len({json.loads(x)["event_id"] for x in plain})
+    assert "published 0 events" in again and "already on the topic, not sent again" in again, again
+    chains = _topic_chains(cluster)
+    assert sum(len(c) for c in chains.values()) == distinct
+    for table, trail in chains.items():
+        assert check_chain(table, trail).first_break is None
+    consume_all(cluster, tmp_path / "worker.log")
+    db = tmp_path / "stream.duckdb"
+    project_all(cluster, db)
+    whole = tmp_path / "audit.duckdb"
+    with Store(whole) as store:
+        audit_file(path, store, workers=1)
+    assert findings_of(db) == findings_of(whole), "no finding from the second run"
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        reasons = {r for (r,) in con.execute("SELECT DISTINCT reason FROM dead_letters").fetchall()}
+        stored = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+    assert reasons <= {"already_published"} and stored == distinct

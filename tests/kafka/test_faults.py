@@ -111,7 +111,8 @@ def test_the_broker_restarted_while_publishing_loses_and_doubles_nothing(
         assert publisher.wait(timeout=300) == 0, (tmp_path / "publish.log").read_text()
     finally:
         stop(publisher)
-    expected = Counter(json.loads(line)["event_id"] for line in events.read_bytes().splitlines() if line.strip())
+    # each event once: the publisher does not send an exact copy of an event already sent
+    expected = Counter({json.loads(line)["event_id"]: 1 for line in events.read_bytes().splitlines() if line.strip()})
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
     try:
         topic = cluster.settings().topics.events.name

@@ -62,3 +62,17 @@ def test_unacknowledged_records_fail_the_run_and_are_named(tmp_path: Path) -> No
         publish_file(_file(tmp_path, 3), Recorder([0.0], failed))  # type: ignore[arg-type]
     assert info.value.failed == failed
     assert "2 record(s) were not acknowledged" in str(info.value) and "event e-1" in str(info.value)
+
+
+def test_a_dead_letter_of_huge_input_is_cut_and_keeps_the_whole_inputs_length_and_hash() -> None:
+    import hashlib
+    import json
+
+    from streams.publish import RAW_LIMIT, dead_letter_value
+
+    raw = b"x" * (5 * 1024 * 1024)
+    rec = json.loads(dead_letter_value("f.jsonl", "line 1", "schema_error", "too long", raw))
+    assert len(rec["raw"]) == RAW_LIMIT and rec["raw_bytes"] == len(raw)
+    assert rec["raw_sha256"] == hashlib.sha256(raw).hexdigest()
+    small = json.loads(dead_letter_value("f.jsonl", "line 2", "schema_error", "bad", b"{}"))
+    assert small["raw"] == "{}" and "raw_bytes" not in small
