@@ -468,7 +468,7 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     import duckdb
 
     from dealtrail.replay import kafka_events, stored_events
-    from dealtrail.verify import check_chain, tables
+    from dealtrail.verify import check_chain, column_mismatches, tables
     from projections.store import connect_read_only
 
     settings = load()
@@ -489,7 +489,8 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
         raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
     try:
         names = [table] if table else tables(con)
-        return [check_chain(t, stored_events(con, t)) for t in names]
+        # chain reports, then stored rows whose columns no longer match their payload
+        return [*(check_chain(t, stored_events(con, t)) for t in names), *column_mismatches(con, table)]
     finally:
         con.close()
 
@@ -505,7 +506,8 @@ def verify(
     """Recompute every table's hash chain; report the first broken link per table (exit 4 if any)."""
     from dealtrail.verify import ChainReport, check_against, load_digest
 
-    reports = [r for r in _chains(db, table, source, bootstrap) if isinstance(r, ChainReport)]
+    checked = _chains(db, table, source, bootstrap)
+    reports = [r for r in checked if isinstance(r, ChainReport)]
     bad = 0
     for r in reports:
         if r.first_break is None:
@@ -517,6 +519,14 @@ def verify(
             console.print(
                 f"[bold red]{r.table_id}: chain broken at seq {b.seq}, event {b.event_id}[/]"
                 f" (after {b.previous_event_id}): {b.problem}"
+            )
+    for item in checked:
+        if isinstance(item, tuple):
+            bad += 1
+            event_id, table_id, seq, columns = item
+            console.print(
+                f"[bold red]{table_id}: stored columns differ from the event's payload at seq {seq}, "
+                f"event {event_id}[/]: {columns} (altered in the store)"
             )
     if against is not None:
         try:

@@ -193,3 +193,31 @@ def test_audit_without_chain_stores_the_events_as_they_came(small_shift: tuple[P
     result = CliRunner().invoke(app, ["audit", str(plain), "--db", str(db), "--no-chain"])
     assert result.exit_code == 0, result.output
     assert all('"hash"' not in payload or '"hash":null' in payload.replace(" ", "") for _, payload in _payloads(db))
+
+
+def test_verify_names_an_event_whose_stored_columns_were_edited(store: Path, tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    event_id, _, seq = _nth(db, "PGP-01", 40)
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(
+            "UPDATE events SET actor_id = 'EVIL', occurred_at = occurred_at + INTERVAL 3 HOUR WHERE event_id = ?",
+            [event_id],
+        )
+    finally:
+        con.close()
+    code, out = _verify(db)
+    assert code == 4
+    assert f"stored columns differ from the event's payload at seq {seq}, event {event_id}" in out
+    assert "occurred_at, actor_id" in out
+    assert out.count("stored columns differ") == 1
+
+
+def test_an_untouched_store_has_no_column_mismatch(store: Path) -> None:
+    from dealtrail.verify import column_mismatches
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        assert column_mismatches(con) == []
+    finally:
+        con.close()
