@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from dealtrail.settings import load
+from dealtrail.settings import Settings
+from dealtrail.settings import load as load_settings
 
 app = typer.Typer(
     name="dealtrail",
@@ -23,6 +24,19 @@ app = typer.Typer(
 )
 console = Console()
 err = Console(stderr=True)
+
+
+def load() -> Settings:
+    """The settings, or a clear error naming each invalid ``DEALTRAIL_*`` variable (never its value)."""
+    from pydantic import ValidationError
+
+    try:
+        return load_settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"DEALTRAIL_{'__'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        raise _fail(f"invalid settings: {problems}") from None
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -477,7 +491,12 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     if source == "kafka":
         if table is None:
             raise _fail("--source kafka needs --table")
-        return [check_chain(table, kafka_events(settings, table))]
+        from dealtrail.replay import ReplayError
+
+        try:
+            return [check_chain(table, kafka_events(settings, table))]
+        except ReplayError as exc:
+            raise _fail(f"{exc} (is the broker at {settings.bootstrap} reachable?)") from None
     if source != "db":
         raise _fail("--source must be db or kafka")
     db = db or settings.db

@@ -179,8 +179,19 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        # an error is on its way out: close without letting a failed checkpoint hide it (what
+        # was committed is in the file's write-ahead log)
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error:
+            pass
+        finally:
+            self.con.close()
+            self._stage_dir.cleanup()
 
     def write_batch(
         self,

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+import pytest
 from typer.testing import CliRunner
 
 from dealtrail.audit import audit_file
@@ -191,3 +192,11 @@ def test_parallel_audit_gives_the_same_store_as_one_process(small_shift: tuple[P
     rows = con.execute("SELECT rule_id, table_id, round_id FROM fct_detections").fetchall()
     con.close()
     assert Counter(map(tuple, rows)) == _truth(truth)
+
+
+def test_an_invalid_setting_is_a_clear_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEALTRAIL_PARTITIONS", "0")
+    result = CliRunner().invoke(app, ["topics", "list"])
+    assert result.exit_code == 2
+    assert "invalid settings: DEALTRAIL_PARTITIONS" in " ".join(result.output.split())
+    assert result.exception is None or isinstance(result.exception, SystemExit)
