@@ -574,6 +574,8 @@ def digest(
 
     reports = [r for r in _chains(db, None, "db", None) if isinstance(r, ChainReport)]
     data = make([r for r in reports if r.intact])
+    if not data and reports:
+        err.print("[yellow]no table of this store is chained: the digest is empty (see dealtrail verify)[/]")
     for table_id, head in data.items():
         console.print(f"{table_id}  seq {head['head_seq']}  events {head['events']}  {head['head_hash']}")
     broken = [r.table_id for r in reports if not r.intact]

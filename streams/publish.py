@@ -399,7 +399,9 @@ def publish_file(
     summary = PublishSummary()
     source = str(path)
     keeper = getattr(publisher, "keeper", None)
-    if keeper is not None:  # find every table's chain head up front: one read per partition
+    # find every table's chain head up front, one read per partition (a pipe can be read only
+    # once: its tables are then prepared one by one as they come)
+    if keeper is not None and path.is_file():
         with path.open("rb") as fh:
             keeper.prepare({m.group(1).decode("utf-8", "replace") for line in fh if (m := _TABLE_ID.search(line))})
     pending = 0

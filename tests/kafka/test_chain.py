@@ -145,3 +145,24 @@ def test_publishing_a_file_again_sends_no_event_twice(cluster: Cluster, plain: l
     finally:
         con.close()
     assert reasons <= {"already_published"} and stored == distinct
+
+
+def test_publish_reads_events_from_a_pipe(cluster: Cluster, plain: list[bytes], tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with fifo.open("wb") as fh:
+            fh.write(b"".join(plain[:300]))
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    out = " ".join(cluster.cli("publish", str(fifo)).stdout.split())
+    writer.join(timeout=60)
+    assert "published 300 events" in out, out
+    chains = _topic_chains(cluster)
+    assert sum(len(c) for c in chains.values()) == 300
+    assert all(check_chain(t, trail).first_break is None for t, trail in chains.items())
