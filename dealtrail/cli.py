@@ -361,7 +361,7 @@ def replay(
         else:
             raise _fail("--source must be db or kafka")
         result = run(table, trail, stored, window, at)
-    except (ReplayError, FileNotFoundError) as exc:
+    except (ReplayError, FileNotFoundError, TimeoutError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
         raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
@@ -495,7 +495,7 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
 
         try:
             return [check_chain(table, kafka_events(settings, table))]
-        except ReplayError as exc:
+        except (ReplayError, TimeoutError) as exc:
             raise _fail(f"{exc} (is the broker at {settings.bootstrap} reachable?)") from None
     if source != "db":
         raise _fail("--source must be db or kafka")

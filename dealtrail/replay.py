@@ -134,39 +134,29 @@ def stored_findings(con: duckdb.DuckDBPyConnection, table_id: str) -> list[Findi
     return out
 
 
-def kafka_events(settings: Settings, table_id: str, timeout_s: float = 60.0) -> Iterator[tuple[str, str]]:
+def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]:
     """The table's events read from the events topic (its partition, from the beginning).
 
     Raises:
         ReplayError: the events topic does not exist.
+        TimeoutError: the partition could not be read in 60 seconds.
     """
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.partitioner.default import murmur2
+    from kafka import KafkaConsumer
 
-    from streams.kafka import client_config
+    from streams.kafka import client_config, partition_for, read_range
 
     topic = settings.topics.events.name
     consumer = KafkaConsumer(**client_config(settings.kafka, "dealtrail-replay"), enable_auto_commit=False)
     try:
         parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise ReplayError(f"no topic {topic} at {settings.bootstrap}")
-        key = table_id.encode()
-        tp = TopicPartition(topic, (murmur2(key) & 0x7FFFFFFF) % len(parts))
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        import time
-
-        deadline = time.monotonic() + timeout_s
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                for r in records:
-                    if r.key == key and r.value:
-                        headers = dict(r.headers or [])
-                        yield headers.get("event_id", b"").decode(), r.value.decode("utf-8", "replace")
     finally:
         consumer.close()
+    if not parts:
+        raise ReplayError(f"no topic {topic} at {settings.bootstrap}")
+    key = table_id.encode()
+    for r in read_range(settings.kafka, topic, partition_for(key, len(parts)), 0, None, {key}):
+        if r.value:
+            yield dict(r.headers or []).get("event_id", b"").decode(), r.value.decode("utf-8", "replace")
 
 
 def _at_matcher(at: str | None) -> tuple[str, Any] | None:

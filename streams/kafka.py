@@ -90,8 +90,21 @@ def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
         admin.close()
 
 
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition the producers' default partitioner gives ``key`` (murmur2, as Kafka's Java
+    client): where a table's events are, and its changelog and chain-head records."""
+    from kafka.partitioner.default import murmur2
+
+    return int((murmur2(key) & 0x7FFFFFFF) % partitions)
+
+
 def read_range(
-    kafka: KafkaSettings, topic: str, partition: int, start: int, stop: int | None, keys: Collection[bytes]
+    kafka: KafkaSettings,
+    topic: str,
+    partition: int,
+    start: int,
+    stop: int | None,
+    keys: Collection[bytes] | None,
 ) -> list[Any]:
     """The records of one partition with offsets in ``[start, stop)`` and one of the given keys.
 
@@ -103,9 +116,10 @@ def read_range(
         kafka: cluster settings.
         topic: the topic name.
         partition: the partition number.
-        start: first offset to read (inclusive).
+        start: first offset to read (inclusive; an offset before the partition's first
+            retained record reads from that record).
         stop: offset to stop at (exclusive); None reads to the partition's current end.
-        keys: only records with one of these keys are returned.
+        keys: only records with one of these keys are returned; None returns every record.
 
     Returns:
         kafka-python ``ConsumerRecord`` objects in offset order.
@@ -125,7 +139,7 @@ def read_range(
         consumer.assign([tp])
         if stop is None:
             stop = int(consumer.end_offsets([tp])[tp])
-        consumer.seek(tp, start)
+        consumer.seek(tp, max(start, int(consumer.beginning_offsets([tp])[tp])))
         deadline = time.monotonic() + 60
         while consumer.position(tp) < stop:
             if time.monotonic() > deadline:
@@ -133,7 +147,7 @@ def read_range(
             for rec in consumer.poll(timeout_ms=500).get(tp, []):
                 if rec.offset >= stop:
                     break
-                if rec.key in keys:
+                if keys is None or rec.key in keys:
                     found.append(rec)
     finally:
         consumer.close(autocommit=False)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from schemas.chain import Chainer, E
 from schemas.codec import DecodeError, decode, encode
 from schemas.events import DealingEvent
-from streams.kafka import client_config, create_topics, read_range
+from streams.kafka import client_config, create_topics, partition_for, read_range
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -108,10 +108,9 @@ class ChainKeeper:
 
         Raises:
             kafka.errors.KafkaError: the cluster cannot be reached.
-            TimeoutError: the heads topic could not be read in 60 seconds.
+            TimeoutError: a topic could not be read in 60 seconds.
         """
         from kafka import KafkaConsumer, TopicPartition
-        from kafka.partitioner.default import murmur2
 
         tables = sorted(set(table_ids) - self.ready)
         if not tables:
@@ -130,7 +129,7 @@ class ChainKeeper:
         wanted: dict[int, set[bytes]] = {}
         for table in tables:
             key = table.encode()
-            p = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+            p = partitions[partition_for(key, len(partitions))]
             self.partition_of[table] = p
             head = heads.get(table)
             if head is None or head.get("partition") != p:
@@ -219,24 +218,12 @@ class ChainKeeper:
         self.producer.send(self.topics.chain_heads.name, key=table.encode(), value=json.dumps(value).encode())
 
     def _heads(self, consumer: Any) -> dict[str, dict[str, Any]]:
-        from kafka import TopicPartition
-
         name = self.topics.chain_heads.name
-        parts = [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())]
         heads: dict[str, dict[str, Any]] = {}
-        if not parts:
-            return heads
-        consumer.assign(parts)
-        consumer.seek_to_beginning()
-        ends = consumer.end_offsets(parts)
-        deadline = time.monotonic() + 60
-        while any(consumer.position(tp) < ends[tp] for tp in parts):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"could not read {name} in 60 s")
-            for records in consumer.poll(timeout_ms=500).values():
-                for rec in records:
-                    if rec.key and rec.value:
-                        heads[rec.key.decode()] = json.loads(rec.value)
+        for p in sorted(consumer.partitions_for_topic(name) or ()):
+            for rec in read_range(self.kafka, name, p, 0, None, None):
+                if rec.key and rec.value:
+                    heads[rec.key.decode()] = json.loads(rec.value)
         return heads
 
 
