@@ -191,10 +191,7 @@ def scan(
                 data = None  # the canonical bytes of a stamped event
                 if chainer is not None:
                     # an event that carries its hash keeps it (and becomes its table's head)
-                    original = event
                     event, data = chainer.stamp_encoded(event)
-                    if data is None and event is not original:
-                        data = encode(event)
                 auditor.apply(event, raw if data is None else data)
             except (DecodeError, EventRejected) as exc:
                 dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))

@@ -86,7 +86,7 @@ class Chainer:
 
     def stamp_encoded(self, event: E) -> tuple[E, bytes | None]:
         """:meth:`stamp`, with the canonical JSON bytes of an event it stamped (None for an
-        event that already carried its hash, or a copy remembered without its bytes)."""
+        event that already carried its hash: its own bytes stand)."""
         head = self.heads.get(event.table_id)
         if event.hash is not None:
             if head is None or event.seq > head[0]:
@@ -96,7 +96,9 @@ class Chainer:
         if head is not None and event.seq <= head[0]:
             prior = recent.get(event.seq)
             if prior is not None and prior[0] == event:
-                return prior[1], prior[2]  # type: ignore[return-value]
+                copy = prior[1]
+                data = prior[2] if prior[2] is not None else copy.__pydantic_serializer__.to_json(copy)
+                return copy, data  # type: ignore[return-value]
             return self.link_encoded(event)
         linked, data = self.link_encoded(event)
         recent[event.seq] = (event, linked, data)
