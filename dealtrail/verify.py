@@ -147,7 +147,12 @@ def digest(reports: list[ChainReport]) -> dict[str, Any]:
 
 
 def check_against(reports: list[ChainReport], saved: dict[str, Any]) -> list[str]:
-    """Problems with a saved digest: a table missing, or its saved head no longer in the chain."""
+    """Problems with a saved digest, one sentence each.
+
+    Per table of the digest: missing from the store; its chain broken before the saved head
+    (the break itself is the evidence, the head cannot be reached); its saved head no longer in
+    the chain (rewritten with a consistent new chain); or fewer chained events than then.
+    """
     by_table = {r.table_id: r for r in reports}
     problems = []
     for table_id, head in sorted(saved.items()):
@@ -156,7 +161,15 @@ def check_against(reports: list[ChainReport], saved: dict[str, Any]) -> list[str
             problems.append(f"{table_id}: in the digest but not in the store")
             continue
         seen = r.seen or {}
-        if seen.get(head["head_seq"]) != head["head_hash"]:
+        b = r.first_break
+        if b is not None and (b.seq is None or b.seq <= head["head_seq"]) and head["head_seq"] not in seen:
+            # the link that broke comes first: what follows it cannot be checked against the head
+            at = "an undecodable event" if b.seq is None else f"seq {b.seq}"
+            problems.append(
+                f"{table_id}: the chain is broken at {at}, before the digest head at seq {head['head_seq']}: "
+                "the trail from there cannot be confirmed"
+            )
+        elif seen.get(head["head_seq"]) != head["head_hash"]:
             problems.append(
                 f"{table_id}: the chain no longer passes through the digest head at seq {head['head_seq']} "
                 "(the trail was rewritten)"

@@ -141,6 +141,23 @@ def test_digest_catches_a_trail_rewritten_with_a_fresh_consistent_chain(store: P
     assert "TCP-01: the chain no longer passes through the digest head" in out
 
 
+def test_digest_check_names_the_break_before_the_head_not_a_rewrite(store: Path, tmp_path: Path) -> None:
+    digest = tmp_path / "digest.json"
+    assert CliRunner().invoke(app, ["digest", "--db", str(store), "--out", str(digest)]).exit_code == 0
+    db = _copy(store, tmp_path)
+    event_id, payload, seq = _nth(db, "PGP-01", 300)
+    doc = json.loads(payload)
+    doc["actor"]["id"] = "someone-else"  # one event in the middle edited, the chain not redone
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE events SET payload = ? WHERE event_id = ?", [json.dumps(doc), event_id])
+    con.close()
+    code, out = _verify(db, "--against", str(digest))
+    assert code == 4
+    assert f"PGP-01: the chain is broken at seq {seq}, before the digest head" in out
+    assert "rewritten" not in out
+    assert out.count("digest head") == 1  # the other tables still pass through their heads
+
+
 def _unchained(events: Path, out: Path) -> Path:
     """The same file with ``prev_hash`` and ``hash`` removed from every event."""
     lines = []
