@@ -26,6 +26,13 @@ console = Console()
 err = Console(stderr=True)
 
 
+_DB = f"$DEALTRAIL_DB, else {Settings.model_fields['db'].default}"
+_OUT = f"$DEALTRAIL_OUT, else {Settings.model_fields['out'].default}"
+_PERIODS = f"$DEALTRAIL_OUT/periods, else {Settings.model_fields['out'].default / 'periods'}"
+_BOOTSTRAP = f"$DEALTRAIL_KAFKA_BOOTSTRAP, else {Settings.model_fields['kafka'].default.bootstrap}"
+"""What a None option falls back to, shown in --help."""
+
+
 def load() -> Settings:
     """The settings, or a clear error naming each invalid ``DEALTRAIL_*`` variable (never its value)."""
     from pydantic import ValidationError
@@ -64,7 +71,9 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 7,
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rounds with an injected error.")] = 0.05,
     duplicate_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of events delivered twice.")] = 0.0,
-    truth: Annotated[Path | None, typer.Option(help="Write the expected findings here (JSON Lines).")] = None,
+    truth: Annotated[
+        Path | None, typer.Option(help="Write the expected findings here (JSON Lines).", show_default="not written")
+    ] = None,
 ) -> None:
     """Simulate a casino floor: real rounds of the three games, with injected dealing errors."""
     from dealtrail.simulator.run import write_simulation
@@ -88,8 +97,11 @@ def _summary_table(summary: object) -> Table:
 @app.command()
 def audit(
     events: Annotated[Path, typer.Argument(help="Event file (JSON Lines).", exists=True, dir_okay=False)],
-    db: Annotated[Path | None, typer.Option(help="DuckDB file to write.")] = None,
-    dead_letter: Annotated[Path | None, typer.Option(help="Rejected lines go here (JSON Lines).")] = None,
+    db: Annotated[Path | None, typer.Option(help="DuckDB file to write.", show_default=_DB)] = None,
+    dead_letter: Annotated[
+        Path | None,
+        typer.Option(help="Rejected lines go here (JSON Lines).", show_default="only the store's dead_letters table"),
+    ] = None,
     chain: Annotated[
         bool, typer.Option("--chain/--no-chain", help="Stamp the per-table hash chain on events that carry none.")
     ] = True,
@@ -142,10 +154,18 @@ def _progress() -> Progress:
 
 @app.command()
 def report(
-    db: Annotated[Path | None, typer.Option(help="DuckDB file to read (opened read-only).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Folder for report.html, findings.csv, findings.parquet.")] = None,
-    from_: Annotated[str | None, typer.Option("--from", help="Start of the period (ISO 8601, inclusive).")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="End of the period (ISO 8601, exclusive).")] = None,
+    db: Annotated[Path | None, typer.Option(help="DuckDB file to read (opened read-only).", show_default=_DB)] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for report.html, findings.csv, findings.parquet.", show_default=_OUT)
+    ] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Start of the period (ISO 8601, inclusive).", show_default="the first event"),
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="End of the period (ISO 8601, exclusive).", show_default="after the last event"),
+    ] = None,
 ) -> None:
     """Write the compliance report (HTML, CSV, Parquet) for a period."""
     from projections.report import write_report
@@ -266,13 +286,20 @@ def worker() -> None:
 
 @app.command()
 def project(
-    db: Annotated[Path | None, typer.Option(help="DuckDB file to write (this process is its only writer).")] = None,
-    once: Annotated[bool, typer.Option("--once", help="Exit when caught up with the end of the topics.")] = False,
-    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
-    report_every: Annotated[
-        str | None, typer.Option(help="Also write each closed period's report: shift, day or cron.")
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB file to write (this process is its only writer).", show_default=_DB)
     ] = None,
-    reports: Annotated[Path | None, typer.Option(help="Folder of the scheduled reports.")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Exit when caught up with the end of the topics.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up after this many seconds.", show_default="no limit")
+    ] = None,
+    report_every: Annotated[
+        str | None,
+        typer.Option(help="Also write each closed period's report: shift, day or cron.", show_default="none"),
+    ] = None,
+    reports: Annotated[
+        Path | None, typer.Option(help="Folder of the scheduled reports.", show_default=_PERIODS)
+    ] = None,
     tz: Annotated[str, typer.Option(help="Time zone of the report periods.")] = "UTC",
     batch: Annotated[
         int, typer.Option(min=1, max=1_000_000, help="Records per DuckDB transaction at most (records).")
@@ -324,15 +351,26 @@ def project(
 def replay(
     table: Annotated[str, typer.Option("--table", help="The table to replay.")],
     db: Annotated[
-        Path | None, typer.Option(help="DuckDB store (read-only) with the stored trail and findings.")
+        Path | None, typer.Option(help="DuckDB store (read-only) with the stored trail and findings.", show_default=_DB)
     ] = None,
-    round_: Annotated[str | None, typer.Option("--round", help="Show one round.")] = None,
-    from_: Annotated[str | None, typer.Option("--from", help="Show events from this instant (ISO 8601).")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="... up to this instant, exclusive.")] = None,
-    at: Annotated[str | None, typer.Option(help="Show the state as of this event ID or instant.")] = None,
-    html: Annotated[Path | None, typer.Option(help="Write the incident report page here.")] = None,
+    round_: Annotated[str | None, typer.Option("--round", help="Show one round.", show_default="every round")] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option("--from", help="Show events from this instant (ISO 8601).", show_default="the first event"),
+    ] = None,
+    to: Annotated[
+        str | None, typer.Option("--to", help="... up to this instant, exclusive.", show_default="after the last event")
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option(help="Show the state as of this event ID or instant.", show_default="the end")
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write the incident report page here.", show_default="not written")
+    ] = None,
     source: Annotated[str, typer.Option(help="Where the trail comes from: db or kafka.")] = "db",
-    bootstrap: Annotated[str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).")] = None,
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
+    ] = None,
 ) -> None:
     """Replay one table's stored events through the engine; show each event, state and finding."""
     import duckdb
@@ -443,11 +481,16 @@ def _print_replay(result: object) -> None:
 @app.command()
 def schedule(
     every: Annotated[str, typer.Option(help="shift (06:00, 14:00, 22:00), day, or a cron expression.")],
-    db: Annotated[Path | None, typer.Option(help="DuckDB store (opened read-only).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Folder for one sub-folder per period.")] = None,
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (opened read-only).", show_default=_DB)] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for one sub-folder per period.", show_default=_PERIODS)
+    ] = None,
     tz: Annotated[str, typer.Option(help="Time zone of the periods (IANA name).")] = "UTC",
     once: Annotated[bool, typer.Option("--once", help="Write the closed periods and exit.")] = False,
-    now: Annotated[str | None, typer.Option(help="Pretend the time is this (ISO 8601), e.g. to backfill.")] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(help="Pretend the time is this (ISO 8601), e.g. to backfill.", show_default="the clock"),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rewrite periods already written.")] = False,
     poll: Annotated[float, typer.Option(help="Seconds between checks for a closed period.")] = 60.0,
 ) -> None:
@@ -516,11 +559,15 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
 
 @app.command()
 def verify(
-    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).")] = None,
-    table: Annotated[str | None, typer.Option(help="Check one table only.")] = None,
-    against: Annotated[Path | None, typer.Option(help="A digest saved earlier by dealtrail digest --out.")] = None,
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).", show_default=_DB)] = None,
+    table: Annotated[str | None, typer.Option(help="Check one table only.", show_default="every table")] = None,
+    against: Annotated[
+        Path | None, typer.Option(help="A digest saved earlier by dealtrail digest --out.", show_default="none")
+    ] = None,
     source: Annotated[str, typer.Option(help="db or kafka (with --table).")] = "db",
-    bootstrap: Annotated[str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).")] = None,
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
+    ] = None,
 ) -> None:
     """Recompute every table's hash chain; report the first broken link per table (exit 4 if any)."""
     from dealtrail.verify import ChainReport, check_against, load_digest
@@ -563,8 +610,11 @@ def verify(
 
 @app.command()
 def digest(
-    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Also write the digest here (JSON), to keep elsewhere.")] = None,
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).", show_default=_DB)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Also write the digest here (JSON), to keep elsewhere.", show_default="printed only"),
+    ] = None,
 ) -> None:
     """Print each table's chain head (seq, hash) and event count: a digest to keep elsewhere."""
     import json
