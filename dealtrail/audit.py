@@ -14,6 +14,7 @@ import base64
 import json
 import multiprocessing as mp
 import os
+import queue as queue_module
 import re
 import shutil
 import tempfile
@@ -37,6 +38,8 @@ BATCH_LINES = 50_000
 """Events per DuckDB transaction."""
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 """Files smaller than this (bytes) are audited in-process: starting workers would cost more."""
+WORKER_POLL_SECONDS = 1.0
+"""How often (seconds) the writer checks that the workers it waits for are still alive."""
 _TABLE_ID = re.compile(rb'"table_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -253,7 +256,8 @@ def audit_file(
 
     Raises:
         OSError: the file cannot be read.
-        RuntimeError: a worker process failed (its traceback is in the message).
+        RuntimeError: a worker process failed (its traceback is in the message), or died without
+            a word (killed by a signal or for lack of memory).
     """
     shards = workers if workers is not None else default_workers(path)
     summary = AuditSummary(workers=shards)
@@ -314,18 +318,31 @@ def _parallel(
     ]
     for p in procs:
         p.start()
-    running = shards
+    finished: set[int] = set()
+    suspects: set[int] = set()
     try:
-        while running:
-            item = queue.get()
+        while len(finished) < shards:
+            try:
+                item = queue.get(timeout=WORKER_POLL_SECONDS)
+            except queue_module.Empty:
+                # a worker killed from outside (out of memory, a signal) reports nothing; one
+                # that just exited may still have its last batch in the pipe: give it one more poll
+                dead = {k for k, p in enumerate(procs) if k not in finished and p.exitcode is not None}
+                if dead & suspects:
+                    k = min(dead & suspects)
+                    raise RuntimeError(
+                        f"audit worker {k} died (exit code {procs[k].exitcode}) before it finished its share"
+                    ) from None
+                suspects = dead
+                continue
             if isinstance(item, tuple):
                 raise RuntimeError(f"audit worker {item[1]} failed:\n{item[2]}")
             write(item)
             if item.final:
-                running -= 1
+                finished.add(item.shard)
     finally:
         for p in procs:
-            if p.is_alive() and running:
+            if p.is_alive() and len(finished) < shards:
                 p.terminate()
             p.join(timeout=10)
 

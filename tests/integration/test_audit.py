@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -10,7 +15,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
+from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
 from projections.report import write_report
 from projections.store import Store
@@ -200,3 +205,38 @@ def test_an_invalid_setting_is_a_clear_error_naming_the_variable(monkeypatch: py
     assert result.exit_code == 2
     assert "invalid settings: DEALTRAIL_PARTITIONS" in " ".join(result.output.split())
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_parallel_audit_whose_worker_is_killed_fails_instead_of_waiting_forever(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = small_shift
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as fh:  # long enough to kill a worker mid-way
+        data = events.read_bytes()
+        for _ in range(8):
+            fh.write(data)
+    outcome: list[BaseException | AuditSummary] = []
+
+    def run() -> None:
+        try:
+            with Store(tmp_path / "killed.duckdb") as store:
+                outcome.append(audit_file(big, store, workers=2, batch_lines=500))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    before = {p.pid for p in mp.active_children()}
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    victims: list[int] = []
+    while not victims and time.monotonic() < deadline:
+        victims = [p.pid for p in mp.active_children() if p.pid not in before and p.pid is not None]
+        time.sleep(0.05)
+    assert victims, "no audit worker started"
+    time.sleep(0.5)
+    os.kill(victims[0], signal.SIGKILL)
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "the audit kept waiting for a dead worker"
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+    assert "died (exit code -9)" in str(outcome[0])
