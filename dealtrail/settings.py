@@ -67,9 +67,10 @@ class Settings(BaseSettings):
         replication: replication factor of the topics dealtrail creates.
         worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
-            (``audit``, ``demo``, ``project``), e.g. ``1GB``: DuckDB keeps a cache of the
-            file's blocks up to this size (by default up to 80 % of the machine's memory), and
-            spills larger operations to disk.
+            (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
+            file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
+            and spills larger operations to disk. An append-only writer gains nothing from a
+            bigger cache: the 1,000,000-event benchmark ran as fast with 192MB as with 1GB.
     """
 
     model_config = SettingsConfigDict(env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore")
@@ -82,7 +83,9 @@ class Settings(BaseSettings):
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)
     worker: WorkerSettings = WorkerSettings()
-    duckdb_memory_limit: str = Field(default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+    duckdb_memory_limit: str = Field(
+        default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
+    )
 
     @property
     def topics(self) -> Topics:
