@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from projections.store import event_columns_sql, event_paths_sql
 from schemas.chain import chain_hash
 from schemas.codec import DecodeError, decode
 
@@ -97,23 +98,6 @@ def check_chain(table_id: str, trail: Iterable[tuple[str, str]]) -> ChainReport:
     return report
 
 
-_DERIVED = {
-    "event_id": "payload->>'event_id'",
-    "payload_hash": "md5(payload::VARCHAR)",
-    "table_id": "payload->>'table_id'",
-    "game": "payload->>'game'",
-    "round_id": "payload->>'round_id'",
-    "deck_id": "payload->>'deck_id'",
-    "seq": "CAST(payload->>'seq' AS BIGINT)",
-    "type": "payload->>'type'",
-    "occurred_at": "CAST(payload->>'occurred_at' AS TIMESTAMPTZ)",
-    "recorded_at": "CAST(payload->>'recorded_at' AS TIMESTAMPTZ)",
-    "actor_role": "payload->'actor'->>'role'",
-    "actor_id": "payload->'actor'->>'id'",
-}
-"""The columns of ``events`` that the store derives from the payload (the reports read them)."""
-
-
 def column_mismatches(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -> list[tuple[str, str, int, str]]:
     """Stored events whose columns no longer match their payload: the chain covers the payload
     only, and the reports read the columns, so an edit there must show too.
@@ -121,11 +105,13 @@ def column_mismatches(con: duckdb.DuckDBPyConnection, table_id: str | None = Non
     Returns:
         ``(event_id, table_id, seq, "column, column")`` per event that differs, in table and seq order.
     """
-    checks = ", ".join(f"CASE WHEN {col} IS DISTINCT FROM {expr} THEN '{col}' END" for col, expr in _DERIVED.items())
+    derived = {**event_columns_sql("k"), "payload_hash": "md5(payload::VARCHAR)"}
+    checks = ", ".join(f"CASE WHEN {col} IS DISTINCT FROM {expr} THEN '{col}' END" for col, expr in derived.items())
     rows = con.execute(
         f"""SELECT * FROM (
                 SELECT event_id, table_id, seq, arrival, list_filter([{checks}], lambda c: c IS NOT NULL) AS cols
-                FROM events WHERE $table IS NULL OR table_id = $table)
+                FROM (SELECT *, {event_paths_sql("payload")} AS k FROM events
+                      WHERE $table IS NULL OR table_id = $table))
             WHERE len(cols) > 0 ORDER BY table_id, seq, arrival""",
         {"table": table_id},
     ).fetchall()

@@ -81,20 +81,37 @@ OFFSETS_SCHEMA = pa.schema(
 )
 
 
-_EVENT_COLUMN_PATHS = [
-    "$.event_id",
-    "$.table_id",
-    "$.game",
-    "$.round_id",
-    "$.deck_id",
-    "$.seq",
-    "$.type",
-    "$.occurred_at",
-    "$.recorded_at",
-    "$.actor.role",
-    "$.actor.id",
-]
-"""JSON paths of the ``events`` columns taken from each payload, in the order the insert reads them."""
+EVENT_COLUMNS: dict[str, tuple[str, str]] = {
+    "event_id": ("$.event_id", "VARCHAR"),
+    "table_id": ("$.table_id", "VARCHAR"),
+    "game": ("$.game", "VARCHAR"),
+    "round_id": ("$.round_id", "VARCHAR"),
+    "deck_id": ("$.deck_id", "VARCHAR"),
+    "seq": ("$.seq", "BIGINT"),
+    "type": ("$.type", "VARCHAR"),
+    "occurred_at": ("$.occurred_at", "TIMESTAMPTZ"),
+    "recorded_at": ("$.recorded_at", "TIMESTAMPTZ"),
+    "actor_role": ("$.actor.role", "VARCHAR"),
+    "actor_id": ("$.actor.id", "VARCHAR"),
+}
+"""The columns of ``events`` taken from each payload: column -> (JSON path, SQL type). The
+reports read these columns; ``dealtrail verify`` checks them against the payload."""
+
+
+def event_paths_sql(json_expr: str) -> str:
+    """SQL for the list of the :data:`EVENT_COLUMNS` values (as strings) of the JSON value
+    ``json_expr``: the JSON is parsed once for all of them."""
+    paths = [path for path, _ in EVENT_COLUMNS.values()]
+    return f"json_extract_string({json_expr}, {paths})"
+
+
+def event_columns_sql(values: str) -> dict[str, str]:
+    """SQL expression of each :data:`EVENT_COLUMNS` column (cast to its type) over ``values``,
+    a list built by :func:`event_paths_sql`."""
+    return {
+        col: f"{values}[{i}]" if kind == "VARCHAR" else f"CAST({values}[{i}] AS {kind})"
+        for i, (col, (_, kind)) in enumerate(EVENT_COLUMNS.items(), 1)
+    }
 
 
 def stage_line(arrival: int, raw: bytes) -> bytes:
@@ -298,25 +315,16 @@ class Store:
     def _insert_events_file(self, path: Path) -> int:
         if "'" in str(path):
             raise ValueError(f"staging path must not contain a quote: {path}")
+        columns = ", ".join(f"{expr} AS {col}" for col, expr in event_columns_sql("k").items())
         return self._count(
-            f"""INSERT INTO events
+            f"""INSERT INTO events BY NAME
                 WITH b AS (
-                    SELECT k[1] AS event_id,
+                    SELECT {columns},
                            md5(j::VARCHAR) AS payload_hash,
-                           k[2] AS table_id,
-                           k[3] AS game,
-                           k[4] AS round_id,
-                           k[5] AS deck_id,
-                           CAST(k[6] AS BIGINT) AS seq,
-                           k[7] AS type,
-                           CAST(k[8] AS TIMESTAMPTZ) AS occurred_at,
-                           CAST(k[9] AS TIMESTAMPTZ) AS recorded_at,
-                           k[10] AS actor_role,
-                           k[11] AS actor_id,
                            j AS payload,
                            arrival
                     -- each staged line is parsed once, and each event once for all its columns
-                    FROM (SELECT e AS j, a AS arrival, json_extract_string(e, {_EVENT_COLUMN_PATHS}) AS k
+                    FROM (SELECT e AS j, a AS arrival, {event_paths_sql("e")} AS k
                           FROM read_json('{path}', format='newline_delimited', columns={{a: 'BIGINT', e: 'JSON'}}))
                     QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash) = 1
                 )
