@@ -3,7 +3,8 @@
 Prints, in one run over the same lines:
   ceiling events/s: pydantic TypeAdapter.validate_json alone (the most an audit could do)
   audit events/s: the whole `dealtrail audit` (parse, validate, rules, DuckDB write)
-  audit/ceiling ratio, and the audit's peak memory (RSS of a fresh process).
+  audit/ceiling ratio, the audit's CPU time per event (all its processes) and its peak
+  memory (RSS of a fresh process).
 Not part of `make test`: run `make bench`.
 """
 
@@ -66,9 +67,10 @@ t0 = time.perf_counter()
 with Store(Path({str(Path(tempfile.mkdtemp()) / "bench.duckdb")!r}), Settings().duckdb_memory_limit) as store:
     s = audit_file(Path({str(path)!r}), store)
 dt = time.perf_counter() - t0
-self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-child_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({{"events": s.events, "seconds": dt, "peak_mb": self_mb + child_mb, "workers": s.workers}}))
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+peak = (me.ru_maxrss + kids.ru_maxrss) / 1024
+print(json.dumps({{"events": s.events, "seconds": dt, "cpu": cpu, "peak_mb": peak, "workers": s.workers}}))
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -88,6 +90,9 @@ def main() -> None:
     print(f"audit events/s: {rate:,.0f}")
     print(f"audit/ceiling ratio: {rate / ceil:.2f}")
     print(f"audit workers: {result['workers']}")
+    # CPU of the writer and its workers together (incl. their start-up): what the cores must supply
+    cpu_us = result["cpu"] / result["events"] * 1e6
+    print(f"audit CPU us/event: {cpu_us:.0f}  (all processes; the ceiling's: {1e6 / ceil:.1f})")
     print(f"audit peak memory MB: {result['peak_mb']:.0f}  (writer process + largest worker)")
 
 
