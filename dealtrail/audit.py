@@ -29,7 +29,7 @@ from typing import IO, Any
 from projections.store import BatchCounts, Store, stage_line
 from schemas import events as ev
 from schemas.chain import Chainer
-from schemas.codec import DecodeError, decode, encode
+from schemas.codec import DecodeError, decode, encode, without_bom
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.summaries import round_row
@@ -177,8 +177,9 @@ def scan(
             out = stage.open("wb")
 
     with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            bytes_read += len(raw)
+        for line_no, line in enumerate(fh, 1):
+            bytes_read += len(line)
+            raw = without_bom(line) if line_no == 1 else line
             if shards > 1:
                 match = _TABLE_ID.search(raw)
                 owner = shard_of(match.group(1), shards) if match else 0
@@ -214,10 +215,33 @@ def scan(
 
 
 def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, chain: bool, queue: Any) -> None:
+    parent = mp.parent_process()
+
+    def orphaned() -> bool:
+        return parent is not None and not parent.is_alive()
+
+    def give_up() -> None:
+        # the writer was killed: nobody will read another batch, and a queue whose pipe fills
+        # up would keep this process waiting at exit for ever
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        os._exit(3)
+
+    def emit(batch: Batch) -> None:
+        while True:
+            if orphaned():
+                give_up()
+            try:
+                queue.put(batch, timeout=WORKER_POLL_SECONDS)
+                return
+            except queue_module.Full:
+                continue
+
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, queue.put, chain)
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, emit, chain)
     except BaseException:
         queue.put(("error", shard, traceback.format_exc()))
+    if orphaned():
+        give_up()
 
 
 def default_workers(path: Path) -> int:

@@ -8,6 +8,7 @@ record.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable
 from typing import Any
@@ -104,6 +105,11 @@ def _classify(exc: ValidationError, data: bytes | str) -> DecodeError:
 def encode(event: Envelope) -> bytes:
     """Serialise an event to compact JSON bytes (the Kafka message value / a JSON Lines line)."""
     return event.__pydantic_serializer__.to_json(event)
+
+
+def without_bom(first_line: bytes) -> bytes:
+    """The first line of a file without a UTF-8 byte-order mark (some Windows editors write one)."""
+    return first_line.removeprefix(codecs.BOM_UTF8)
 
 
 def known_type(name: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schemas.chain import Chainer, E
-from schemas.codec import DecodeError, decode, encode
+from schemas.codec import DecodeError, decode, encode, without_bom
 from schemas.events import DealingEvent
 from streams.kafka import client_config, create_topics, partition_for, read_range
 from streams.topics import Topics
@@ -394,8 +394,9 @@ def publish_file(
     pending = 0
     started = clock()
     with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, 1):
-            pending += len(raw)
+        for line_no, line in enumerate(fh, 1):
+            pending += len(line)
+            raw = without_bom(line) if line_no == 1 else line
             if rate is not None:
                 ahead = started + line_no / rate - clock()
                 if ahead > 0:

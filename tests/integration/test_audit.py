@@ -6,6 +6,8 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -240,3 +242,55 @@ def test_a_parallel_audit_whose_worker_is_killed_fails_instead_of_waiting_foreve
     assert not thread.is_alive(), "the audit kept waiting for a dead worker"
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
     assert "died (exit code -9)" in str(outcome[0])
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the worker processes")
+def test_the_workers_of_a_killed_parallel_audit_exit_too(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as fh:
+        data = events.read_bytes()
+        for _ in range(8):
+            fh.write(data)
+    code = (
+        "from pathlib import Path\n"
+        "from dealtrail.audit import audit_file\n"
+        "from projections.store import Store\n"
+        "if __name__ == '__main__':\n"
+        f"    with Store(Path({str(tmp_path / 'orphan.duckdb')!r})) as s:\n"
+        f"        audit_file(Path({str(big)!r}), s, workers=2, batch_lines=500)\n"
+    )
+    script = tmp_path / "run_audit.py"
+    script.write_text(code)
+    parent = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 60
+        kids: set[int] = set()
+        while len(kids) < 3 and time.monotonic() < deadline:  # two workers and the resource tracker
+            kids = _children(parent.pid)
+            time.sleep(0.1)
+        assert len(kids) >= 2, kids
+        time.sleep(1.0)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() for k in kids):
+        time.sleep(0.2)
+    alive = {k for k in kids if Path(f"/proc/{k}").exists()}
+    for k in alive:
+        os.kill(k, signal.SIGKILL)
+    assert not alive, "worker processes outlived the killed audit"
