@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +50,14 @@ def load() -> Settings:
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
+
+
+def _period(from_: str | None, to: str | None) -> tuple[datetime | None, datetime | None]:
+    """``--from`` and ``--to`` as times; an error if the period is empty or inverted."""
+    start, end = _when(from_, "--from"), _when(to, "--to")
+    if start is not None and end is not None and start >= end:
+        raise _fail(f"--from must be before --to (got {from_} to {to})")
+    return start, end
 
 
 def _when(value: str | None, name: str) -> datetime | None:
@@ -100,7 +109,10 @@ def audit(
     db: Annotated[Path | None, typer.Option(help="DuckDB file to write.", show_default=_DB)] = None,
     dead_letter: Annotated[
         Path | None,
-        typer.Option(help="Rejected lines go here (JSON Lines).", show_default="only the store's dead_letters table"),
+        typer.Option(
+            help="Rejected lines go here (JSON Lines), as well as to the store's dead_letters table.",
+            show_default="<db name>.rejected.jsonl beside the database",
+        ),
     ] = None,
     chain: Annotated[
         bool, typer.Option("--chain/--no-chain", help="Stamp the per-table hash chain on events that carry none.")
@@ -118,9 +130,18 @@ def audit(
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     dl_path.parent.mkdir(parents=True, exist_ok=True)
-    with store, dl_path.open("w", encoding="utf-8") as dl, _progress() as progress:
+    # the dead letters hold raw input: owner-only, like the database
+    dl_fd = os.open(dl_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with store, open(dl_fd, "w", encoding="utf-8") as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
-        summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n), chain=chain)
+        try:
+            summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n), chain=chain)
+        except RuntimeError as exc:  # a worker process failed or was killed
+            raise _fail(
+                f"{exc}\nthe store keeps the batches committed before; audit the file again to complete it "
+                "(nothing is stored twice)",
+                code=1,
+            ) from None
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
     by_sev: dict[str, int] = {}
@@ -131,7 +152,8 @@ def audit(
         f"findings: {sum(summary.detections.values()):,} "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )
-    console.print(f"store {db}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())) + " (latest status)")
+    latest = ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())) or "no findings"
+    console.print(f"store {db}: {latest} (latest status)")
     console.print(
         f"written: {summary.written.events:,} events, {summary.written.findings:,} finding revisions, "
         f"{summary.written.rounds:,} rounds (rows already stored are skipped)"
@@ -139,6 +161,12 @@ def audit(
     rejected = sum(summary.dead_letters.values())
     detail = ", ".join(f"{k} {v}" for k, v in sorted(summary.dead_letters.items()))
     console.print(f"dead letters: {rejected:,}" + (f" ({detail}) in {dl_path}" if rejected else ""))
+    if summary.dead_letters.get("unconfigured_table"):
+        console.print(
+            "note: the audit rebuilds every table from its TableConfigured event in the same input, so a "
+            "file that continues an earlier one is rejected; audit consecutive files together "
+            "(cat day1.jsonl day2.jsonl | dealtrail audit /dev/stdin), or stream them through the worker"
+        )
 
 
 def _progress() -> Progress:
@@ -175,7 +203,7 @@ def report(
     import duckdb
 
     try:
-        files = write_report(db, out, _when(from_, "--from"), _when(to, "--to"))
+        files = write_report(db, out, *_period(from_, to))
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -383,7 +411,7 @@ def replay(
     settings = load()
     if bootstrap:
         settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
-    window = Window(round_id=round_, start=_when(from_, "--from"), end=_when(to, "--to"))
+    window = Window(round_id=round_, start=_period(from_, to)[0], end=_period(from_, to)[1])
     db = db or (settings.db if source == "db" else None)
     con = None
     try:
@@ -492,10 +520,12 @@ def schedule(
         typer.Option(help="Pretend the time is this (ISO 8601), e.g. to backfill.", show_default="the clock"),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rewrite periods already written.")] = False,
-    poll: Annotated[float, typer.Option(help="Seconds between checks for a closed period.")] = 60.0,
+    poll: Annotated[float, typer.Option(min=1, help="Seconds between checks for a closed period.")] = 60.0,
 ) -> None:
     """Write the compliance report of each closed period as it closes (report.html, CSV, Parquet, summary.json)."""
     from datetime import UTC
+
+    import duckdb
 
     from dealtrail.schedule import Schedule, ScheduleError, run_due, run_forever
 
@@ -508,17 +538,22 @@ def schedule(
     if not db.exists():
         raise _fail(f"no dealtrail database at {db}")
     fixed = _when(now, "--now")
-    if once or fixed is not None:
-        written = run_due(db, out, spec, fixed or datetime.now(UTC), force=force)
-        console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
-        return
-    console.print(f"writing a report for each closed {every} period into {out} (Ctrl-C to stop)")
+    try:
+        if once or fixed is not None:
+            written = run_due(db, out, spec, fixed or datetime.now(UTC), force=force)
+            console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
+            return
+        console.print(f"writing a report for each closed {every} period into {out} (Ctrl-C to stop)")
 
-    def announce(paths: list[Path]) -> None:
-        for p in paths:
-            console.print(f"wrote {p}")
+        def announce(paths: list[Path]) -> None:
+            for p in paths:
+                console.print(f"wrote {p}")
 
-    run_forever(db, out, spec, poll_seconds=poll, on_written=announce)
+        run_forever(db, out, spec, poll_seconds=poll, on_written=announce)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
 
 
 def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | None) -> list[object]:
@@ -550,7 +585,12 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     except duckdb.IOException as exc:
         raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
     try:
-        names = [table] if table else tables(con)
+        known = tables(con)
+        if table is not None and table not in known:
+            raise _fail(f"no stored event for table {table!r}")
+        if not known:
+            err.print(f"[yellow]{db} holds no event[/]")
+        names = [table] if table else known
         # chain reports, then stored rows whose columns no longer match their payload
         return [*(check_chain(t, stored_events(con, t)) for t in names), *column_mismatches(con, table)]
     finally:
@@ -649,13 +689,18 @@ def export_schemas(
 
 def main() -> None:
     """Entry point of the ``dealtrail`` console script."""
+    import duckdb
+
     try:
         app()
     except BrokenPipeError:  # e.g. piped into head
         sys.stderr.close()
-    except KeyboardInterrupt:
-        err.print("interrupted")
+    except (KeyboardInterrupt, duckdb.InterruptException):  # Ctrl-C, in Python or inside a query
+        err.print("interrupted (a store keeps every batch committed before; run the command again to complete it)")
         raise SystemExit(130) from None
+    except OSError as exc:  # an output path that is a folder, a file where a folder must be, no permission
+        err.print(f"[bold red]error:[/] {exc}")
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

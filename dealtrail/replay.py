@@ -185,13 +185,15 @@ def replay(
         trail: ``(event_id, payload JSON)`` in seq order (see :func:`stored_events`).
         stored: the stored finding revisions of the table to compare with (None: no comparison).
         window: which events to keep as steps and which findings to compare.
-        at: an event ID or an ISO 8601 instant: ``state_at`` is the state as of it.
+        at: an event ID or an ISO 8601 instant: ``state_at`` is the state as of it; without a
+            window, the steps (and the findings compared) stop there too.
 
     Returns:
         The :class:`ReplayResult`.
 
     Raises:
-        ReplayError: the trail is empty, or ``at`` names no event of the trail.
+        ReplayError: the trail is empty, ``at`` names no event of the trail, or the window's
+            round has no event.
     """
     result = ReplayResult(table_id)
     matcher = _at_matcher(at)
@@ -223,6 +225,14 @@ def replay(
         raise ReplayError(f"no stored event for table {table_id!r}")
     if matcher is not None and result.at_event is None:
         raise ReplayError(f"--at {at!r} matches no event of table {table_id!r}")
+    if window.round_id is not None and not result.steps:
+        raise ReplayError(f"no stored event of round {window.round_id!r} at table {table_id!r}")
+    if result.at_event is not None and window == Window():
+        # no window asked for: show the trail up to the --at point, not past it
+        last = next(i for i, s in enumerate(result.steps) if s.event is result.at_event)
+        del result.steps[last + 1 :]
+        kept = {s.event.event_id for s in result.steps}
+        result.replayed = [f for f in result.replayed if f.trigger_event_id in kept]
     if stored is not None:
         result.compared = True
         in_window = {s.event.event_id for s in result.steps}

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from projections.report import write_report
+from projections.store import connect_read_only
 
 SHIFT_STARTS = (6, 14, 22)
 """Hours (local time) when the three 8-hour shifts start."""
@@ -124,8 +125,7 @@ def run_due(
         The period folders written by this call.
     """
     own = not isinstance(db, duckdb.DuckDBPyConnection)
-    con = duckdb.connect(str(db), read_only=True) if own else db
-    assert isinstance(con, duckdb.DuckDBPyConnection)
+    con = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
     written = []
     try:
         span = trail_span(con)

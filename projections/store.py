@@ -167,14 +167,47 @@ def _sql(name: str) -> str:
     return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
 
 
+_DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8 to 11 of every DuckDB database file."""
+
+
+class NotAStoreError(FileNotFoundError):
+    """The path holds a file that is not a DuckDB database (a CSV, an event file ...).
+
+    DuckDB would open such a file as an empty in-memory database: writes would vanish and
+    read-only opens fail obscurely, so dealtrail refuses it up front.
+    """
+
+
+def check_store_path(path: str | os.PathLike[str]) -> None:
+    """Refuse a ``--db`` path that holds something other than a DuckDB database.
+
+    A missing or empty file passes (DuckDB creates the database).
+
+    Raises:
+        NotAStoreError: the file exists, is not empty and is not a DuckDB database, or is a folder.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise NotAStoreError(f"{path} is a folder, not a DuckDB database file")
+    if not p.exists() or p.stat().st_size == 0:
+        return
+    with p.open("rb") as fh:
+        head = fh.read(12)
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise NotAStoreError(f"{path} is not a DuckDB database (it holds other data); pick another --db path")
+
+
 def connect_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     """Open an existing store read-only (reports, replay, verify).
 
     Raises:
-        FileNotFoundError: there is no store at ``path``.
+        FileNotFoundError: there is no store at ``path`` (:class:`NotAStoreError` if the file
+            there is not a DuckDB database).
     """
     if not Path(path).exists():
         raise FileNotFoundError(f"no dealtrail database at {path}")
+    check_store_path(path)
     return duckdb.connect(str(path), read_only=True)
 
 
@@ -187,10 +220,12 @@ class Store:
 
     Raises:
         duckdb.IOException: another process holds the file open for writing.
+        NotAStoreError: ``path`` holds something other than a DuckDB database.
     """
 
     def __init__(self, path: str | os.PathLike[str], memory_limit: str | None = None) -> None:
         self.path = Path(path)
+        check_store_path(self.path)
         new = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": memory_limit} if memory_limit else {}
@@ -295,7 +330,10 @@ class Store:
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # an interrupted query may already have ended the transaction: the error in flight
+            # is the one to report
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
         finally:
             for view in ("findings_batch", "rounds_batch", "dead_batch", "offsets_batch"):

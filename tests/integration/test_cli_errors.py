@@ -1,0 +1,115 @@
+"""Clear errors instead of tracebacks or silent success: paths that are not what they should
+be, empty or inverted periods, unknown tables and rounds; and a byte-order mark."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+from typer.testing import CliRunner
+
+from dealtrail.cli import app
+from dealtrail.replay import replay, stored_events, stored_findings
+from projections.store import connect_read_only
+
+
+def _run(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(app, list(args))
+    return r.exit_code, " ".join(r.output.split())
+
+
+def _first_table(db: Path) -> str:
+    con = connect_read_only(db)
+    try:
+        return str(con.execute("SELECT min(table_id) FROM events").fetchone()[0])  # type: ignore[index]
+    finally:
+        con.close()
+
+
+def test_audit_refuses_a_db_path_that_holds_another_kind_of_file(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = small_shift
+    csv = tmp_path / "findings.csv"
+    csv.write_text("finding_id,rule_id\nx,y\n")
+    code, out = _run("audit", str(events), "--db", str(csv))
+    assert code == 2 and "is not a DuckDB database" in out
+    assert csv.read_text() == "finding_id,rule_id\nx,y\n"
+    for command in ("report", "verify", "digest"):
+        code, out = _run(command, "--db", str(events))
+        assert code == 2 and "is not a DuckDB database" in out, (command, out)
+
+
+def test_an_output_path_that_is_a_folder_gives_an_error_line_not_a_traceback(tmp_path: Path) -> None:
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "dealtrail.cli", "simulate", "--tables", "3", "--hours", "0.1", "--out", str(folder)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stderr
+    assert "error:" in r.stderr and "Is a directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_inverted_period_is_refused(audited_shift: Path, tmp_path: Path) -> None:
+    code, out = _run(
+        "report", "--db", str(audited_shift), "--out", str(tmp_path / "r"),
+        "--from", "2026-11-28T02:00:00Z", "--to", "2026-11-27T18:00:00Z",
+    )  # fmt: skip
+    assert code == 2 and "--from must be before --to" in out
+    code, out = _run(
+        "replay", "--db", str(audited_shift), "--table", _first_table(audited_shift),
+        "--from", "2026-11-28T02:00:00Z", "--to", "2026-11-28T02:00:00Z",
+    )  # fmt: skip
+    assert code == 2 and "--from must be before --to" in out
+
+
+def test_verify_of_an_unknown_table_is_an_error(audited_shift: Path) -> None:
+    code, out = _run("verify", "--db", str(audited_shift), "--table", "NOPE")
+    assert code == 2 and "no stored event for table 'NOPE'" in out
+
+
+def test_replay_of_an_unknown_round_is_an_error(audited_shift: Path) -> None:
+    code, out = _run("replay", "--db", str(audited_shift), "--table", _first_table(audited_shift), "--round", "NOPE-R1")
+    assert code == 2 and "no stored event of round 'NOPE-R1'" in out
+
+
+def test_replay_at_an_event_stops_the_trail_there(audited_shift: Path) -> None:
+    table = _first_table(audited_shift)
+    con = connect_read_only(audited_shift)
+    try:
+        trail = list(stored_events(con, table))
+        stored = stored_findings(con, table)
+    finally:
+        con.close()
+    middle = trail[len(trail) // 2][0]
+    result = replay(table, trail, stored, at=middle)
+    assert result.steps[-1].event.event_id == middle
+    assert len(result.steps) == len(trail) // 2 + 1
+    assert result.matches  # the findings up to there, on both sides
+    assert len(replay(table, trail, stored).steps) == len(trail)
+
+
+def test_a_byte_order_mark_at_the_start_of_a_file_is_skipped(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + events.read_bytes())
+    dead = tmp_path / "dead.jsonl"
+    code, out = _run("audit", str(bom), "--db", str(tmp_path / "bom.duckdb"), "--dead-letter", str(dead))
+    assert code == 0, out
+    plain = tmp_path / "plain.jsonl"
+    code2, _ = _run("audit", str(events), "--db", str(tmp_path / "plain.duckdb"), "--dead-letter", str(plain))
+    assert code2 == 0
+    assert dead.read_text() == plain.read_text().replace(str(events), str(bom))
+    assert stat.S_IMODE(dead.stat().st_mode) == 0o600  # it holds raw input, like the database
+    counts = []
+    for name in ("bom.duckdb", "plain.duckdb"):
+        with duckdb.connect(str(tmp_path / name), read_only=True) as con:
+            counts.append(con.execute("SELECT count(*), count(DISTINCT table_id) FROM events").fetchone())
+    assert counts[0] == counts[1]
