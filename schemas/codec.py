@@ -91,6 +91,13 @@ def _classify(exc: ValidationError, data: bytes | str) -> DecodeError:
     first = exc.errors(include_url=False)[0]
     kind = first["type"]
     if kind == "json_invalid":
+        stripped: bytes | str = data.rstrip(b"\r\n") if isinstance(data, bytes) else data.rstrip("\r\n")
+        if stripped != data:
+            # the line's own newline makes the parser speak of "line 2 column 0": ask again without it
+            try:
+                EVENT_ADAPTER.validate_json(stripped)
+            except ValidationError as again:
+                return _classify(again, stripped)
         return DecodeError("malformed_json", str(first.get("ctx", {}).get("error", first["msg"]))[:300])
     if kind == "union_tag_invalid":
         tag = first.get("ctx", {}).get("tag", "?")

@@ -104,3 +104,11 @@ def test_envelope_rejects_seq_below_one() -> None:
             source="MANUAL",
             actor={"role": "DEALER", "id": "D"},
         )
+
+
+@pytest.mark.parametrize("line", [b'{"type": "CardDealt", "event_id": "01J\n', '{"type": "CardDealt", "seq": 1\r\n'])
+def test_a_truncated_line_is_described_without_its_own_newline(line: bytes | str) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode(line)
+    assert info.value.reason == "malformed_json"
+    assert "EOF while parsing" in info.value.detail and "line 1 column" in info.value.detail
