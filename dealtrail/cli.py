@@ -411,7 +411,8 @@ def replay(
     settings = load()
     if bootstrap:
         settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
-    window = Window(round_id=round_, start=_period(from_, to)[0], end=_period(from_, to)[1])
+    start, end = _period(from_, to)
+    window = Window(round_id=round_, start=start, end=end)
     db = db or (settings.db if source == "db" else None)
     con = None
     try:
