@@ -235,14 +235,18 @@ class Store:
                 self.path.chmod(0o600)
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
-        self._stage_dir = tempfile.TemporaryDirectory(prefix="dealtrail-stage-")
-        self._stage = Path(self._stage_dir.name) / "events.jsonl"
+        self._stage_dir: tempfile.TemporaryDirectory[str] | None = None  # made when first needed
 
     def close(self) -> None:
         """Checkpoint and close the file."""
         self.con.execute("CHECKPOINT")
         self.con.close()
-        self._stage_dir.cleanup()
+        self._drop_stage()
+
+    def _drop_stage(self) -> None:
+        if self._stage_dir is not None:
+            self._stage_dir.cleanup()
+            self._stage_dir = None
 
     def __enter__(self) -> Store:
         return self
@@ -259,7 +263,7 @@ class Store:
             pass
         finally:
             self.con.close()
-            self._stage_dir.cleanup()
+            self._drop_stage()
 
     def write_batch(
         self,
@@ -345,10 +349,13 @@ class Store:
         return int(row[0]) if row else 0
 
     def _insert_events(self, raw_events: Sequence[tuple[int, bytes]]) -> int:
-        with self._stage.open("wb") as fh:
+        if self._stage_dir is None:
+            self._stage_dir = tempfile.TemporaryDirectory(prefix="dealtrail-stage-")
+        stage = Path(self._stage_dir.name) / "events.jsonl"
+        with stage.open("wb") as fh:
             for arrival, raw in raw_events:
                 fh.write(stage_line(arrival, raw))
-        return self._insert_events_file(self._stage)
+        return self._insert_events_file(stage)
 
     def _insert_events_file(self, path: Path) -> int:
         if "'" in str(path):
