@@ -43,6 +43,10 @@ WORKER_POLL_SECONDS = 1.0
 _TABLE_ID = re.compile(rb'"table_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
+class AuditWorkerError(RuntimeError):
+    """An audit worker process failed or died; the batches written before it stay stored."""
+
+
 @dataclass
 class AuditSummary:
     """What one audit run saw and wrote.
@@ -280,7 +284,7 @@ def audit_file(
 
     Raises:
         OSError: the file cannot be read.
-        RuntimeError: a worker process failed (its traceback is in the message), or died without
+        AuditWorkerError: a worker process failed (its traceback is in the message), or died without
             a word (killed by a signal or for lack of memory).
     """
     shards = workers if workers is not None else default_workers(path)
@@ -354,13 +358,13 @@ def _parallel(
                 dead = {k for k, p in enumerate(procs) if k not in finished and p.exitcode is not None}
                 if dead & suspects:
                     k = min(dead & suspects)
-                    raise RuntimeError(
+                    raise AuditWorkerError(
                         f"audit worker {k} died (exit code {procs[k].exitcode}) before it finished its share"
                     ) from None
                 suspects = dead
                 continue
             if isinstance(item, tuple):
-                raise RuntimeError(f"audit worker {item[1]} failed:\n{item[2]}")
+                raise AuditWorkerError(f"audit worker {item[1]} failed:\n{item[2]}")
             write(item)
             if item.final:
                 finished.add(item.shard)

@@ -6,7 +6,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -119,7 +119,7 @@ def audit(
     ] = True,
 ) -> None:
     """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
-    from dealtrail.audit import audit_file, latest_statuses
+    from dealtrail.audit import AuditWorkerError, audit_file, latest_statuses
     from projections.store import Store
 
     settings = load()
@@ -136,7 +136,7 @@ def audit(
         task = progress.add_task("auditing", total=events.stat().st_size)
         try:
             summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n), chain=chain)
-        except RuntimeError as exc:  # a worker process failed or was killed
+        except AuditWorkerError as exc:
             raise _fail(
                 f"{exc}\nthe store keeps the batches committed before; audit the file again to complete it "
                 "(nothing is stored twice)",
@@ -688,6 +688,11 @@ def export_schemas(
     console.print(f"wrote {len(written)} JSON Schema files to {out}")
 
 
+def _interrupted() -> NoReturn:
+    err.print("interrupted (a store keeps every batch committed before; run the command again to complete it)")
+    raise SystemExit(130) from None
+
+
 def main() -> None:
     """Entry point of the ``dealtrail`` console script."""
     import duckdb
@@ -697,8 +702,11 @@ def main() -> None:
     except BrokenPipeError:  # e.g. piped into head
         sys.stderr.close()
     except (KeyboardInterrupt, duckdb.InterruptException):  # Ctrl-C, in Python or inside a query
-        err.print("interrupted (a store keeps every batch committed before; run the command again to complete it)")
-        raise SystemExit(130) from None
+        _interrupted()
+    except RuntimeError as exc:
+        if str(exc) != "Query interrupted":  # how DuckDB's Python client reports Ctrl-C inside a query
+            raise
+        _interrupted()
     except OSError as exc:  # an output path that is a folder, a file where a folder must be, no permission
         err.print(f"[bold red]error:[/] {exc}")
         raise SystemExit(1) from None

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import AuditSummary, audit_file
+from dealtrail.audit import AuditSummary, AuditWorkerError, audit_file
 from dealtrail.cli import app
 from projections.report import write_report
 from projections.store import Store
@@ -240,7 +240,7 @@ def test_a_parallel_audit_whose_worker_is_killed_fails_instead_of_waiting_foreve
     os.kill(victims[0], signal.SIGKILL)
     thread.join(timeout=120)
     assert not thread.is_alive(), "the audit kept waiting for a dead worker"
-    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+    assert len(outcome) == 1 and isinstance(outcome[0], AuditWorkerError), outcome
     assert "died (exit code -9)" in str(outcome[0])
 
 

@@ -3,9 +3,11 @@ be, empty or inverted periods, unknown tables and rounds; and a byte-order mark.
 
 from __future__ import annotations
 
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -113,3 +115,28 @@ def test_a_byte_order_mark_at_the_start_of_a_file_is_skipped(small_shift: tuple[
         with duckdb.connect(str(tmp_path / name), read_only=True) as con:
             counts.append(con.execute("SELECT count(*), count(DISTINCT table_id) FROM events").fetchone())
     assert counts[0] == counts[1]
+
+
+def test_ctrl_c_during_an_audit_says_interrupted_and_exits_130(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as fh:
+        data = events.read_bytes()
+        for _ in range(8):
+            fh.write(data)
+    # a shell's background job starts with Ctrl-C ignored: put Python's own handler back first
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv = ['dealtrail', *sys.argv[1:]]; runpy.run_module('dealtrail.cli', run_name='__main__')"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", start, "audit", str(big), "--db", str(tmp_path / "int.duckdb")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(6)  # well into the audit (interpreter start-up, the workers' start-up, first batches)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out[-500:], err[-2000:])
+    assert "interrupted" in err and "Traceback" not in err
