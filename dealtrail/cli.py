@@ -142,6 +142,12 @@ def audit(
                 "(nothing is stored twice)",
                 code=1,
             ) from None
+        except KeyboardInterrupt:  # typer would end the run with a bare newline
+            raise _fail(_INTERRUPTED, code=130) from None
+        except RuntimeError as exc:
+            if str(exc) != _DUCKDB_INTERRUPTED:
+                raise
+            raise _fail(_INTERRUPTED, code=130) from None
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
     by_sev: dict[str, int] = {}
@@ -688,8 +694,13 @@ def export_schemas(
     console.print(f"wrote {len(written)} JSON Schema files to {out}")
 
 
+_INTERRUPTED = "interrupted (a store keeps every batch committed before; run the command again to complete it)"
+_DUCKDB_INTERRUPTED = "Query interrupted"
+"""How DuckDB's Python client reports Ctrl-C inside a query (a plain RuntimeError)."""
+
+
 def _interrupted() -> NoReturn:
-    err.print("interrupted (a store keeps every batch committed before; run the command again to complete it)")
+    err.print(_INTERRUPTED)
     raise SystemExit(130) from None
 
 
@@ -704,7 +715,7 @@ def main() -> None:
     except (KeyboardInterrupt, duckdb.InterruptException):  # Ctrl-C, in Python or inside a query
         _interrupted()
     except RuntimeError as exc:
-        if str(exc) != "Query interrupted":  # how DuckDB's Python client reports Ctrl-C inside a query
+        if str(exc) != _DUCKDB_INTERRUPTED:
             raise
         _interrupted()
     except OSError as exc:  # an output path that is a folder, a file where a folder must be, no permission

@@ -29,3 +29,16 @@ def audited_shift(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempP
     with Store(db) as store:
         audit_file(events, store)
     return db
+
+
+@pytest.fixture(scope="session")
+def long_file(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small shift's lines eight times over: an audit of it runs long enough (seconds, two
+    worker processes) to be killed or interrupted mid-way."""
+    events, _ = small_shift
+    path = tmp_path_factory.mktemp("long") / "long.jsonl"
+    data = events.read_bytes()
+    with path.open("wb") as fh:
+        for _ in range(8):
+            fh.write(data)
+    return path

@@ -210,14 +210,9 @@ def test_an_invalid_setting_is_a_clear_error_naming_the_variable(monkeypatch: py
 
 
 def test_a_parallel_audit_whose_worker_is_killed_fails_instead_of_waiting_forever(
-    small_shift: tuple[Path, Path], tmp_path: Path
+    long_file: Path, tmp_path: Path
 ) -> None:
-    events, _ = small_shift
-    big = tmp_path / "big.jsonl"
-    with big.open("wb") as fh:  # long enough to kill a worker mid-way
-        data = events.read_bytes()
-        for _ in range(8):
-            fh.write(data)
+    big = long_file
     outcome: list[BaseException | AuditSummary] = []
 
     def run() -> None:
@@ -258,13 +253,8 @@ def _children(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to find the worker processes")
-def test_the_workers_of_a_killed_parallel_audit_exit_too(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
-    events, _ = small_shift
-    big = tmp_path / "big.jsonl"
-    with big.open("wb") as fh:
-        data = events.read_bytes()
-        for _ in range(8):
-            fh.write(data)
+def test_the_workers_of_a_killed_parallel_audit_exit_too(long_file: Path, tmp_path: Path) -> None:
+    big = long_file
     code = (
         "from pathlib import Path\n"
         "from dealtrail.audit import audit_file\n"

@@ -117,13 +117,8 @@ def test_a_byte_order_mark_at_the_start_of_a_file_is_skipped(small_shift: tuple[
     assert counts[0] == counts[1]
 
 
-def test_ctrl_c_during_an_audit_says_interrupted_and_exits_130(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
-    events, _ = small_shift
-    big = tmp_path / "big.jsonl"
-    with big.open("wb") as fh:
-        data = events.read_bytes()
-        for _ in range(8):
-            fh.write(data)
+def test_ctrl_c_during_an_audit_says_interrupted_and_exits_130(long_file: Path, tmp_path: Path) -> None:
+    big = long_file
     # a shell's background job starts with Ctrl-C ignored: put Python's own handler back first
     start = (
         "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
@@ -135,7 +130,11 @@ def test_ctrl_c_during_an_audit_says_interrupted_and_exits_130(small_shift: tupl
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(6)  # well into the audit (interpreter start-up, the workers' start-up, first batches)
+    db = tmp_path / "int.duckdb"
+    deadline = time.monotonic() + 60
+    while not db.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2.0)  # into the audit: the workers start and stage their first batches (it takes ~10 s here)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out[-500:], err[-2000:])
