@@ -53,13 +53,15 @@ class AuditSummary:
 
     Attributes:
         lines: non-blank lines read; events: events accepted by the engine (exact duplicates
-        included, the store keeps one); dead_letters: lines rejected, by reason;
+        included, the store keeps one); duplicates: of those, exact copies of an event already
+        applied, which the engine ignored; dead_letters: lines rejected, by reason;
         detections: new findings (revision 0) by (game, rule_id, severity); written: rows the
         store gained; tables: tables seen; workers: processes used.
     """
 
     lines: int = 0
     events: int = 0
+    duplicates: int = 0
     dead_letters: Counter[str] = field(default_factory=Counter)
     detections: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     written: BatchCounts = field(default_factory=BatchCounts)
@@ -79,6 +81,7 @@ class Batch:
     bytes_read: int
     lines: int
     events: int
+    duplicates: int = 0
     tables: int = 0
     final: bool = False
 
@@ -104,6 +107,8 @@ class Auditor:
         self.states: dict[str, TableState] = {}
         self.findings: list[Finding] = []
         self.rounds: list[dict[str, Any]] = []
+        self.duplicates = 0
+        """Exact copies of an applied event that the engine ignored (events)."""
 
     def apply(self, event: ev.DealingEvent, raw: bytes | None = None) -> list[Finding]:
         """Apply one event; buffer its findings and, at ``RoundCompleted``, the round row.
@@ -116,6 +121,8 @@ class Auditor:
         self.states[event.table_id] = state
         if found:
             self.findings.extend(found)
+        elif state is before:  # the engine keeps the state object for an exact duplicate
+            self.duplicates += 1
         applied = state.last_event_id == event.event_id  # not an ignored duplicate
         if isinstance(event, ev.RoundCompleted) and applied and before is not None and before.round is not None:
             self.rounds.append(round_row(before.round, state, event))
@@ -167,6 +174,7 @@ def scan(
                 bytes_read=bytes_read,
                 lines=lines,
                 events=events,
+                duplicates=auditor.duplicates,
                 tables=len(auditor.states) if final else 0,
                 final=final,
             )
@@ -174,6 +182,7 @@ def scan(
         if not staged:
             stage.unlink(missing_ok=True)
         auditor.findings, auditor.rounds, dead = [], [], []
+        auditor.duplicates = 0
         staged = lines = events = bytes_read = 0
         batch_no += 1
         if not final:
@@ -321,6 +330,7 @@ def audit_file(
                 summary.detections[(f.game.value, f.rule_id, f.severity.value)] += 1
         summary.lines += batch.lines
         summary.events += batch.events
+        summary.duplicates += batch.duplicates
         summary.tables += batch.tables
         if progress is not None:
             progress(batch.bytes_read // shards)

@@ -154,7 +154,9 @@ def audit(
     for (_g, _r, sev), n in summary.detections.items():
         by_sev[sev] = by_sev.get(sev, 0) + n
     console.print(
-        f"events: {summary.events:,} accepted of {summary.lines:,} lines, {summary.tables} tables; "
+        f"events: {summary.events:,} accepted of {summary.lines:,} lines"
+        + (f" ({summary.duplicates:,} exact duplicates ignored)" if summary.duplicates else "")
+        + f", {summary.tables} tables; "
         f"findings: {sum(summary.detections.values()):,} "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )

@@ -193,7 +193,13 @@ def test_parallel_audit_gives_the_same_store_as_one_process(small_shift: tuple[P
     with Store(two) as store:
         s2 = audit_file(events, store, workers=2, batch_lines=1_000)
     assert s2.workers == 2
-    assert (s1.events, s1.lines, s1.tables, s1.detections) == (s2.events, s2.lines, s2.tables, s2.detections)
+    assert (s1.events, s1.duplicates, s1.lines, s1.tables, s1.detections) == (
+        s2.events,
+        s2.duplicates,
+        s2.lines,
+        s2.tables,
+        s2.detections,
+    )
     assert _counts(one) == _counts(two)
     con = duckdb.connect(str(two), read_only=True)
     rows = con.execute("SELECT rule_id, table_id, round_id FROM fct_detections").fetchall()
@@ -284,3 +290,21 @@ def test_the_workers_of_a_killed_parallel_audit_exit_too(long_file: Path, tmp_pa
     for k in alive:
         os.kill(k, signal.SIGKILL)
     assert not alive, "worker processes outlived the killed audit"
+
+
+def test_the_summary_counts_the_exact_duplicates_the_engine_ignored(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = small_shift
+    seen: set[bytes] = set()
+    copies = 0
+    for line in events.read_bytes().splitlines():
+        copies += line in seen
+        seen.add(line)
+    assert copies > 0  # the shift is simulated with re-delivered events
+    with Store(tmp_path / "dups.duckdb") as store:
+        summary = audit_file(events, store)
+    assert summary.duplicates == copies
+    assert summary.events - summary.duplicates == summary.written.events
+    r = CliRunner().invoke(app, ["audit", str(events), "--db", str(tmp_path / "cli.duckdb")])
+    assert f"({copies:,} exact duplicates ignored)" in " ".join(r.output.split())
