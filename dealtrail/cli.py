@@ -76,7 +76,15 @@ def _when(value: str | None, name: str) -> datetime | None:
 def simulate(
     out: Annotated[Path, typer.Option("--out", help="Event file to write (JSON Lines).")],
     tables: Annotated[int, typer.Option(min=1, max=999, help="Tables on the floor.")] = 24,
-    hours: Annotated[float, typer.Option(min=0.05, max=24 * 14, help="Length of the shift (hours).")] = 8.0,
+    hours: Annotated[
+        float,
+        typer.Option(
+            min=0.05,
+            max=24 * 14,
+            help="Length of the shift (hours). No error is injected in its last 12 minutes, so that every "
+            "remedy (or its absence) shows: a shift under about 0.2 hours has none.",
+        ),
+    ] = 8.0,
     seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 7,
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rounds with an injected error.")] = 0.05,
     duplicate_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of events delivered twice.")] = 0.0,
