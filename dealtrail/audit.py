@@ -239,20 +239,20 @@ def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int
         shutil.rmtree(stage_dir, ignore_errors=True)
         os._exit(3)
 
-    def emit(batch: Batch) -> None:
+    def send(item: object) -> None:
         while True:
             if orphaned():
                 give_up()
             try:
-                queue.put(batch, timeout=WORKER_POLL_SECONDS)
+                queue.put(item, timeout=WORKER_POLL_SECONDS)
                 return
             except queue_module.Full:
                 continue
 
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, emit, chain)
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain)
     except BaseException:
-        queue.put(("error", shard, traceback.format_exc()))
+        send(("error", shard, traceback.format_exc()))
     if orphaned():
         give_up()
 

@@ -1,5 +1,6 @@
 """Clear errors instead of tracebacks or silent success: paths that are not what they should
-be, empty or inverted periods, unknown tables and rounds; and a byte-order mark."""
+be, empty or inverted periods, unknown tables and rounds, Ctrl-C during an audit; and a
+byte-order mark, which is skipped."""
 
 from __future__ import annotations
 
