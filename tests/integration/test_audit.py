@@ -308,3 +308,31 @@ def test_the_summary_counts_the_exact_duplicates_the_engine_ignored(
     assert summary.events - summary.duplicates == summary.written.events
     r = CliRunner().invoke(app, ["audit", str(events), "--db", str(tmp_path / "cli.duckdb")])
     assert f"({copies:,} exact duplicates ignored)" in " ".join(r.output.split())
+
+
+def test_a_parallel_audit_of_dev_stdin_reads_the_file_behind_it(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
+    events, _ = small_shift
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from dealtrail.audit import audit_file\n"
+        "from projections.store import Store\n"
+        "if __name__ == '__main__':\n"
+        "    with Store(Path(sys.argv[1])) as s:\n"
+        "        summary = audit_file(Path('/dev/stdin'), s, workers=2, batch_lines=5_000)\n"
+        "    print(summary.workers, summary.lines, summary.events)\n"
+    )
+    script = tmp_path / "stdin_audit.py"
+    script.write_text(code)
+    with events.open("rb") as stdin:
+        out = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / "stdin.duckdb")],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        ).stdout.split()
+    lines = sum(1 for line in events.read_bytes().splitlines() if line.strip())
+    assert out[:2] == ["2", str(lines)]  # both workers read the whole file, not their own empty stdin
+    assert _counts(tmp_path / "stdin.duckdb")["events"] > 0
