@@ -10,12 +10,10 @@ with its line number and reason; the run goes on.
 
 from __future__ import annotations
 
-import base64
 import json
 import multiprocessing as mp
 import os
 import queue as queue_module
-import re
 import shutil
 import tempfile
 import traceback
@@ -29,7 +27,7 @@ from typing import IO, Any
 from projections.store import BatchCounts, Store, stage_line
 from schemas import events as ev
 from schemas.chain import Chainer
-from schemas.codec import DecodeError, decode, encode, without_bom
+from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field, without_bom
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.summaries import round_row
@@ -40,7 +38,6 @@ PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 """Files smaller than this (bytes) are audited in-process: starting workers would cost more."""
 WORKER_POLL_SECONDS = 1.0
 """How often (seconds) the writer checks that the workers it waits for are still alive."""
-_TABLE_ID = re.compile(rb'"table_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 class AuditWorkerError(RuntimeError):
@@ -88,13 +85,7 @@ class Batch:
 
 def dead_letter_record(source: str, line_no: int, reason: str, detail: str, raw: bytes) -> dict[str, Any]:
     """A dead-letter record: where, why, and the raw input (text, or base64 if not UTF-8)."""
-    try:
-        text = raw.decode("utf-8").rstrip("\r\n")
-        key = "raw"
-    except UnicodeDecodeError:
-        text = base64.b64encode(raw).decode("ascii")
-        key = "raw_base64"
-    return {"source": source, "line": line_no, "reason": reason, "detail": detail, key: text}
+    return {"source": source, "line": line_no, "reason": reason, "detail": detail, **raw_field(raw)}
 
 
 class Auditor:
@@ -123,7 +114,7 @@ class Auditor:
             self.findings.extend(found)
         elif state is before:  # the engine keeps the state object for an exact duplicate
             self.duplicates += 1
-        applied = state.last_event_id == event.event_id  # not an ignored duplicate
+        applied = state is not before  # an ignored copy leaves the very same state
         if isinstance(event, ev.RoundCompleted) and applied and before is not None and before.round is not None:
             self.rounds.append(round_row(before.round, state, event))
         return found
@@ -194,7 +185,7 @@ def scan(
             bytes_read += len(line)
             raw = without_bom(line) if line_no == 1 else line
             if shards > 1:
-                match = _TABLE_ID.search(raw)
+                match = TABLE_ID_IN_LINE.search(raw)
                 owner = shard_of(match.group(1), shards) if match else 0
                 if owner != shard:
                     continue

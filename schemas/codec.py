@@ -8,8 +8,10 @@ record.
 
 from __future__ import annotations
 
+import base64
 import codecs
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -112,6 +114,20 @@ def _classify(exc: ValidationError, data: bytes | str) -> DecodeError:
 def encode(event: Envelope) -> bytes:
     """Serialise an event to compact JSON bytes (the Kafka message value / a JSON Lines line)."""
     return event.__pydantic_serializer__.to_json(event)
+
+
+TABLE_ID_IN_LINE = re.compile(rb'"table_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+"""The first ``"table_id"`` of a line's raw text (group 1, still JSON-escaped): which table a
+line is for, without decoding it (the audit's sharding, the publisher's chain-head lookup)."""
+
+
+def raw_field(raw: bytes) -> dict[str, str]:
+    """Rejected input for a dead-letter record: ``{"raw": text}`` (its line end dropped), or
+    ``{"raw_base64": ...}`` when it is not UTF-8."""
+    try:
+        return {"raw": raw.decode("utf-8").rstrip("\r\n")}
+    except UnicodeDecodeError:
+        return {"raw_base64": base64.b64encode(raw).decode("ascii")}
 
 
 def without_bom(first_line: bytes) -> bytes:

@@ -10,7 +10,6 @@ is stamped into its table's hash chain first (:class:`ChainKeeper`).
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schemas.chain import Chainer, E
-from schemas.codec import DecodeError, decode, encode, without_bom
+from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field, without_bom
 from schemas.events import DealingEvent
 from streams.kafka import client_config, create_topics, partition_for, read_range
 from streams.topics import Topics
@@ -39,7 +38,6 @@ def dead_letter_value(source: str, position: str, reason: str, detail: str, raw:
     Input longer than :data:`RAW_LIMIT` bytes is cut to that length; ``raw_bytes`` and
     ``raw_sha256`` then describe the whole input, which stays at ``source`` / ``position``.
     """
-    import base64
     import hashlib
 
     rec: dict[str, Any] = {"source": source, "position": position, "reason": reason, "detail": detail}
@@ -47,11 +45,7 @@ def dead_letter_value(source: str, position: str, reason: str, detail: str, raw:
         rec["raw_bytes"] = len(raw)
         rec["raw_sha256"] = hashlib.sha256(raw).hexdigest()
         raw = raw[:RAW_LIMIT]
-    try:
-        rec["raw"] = raw.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError:
-        rec["raw_base64"] = base64.b64encode(raw).decode("ascii")
-    return json.dumps(rec).encode()
+    return json.dumps({**rec, **raw_field(raw)}).encode()
 
 
 class PublishError(RuntimeError):
@@ -68,9 +62,6 @@ class PublishError(RuntimeError):
             f"{len(failed)} record(s) were not acknowledged by the cluster and may not be on the topic "
             f"(first: {first}); publish the file again: events already on the topic are not sent twice"
         )
-
-
-_TABLE_ID = re.compile(rb'"table_id"\s*:\s*"([^"\\]{1,200})"')
 
 
 class ChainKeeper:
@@ -390,7 +381,9 @@ def publish_file(
     # once: its tables are then prepared one by one as they come)
     if keeper is not None and path.is_file():
         with path.open("rb") as fh:
-            keeper.prepare({m.group(1).decode("utf-8", "replace") for line in fh if (m := _TABLE_ID.search(line))})
+            keeper.prepare(
+                {m.group(1).decode("utf-8", "replace") for line in fh if (m := TABLE_ID_IN_LINE.search(line))}
+            )
     pending = 0
     started = clock()
     with path.open("rb") as fh:
