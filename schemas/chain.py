@@ -50,6 +50,30 @@ class Chainer:
     def __init__(self, heads: dict[str, tuple[int, str]] | None = None) -> None:
         self.heads: dict[str, tuple[int, str]] = dict(heads or {})
         self._recent: dict[str, dict[int, tuple[Envelope, Envelope, bytes | None]]] = {}
+        self._handed: dict[str, dict[int, tuple[str | None, str]]] = {}  # see take_over
+
+    def stamps(self, table_id: str) -> list[tuple[int, str | None, str]]:
+        """The stamps this chainer made for the last :attr:`WINDOW` events of a table, as
+        ``(seq, prev_hash, hash)`` in seq order: what :meth:`take_over` needs to stamp a
+        re-sent copy of one of them as the first copy was."""
+        mine = {
+            seq: (linked.prev_hash, str(linked.hash)) for seq, (_, linked, _) in self._recent.get(table_id, {}).items()
+        }
+        handed = {**self._handed.get(table_id, {}), **mine}
+        return [(seq, *handed[seq]) for seq in sorted(handed)[-self.WINDOW :]]
+
+    def take_over(self, table_id: str, head: tuple[int, str], stamps: list[tuple[int, str | None, str]]) -> None:
+        """Go on with the chain of a table stamped by another chainer (an earlier audit).
+
+        Args:
+            table_id: the table.
+            head: ``(seq, hash)`` of its last chained event.
+            stamps: that chainer's :meth:`stamps` for the table. A re-sent copy of one of those
+                events that is stamped with the same ``prev_hash`` gets the same ``hash`` (the hash
+                covers the whole content), and only then is it given that stamp.
+        """
+        self.heads[table_id] = head
+        self._handed[table_id] = {seq: (prev, h) for seq, prev, h in stamps}
 
     def link(self, event: E) -> E:
         """Return ``event`` with ``prev_hash`` set to its table's head and its own ``hash``.
@@ -99,6 +123,11 @@ class Chainer:
                 copy = prior[1]
                 data = prior[2] if prior[2] is not None else copy.__pydantic_serializer__.to_json(copy)
                 return copy, data  # type: ignore[return-value]
+            handed = self._handed.get(event.table_id, {}).get(event.seq)
+            if prior is None and handed is not None:
+                again, data = stamped(event, handed[0])
+                if again.hash == handed[1]:  # an exact copy of the event stamped so before
+                    return again, data
             return self.link_encoded(event)
         linked, data = self.link_encoded(event)
         recent[event.seq] = (event, linked, data)

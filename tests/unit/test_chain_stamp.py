@@ -74,3 +74,21 @@ def test_the_stamped_bytes_are_the_canonical_encoding_of_the_stamped_event() -> 
         event, data = stamped(_event(7), prev)
         assert data == encode(event)
         assert event.prev_hash == prev and event.hash == chain_hash(event)
+
+
+def test_a_chainer_that_takes_over_a_table_stamps_its_re_sent_copies_as_the_first_chainer_did() -> None:
+    before = Chainer()
+    stamped_before = [before.stamp(_event(seq)) for seq in range(1, Chainer.WINDOW + 10)]
+    stamps = before.stamps("T-1")
+    assert [s[0] for s in stamps] == list(range(10, Chainer.WINDOW + 10))  # the last WINDOW, in seq order
+    after = Chainer()
+    after.take_over("T-1", before.heads["T-1"], stamps)
+    last = stamped_before[-1]
+    assert after.stamp(_event(last.seq)) == last  # an exact copy: the first stamp
+    assert after.stamp(_event(20)) == stamped_before[19]
+    conflicting = after.stamp(_event(20, card="KH"))  # other content: linked to the head, as one chainer does
+    assert conflicting.prev_hash == last.hash and conflicting.hash != stamped_before[19].hash
+    assert after.stamp(_event(last.seq + 1)).prev_hash == last.hash
+    # what it hands on keeps the stamps it took over (the copies above made no new ones)
+    assert after.stamps("T-1")[-1] == (last.seq + 1, last.hash, after.heads["T-1"][1])
+    assert after.stamps("T-1")[:-1] == stamps[1:]
