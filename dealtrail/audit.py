@@ -6,6 +6,11 @@ decodes and applies its lines and stages accepted events, findings and completed
 batches; the parent process is the only DuckDB writer and commits each batch in one transaction.
 Every line that cannot be audited goes to the dead-letter file (and the ``dead_letters`` table)
 with its line number and reason; the run goes on.
+
+A file may continue one audited before into the same store (the next shift of the same tables):
+at the end of a file, every table's engine state is stored (``table_states``), and a table
+whose events here follow on from a stored state goes on from that state instead of needing a
+``TableConfigured`` event (:meth:`projections.store.Store.state_before` says which state).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field, without_bom
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
+from streams.engine.state import dump_state, load_state
 from streams.engine.summaries import round_row
 
 BATCH_LINES = 50_000
@@ -53,7 +59,8 @@ class AuditSummary:
         included, the store keeps one); duplicates: of those, exact copies of an event already
         applied, which the engine ignored; dead_letters: lines rejected, by reason;
         detections: new findings (revision 0) by (game, rule_id, severity); written: rows the
-        store gained; tables: tables seen; workers: processes used.
+        store gained; tables: tables seen; resumed: of those, tables that went on from the
+        state an earlier audit stored; workers: processes used.
     """
 
     lines: int = 0
@@ -63,7 +70,24 @@ class AuditSummary:
     detections: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     written: BatchCounts = field(default_factory=BatchCounts)
     tables: int = 0
+    resumed: int = 0
     workers: int = 1
+
+
+Stamps = list[tuple[int, str | None, str]]
+"""A table's last hash-chain stamps, ``(seq, prev_hash, hash)`` (:meth:`schemas.chain.Chainer.stamps`)."""
+Resume = Callable[[str, int], tuple[TableState, Stamps] | None]
+"""``resume(table_id, seq)``: the stored state (and the chain stamps) a table whose first
+event in the file has ``seq`` goes on from, or None (see
+:meth:`projections.store.Store.state_before`)."""
+
+
+def load_resume(stored: tuple[str, str] | None) -> tuple[TableState, Stamps] | None:
+    """Decode what :meth:`projections.store.Store.state_before` returned."""
+    if stored is None:
+        return None
+    state, stamps = stored
+    return load_state(state), [(int(seq), prev, str(h)) for seq, prev, h in json.loads(stamps)]
 
 
 @dataclass
@@ -80,6 +104,8 @@ class Batch:
     events: int
     duplicates: int = 0
     tables: int = 0
+    resumed: int = 0
+    states: list[dict[str, Any]] = field(default_factory=list)
     final: bool = False
 
 
@@ -96,6 +122,7 @@ class Auditor:
 
     def __init__(self) -> None:
         self.states: dict[str, TableState] = {}
+        """The state of each table seen, by table ID (a stored state may be put in before)."""
         self.findings: list[Finding] = []
         self.rounds: list[dict[str, Any]] = []
         self.duplicates = 0
@@ -133,6 +160,7 @@ def scan(
     batch_lines: int,
     emit: Callable[[Batch], None],
     chain: bool = True,
+    resume: Resume | None = None,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
 
@@ -140,11 +168,15 @@ def scan(
     shard 0, which dead-letters it). A line whose decoded ``table_id`` names another shard's
     table is dead-lettered as ``ambiguous_table_id`` (only a hostile line can do that). With
     ``chain``, an event without ``hash`` is stamped into its table's hash chain before it is
-    applied and stored (:meth:`schemas.chain.Chainer.stamp`).
+    applied and stored (:meth:`schemas.chain.Chainer.stamp`). At a table's first valid event,
+    ``resume`` is asked for a stored state to go on from (its hash becomes the chain's head).
+    The final batch carries the state of every table seen, to be stored for the next file.
     """
     source = str(path)
     auditor = Auditor()
     chainer = Chainer() if chain else None
+    first_seq: dict[str, int] = {}  # table -> seq of its first valid event in the file
+    resumed = 0
     dead: list[dict[str, Any]] = []
     staged = 0
     batch_no = 0
@@ -155,6 +187,20 @@ def scan(
     def flush(final: bool) -> None:
         nonlocal out, stage, staged, batch_no, lines, events, bytes_read, dead
         out.close()
+        states = []
+        if final:
+            states = [
+                {
+                    "table_id": table_id,
+                    "first_seq": first_seq[table_id],
+                    "last_seq": st.last_seq,
+                    "last_event_id": st.last_event_id or "",
+                    "source": source,
+                    "state": dump_state(st),
+                    "stamps": json.dumps(chainer.stamps(table_id) if chainer is not None else []),
+                }
+                for table_id, st in auditor.states.items()
+            ]
         emit(
             Batch(
                 shard=shard,
@@ -167,6 +213,8 @@ def scan(
                 events=events,
                 duplicates=auditor.duplicates,
                 tables=len(auditor.states) if final else 0,
+                resumed=resumed if final else 0,
+                states=states,
                 final=final,
             )
         )
@@ -196,6 +244,15 @@ def scan(
                 event = decode(raw)
                 if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
                     raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
+                if event.table_id not in first_seq:
+                    first_seq[event.table_id] = event.seq
+                    earlier = resume(event.table_id, event.seq) if resume is not None else None
+                    if earlier is not None:
+                        st, stamps = earlier
+                        auditor.states[event.table_id] = st
+                        resumed += 1
+                        if chainer is not None and st.last_hash is not None:
+                            chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
                 data = None  # the canonical bytes of a stamped event
                 if chainer is not None:
                     # an event that carries its hash keeps it (and becomes its table's head)
@@ -218,7 +275,9 @@ def scan(
     flush(final=True)
 
 
-def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, chain: bool, queue: Any) -> None:
+def _worker(
+    path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, chain: bool, queue: Any, replies: Any
+) -> None:
     parent = mp.parent_process()
 
     def orphaned() -> bool:
@@ -240,8 +299,19 @@ def _worker(path: str, shard: int, shards: int, stage_dir: str, batch_lines: int
             except queue_module.Full:
                 continue
 
+    def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | None:
+        # only the writer may read the store: ask it, and wait for its answer
+        send(("state", shard, table_id, seq))
+        while True:
+            if orphaned():
+                give_up()
+            try:
+                return load_resume(replies.get(timeout=WORKER_POLL_SECONDS))
+            except queue_module.Empty:
+                continue
+
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain)
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain, resume)
     except BaseException:
         send(("error", shard, traceback.format_exc()))
     if orphaned():
@@ -265,6 +335,10 @@ def audit_file(
     chain: bool = True,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
+
+    A table whose first event here follows on from the state an earlier audit stored for it
+    (:meth:`projections.store.Store.state_before`) goes on from that state; the others start
+    from their ``TableConfigured`` event. Every table's final state is stored for the next file.
 
     Args:
         path: the event file (one event per line; blank lines are skipped).
@@ -308,6 +382,7 @@ def audit_file(
                     for d in batch.dead
                 ],
                 events_file=batch.events_file,
+                table_states=batch.states,
             )
         )
         if batch.events_file is not None:
@@ -323,26 +398,41 @@ def audit_file(
         summary.events += batch.events
         summary.duplicates += batch.duplicates
         summary.tables += batch.tables
+        summary.resumed += batch.resumed
         if progress is not None:
             progress(batch.bytes_read // shards)
 
+    def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | None:
+        return load_resume(store.state_before(table_id, seq))
+
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write, chain)
+            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume)
         else:
-            _parallel(path, shards, stage_dir, batch_lines, write, chain)
+            _parallel(path, shards, stage_dir, batch_lines, write, chain, store.state_before)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
 
 
 def _parallel(
-    path: Path, shards: int, stage_dir: Path, batch_lines: int, write: Callable[[Batch], None], chain: bool
+    path: Path,
+    shards: int,
+    stage_dir: Path,
+    batch_lines: int,
+    write: Callable[[Batch], None],
+    chain: bool,
+    state_before: Callable[[str, int], tuple[str, str] | None],
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
+    replies = [ctx.Queue() for _ in range(shards)]  # the writer's answers to each worker's state questions
     procs = [
-        ctx.Process(target=_worker, args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue), daemon=True)
+        ctx.Process(
+            target=_worker,
+            args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue, replies[k]),
+            daemon=True,
+        )
         for k in range(shards)
     ]
     for p in procs:
@@ -363,6 +453,10 @@ def _parallel(
                         f"audit worker {k} died (exit code {procs[k].exitcode}) before it finished its share"
                     ) from None
                 suspects = dead
+                continue
+            if isinstance(item, tuple) and item[0] == "state":
+                _, k, table_id, seq = item
+                replies[k].put(state_before(table_id, seq))
                 continue
             if isinstance(item, tuple):
                 raise AuditWorkerError(f"audit worker {item[1]} failed:\n{item[2]}")

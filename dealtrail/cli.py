@@ -164,7 +164,9 @@ def audit(
     console.print(
         f"events: {summary.events:,} accepted of {summary.lines:,} lines"
         + (f" ({summary.duplicates:,} exact duplicates ignored)" if summary.duplicates else "")
-        + f", {summary.tables} tables; "
+        + f", {summary.tables} tables"
+        + (f" ({summary.resumed} went on from an earlier audit)" if summary.resumed else "")
+        + "; "
         f"findings: {sum(summary.detections.values()):,} "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )
@@ -179,9 +181,9 @@ def audit(
     console.print(f"dead letters: {rejected:,}" + (f" ({detail}) in {dl_path}" if rejected else ""))
     if summary.dead_letters.get("unconfigured_table"):
         console.print(
-            "note: the audit rebuilds every table from its TableConfigured event in the same input, so a "
-            "file that continues an earlier one is rejected; audit consecutive files together "
-            "(cat day1.jsonl day2.jsonl | dealtrail audit /dev/stdin), or stream them through the worker"
+            "note: a table starts from its TableConfigured event unless the store holds the state of an "
+            "earlier audit it follows on from; audit the file before this one into the same --db first, or "
+            "audit them together (cat day1.jsonl day2.jsonl | dealtrail audit /dev/stdin)"
         )
 
 

@@ -1,11 +1,13 @@
-"""The DuckDB store: append-only ``events``, ``findings``, ``rounds``, ``dead_letters`` and
-``offsets``, written in bulk by one writer process, read by everyone else read-only.
+"""The DuckDB store: append-only ``events``, ``findings``, ``rounds``, ``dead_letters``,
+``table_states`` and ``offsets``, written in bulk by one writer process, read by everyone else
+read-only.
 
 Writes are idempotent: a batch inserts only rows whose keys are not yet stored (events by
 ``event_id`` + payload hash, findings by ``finding_id`` + ``revision``, rounds by table and
-round, dead letters by source, position and content), so at-least-once delivery and re-audits
-add nothing twice. Bulk paths only: events go through ``read_json`` over a staging
-file, the other tables through Arrow tables; never row-by-row ``executemany``.
+round, dead letters by source, position and content, table states by table and seq range), so
+at-least-once delivery and re-audits add nothing twice. Bulk paths only: events go through
+``read_json`` over a staging file, the other tables through Arrow tables; never row-by-row
+``executemany``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,17 @@ DEAD_SCHEMA = pa.schema(
         ("reason", pa.string()),
         ("detail", pa.string()),
         ("raw", pa.string()),
+    ]
+)
+STATES_SCHEMA = pa.schema(
+    [
+        ("table_id", pa.string()),
+        ("first_seq", pa.int64()),
+        ("last_seq", pa.int64()),
+        ("last_event_id", pa.string()),
+        ("source", pa.string()),
+        ("state", pa.string()),
+        ("stamps", pa.string()),
     ]
 )
 OFFSETS_SCHEMA = pa.schema(
@@ -273,6 +286,7 @@ class Store:
         dead_letters: Sequence[dict[str, Any]] = (),
         offsets: Sequence[dict[str, Any]] = (),
         events_file: Path | None = None,
+        table_states: Sequence[dict[str, Any]] = (),
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -287,6 +301,9 @@ class Store:
                 next_offset), committed with the rows.
             events_file: a staged file of events to add, one ``{"a": arrival, "e": event}`` per
                 line (see :func:`stage_line`; the audit's workers stage their lines so).
+            table_states: tables' engine states at the end of an audited file (see
+                ``STATES_SCHEMA``; ``state`` and ``stamps`` are JSON text); a state already stored for the same
+                table, ``first_seq``, ``last_seq`` and ``last_event_id`` is kept as it is.
 
         Returns:
             How many rows each table gained.
@@ -329,6 +346,14 @@ class Store:
                            QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw)) = 1) b
                        ANTI JOIN dead_letters d USING (source, position, raw_hash)"""
                 )
+            if table_states:
+                con.register("states_batch", pa.Table.from_pylist(list(table_states), schema=STATES_SCHEMA))
+                con.execute(
+                    """INSERT INTO table_states SELECT b.* FROM (
+                           SELECT * FROM states_batch
+                           QUALIFY row_number() OVER (PARTITION BY table_id, first_seq, last_seq, last_event_id) = 1) b
+                       ANTI JOIN table_states s USING (table_id, first_seq, last_seq, last_event_id)"""
+                )
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
@@ -340,7 +365,7 @@ class Store:
                 con.execute("ROLLBACK")
             raise
         finally:
-            for view in ("findings_batch", "rounds_batch", "dead_batch", "offsets_batch"):
+            for view in ("findings_batch", "rounds_batch", "dead_batch", "states_batch", "offsets_batch"):
                 con.unregister(view)
         return counts
 
@@ -382,6 +407,24 @@ class Store:
                       AND event_id IN (SELECT event_id FROM b)
                 ) e USING (event_id, payload_hash)"""
         )
+
+    def state_before(self, table_id: str, seq: int) -> tuple[str, str] | None:
+        """The stored end-of-file state of ``table_id`` that a file whose first event of the
+        table has ``seq`` continues, as JSON texts ``(state, stamps)``; None if there is none
+        (the table starts anew).
+
+        Among the states of files that began before ``seq``: the one that ends just before it
+        (``last_seq`` = seq - 1: the file before, also when the file is audited again), else the
+        one that ends last (the new file overlaps it, and the engine ignores the exact copies of
+        its last events, or events are missing in between, and the engine raises
+        DT-sequence-gap); the latest written among equals.
+        """
+        row = self.con.execute(
+            """SELECT state::VARCHAR, stamps::VARCHAR FROM table_states WHERE table_id = $t AND first_seq < $s
+               ORDER BY last_seq = $s - 1 DESC, last_seq DESC, rowid DESC LIMIT 1""",
+            {"t": table_id, "s": seq},
+        ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
 
     def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         """The next offset to read per (topic, partition) for ``consumer``, as stored."""

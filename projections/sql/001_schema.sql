@@ -86,3 +86,18 @@ CREATE TABLE IF NOT EXISTS offsets (
     partition   INTEGER NOT NULL,
     next_offset BIGINT NOT NULL
 );
+
+-- Grain: one row per (table_id, first_seq, last_seq, last_event_id): a table's engine state at
+-- the end of an audited file, so that the audit of a file that continues it (the next shift of
+-- the same tables) goes on from there instead of needing a TableConfigured event. first_seq is
+-- the seq of the table's first event in that file. Upstream: the embedded audit. `state` is the
+-- JSON of streams.engine.state.dump_state.
+CREATE TABLE IF NOT EXISTS table_states (
+    table_id      VARCHAR NOT NULL,
+    first_seq     BIGINT NOT NULL,
+    last_seq      BIGINT NOT NULL,
+    last_event_id VARCHAR NOT NULL,
+    source        VARCHAR NOT NULL,  -- the audited file
+    state         JSON NOT NULL USING COMPRESSION zstd,
+    stamps        JSON NOT NULL  -- [seq, prev_hash, hash] of the last events the audit stamped (schemas.chain.Chainer.stamps)
+);

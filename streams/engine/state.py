@@ -255,3 +255,17 @@ def state_from_json(data: Mapping[str, Any]) -> TableState:
         pydantic.ValidationError: the data is not a table state.
     """
     return _TABLE_STATE.validate_python(data)
+
+
+def dump_state(state: TableState) -> str:
+    """The table state as JSON text (what the store keeps at the end of an audited file)."""
+    return _TABLE_STATE.dump_json(state).decode()
+
+
+def load_state(text: str | bytes) -> TableState:
+    """Rebuild a table state from :func:`dump_state` output.
+
+    Raises:
+        pydantic.ValidationError: the text is not a table state.
+    """
+    return _TABLE_STATE.validate_json(text)

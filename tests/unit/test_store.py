@@ -70,3 +70,37 @@ def test_a_path_holding_other_data_is_not_a_store(tmp_path: Path) -> None:
     with Store(tmp_path / "real.duckdb"):
         pass
     check_store_path(tmp_path / "real.duckdb")
+
+
+def _state_row(first: int, last: int, state: str, table_id: str = "T1") -> dict[str, object]:
+    return {
+        "table_id": table_id,
+        "first_seq": first,
+        "last_seq": last,
+        "last_event_id": f"E{last}",
+        "source": "f.jsonl",
+        "state": f'{{"s": "{state}"}}',
+        "stamps": "[]",
+    }
+
+
+def test_the_state_a_file_goes_on_from_is_the_one_ending_just_before_it(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.duckdb") as store:
+        store.write_batch(
+            (),
+            table_states=[
+                _state_row(1, 100, "day1"),
+                _state_row(101, 200, "day2"),
+                _state_row(1, 200, "days1and2"),
+                _state_row(1, 300, "other table", table_id="T2"),
+            ],
+        )
+        assert store.state_before("T1", 1) is None  # a file from the table's start starts anew
+        assert store.state_before("T1", 101) == ('{"s": "day1"}', "[]")  # day 2 again: from day 1, not its own
+        assert store.state_before("T1", 150) == ('{"s": "days1and2"}', "[]")  # overlaps: the latest end, latest written
+        assert store.state_before("T1", 201) == ('{"s": "days1and2"}', "[]")
+        assert store.state_before("T1", 260) == ('{"s": "days1and2"}', "[]")  # events missing in between
+        assert store.state_before("T3", 260) is None
+        # the same table, seq range and last event again: kept as it was
+        store.write_batch((), table_states=[_state_row(101, 200, "changed")])
+        assert store.con.execute("SELECT count(*) FROM table_states").fetchone() == (4,)
