@@ -6,7 +6,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NamedTuple, NoReturn
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.table import Table
 
 from dealtrail.settings import Settings
 from dealtrail.settings import load as load_settings
+
+if TYPE_CHECKING:
+    from dealtrail.verify import ChainReport
 
 app = typer.Typer(
     name="dealtrail",
@@ -50,6 +53,11 @@ def load() -> Settings:
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
+
+
+def _busy(db: Path | None, exc: Exception) -> typer.Exit:
+    """The error for a store that cannot be opened read-only because a writer holds it."""
+    return _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}")
 
 
 def _period(from_: str | None, to: str | None) -> tuple[datetime | None, datetime | None]:
@@ -225,7 +233,7 @@ def report(
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
-        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
+        raise _busy(db, exc) from None
     console.print(f"report: {files.html} ({files.findings:,} findings); data: {files.csv}, {files.parquet}")
 
 
@@ -449,7 +457,7 @@ def replay(
     except (ReplayError, FileNotFoundError, TimeoutError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
-        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
+        raise _busy(db, exc) from None
     finally:
         if con is not None:
             con.close()
@@ -572,10 +580,18 @@ def schedule(
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
-        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
+        raise _busy(db, exc) from None
 
 
-def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | None) -> list[object]:
+class _Checked(NamedTuple):
+    """What ``verify`` checks: each table's chain, and stored rows whose columns no longer match
+    their payload (event ID, table, seq, the columns that differ)."""
+
+    reports: list[ChainReport]
+    mismatches: list[tuple[str, str, int, str]]
+
+
+def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | None, columns: bool = True) -> _Checked:
     import duckdb
 
     from dealtrail.replay import kafka_events, stored_events
@@ -591,7 +607,7 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
         from dealtrail.replay import ReplayError
 
         try:
-            return [check_chain(table, kafka_events(settings, table))]
+            return _Checked([check_chain(table, kafka_events(settings, table))], [])
         except (ReplayError, TimeoutError) as exc:
             raise _fail(f"{exc} (is the broker at {settings.bootstrap} reachable?)") from None
     if source != "db":
@@ -602,7 +618,7 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
-        raise _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}") from None
+        raise _busy(db, exc) from None
     try:
         known = tables(con)
         if table is not None and table not in known:
@@ -610,8 +626,10 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
         if not known:
             err.print(f"[yellow]{db} holds no event[/]")
         names = [table] if table else known
-        # chain reports, then stored rows whose columns no longer match their payload
-        return [*(check_chain(t, stored_events(con, t)) for t in names), *column_mismatches(con, table)]
+        return _Checked(
+            [check_chain(t, stored_events(con, t)) for t in names],
+            column_mismatches(con, table) if columns else [],
+        )
     finally:
         con.close()
 
@@ -629,10 +647,10 @@ def verify(
     ] = None,
 ) -> None:
     """Recompute every table's hash chain; report the first broken link per table (exit 4 if any)."""
-    from dealtrail.verify import ChainReport, check_against, load_digest
+    from dealtrail.verify import check_against, load_digest
 
     checked = _chains(db, table, source, bootstrap)
-    reports = [r for r in checked if isinstance(r, ChainReport)]
+    reports = checked.reports
     bad = 0
     for r in reports:
         if r.first_break is None:
@@ -645,14 +663,12 @@ def verify(
                 f"[bold red]{r.table_id}: chain broken at seq {b.seq}, event {b.event_id}[/]"
                 f" (after {b.previous_event_id}): {b.problem}"
             )
-    for item in checked:
-        if isinstance(item, tuple):
-            bad += 1
-            event_id, table_id, seq, columns = item
-            console.print(
-                f"[bold red]{table_id}: stored columns differ from the event's payload at seq {seq}, "
-                f"event {event_id}[/]: {columns} (altered in the store)"
-            )
+    for event_id, table_id, seq, columns in checked.mismatches:
+        bad += 1
+        console.print(
+            f"[bold red]{table_id}: stored columns differ from the event's payload at seq {seq}, "
+            f"event {event_id}[/]: {columns} (altered in the store)"
+        )
     if against is not None:
         try:
             problems = check_against(reports, load_digest(against))
@@ -678,10 +694,9 @@ def digest(
     """Print each table's chain head (seq, hash) and event count: a digest to keep elsewhere."""
     import json
 
-    from dealtrail.verify import ChainReport
     from dealtrail.verify import digest as make
 
-    reports = [r for r in _chains(db, None, "db", None) if isinstance(r, ChainReport)]
+    reports = _chains(db, None, "db", None, columns=False).reports
     data = make([r for r in reports if r.intact])
     if not data and reports:
         err.print("[yellow]no table of this store is chained: the digest is empty (see dealtrail verify)[/]")
