@@ -6,7 +6,7 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Annotated, NamedTuple, NoReturn, TextIO
 
 import typer
 from rich.console import Console
@@ -146,9 +146,7 @@ def audit(
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     dl_path.parent.mkdir(parents=True, exist_ok=True)
-    # the dead letters hold raw input: owner-only, like the database
-    dl_fd = os.open(dl_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with store, open(dl_fd, "w", encoding="utf-8") as dl, _progress() as progress:
+    with store, _owner_only(dl_path) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         try:
             summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n), chain=chain)
@@ -193,6 +191,14 @@ def audit(
             "earlier audit it follows on from; audit the file before this one into the same --db first, or "
             "audit them together (cat day1.jsonl day2.jsonl | dealtrail audit /dev/stdin)"
         )
+
+
+def _owner_only(path: Path) -> TextIO:
+    """Open ``path`` for writing text, readable by its owner only (dead letters hold raw input,
+    like the database); a file that was there before is emptied and made owner-only too."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return open(fd, "w", encoding="utf-8")
 
 
 def _progress() -> Progress:
@@ -256,7 +262,7 @@ def demo(
     n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
     console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
     store = Store(db, load().duckdb_memory_limit)
-    with store, rejected.open("w", encoding="utf-8") as dl, _progress() as progress:
+    with store, _owner_only(rejected) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         summary = audit_file(events, store, dl, progress=lambda k: progress.advance(task, k))
         statuses = latest_statuses(store)

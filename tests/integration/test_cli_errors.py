@@ -140,3 +140,16 @@ def test_ctrl_c_during_an_audit_says_interrupted_and_exits_130(long_file: Path, 
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out[-500:], err[-2000:])
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_a_dead_letter_file_left_readable_by_others_is_made_owner_only(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = small_shift
+    dead = tmp_path / "dead.jsonl"
+    dead.write_text("left from before\n")
+    dead.chmod(0o644)
+    code, out = _run("audit", str(events), "--db", str(tmp_path / "a.duckdb"), "--dead-letter", str(dead))
+    assert code == 0, out
+    assert stat.S_IMODE(dead.stat().st_mode) == 0o600
+    assert dead.read_text() == ""  # emptied: this run rejected nothing
