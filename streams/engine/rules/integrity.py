@@ -58,7 +58,9 @@ def _composition(step: Step, event: ev.CardDealt | ev.CardFoundFaceUp) -> list[F
     before = step.before.decks.get(deck_id)
     if before is not None and before.composition_flagged:
         return []
-    deck = step.after.decks[deck_id]
+    deck = step.after.decks.get(deck_id)
+    if deck is None:  # not recorded: a card outside any round (its start was lost, a gap the engine reports)
+        return []
     allowed = deck.jokers if event.card == "JK" else 1
     if deck.seen_cards.count(" " + event.card) <= allowed:
         return []

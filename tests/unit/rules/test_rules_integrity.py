@@ -233,3 +233,18 @@ def test_provisional_rules_off_keeps_the_other_rules(tcp):
     log = t.tcp_round("R1", shuffle=None)
     t.assert_not_raised("ALL-shuffle-count-mismatch-PROV")
     t.assert_raised("DT-deal-after-device-fault", round_id="R1", evidence=(bad.event_id, log.cards[0].event_id))
+
+
+def test_DT_deck_composition_a_card_of_a_deck_the_trail_never_introduced_is_not_an_engine_error(tcp):
+    # the DeckIntroduced and RoundStarted were among events lost before this card: the engine
+    # reports the gap and goes on, it does not crash on the deck it has not seen
+    t = tcp()
+    t.tcp_round("R1")
+    last = t.events[-1]
+    card = t.emit(
+        ev.CardDealt, round_id="R-LOST", deck_id="DK-LOST", deal_index=1, to_area="SEAT_1", card="AS", role="DEALER"
+    )
+    state, found = t.run()
+    assert state is not None and state.last_event_id == card.event_id
+    assert "DT-deck-composition" not in {f.rule_id for f in found}
+    assert last.seq + 1 == card.seq
