@@ -35,6 +35,7 @@ from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field, without_bom
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
+from streams.engine.engine import RECALLED
 from streams.engine.state import dump_state, load_state
 from streams.engine.summaries import round_row
 
@@ -76,16 +77,38 @@ class AuditSummary:
 
 Stamps = list[tuple[int, str | None, str]]
 """A table's last hash-chain stamps, ``(seq, prev_hash, hash)`` (:meth:`schemas.chain.Chainer.stamps`)."""
-Resume = Callable[[str, int], tuple[TableState, Stamps] | None]
+Resume = Callable[[str, int], tuple[TableState, Stamps] | str | None]
 """``resume(table_id, seq)``: the stored state (and the chain stamps) a table whose first
-event in the file has ``seq`` goes on from, or None (see
-:meth:`projections.store.Store.state_before`)."""
+event in the file has ``seq`` goes on from (see :meth:`projections.store.Store.state_before`);
+else why none of its stored states fits (a sentence), or None if it has none."""
 
 
-def load_resume(stored: tuple[str, str] | None) -> tuple[TableState, Stamps] | None:
-    """Decode what :meth:`projections.store.Store.state_before` returned."""
-    if stored is None:
+def stored_resume(store: Store, table_id: str, seq: int) -> tuple[str, str] | str | None:
+    """What the store holds for ``resume(table_id, seq)`` (see :data:`Resume`), still as JSON
+    texts: the writer's side (a worker gets it through a queue and decodes it)."""
+    fits = store.state_before(table_id, seq, RECALLED)
+    if fits is not None:
+        return fits
+    reach = store.state_reach(table_id, seq)
+    if reach is None:
         return None
+    last, source = reach
+    if last >= seq:
+        return (
+            f"the store holds this table up to seq {last} (audited from {source}), {last - seq + 1} events into "
+            f"this file, and an audit recognises at most {RECALLED} repeated events: audit the events after "
+            f"seq {last} only"
+        )
+    return (
+        f"the store holds this table up to seq {last} (audited from {source}), {seq - 1 - last} events before "
+        f"this file takes it up: audit the file in between first, then this one again"
+    )
+
+
+def load_resume(stored: tuple[str, str] | str | None) -> tuple[TableState, Stamps] | str | None:
+    """Decode what :func:`stored_resume` returned."""
+    if stored is None or isinstance(stored, str):
+        return stored
     state, stamps = stored
     return load_state(state), [(int(seq), prev, str(h)) for seq, prev, h in json.loads(stamps)]
 
@@ -176,6 +199,7 @@ def scan(
     auditor = Auditor()
     chainer = Chainer() if chain else None
     first_seq: dict[str, int] = {}  # table -> seq of its first valid event in the file
+    unfit: dict[str, str] = {}  # table -> why none of its stored states fits
     resumed = 0
     dead: list[dict[str, Any]] = []
     staged = 0
@@ -247,7 +271,9 @@ def scan(
                 if event.table_id not in first_seq:
                     first_seq[event.table_id] = event.seq
                     earlier = resume(event.table_id, event.seq) if resume is not None else None
-                    if earlier is not None:
+                    if isinstance(earlier, str):
+                        unfit[event.table_id] = earlier
+                    elif earlier is not None:
                         st, stamps = earlier
                         auditor.states[event.table_id] = st
                         resumed += 1
@@ -259,7 +285,10 @@ def scan(
                     event, data = chainer.stamp_encoded(event)
                 auditor.apply(event, raw if data is None else data)
             except (DecodeError, EventRejected) as exc:
-                dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                detail = exc.detail
+                if exc.reason == "unconfigured_table" and event.table_id in unfit:
+                    detail = f"{detail}; {unfit[event.table_id]}"
+                dead.append(dead_letter_record(source, line_no, exc.reason, detail, raw))
                 continue
             except Exception as exc:
                 detail = f"{type(exc).__name__}: {exc}"[:500]
@@ -299,7 +328,7 @@ def _worker(
             except queue_module.Full:
                 continue
 
-    def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | None:
+    def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | str | None:
         # only the writer may read the store: ask it, and wait for its answer
         send(("state", shard, table_id, seq))
         while True:
@@ -402,14 +431,14 @@ def audit_file(
         if progress is not None:
             progress(batch.bytes_read // shards)
 
-    def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | None:
-        return load_resume(store.state_before(table_id, seq))
+    def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | str | None:
+        return load_resume(stored_resume(store, table_id, seq))
 
     try:
         if shards == 1:
             scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume)
         else:
-            _parallel(path, shards, stage_dir, batch_lines, write, chain, store.state_before)
+            _parallel(path, shards, stage_dir, batch_lines, write, chain, lambda t, q: stored_resume(store, t, q))
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
@@ -422,7 +451,7 @@ def _parallel(
     batch_lines: int,
     write: Callable[[Batch], None],
     chain: bool,
-    state_before: Callable[[str, int], tuple[str, str] | None],
+    stored: Callable[[str, int], tuple[str, str] | str | None],
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -456,7 +485,7 @@ def _parallel(
                 continue
             if isinstance(item, tuple) and item[0] == "state":
                 _, k, table_id, seq = item
-                replies[k].put(state_before(table_id, seq))
+                replies[k].put(stored(table_id, seq))
                 continue
             if isinstance(item, tuple):
                 raise AuditWorkerError(f"audit worker {item[1]} failed:\n{item[2]}")

@@ -187,9 +187,9 @@ def audit(
     console.print(f"dead letters: {rejected:,}" + (f" ({detail}) in {dl_path}" if rejected else ""))
     if summary.dead_letters.get("unconfigured_table"):
         console.print(
-            "note: a table starts from its TableConfigured event unless the store holds the state of an "
-            "earlier audit it follows on from; audit the file before this one into the same --db first, or "
-            "audit them together (cat day1.jsonl day2.jsonl | dealtrail audit /dev/stdin)"
+            "note: a table starts from its TableConfigured event unless the store holds the state an earlier "
+            "audit left where this file takes up the table; audit the file before this one into the same --db "
+            "first, then this one again (a part of a file audited whole before is in the store already)"
         )
 
 

@@ -30,6 +30,9 @@ CHUNKS = 4
 The window is part of every table state (the worker writes it to its changelog), so it is kept
 small; Kafka redeliveries never reach it (the worker skips messages at or below the offset its
 state already holds), it catches duplicates in the source itself."""
+RECALLED = CHUNK * (CHUNKS - 1) + 1
+"""Exact copies of a table's last RECALLED events (at least) are always recognised: the window
+holds between CHUNK x (CHUNKS - 1) + 1 and CHUNK x CHUNKS of them."""
 
 GAME_RULES: dict[Game, tuple[Callable[[Step], list[Finding]], ...]] = {
     Game.TCP: (three_card_prime.check, integrity.check),

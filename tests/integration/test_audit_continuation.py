@@ -126,6 +126,53 @@ def test_auditing_either_file_again_adds_nothing(small_shift: tuple[Path, Path],
     assert _state_rows(db) == states + 6  # the whole file's end states: a seq range of their own
 
 
+def test_a_part_of_a_file_audited_whole_before_is_rejected_not_reported_as_contradictory(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = small_shift
+    _, second = _split(events, tmp_path)
+    db = tmp_path / "whole-then-part.duckdb"
+    _audit(events, db)
+    rows = _rows(db)
+    part = _audit(second, db)
+    # no stored state ends where the part begins, and going on from the whole file's end would
+    # call every event of the part contradictory: its tables start anew, and need TableConfigured
+    assert part.resumed == 0 and set(part.dead_letters) == {"unconfigured_table"}
+    assert (part.written.events, part.written.findings, part.written.rounds) == (0, 0, 0)
+    assert {k: v for k, v in _rows(db).items() if k != "dead_letters"} == {
+        k: v for k, v in rows.items() if k != "dead_letters"
+    }
+    details = {detail for reason, detail in _rows(db)["dead_letters"]}
+    assert all("events into this file, and an audit recognises at most 193" in d for d in details), details
+
+
+def test_a_file_audited_before_the_one_it_continues_waits_for_it(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = small_shift
+    lines = events.read_bytes().splitlines(keepends=True)
+    third = len(lines) // 3
+    pieces = [tmp_path / f"s{k}.jsonl" for k in (1, 2, 3)]
+    for k, piece in enumerate(pieces):
+        piece.write_bytes(b"".join(lines[k * third : (k + 1) * third if k < 2 else None]))
+    whole, parts = tmp_path / "whole.duckdb", tmp_path / "parts.duckdb"
+    _audit(events, whole)
+    _audit(pieces[0], parts)
+    early = _audit(pieces[2], parts)  # the second shift is missing: a hole, not a few lost events
+    assert early.resumed == 0 and set(early.dead_letters) == {"unconfigured_table"}
+    assert early.written.findings == 0
+    details = {detail for _, detail in _rows(parts)["dead_letters"]}
+    assert all("before this file takes it up: audit the file in between first" in d for d in details), details
+    _audit(pieces[1], parts)
+    late = _audit(pieces[2], parts)
+    assert late.resumed == 6 and not late.dead_letters
+    got, want = _rows(parts), _rows(whole)
+    assert {k: v for k, v in got.items() if k != "dead_letters"} == {
+        k: v for k, v in want.items() if k != "dead_letters"
+    }
+    assert {reason for reason, _ in got["dead_letters"]} == {"unconfigured_table"}  # kept: they happened
+
+
 def test_events_missing_between_the_two_files_raise_the_sequence_gap(
     small_shift: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ the same rows, and nothing twice."""
 from __future__ import annotations
 
 import glob
+import json
 import tempfile
 from pathlib import Path
 
@@ -95,12 +96,20 @@ def test_the_state_a_file_goes_on_from_is_the_one_ending_just_before_it(tmp_path
                 _state_row(1, 300, "other table", table_id="T2"),
             ],
         )
-        assert store.state_before("T1", 1) is None  # a file from the table's start starts anew
-        assert store.state_before("T1", 101) == ('{"s": "day1"}', "[]")  # day 2 again: from day 1, not its own
-        assert store.state_before("T1", 150) == ('{"s": "days1and2"}', "[]")  # overlaps: the latest end, latest written
-        assert store.state_before("T1", 201) == ('{"s": "days1and2"}', "[]")
-        assert store.state_before("T1", 260) == ('{"s": "days1and2"}', "[]")  # events missing in between
-        assert store.state_before("T3", 260) is None
+
+        def fit(seq: int, table_id: str = "T1") -> str | None:
+            found = store.state_before(table_id, seq, window=10)
+            return None if found is None else json.loads(found[0])["s"]
+
+        assert fit(1) is None  # a file from the table's start starts anew
+        assert fit(101) == "day1"  # day 2 again: from day 1, not from its own end or days 1 and 2
+        assert fit(201) == "days1and2"  # day 3: from the latest written of the two ending at 200
+        assert fit(195) == "days1and2"  # day 3 repeats day 2's last 6 events: copies the engine knows
+        assert fit(150) is None  # 51 events into day 2: its earlier events would look contradictory
+        assert fit(205) == "days1and2"  # 4 events lost before day 3: a gap the engine reports
+        assert fit(300) is None  # 99 missing: a file in between was not audited yet
+        assert fit(105) is None  # 4 missing after day 1, but day 2 holds them: not a gap
+        assert fit(5, table_id="T3") is None
         # the same table, seq range and last event again: kept as it was
         store.write_batch((), table_states=[_state_row(101, 200, "changed")])
         assert store.con.execute("SELECT count(*) FROM table_states").fetchone() == (4,)
