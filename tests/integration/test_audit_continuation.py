@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
 from projections.store import Store
+from tests.helpers import write_unchained
 
 
 def _split(events: Path, folder: Path, at: float = 0.5) -> tuple[Path, Path]:
@@ -23,17 +24,6 @@ def _split(events: Path, folder: Path, at: float = 0.5) -> tuple[Path, Path]:
     first.write_bytes(b"".join(lines[:cut]))
     second.write_bytes(b"".join(lines[cut:]))
     return first, second
-
-
-def _unchained(path: Path, out: Path) -> Path:
-    lines = []
-    for line in path.read_bytes().splitlines():
-        doc = json.loads(line)
-        doc.pop("prev_hash", None)
-        doc.pop("hash", None)
-        lines.append(json.dumps(doc).encode())
-    out.write_bytes(b"\n".join(lines) + b"\n")
-    return out
 
 
 def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -52,6 +42,11 @@ def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
         }
     finally:
         con.close()
+
+
+def _audited(rows: dict[str, list[tuple[object, ...]]]) -> dict[str, list[tuple[object, ...]]]:
+    """The rows of :func:`_rows` but the dead letters."""
+    return {k: v for k, v in rows.items() if k != "dead_letters"}
 
 
 def _state_rows(db: Path) -> int:
@@ -89,7 +84,7 @@ def test_a_file_that_repeats_the_last_events_of_the_one_before_adds_nothing_twic
     small_shift: tuple[Path, Path], tmp_path: Path, chained: bool
 ) -> None:
     # unchained, the audit stamps the repeated events: as the first copies were stamped
-    events = small_shift[0] if chained else _unchained(small_shift[0], tmp_path / "plain.jsonl")
+    events = small_shift[0] if chained else write_unchained(small_shift[0], tmp_path / "plain.jsonl")
     lines = events.read_bytes().splitlines(keepends=True)
     cut = len(lines) // 2
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
@@ -139,9 +134,7 @@ def test_a_part_of_a_file_audited_whole_before_is_rejected_not_reported_as_contr
     # call every event of the part contradictory: its tables start anew, and need TableConfigured
     assert part.resumed == 0 and set(part.dead_letters) == {"unconfigured_table"}
     assert (part.written.events, part.written.findings, part.written.rounds) == (0, 0, 0)
-    assert {k: v for k, v in _rows(db).items() if k != "dead_letters"} == {
-        k: v for k, v in rows.items() if k != "dead_letters"
-    }
+    assert _audited(_rows(db)) == _audited(rows)
     details = {detail for reason, detail in _rows(db)["dead_letters"]}
     assert all("events into this file, and an audit recognises at most 193" in d for d in details), details
 
@@ -167,9 +160,7 @@ def test_a_file_audited_before_the_one_it_continues_waits_for_it(
     late = _audit(pieces[2], parts)
     assert late.resumed == 6 and not late.dead_letters
     got, want = _rows(parts), _rows(whole)
-    assert {k: v for k, v in got.items() if k != "dead_letters"} == {
-        k: v for k, v in want.items() if k != "dead_letters"
-    }
+    assert _audited(got) == _audited(want)
     assert {reason for reason, _ in got["dead_letters"]} == {"unconfigured_table"}  # kept: they happened
 
 
@@ -205,7 +196,7 @@ def test_an_unchained_continuation_is_stamped_on_from_the_stored_chain(
     small_shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
     events, _ = small_shift
-    plain = _unchained(events, tmp_path / "plain.jsonl")
+    plain = write_unchained(events, tmp_path / "plain.jsonl")
     first, second = _split(plain, tmp_path)
     whole, parts = tmp_path / "whole.duckdb", tmp_path / "parts.duckdb"
     _audit(plain, whole)

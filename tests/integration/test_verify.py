@@ -18,6 +18,7 @@ from dealtrail.verify import check_chain, tables
 from projections.store import Store
 from schemas.chain import chain_hash
 from schemas.codec import decode, encode
+from tests.helpers import write_unchained
 
 
 @pytest.fixture(scope="module")
@@ -158,18 +159,6 @@ def test_digest_check_names_the_break_before_the_head_not_a_rewrite(store: Path,
     assert out.count("digest head") == 1  # the other tables still pass through their heads
 
 
-def _unchained(events: Path, out: Path) -> Path:
-    """The same file with ``prev_hash`` and ``hash`` removed from every event."""
-    lines = []
-    for line in events.read_bytes().splitlines():
-        doc = json.loads(line)
-        doc.pop("prev_hash", None)
-        doc.pop("hash", None)
-        lines.append(json.dumps(doc).encode())
-    out.write_bytes(b"\n".join(lines) + b"\n")
-    return out
-
-
 def _payloads(db: Path) -> list[tuple[str, str]]:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -183,7 +172,7 @@ def test_audit_stamps_the_chain_an_unchained_file_lacks_exactly_as_the_source_wo
     # made after the loss cannot know about (the engine reports the seq gap either way)
     events = tmp_path / "events.jsonl"
     write_simulation(events, tables=4, hours=0.5, seed=5, error_rate=0.0, duplicate_rate=0.01)
-    plain = _unchained(events, tmp_path / "plain.jsonl")
+    plain = write_unchained(events, tmp_path / "plain.jsonl")
     assert b'"hash"' not in plain.read_bytes()
     chained_db, stamped_db = tmp_path / "chained.duckdb", tmp_path / "stamped.duckdb"
     with Store(chained_db) as s:
@@ -205,7 +194,7 @@ def test_audit_stamps_the_chain_an_unchained_file_lacks_exactly_as_the_source_wo
 
 def test_audit_without_chain_stores_the_events_as_they_came(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
     events, _ = small_shift
-    plain = _unchained(events, tmp_path / "plain.jsonl")
+    plain = write_unchained(events, tmp_path / "plain.jsonl")
     db = tmp_path / "plain.duckdb"
     result = CliRunner().invoke(app, ["audit", str(plain), "--db", str(db), "--no-chain"])
     assert result.exit_code == 0, result.output

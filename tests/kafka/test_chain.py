@@ -15,6 +15,7 @@ from dealtrail.audit import audit_file
 from dealtrail.verify import check_chain
 from projections.store import Store
 from streams.publish import Publisher, publish_file
+from tests.helpers import unchained_lines
 from tests.kafka.conftest import Cluster, consume_all, findings_of, project_all
 
 pytestmark = pytest.mark.kafka
@@ -24,13 +25,7 @@ pytestmark = pytest.mark.kafka
 def plain(shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
     """The first 1,500 lines of the shift without their chain fields."""
     events, _ = shift
-    out = []
-    for line in events.read_bytes().splitlines()[:1500]:
-        doc = json.loads(line)
-        doc.pop("prev_hash", None)
-        doc.pop("hash", None)
-        out.append(json.dumps(doc).encode() + b"\n")
-    return out
+    return unchained_lines(events.read_bytes().splitlines()[:1500])
 
 
 def _topic_chains(cluster: Cluster) -> dict[str, list[tuple[str, str]]]:
