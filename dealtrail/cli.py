@@ -197,7 +197,11 @@ def _owner_only(path: Path) -> TextIO:
     """Open ``path`` for writing text, readable by its owner only (dead letters hold raw input,
     like the database); a file that was there before is emptied and made owner-only too."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
     return open(fd, "w", encoding="utf-8")
 
 
