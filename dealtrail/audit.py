@@ -10,7 +10,9 @@ with its line number and reason; the run goes on.
 A file may continue one audited before into the same store (the next shift of the same tables):
 at the end of a file, every table's engine state is stored (``table_states``), and a table
 whose events here follow on from a stored state goes on from that state instead of needing a
-``TableConfigured`` event (:meth:`projections.store.Store.state_before` says which state).
+``TableConfigured`` event (:meth:`projections.store.Store.state_before` says which state). A
+table the store holds but that this file does not continue is refused (``does_not_continue``):
+starting it anew would report the stored events as missing.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def stored_resume(store: Store, table_id: str, seq: int) -> tuple[str, str] | st
         )
     return (
         f"the store holds this table up to seq {last} (audited from {source}), {seq - 1 - last} events before "
-        f"this file takes it up: audit the file in between first, then this one again"
+        f"this file takes it up: audit the file in between first, then this one again (if those events are "
+        f"lost, audit the file before together with this one, and the gap is reported)"
     )
 
 
@@ -192,14 +195,16 @@ def scan(
     table is dead-lettered as ``ambiguous_table_id`` (only a hostile line can do that). With
     ``chain``, an event without ``hash`` is stamped into its table's hash chain before it is
     applied and stored (:meth:`schemas.chain.Chainer.stamp`). At a table's first valid event,
-    ``resume`` is asked for a stored state to go on from (its hash becomes the chain's head).
-    The final batch carries the state of every table seen, to be stored for the next file.
+    ``resume`` is asked for a stored state to go on from (its hash becomes the chain's head);
+    if the store holds the table but no state fits, every event of the table in this file is
+    dead-lettered as ``does_not_continue``, with the reason. The final batch carries the state
+    of every table seen, to be stored for the next file.
     """
     source = str(path)
     auditor = Auditor()
     chainer = Chainer() if chain else None
     first_seq: dict[str, int] = {}  # table -> seq of its first valid event in the file
-    unfit: dict[str, str] = {}  # table -> why none of its stored states fits
+    unfit: dict[str, str] = {}  # table -> why none of its stored states fits: its events are refused
     resumed = 0
     dead: list[dict[str, Any]] = []
     staged = 0
@@ -279,25 +284,28 @@ def scan(
                         resumed += 1
                         if chainer is not None and st.last_hash is not None:
                             chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
+                if event.table_id in unfit:
+                    raise EventRejected("does_not_continue", unfit[event.table_id])
                 data = None  # the canonical bytes of a stamped event
                 if chainer is not None:
                     # an event that carries its hash keeps it (and becomes its table's head)
                     event, data = chainer.stamp_encoded(event)
-                auditor.apply(event, raw if data is None else data)
+                if data is None:
+                    # the store keeps the validated event in its canonical form (lax input, a
+                    # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
+                    # as written), and the engine tells copies apart by the same bytes: a copy
+                    # written with other spacing or key order is the same event
+                    data = encode(event)
+                auditor.apply(event, data)
             except (DecodeError, EventRejected) as exc:
-                detail = exc.detail
-                if exc.reason == "unconfigured_table" and event.table_id in unfit:
-                    detail = f"{detail}; {unfit[event.table_id]}"
-                dead.append(dead_letter_record(source, line_no, exc.reason, detail, raw))
+                dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                 continue
             except Exception as exc:
                 detail = f"{type(exc).__name__}: {exc}"[:500]
                 dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
                 continue
             events += 1
-            # the store keeps the validated event in its canonical form: lax input (a Unix time
-            # for a timestamp, "7" for a number) must not reach the SQL casts as written
-            out.write(stage_line(line_no, encode(event) if data is None else data))
+            out.write(stage_line(line_no, data))
             staged += 1
             if staged >= batch_lines:
                 flush(final=False)

@@ -185,11 +185,16 @@ def audit(
     rejected = sum(summary.dead_letters.values())
     detail = ", ".join(f"{k} {v}" for k, v in sorted(summary.dead_letters.items()))
     console.print(f"dead letters: {rejected:,}" + (f" ({detail}) in {dl_path}" if rejected else ""))
+    if summary.dead_letters.get("does_not_continue"):
+        console.print(
+            "note: the store holds tables this file does not take up where a stored audit left them; "
+            f"each of their dead letters in {dl_path} says how far the store holds the table and what to audit"
+        )
     if summary.dead_letters.get("unconfigured_table"):
         console.print(
             "note: a table starts from its TableConfigured event unless the store holds the state an earlier "
             "audit left where this file takes up the table; audit the file before this one into the same --db "
-            "first, then this one again (a part of a file audited whole before is in the store already)"
+            "first, then this one again"
         )
 
 

@@ -410,28 +410,20 @@ class Store:
 
     def state_before(self, table_id: str, seq: int, window: int) -> tuple[str, str] | None:
         """The stored end-of-file state of ``table_id`` that a file whose first event of the
-        table has ``seq`` continues, as JSON texts ``(state, stamps)``; None if no state fits
-        (the table starts anew, from a ``TableConfigured`` event).
+        table has ``seq`` continues, as JSON texts ``(state, stamps)``; None if no state fits.
 
-        Only states of files that began before ``seq`` are considered. First the one that ends
+        Only states of files that began before ``seq`` are considered: first the one that ends
         just before it (``last_seq`` = seq - 1: the file before, also when this file is audited
         again); else one that ends at most ``window`` events into this file (the file repeats
-        its last events, and the engine recognises exact copies of a table's last ``window``
-        events); else, if no state reaches seq - 1, the one that ends last, at most ``window``
-        events before ``seq`` (events were lost in between, and the engine raises
-        DT-sequence-gap). A state that ends further into this file, or a bigger hole (a file in
-        between not audited yet), fits nothing: going on would report this file's events as
-        contradictory or missing. The latest written wins among equals.
+        the last events of the one before, and the engine recognises exact copies of a table's
+        last ``window`` events). A state that ends further into this file, or before seq - 1
+        (events in between are not in the store), fits nothing: going on from it would report
+        this file's events as contradictory or missing. The latest written wins among equals.
         """
         row = self.con.execute(
-            """SELECT state::VARCHAR, stamps::VARCHAR FROM (
-                   SELECT state, stamps, last_seq, rowid AS written, max(last_seq) OVER () AS reach,
-                          CASE WHEN last_seq = $s - 1 THEN 0
-                               WHEN last_seq >= $s AND last_seq - $s < $window THEN 1
-                               WHEN last_seq < $s - 1 AND $s - 1 - last_seq <= $window THEN 2 END AS fit
-                   FROM table_states WHERE table_id = $t AND first_seq < $s)
-               WHERE fit < 2 OR (fit = 2 AND reach < $s - 1)
-               ORDER BY fit, last_seq DESC, written DESC LIMIT 1""",
+            """SELECT state::VARCHAR, stamps::VARCHAR FROM table_states
+               WHERE table_id = $t AND first_seq < $s AND last_seq >= $s - 1 AND last_seq - $s < $window
+               ORDER BY last_seq = $s - 1 DESC, last_seq DESC, rowid DESC LIMIT 1""",
             {"t": table_id, "s": seq, "window": window},
         ).fetchone()
         return None if row is None else (str(row[0]), str(row[1]))

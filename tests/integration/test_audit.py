@@ -310,6 +310,33 @@ def test_the_summary_counts_the_exact_duplicates_the_engine_ignored(
     assert f"({copies:,} exact duplicates ignored)" in " ".join(r.output.split())
 
 
+def test_a_copy_written_with_other_spacing_and_key_order_is_the_same_event(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, truth = small_shift
+    lines = events.read_bytes().splitlines(keepends=True)
+    copies = [100, 2_000, 5_000]
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i in copies:  # re-sent by a producer that writes JSON its own way
+            doc = json.loads(line)
+            out.append(json.dumps(dict(reversed(list(doc.items()))), indent=1).replace("\n", " ").encode() + b"\n")
+    resent = tmp_path / "resent.jsonl"
+    resent.write_bytes(b"".join(out))
+    with Store(tmp_path / "plain.duckdb") as store:
+        plain = audit_file(events, store)
+    db = tmp_path / "resent.duckdb"
+    with Store(db) as store:
+        summary = audit_file(resent, store)
+    assert summary.duplicates == plain.duplicates + len(copies)
+    assert summary.written.events == plain.written.events and not summary.dead_letters
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT rule_id, table_id, round_id FROM fct_detections").fetchall()
+    con.close()
+    assert Counter(map(tuple, rows)) == _truth(truth)
+
+
 def test_a_parallel_audit_of_dev_stdin_reads_the_file_behind_it(small_shift: tuple[Path, Path], tmp_path: Path) -> None:
     events, _ = small_shift
     code = (

@@ -106,9 +106,8 @@ def test_the_state_a_file_goes_on_from_is_the_one_ending_just_before_it(tmp_path
         assert fit(201) == "days1and2"  # day 3: from the latest written of the two ending at 200
         assert fit(195) == "days1and2"  # day 3 repeats day 2's last 6 events: copies the engine knows
         assert fit(150) is None  # 51 events into day 2: its earlier events would look contradictory
-        assert fit(205) == "days1and2"  # 4 events lost before day 3: a gap the engine reports
-        assert fit(300) is None  # 99 missing: a file in between was not audited yet
-        assert fit(105) is None  # 4 missing after day 1, but day 2 holds them: not a gap
+        assert fit(205) is None  # 4 events not in the store: lost, or a file in between not audited yet
+        assert fit(105) is None  # 4 missing after day 1 (day 2 holds them, and runs too far past 105)
         assert fit(5, table_id="T3") is None
         # the same table, seq range and last event again: kept as it was
         store.write_batch((), table_states=[_state_row(101, 200, "changed")])
