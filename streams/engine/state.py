@@ -3,8 +3,9 @@
 All states are frozen dataclasses; collections are dicts and tuples that are never mutated in
 place (a new state is always a new object). They are plain dataclasses rather than pydantic
 models because the engine copies them on every event: :meth:`_State.model_copy` is a single
-dict copy. :func:`state_to_json` / :func:`state_from_json` give the JSON-compatible form the
-Faust worker keeps in its changelog-backed table (validated by pydantic on the way back).
+dict copy. Their JSON form comes from pydantic (validated on the way back): :func:`dump_state`
+/ :func:`load_state` for the state the audit stores at the end of a file, and the Faust
+worker's table entry (``streams.app.Stored``) for its changelog.
 """
 
 from __future__ import annotations
@@ -240,21 +241,6 @@ class TableState(_State):
 
 
 _TABLE_STATE = TypeAdapter(TableState)
-
-
-def state_to_json(state: TableState) -> dict[str, Any]:
-    """The table state as JSON-compatible data (dicts, lists, strings, numbers)."""
-    data: dict[str, Any] = _TABLE_STATE.dump_python(state, mode="json")
-    return data
-
-
-def state_from_json(data: Mapping[str, Any]) -> TableState:
-    """Rebuild a table state from :func:`state_to_json` output.
-
-    Raises:
-        pydantic.ValidationError: the data is not a table state.
-    """
-    return _TABLE_STATE.validate_python(data)
 
 
 def dump_state(state: TableState) -> str:
