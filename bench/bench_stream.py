@@ -349,7 +349,7 @@ def worker_env(settings: Any) -> dict[str, str]:
     return {
         "DEALTRAIL_NAMESPACE": settings.namespace,
         "DEALTRAIL_PARTITIONS": str(settings.partitions),
-        "DEALTRAIL_KAFKA_BOOTSTRAP": settings.bootstrap,
+        "DEALTRAIL_KAFKA_BOOTSTRAP": settings.kafka.bootstrap,
     }
 
 

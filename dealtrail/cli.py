@@ -298,7 +298,7 @@ def topics_create() -> None:
     try:
         made = create_topics(settings.kafka, settings.topics)
     except Exception as exc:
-        raise _fail(f"cannot create topics at {settings.bootstrap}: {type(exc).__name__}: {exc}") from None
+        raise _fail(f"cannot create topics at {settings.kafka.bootstrap}: {type(exc).__name__}: {exc}") from None
     for t in settings.topics.all():
         console.print(f"{t.name}: {t.partitions} partitions" + (" (created)" if t.name in made else " (exists)"))
 
@@ -327,7 +327,7 @@ def publish(
     try:
         publisher = Publisher(settings.kafka, settings.topics, chain=chain)
     except Exception as exc:
-        raise _fail(f"cannot reach Kafka at {settings.bootstrap}: {type(exc).__name__}") from None
+        raise _fail(f"cannot reach Kafka at {settings.kafka.bootstrap}: {type(exc).__name__}") from None
     try:
         with _progress() as progress:
             task = progress.add_task("publishing", total=events.stat().st_size)
@@ -450,8 +450,7 @@ def replay(
     if round_ and (from_ or to):
         raise _fail("use --round or --from/--to, not both")
     settings = load()
-    if bootstrap:
-        settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
+    settings = settings.with_bootstrap(bootstrap)
     start, end = _period(from_, to)
     window = Window(round_id=round_, start=start, end=end)
     db = db or (settings.db if source == "db" else None)
@@ -614,8 +613,7 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     from projections.store import connect_read_only
 
     settings = load()
-    if bootstrap:
-        settings = settings.model_copy(update={"kafka_bootstrap": bootstrap})
+    settings = settings.with_bootstrap(bootstrap)
     if source == "kafka":
         if table is None:
             raise _fail("--source kafka needs --table")
@@ -624,7 +622,7 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
         try:
             return _Checked([check_chain(table, kafka_events(settings, table))], [])
         except (ReplayError, TimeoutError) as exc:
-            raise _fail(f"{exc} (is the broker at {settings.bootstrap} reachable?)") from None
+            raise _fail(f"{exc} (is the broker at {settings.kafka.bootstrap} reachable?)") from None
     if source != "db":
         raise _fail("--source must be db or kafka")
     db = db or settings.db

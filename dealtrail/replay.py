@@ -152,7 +152,7 @@ def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]
     finally:
         consumer.close()
     if not parts:
-        raise ReplayError(f"no topic {topic} at {settings.bootstrap}")
+        raise ReplayError(f"no topic {topic} at {settings.kafka.bootstrap}")
     key = table_id.encode()
     for r in read_range(settings.kafka, topic, partition_for(key, len(parts)), 0, None, {key}):
         if r.value:

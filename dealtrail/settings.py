@@ -3,13 +3,21 @@
 Environment variables use the ``DEALTRAIL_`` prefix with ``__`` between section and name
 (``DEALTRAIL_KAFKA__SECURITY_PROTOCOL``); the bootstrap servers also have the short form
 ``DEALTRAIL_KAFKA_BOOTSTRAP``.
+
+The bootstrap servers resolve once, here, in this order (first set wins): a command's
+``--bootstrap`` flag (:meth:`Settings.with_bootstrap`), ``DEALTRAIL_KAFKA_BOOTSTRAP``,
+``DEALTRAIL_KAFKA__BOOTSTRAP``, the default ``127.0.0.1:9092``. The result is
+``settings.kafka.bootstrap``, which every Kafka client reads (admin, producer, consumers, Faust,
+the worker's re-read, replay and verify); no other component holds a default of its own.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from typing import Self
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.topics import Topics
@@ -58,8 +66,10 @@ class Settings(BaseSettings):
     """All dealtrail settings.
 
     Attributes:
-        kafka: see :class:`KafkaSettings`; ``DEALTRAIL_KAFKA_BOOTSTRAP`` sets ``kafka.bootstrap``.
-        kafka_bootstrap: the short form of the bootstrap servers (wins when set).
+        kafka: see :class:`KafkaSettings`; ``kafka.bootstrap`` is the resolved address (see the
+            module docstring for the order).
+        kafka_bootstrap: the short form ``DEALTRAIL_KAFKA_BOOTSTRAP`` as given (wins over
+            ``DEALTRAIL_KAFKA__BOOTSTRAP`` when set); read ``kafka.bootstrap``, not this.
         db: default DuckDB file of ``audit``/``report``/``project``.
         out: default output folder of ``report`` and ``demo``.
         namespace: prefix of the topic names and the Faust application ID.
@@ -92,10 +102,22 @@ class Settings(BaseSettings):
         """The topics of this namespace."""
         return Topics(self.namespace, self.partitions, self.replication)
 
-    @property
-    def bootstrap(self) -> str:
-        """The bootstrap servers in force."""
-        return self.kafka_bootstrap or self.kafka.bootstrap
+    @model_validator(mode="after")
+    def _resolve_bootstrap(self) -> Self:
+        """Fold the short form into ``kafka.bootstrap``, the one address every client reads."""
+        if self.kafka_bootstrap and self.kafka_bootstrap != self.kafka.bootstrap:
+            # frozen: set the resolved section once, while the object is being built
+            object.__setattr__(self, "kafka", self.kafka.model_copy(update={"bootstrap": self.kafka_bootstrap}))
+        return self
+
+    def with_bootstrap(self, bootstrap: str | None) -> Settings:
+        """These settings with a command's ``--bootstrap`` flag applied (it wins over the
+        environment); unchanged when ``bootstrap`` is None or empty."""
+        if not bootstrap:
+            return self
+        return self.model_copy(
+            update={"kafka_bootstrap": bootstrap, "kafka": self.kafka.model_copy(update={"bootstrap": bootstrap})}
+        )
 
 
 def load() -> Settings:

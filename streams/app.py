@@ -160,7 +160,7 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
         # Faust's partition assignor tells workers apart by URL: each worker needs its own,
         # even with the web server off, or a second worker on the same host gets nothing.
         "canonical_url": f"http://{socket.gethostname()}-{os.getpid()}:6066",
-        "broker": [f"kafka://{b}" for b in settings.bootstrap.split(",")],
+        "broker": [f"kafka://{b}" for b in settings.kafka.bootstrap.split(",")],
         "broker_credentials": faust_credentials(settings.kafka),
         "store": "memory://",
         # Faust keeps a small data folder per worker (the table state lives in memory and in

@@ -480,7 +480,7 @@ def test_sasl_and_ssl_settings_reach_every_kafka_client(clean_env: pytest.Monkey
         for key, value in seen.items():
             clean_env.setenv(key, value)
         settings = Settings()
-        assert settings.bootstrap == user["DEALTRAIL_KAFKA_BOOTSTRAP"]
+        assert settings.kafka.bootstrap == user["DEALTRAIL_KAFKA_BOOTSTRAP"]
         assert settings.kafka.sasl_username == user["DEALTRAIL_KAFKA__SASL_USERNAME"]
         assert settings.kafka.sasl_password is not None
         assert str(settings.kafka.ssl_cafile) == user["DEALTRAIL_KAFKA__SSL_CAFILE"]
