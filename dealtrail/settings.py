@@ -14,7 +14,6 @@ the worker's re-read, replay and verify); no other component holds a default of 
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Self
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
