@@ -18,6 +18,7 @@ from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
     from dealtrail.verify import ChainReport
+    from streams.publish import PublishSummary
 
 app = typer.Typer(
     name="dealtrail",
@@ -51,13 +52,21 @@ def load() -> Settings:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
     return typer.Exit(code)
 
 
 def _busy(db: Path | None, exc: Exception) -> typer.Exit:
     """The error for a store that cannot be opened read-only because a writer holds it."""
     return _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}")
+
+
+def _unreachable(settings: Settings, exc: Exception) -> typer.Exit:
+    """The error for a cluster that did not answer within ``kafka.connect_timeout`` seconds."""
+    return _fail(
+        f"cannot reach Kafka at {settings.kafka.bootstrap} within {settings.kafka.connect_timeout:g} s "
+        f"({type(exc).__name__}: no broker answered)"
+    )
 
 
 def _period(from_: str | None, to: str | None) -> tuple[datetime | None, datetime | None]:
@@ -296,11 +305,14 @@ def topics_create() -> None:
 
     settings = load()
     try:
-        made = create_topics(settings.kafka, settings.topics)
+        done = create_topics(settings.kafka, settings.topics)
     except Exception as exc:
         raise _fail(f"cannot create topics at {settings.kafka.bootstrap}: {type(exc).__name__}: {exc}") from None
+    console.print(f"Kafka at {done.bootstrap} (brokers: {', '.join(done.brokers) or 'none listed'})")
     for t in settings.topics.all():
-        console.print(f"{t.name}: {t.partitions} partitions" + (" (created)" if t.name in made else " (exists)"))
+        console.print(
+            f"{t.name}: {t.partitions} partitions" + (" (created)" if t.name in done.created else " (exists)")
+        )
 
 
 @topics_app.command("list")
@@ -336,13 +348,22 @@ def publish(
         raise _fail(str(exc)) from None
     finally:
         publisher.close()
+    for line in publish_report(summary, settings.topics.events.name, settings.topics.dead_letter.name):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def publish_report(summary: PublishSummary, events_topic: str, dead_letter_topic: str) -> list[str]:
+    """The lines ``publish`` prints: events sent, events already on the topic (exact copies
+    skipped, and ``already_published``), and rejected lines by reason."""
     rejected = sum(summary.rejected.values())
-    console.print(
-        f"published {summary.sent:,} events to {settings.topics.events.name}; "
-        f"{rejected:,} rejected to {settings.topics.dead_letter.name}"
-        + (f" ({', '.join(f'{k} {v}' for k, v in sorted(summary.rejected.items()))})" if rejected else "")
-        + (f"; {summary.copies:,} already on the topic, not sent again" if summary.copies else "")
-    )
+    reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.rejected.items()))
+    return [
+        f"published {summary.sent:,} events to {events_topic}",
+        f"already on the topic, not sent again: {summary.copies + summary.already_published:,} "
+        f"({summary.copies:,} exact copies of recent events; {summary.already_published:,} already_published, "
+        f"older than their table's last events on the topic, recorded in {dead_letter_topic})",
+        f"rejected: {rejected:,} lines to {dead_letter_topic}" + (f" ({reasons})" if rejected else ""),
+    ]
 
 
 @app.command()
@@ -381,6 +402,7 @@ def project(
     """
     from projections.projector import project as run
     from projections.store import Store
+    from streams.kafka import unreachable_errors
 
     settings = load()
     spec = None
@@ -409,6 +431,8 @@ def project(
             )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
+        except unreachable_errors() as exc:
+            raise _unreachable(settings, exc) from None
     w = summary.written
     console.print(
         f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
@@ -446,6 +470,7 @@ def replay(
 
     from dealtrail.replay import ReplayError, Window, kafka_events, stored_events, stored_findings
     from dealtrail.replay import replay as run
+    from streams.kafka import unreachable_errors
 
     if round_ and (from_ or to):
         raise _fail("use --round or --from/--to, not both")
@@ -472,6 +497,8 @@ def replay(
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
+    except unreachable_errors() as exc:
+        raise _unreachable(settings, exc) from None
     finally:
         if con is not None:
             con.close()
@@ -618,9 +645,12 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
         if table is None:
             raise _fail("--source kafka needs --table")
         from dealtrail.replay import ReplayError
+        from streams.kafka import unreachable_errors
 
         try:
             return _Checked([check_chain(table, kafka_events(settings, table))], [])
+        except unreachable_errors() as exc:
+            raise _unreachable(settings, exc) from None
         except (ReplayError, TimeoutError) as exc:
             raise _fail(f"{exc} (is the broker at {settings.kafka.bootstrap} reachable?)") from None
     if source != "db":

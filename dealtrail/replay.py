@@ -137,13 +137,16 @@ def stored_findings(con: duckdb.DuckDBPyConnection, table_id: str) -> list[Findi
 def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]:
     """The table's events read from the events topic (its partition, from the beginning).
 
+    Only records keyed by the table whose event is the table's are part of its trail, as in the
+    worker and the projector (:func:`streams.kafka.key_mismatch`).
+
     Raises:
         ReplayError: the events topic does not exist.
         TimeoutError: the partition could not be read in 60 seconds.
     """
     from kafka import KafkaConsumer
 
-    from streams.kafka import client_config, partition_for, read_range
+    from streams.kafka import client_config, key_mismatch, partition_for, read_range
 
     topic = settings.topics.events.name
     consumer = KafkaConsumer(**client_config(settings.kafka, "dealtrail-replay"), enable_auto_commit=False)
@@ -155,8 +158,14 @@ def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]
         raise ReplayError(f"no topic {topic} at {settings.kafka.bootstrap}")
     key = table_id.encode()
     for r in read_range(settings.kafka, topic, partition_for(key, len(parts)), 0, None, {key}):
-        if r.value:
-            yield dict(r.headers or []).get("event_id", b"").decode(), r.value.decode("utf-8", "replace")
+        if not r.value:
+            continue
+        try:
+            if key_mismatch(r.key, decode(r.value)) is not None:
+                continue  # keyed as this table, but another table's event: not part of this trail
+        except DecodeError:
+            pass  # kept: the replay lists it as unreadable
+        yield dict(r.headers or []).get("event_id", b"").decode(), r.value.decode("utf-8", "replace")
 
 
 def _at_matcher(at: str | None) -> tuple[str, Any] | None:

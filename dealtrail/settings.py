@@ -13,6 +13,8 @@ the worker's re-read, replay and verify); no other component holds a default of 
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Self
 
@@ -31,6 +33,9 @@ class KafkaSettings(BaseModel):
         sasl_mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with SASL_*).
         sasl_username / sasl_password: SASL credentials (the password is never printed).
         ssl_cafile / ssl_certfile / ssl_keyfile: PEM files for SSL.
+        connect_timeout: how long a client waits for its first connection to the cluster
+            (seconds, default 5; kafka-python's ``bootstrap_timeout_ms``): a command given an
+            address where no broker answers stops with one error line after this long.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -43,6 +48,20 @@ class KafkaSettings(BaseModel):
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
+    connect_timeout: float = Field(default=5.0, gt=0, le=600)
+
+
+def default_datadir() -> Path:
+    """Where Faust's data folders go by default: ``$XDG_STATE_HOME/dealtrail/faust``, else
+    ``~/.local/state/dealtrail/faust`` (in the container ``/data/.local/state/dealtrail/faust``),
+    else (no home folder) ``dealtrail-<uid>/faust`` under the system temp folder."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if state and Path(state).is_absolute():
+        return Path(state) / "dealtrail" / "faust"
+    try:
+        return Path.home() / ".local" / "state" / "dealtrail" / "faust"
+    except RuntimeError:  # no HOME and no password entry
+        return Path(tempfile.gettempdir()) / f"dealtrail-{os.getuid()}" / "faust"
 
 
 class WorkerSettings(BaseModel):
@@ -52,6 +71,9 @@ class WorkerSettings(BaseModel):
         batch: events per ``stream.take`` batch (events).
         within: seconds to wait for a batch to fill (seconds).
         loglevel: the worker's log level.
+        datadir: the folder under which each worker process keeps its own Faust data folder
+            (``<app id>-<pid>``, owner-only, removed when the worker stops cleanly);
+            ``DEALTRAIL_WORKER__DATADIR``, default :func:`default_datadir`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,6 +81,7 @@ class WorkerSettings(BaseModel):
     batch: int = Field(default=500, ge=1, le=100_000)
     within: float = Field(default=0.05, gt=0, le=60)
     loglevel: str = "warning"
+    datadir: Path = Field(default_factory=default_datadir)
 
 
 class Settings(BaseSettings):
@@ -91,7 +114,7 @@ class Settings(BaseSettings):
     namespace: str = Field(default="dealtrail", pattern=r"^[A-Za-z0-9._-]{1,100}$")
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)
-    worker: WorkerSettings = WorkerSettings()
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

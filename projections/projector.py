@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from projections.store import BatchCounts, Store
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
-from streams.kafka import client_config
+from streams.kafka import client_config, key_mismatch
 
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
@@ -37,7 +37,8 @@ ROUND_TIMES = ("started_at", "completed_at")
 class ProjectSummary:
     """What a projector run wrote (rows added after de-duplication) and read: ``records`` read,
     ``bad_records`` of the findings/rounds/dead-letter topics it could not read (stored as dead
-    letters), ``skipped_events`` invalid records of the events topic (the worker dead-letters those)."""
+    letters), ``skipped_events`` records of the events topic that are not a valid event of the table they are
+    keyed by (the worker dead-letters those)."""
 
     written: BatchCounts
     records: int = 0
@@ -167,13 +168,16 @@ def _write(
             try:
                 if tp.topic == events_name:
                     try:
-                        value = encode(decode(r.value))  # canonical, as the audit stores it
+                        event = decode(r.value)
                     except DecodeError:
+                        event = None
+                    if event is None or key_mismatch(r.key, event) is not None:
                         # The worker owns the events topic's dead letters (it sent this record to the
-                        # dead-letter topic, which is projected below); store valid events only.
+                        # dead-letter topic, which is projected below); store the valid events of
+                        # their own table's trail only (a record keyed otherwise is not part of it).
                         summary.skipped_events += 1
                         continue
-                    raw_events.append((r.offset, value))
+                    raw_events.append((r.offset, encode(event)))  # canonical, as the audit stores it
                 elif tp.topic == findings_name:
                     findings.append(Finding.model_validate_json(r.value))
                 elif tp.topic == rounds_name:

@@ -11,13 +11,15 @@ deterministic IDs and the engine ignores exact duplicates, so a redelivered batc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import shutil
 import socket
-import tempfile
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import TypeAdapter
 
@@ -25,7 +27,7 @@ from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.summaries import round_row
-from streams.kafka import faust_credentials, read_range
+from streams.kafka import faust_credentials, key_mismatch, read_range
 from streams.publish import dead_letter_value
 
 if TYPE_CHECKING:
@@ -47,19 +49,42 @@ class Stored:
     """A Faust table entry: a table's engine state, the offset of the last message applied,
     and the outbox: the findings and rounds of this table not yet known to be delivered.
 
-    Messages of a table (one partition) at or below ``offset`` are redeliveries and are skipped,
-    so at-least-once delivery never applies an event twice. Because a skipped message does not
-    produce its findings again, the entry keeps every finding and round row whose delivery was
-    not confirmed when the entry was written: a worker that loads an entry from the table
-    (after a restart or a rebalance) sends its outbox again, so a crash between writing the
-    state and delivering the findings loses nothing; the copies are absorbed downstream
-    (deterministic finding IDs, rounds deduplicated on the completing event).
+    Messages of a table in ``partition`` at or below ``offset`` are redeliveries and are
+    skipped, so at-least-once delivery never applies an event twice; offsets of other partitions
+    are never compared with it (see :class:`Applied`). An entry written before the partition was
+    kept (``partition`` None) is taken to be of the partition of the message it is compared
+    with. Because a skipped message does not produce its findings again, the entry keeps every
+    finding and round row whose delivery was not confirmed when the entry was written: a
+    worker that loads an entry from the table (after a restart or a rebalance) sends its outbox
+    again, so a crash between writing the state and delivering the findings loses nothing; the
+    copies are absorbed downstream (deterministic finding IDs, rounds deduplicated on the
+    completing event).
     """
 
     offset: int
     state: TableState
     findings: tuple[bytes, ...] = ()
     rounds: tuple[bytes, ...] = ()
+    partition: int | None = None
+
+
+class Applied(NamedTuple):
+    """Where a table stands in the worker: the partition and offset of the last message applied
+    (``partition`` None for an entry stored before partitions were kept) and the engine state."""
+
+    partition: int | None
+    offset: int
+    state: TableState
+
+    def same_partition(self, partition: int) -> bool:
+        """True if ``offset`` is an offset of ``partition`` (an entry without one is assumed to be)."""
+        return self.partition is None or self.partition == partition
+
+    def holds(self, partition: int, offset: int) -> bool:
+        """True if the message at ``offset`` of ``partition`` is a redelivery of one already applied:
+        only an offset of the same partition is compared (a table's messages can sit in another
+        partition after the topic grew, or when a producer chose the partition itself)."""
+        return self.same_partition(partition) and offset <= self.offset
 
 
 class Outbox:
@@ -151,11 +176,43 @@ async def write_state(table: Any, key: bytes, stored: bytes) -> None:
     await table.changelog_topic.send(key=key, value=stored, key_serializer="raw", value_serializer="raw")
 
 
+def private_folder(path: Path) -> Path:
+    """Create ``path`` owner-only (0700, whatever the umask) with each missing parent; a folder
+    that was there before is left as it is, except ``path`` itself, which is made 0700.
+
+    Raises:
+        OSError: a folder cannot be created or its mode set.
+    """
+    missing: list[Path] = []
+    at = path
+    while not at.exists():
+        missing.append(at)
+        at = at.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another worker made it just now
+            folder.mkdir(mode=0o700)
+        if folder != path:
+            folder.chmod(0o700)  # mkdir's mode is masked by the umask
+    path.chmod(0o700)
+    return path
+
+
+def worker_datadir(settings: Settings) -> Path:
+    """This worker process's own Faust data folder: ``<worker.datadir>/<app id>-<pid>``."""
+    return settings.worker.datadir / f"{settings.topics.app_id}-{os.getpid()}"
+
+
 def faust_settings(settings: Settings) -> dict[str, Any]:
-    """The ``faust.App`` settings of the worker (the benchmark's bare agent uses them too)."""
+    """The ``faust.App`` settings of the worker (the benchmark's bare agent uses them too).
+
+    Creates the worker's own data folder (:func:`worker_datadir`, owner-only); ``run_worker``
+    removes it when the worker stops.
+
+    Raises:
+        OSError: the data folder cannot be created.
+    """
     topics = settings.topics
-    datadir = os.path.join(tempfile.gettempdir(), "dealtrail-faust", f"{topics.app_id}-{os.getpid()}")
-    os.makedirs(os.path.dirname(datadir), exist_ok=True)
+    datadir = private_folder(worker_datadir(settings))
     return {
         # Faust's partition assignor tells workers apart by URL: each worker needs its own,
         # even with the web server off, or a second worker on the same host gets nothing.
@@ -164,8 +221,8 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
         "broker_credentials": faust_credentials(settings.kafka),
         "store": "memory://",
         # Faust keeps a small data folder per worker (the table state lives in memory and in
-        # its changelog); keep it out of the working directory.
-        "datadir": datadir,
+        # its changelog): one per process under the worker.datadir setting, not the working directory.
+        "datadir": str(datadir),
         "web_enabled": False,
         "topic_partitions": topics.partitions,
         "topic_replication_factor": topics.replication,
@@ -242,7 +299,7 @@ def create_app(settings: Settings) -> faust.App:
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
             return None
 
-    async def load(key: bytes) -> tuple[int, TableState] | None:
+    async def load(key: bytes) -> Applied | None:
         entry, loaded = cache.get(key, states.get(key))
         if entry is None:
             return None
@@ -252,24 +309,24 @@ def create_app(settings: Settings) -> faust.App:
                 await send(key, True, value)
             for value in entry.rounds:
                 await send(key, False, value)
-        return entry.offset, entry.state
+        return Applied(entry.partition, entry.offset, entry.state)
 
     async def step(
-        key: bytes, current: tuple[int, TableState] | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
-    ) -> tuple[int, TableState] | None:
-        """Apply one message of table ``key``; returns the table's new (offset, state)."""
+        key: bytes, current: Applied | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
+    ) -> Applied | None:
+        """Apply one message of table ``key``; returns where the table stands after it."""
         position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-        before = current[1] if current is not None else None
+        before = current.state if current is not None else None
         try:
             state, found = apply(before, dealing, raw)
         except EventRejected as exc:
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
-            return (msg.offset, before) if before is not None else None
+            return Applied(msg.partition, msg.offset, before) if before is not None else None
         except Exception as exc:
             log.exception("engine error at %s", position)
             detail = f"{type(exc).__name__}: {exc}"[:500]
             await dead_letter(msg.topic, msg.key, position, "engine_error", detail, raw)
-            return (msg.offset, before) if before is not None else None
+            return Applied(msg.partition, msg.offset, before) if before is not None else None
         for f in found:
             await send(key, True, f.model_dump_json().encode())
         if (
@@ -279,48 +336,60 @@ def create_app(settings: Settings) -> faust.App:
             and state.last_event_id == dealing.event_id
         ):
             await send(key, False, round_json(round_row(before.round, state, dealing)))
-        return msg.offset, state
+        return Applied(msg.partition, msg.offset, state)
 
-    async def catch_up(
-        key: bytes, current: tuple[int, TableState], msg: Any, seq: int
-    ) -> tuple[int, TableState] | None:
-        """Apply the messages of table ``key`` between its stored offset and ``msg`` that the
-        consumer passed over (read again from the partition); returns the new (offset, state)."""
+    async def mismatched(msg: Any, dealing: ev.DealingEvent, raw: bytes) -> bool:
+        """True (after dead-lettering it as ``key_mismatch``) if the message's key is not its table."""
+        detail = key_mismatch(msg.key, dealing)
+        if detail is None:
+            return False
+        position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+        await dead_letter(msg.topic, msg.key, position, "key_mismatch", detail, raw)
+        return True
+
+    async def catch_up(key: bytes, current: Applied, msg: Any, seq: int) -> Applied | None:
+        """Apply the messages of table ``key`` between its stored offset and ``msg`` (same
+        partition) that the consumer passed over, read again; returns where the table stands."""
         try:
             records = await asyncio.to_thread(
-                read_range, settings.kafka, msg.topic, msg.partition, current[0] + 1, msg.offset, {key}
+                read_range, settings.kafka, msg.topic, msg.partition, current.offset + 1, msg.offset, {key}
             )
         except Exception:  # the worker goes on; the engine reports the seq gap as a finding
             log.exception("table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition)
             return current
         log.warning(
             "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",
-            key.decode(errors="replace"), seq, current[1].last_seq, msg.topic, msg.partition,
-            current[0] + 1, msg.offset - 1, len(records),
+            key.decode(errors="replace"), seq, current.state.last_seq, msg.topic, msg.partition,
+            current.offset + 1, msg.offset - 1, len(records),
         )  # fmt: skip
-        state: tuple[int, TableState] | None = current
+        state: Applied | None = current
         for rec in records:
             raw = bytes(rec.value or b"")
             dealing = await decoded(rec, raw)
-            if dealing is not None and dealing.table_id.encode() == key:
+            if dealing is not None and not await mismatched(rec, dealing, raw):
                 state = await step(key, state, rec, dealing, raw)
         return state
 
     @app.agent(source)
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
-            touched: dict[bytes, tuple[int, TableState] | None] = {}
+            touched: dict[bytes, Applied | None] = {}
             for event in events:
                 msg = event.message
                 raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
                 dealing = await decoded(msg, raw)
-                if dealing is None:
+                if dealing is None or await mismatched(msg, dealing, raw):
                     continue
                 key = dealing.table_id.encode()
                 current = touched[key] if key in touched else await load(key)
-                if current is not None and msg.offset <= current[0]:
+                if current is not None and current.holds(msg.partition, msg.offset):
                     continue  # a redelivery of a message this state already holds
-                if current is not None and dealing.seq > current[1].last_seq + 1 and msg.offset > current[0] + 1:
+                if (
+                    current is not None
+                    and current.same_partition(msg.partition)
+                    and dealing.seq > current.state.last_seq + 1
+                    and msg.offset > current.offset + 1
+                ):
                     # A seq jump: either the trail has a gap (the engine reports it) or the
                     # consumer passed over messages of this table (a Faust rebalance can skip
                     # prefetched messages and still commit past them); read them again first.
@@ -329,7 +398,8 @@ def create_app(settings: Settings) -> faust.App:
             for key, current in touched.items():
                 if current is None:
                     continue
-                entry = Stored(current[0], current[1], *outbox.undelivered(key))
+                findings, rounds = outbox.undelivered(key)
+                entry = Stored(current.offset, current.state, findings, rounds, current.partition)
                 stored = STORED.dump_json(entry)
                 await write_state(states, key, stored)
                 cache.put(key, stored, entry)
@@ -338,10 +408,17 @@ def create_app(settings: Settings) -> faust.App:
 
 
 def run_worker(settings: Settings) -> None:
-    """Run the worker until it is stopped (SIGTERM or SIGINT); exits the process."""
+    """Run the worker until it is stopped (SIGTERM or SIGINT); exits the process.
+
+    The worker's own data folder (:func:`worker_datadir`) is removed when it stops; only a
+    killed worker (SIGKILL) leaves its folder behind.
+    """
     import faust
 
     app = create_app(settings)
-    worker = faust.Worker(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
-    worker.spinner = None
-    worker.execute_from_commandline()
+    try:
+        worker = faust.Worker(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
+        worker.spinner = None
+        worker.execute_from_commandline()
+    finally:
+        shutil.rmtree(worker_datadir(settings), ignore_errors=True)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streams.topics import Topics
 
 if TYPE_CHECKING:
     from dealtrail.settings import KafkaSettings
+    from schemas.events import DealingEvent
 
 
 def client_config(kafka: KafkaSettings, client_id: str) -> dict[str, Any]:
@@ -24,6 +25,7 @@ def client_config(kafka: KafkaSettings, client_id: str) -> dict[str, Any]:
         "bootstrap_servers": kafka.bootstrap.split(","),
         "client_id": client_id,
         "security_protocol": kafka.security_protocol,
+        "bootstrap_timeout_ms": int(kafka.connect_timeout * 1000),
     }
     if kafka.security_protocol.startswith("SASL"):
         cfg["sasl_mechanism"] = kafka.sasl_mechanism or "PLAIN"
@@ -37,6 +39,14 @@ def client_config(kafka: KafkaSettings, client_id: str) -> dict[str, Any]:
         if kafka.ssl_keyfile:
             cfg["ssl_keyfile"] = str(kafka.ssl_keyfile)
     return cfg
+
+
+def unreachable_errors() -> tuple[type[Exception], ...]:
+    """The exceptions a kafka-python client raises when no broker of the bootstrap list answers
+    within ``connect_timeout`` (at its construction or its first request)."""
+    from kafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
+
+    return (KafkaTimeoutError, KafkaConnectionError, NodeNotReadyError)
 
 
 def faust_credentials(kafka: KafkaSettings) -> Any:
@@ -60,11 +70,26 @@ def faust_credentials(kafka: KafkaSettings) -> Any:
     return None
 
 
-def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
+class CreatedTopics(NamedTuple):
+    """What :func:`create_topics` did.
+
+    Attributes:
+        bootstrap: the bootstrap servers the admin client dialled (comma-separated), as its config
+            holds them.
+        brokers: the brokers of the cluster that answered (``host:port`` as advertised).
+        created: the names of the topics created by this call.
+    """
+
+    bootstrap: str
+    brokers: list[str]
+    created: list[str]
+
+
+def create_topics(kafka: KafkaSettings, topics: Topics) -> CreatedTopics:
     """Create the dealtrail topics that do not exist yet (idempotent).
 
     Returns:
-        The names of the topics created by this call.
+        The address dialled, the brokers that answered and the topics created.
 
     Raises:
         kafka.errors.KafkaError: the cluster cannot be reached or refuses.
@@ -74,6 +99,8 @@ def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
 
     admin = KafkaAdminClient(**client_config(kafka, "dealtrail-admin"))
     try:
+        dialled = ",".join(str(b) for b in admin.config["bootstrap_servers"])
+        brokers = [f"{b['host']}:{b['port']}" for b in admin.describe_cluster().get("brokers", [])]
         existing = set(admin.list_topics())
         new = [
             NewTopic(t.name, num_partitions=t.partitions, replication_factor=topics.replication, topic_configs=t.config)
@@ -85,9 +112,27 @@ def create_topics(kafka: KafkaSettings, topics: Topics) -> list[str]:
 
             with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent create; fine
                 admin.create_topics(new)
-        return [t.name for t in new]
+        return CreatedTopics(dialled, brokers, [t.name for t in new])
     finally:
         admin.close()
+
+
+def key_mismatch(key: bytes | None, event: DealingEvent) -> str | None:
+    """Why a record's Kafka key does not fit its event, or None if it is the event's ``table_id``.
+
+    Every topic is keyed by table ID, so one partition holds a table's trail in order; a record
+    keyed otherwise (another table's ID, none at all) is not part of its table's trail: the
+    worker sends it to the dead-letter topic (reason ``key_mismatch``), the projector does not
+    store it and the Kafka replay does not read it.
+
+    Args:
+        key: the record's key (bytes, or None for a record without a key).
+        event: the record's decoded event.
+    """
+    if key == event.table_id.encode():
+        return None
+    shown = "no key" if key is None else f"key {key.decode('utf-8', 'replace')!r}"
+    return f"the record has {shown}, not its event's table_id {event.table_id!r}"
 
 
 def partition_for(key: bytes, partitions: int) -> int:

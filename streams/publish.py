@@ -220,12 +220,23 @@ class ChainKeeper:
 
 @dataclass
 class PublishSummary:
-    """What a publish run sent: events to the events topic, rejected lines by reason, and exact
-    copies of events already on the topic (not sent again)."""
+    """What a publish run did with each non-blank line.
+
+    Attributes:
+        sent: events sent to the events topic.
+        copies: exact copies of one of their table's last :attr:`Chainer.WINDOW` events on the
+            topic, not sent again (nothing recorded).
+        already_published: events at or below their table's head on the topic but older than
+            that window, so they cannot be compared: not sent again, each recorded in the
+            dead-letter topic with reason ``already_published``.
+        rejected: lines that are not valid events (or too large to send), by reason; each in
+            the dead-letter topic.
+    """
 
     sent: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     copies: int = 0
+    already_published: int = 0
 
 
 class Publisher:
@@ -312,7 +323,7 @@ class Publisher:
                     f"is older than its last {Chainer.WINDOW} events, so it cannot be compared and is not sent again"
                 )
                 self.reject(raw, "already_published", detail, source, position)
-                summary.rejected["already_published"] += 1
+                summary.already_published += 1
                 return
         try:
             self.send(event)

@@ -174,7 +174,7 @@ def test_publish_rejects_invalid_lines_to_the_dead_letter_topic(
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"".join([*good[:10], b"{not json\n", b'{"type": "Nope"}\n', *good[10:]]))
     out = cluster.cli("publish", str(path)).stdout
-    assert "published 50 events" in out and "2 rejected" in out
+    assert "published 50 events" in out and "rejected: 2 lines" in out
     db = tmp_path / "p.duckdb"
     project_all(cluster, db)
     con = duckdb.connect(str(db), read_only=True)

@@ -473,7 +473,8 @@ def test_sasl_and_ssl_settings_reach_every_kafka_client(clean_env: pytest.Monkey
     compose = load_compose()
     kafka_vars = [k for k, path in settings_env_names().items() if path[0].startswith("kafka") and len(path) > 1]
     kafka_vars = [k for k in kafka_vars if not k.endswith(f"{DELIMITER}BOOTSTRAP")] + ["DEALTRAIL_KAFKA_BOOTSTRAP"]
-    user = {k: f"user-{k.lower()}" for k in kafka_vars}
+    numeric = {"DEALTRAIL_KAFKA__CONNECT_TIMEOUT": "7.5"}  # a number, not a name
+    user = {k: numeric.get(k, f"user-{k.lower()}") for k in kafka_vars}
     for name, svc in dealtrail_services(compose).items():
         seen = resolved_environment(svc, user)
         assert {k: seen.get(k) for k in kafka_vars} == user, name
@@ -484,6 +485,7 @@ def test_sasl_and_ssl_settings_reach_every_kafka_client(clean_env: pytest.Monkey
         assert settings.kafka.sasl_username == user["DEALTRAIL_KAFKA__SASL_USERNAME"]
         assert settings.kafka.sasl_password is not None
         assert str(settings.kafka.ssl_cafile) == user["DEALTRAIL_KAFKA__SSL_CAFILE"]
+        assert settings.kafka.connect_timeout == 7.5
 
 
 def test_unset_sasl_and_ssl_settings_stay_unset(clean_env: pytest.MonkeyPatch) -> None:
