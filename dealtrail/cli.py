@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
+from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NamedTuple, NoReturn, TextIO
+from typing import IO, TYPE_CHECKING, Annotated, NamedTuple, NoReturn
 
 import typer
 from rich.console import Console
@@ -36,6 +36,38 @@ _OUT = f"$DEALTRAIL_OUT, else {Settings.model_fields['out'].default}"
 _PERIODS = f"$DEALTRAIL_OUT/periods, else {Settings.model_fields['out'].default / 'periods'}"
 _BOOTSTRAP = f"$DEALTRAIL_KAFKA_BOOTSTRAP, else {Settings.model_fields['kafka'].default.bootstrap}"
 """What a None option falls back to, shown in --help."""
+
+
+def _zone(name: str) -> tzinfo:
+    """``--tz`` as a zone, or a usage error."""
+    from projections.timefmt import zone
+
+    try:
+        return zone(name)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _output_file(path: Path | None, flag: str) -> None:
+    """Refuse an output file that is a folder, or whose folder is a file (before any work)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise _fail(f"{flag} {path} is a folder; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise _fail(f"{flag} {path}: {parent} is a file, not a folder")
+            break
+
+
+def _output_folder(path: Path, flag: str) -> None:
+    """Refuse an output folder that is a file (or lies under one), before any work."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise _fail(f"{flag} {path}: {p} is a file, not a folder")
+            return
 
 
 def load() -> Settings:
@@ -112,6 +144,8 @@ def simulate(
     """Simulate a casino floor: real rounds of the three games, with injected dealing errors."""
     from dealtrail.simulator.run import write_simulation
 
+    _output_file(out, "--out")
+    _output_file(truth, "--truth")
     n, expected = write_simulation(out, tables, hours, seed, error_rate, duplicate_rate, truth, console)
     console.print(f"wrote {n:,} events to {out}" + (f" and {expected:,} expected findings to {truth}" if truth else ""))
 
@@ -145,16 +179,19 @@ def audit(
 ) -> None:
     """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
     from dealtrail.audit import AuditWorkerError, audit_file, latest_statuses
+    from projections.private import make_private_dirs
     from projections.store import Store
 
     settings = load()
     db = db or settings.db
     dl_path = dead_letter or db.with_name(db.stem + ".rejected.jsonl")
+    _output_file(db, "--db")
+    _output_file(dl_path, "--dead-letter")
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
         raise _fail(f"cannot open {db} for writing: {exc}") from None
-    dl_path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(dl_path.parent)
     with store, _owner_only(dl_path) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         try:
@@ -207,16 +244,12 @@ def audit(
         )
 
 
-def _owner_only(path: Path) -> TextIO:
+def _owner_only(path: Path) -> IO[str]:
     """Open ``path`` for writing text, readable by its owner only (dead letters hold raw input,
     like the database); a file that was there before is emptied and made owner-only too."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    except OSError:
-        os.close(fd)
-        raise
-    return open(fd, "w", encoding="utf-8")
+    from projections.private import open_private
+
+    return open_private(path)
 
 
 def _progress() -> Progress:
@@ -244,16 +277,22 @@ def report(
         str | None,
         typer.Option("--to", help="End of the period (ISO 8601, exclusive).", show_default="after the last event"),
     ] = None,
+    tz: Annotated[
+        str, typer.Option(help="Show times in the HTML in this zone (IANA name); CSV, Parquet and JSON stay UTC.")
+    ] = "UTC",
 ) -> None:
-    """Write the compliance report (HTML, CSV, Parquet) for a period."""
+    """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period."""
     from projections.report import write_report
 
     settings = load()
     db, out = db or settings.db, out or settings.out
     import duckdb
 
+    zone = _zone(tz)
+    _output_folder(out, "--out")
+    period = _period(from_, to)
     try:
-        files = write_report(db, out, *_period(from_, to))
+        files = write_report(db, out, *period, tz=zone)
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -269,10 +308,12 @@ def demo(
     """Simulate a shift (24 tables, 8 of each game, 8 hours), audit it and write the report."""
     from dealtrail.audit import audit_file, latest_statuses
     from dealtrail.simulator.run import write_simulation
+    from projections.private import make_private_dirs
     from projections.report import write_report
     from projections.store import Store
 
-    out.mkdir(parents=True, exist_ok=True)
+    _output_folder(out, "--out")
+    make_private_dirs(out)
     events, truth, db = out / "events.jsonl", out / "truth.jsonl", out / "dealtrail.duckdb"
     rejected = out / "rejected.jsonl"
     if db.exists():
@@ -414,6 +455,9 @@ def project(
         except ScheduleError as exc:
             raise _fail(str(exc)) from None
     db = db or settings.db
+    _output_file(db, "--db")
+    if spec is not None:
+        _output_folder(reports or settings.out / "periods", "--reports")
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:
@@ -464,6 +508,7 @@ def replay(
     bootstrap: Annotated[
         str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
     ] = None,
+    tz: Annotated[str, typer.Option(help="Show times in this zone (IANA name), labelled.")] = "UTC",
 ) -> None:
     """Replay one table's stored events through the engine; show each event, state and finding."""
     import duckdb
@@ -474,6 +519,8 @@ def replay(
 
     if round_ and (from_ or to):
         raise _fail("use --round or --from/--to, not both")
+    zone = _zone(tz)
+    _output_file(html, "--html")
     settings = load()
     settings = settings.with_bootstrap(bootstrap)
     start, end = _period(from_, to)
@@ -502,20 +549,21 @@ def replay(
     finally:
         if con is not None:
             con.close()
-    _print_replay(result)
+    _print_replay(result, zone)
     if html is not None:
         from projections.incident import write_incident
 
-        write_incident(result, html, f"Incident replay: table {table}")
+        write_incident(result, html, f"Incident replay: table {table}", zone)
         console.print(f"incident report: {html}")
     if stored is not None and not result.matches:
         raise typer.Exit(3)
 
 
-def _print_replay(result: object) -> None:
+def _print_replay(result: object, tz: tzinfo) -> None:
     from rich.markup import escape
 
     from dealtrail.replay import ReplayResult, describe_state, layout
+    from projections.timefmt import clock, show, zone_name
 
     assert isinstance(result, ReplayResult)
     current = None
@@ -537,13 +585,13 @@ def _print_replay(result: object) -> None:
             rows = []
             current = rid
             table = Table(title=f"{escape(result.table_id)} / {escape(rid)}", show_lines=False)
-            for col in ("seq", "time", "event", "findings"):
+            for col in ("seq", f"time ({zone_name(tz)})", "event", "findings"):
                 table.add_column(col)
         assert table is not None
         found = "; ".join(f"{f.rule_id} [{f.status.value}]" for f in step.findings)
         table.add_row(
             str(step.event.seq),
-            step.event.occurred_at.strftime("%H:%M:%S"),
+            clock(step.event.occurred_at, tz),
             escape(step.event.type),
             f"[red]{escape(found)}[/]" if found else "",
         )
@@ -552,7 +600,7 @@ def _print_replay(result: object) -> None:
         add_layout()
         console.print(table)
     if result.state_at is not None and result.at_event is not None:
-        console.print(f"state as of {escape(result.at_event.event_id)} ({result.at_event.occurred_at.isoformat()}):")
+        console.print(f"state as of {escape(result.at_event.event_id)} ({show(result.at_event.occurred_at, tz)}):")
         for k, v in describe_state(result.state_at).items():
             console.print(f"  {k}: {escape(str(v))}")
         for row in layout(result.state_at, result.cards):
@@ -581,7 +629,9 @@ def schedule(
     out: Annotated[
         Path | None, typer.Option(help="Folder for one sub-folder per period.", show_default=_PERIODS)
     ] = None,
-    tz: Annotated[str, typer.Option(help="Time zone of the periods (IANA name).")] = "UTC",
+    tz: Annotated[
+        str, typer.Option(help="Time zone of the periods (IANA name); the pages show times in it too.")
+    ] = "UTC",
     once: Annotated[bool, typer.Option("--once", help="Write the closed periods and exit.")] = False,
     now: Annotated[
         str | None,
@@ -605,6 +655,7 @@ def schedule(
         raise _fail(str(exc)) from None
     if not db.exists():
         raise _fail(f"no dealtrail database at {db}")
+    _output_folder(out, "--out")
     fixed = _when(now, "--now")
     try:
         if once or fixed is not None:
@@ -617,7 +668,10 @@ def schedule(
             for p in paths:
                 console.print(f"wrote {p}")
 
-        run_forever(db, out, spec, poll_seconds=poll, on_written=announce)
+        def busy(message: str) -> None:
+            err.print(f"[yellow]{message}[/]")
+
+        run_forever(db, out, spec, poll_seconds=poll, on_written=announce, on_busy=busy)
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -648,11 +702,14 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
         from streams.kafka import unreachable_errors
 
         try:
-            return _Checked([check_chain(table, kafka_events(settings, table))], [])
+            report = check_chain(table, kafka_events(settings, table))
         except unreachable_errors() as exc:
             raise _unreachable(settings, exc) from None
         except (ReplayError, TimeoutError) as exc:
             raise _fail(f"{exc} (is the broker at {settings.kafka.bootstrap} reachable?)") from None
+        if report.events == 0:
+            raise _fail(f"the events topic holds no event of table {table!r}: there is nothing to verify", code=1)
+        return _Checked([report], [])
     if source != "db":
         raise _fail("--source must be db or kafka")
     db = db or settings.db
@@ -665,9 +722,9 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     try:
         known = tables(con)
         if table is not None and table not in known:
-            raise _fail(f"no stored event for table {table!r}")
+            raise _fail(f"no stored event for table {table!r} in {db}")
         if not known:
-            err.print(f"[yellow]{db} holds no event[/]")
+            raise _fail(f"{db} holds no event: there is nothing to verify", code=1)
         names = [table] if table else known
         return _Checked(
             [check_chain(t, stored_events(con, t)) for t in names],
@@ -689,9 +746,28 @@ def verify(
         str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
     ] = None,
 ) -> None:
-    """Recompute every table's hash chain; report the first broken link per table (exit 4 if any)."""
+    """Recompute every table's hash chain; report the first broken link per table (exit 4 if any).
+
+    Exit 1 with one line when there is nothing to check (an empty store, a table the store or
+    topic does not hold, a digest without tables or without the --table asked for).
+    """
     from dealtrail.verify import check_against, load_digest
 
+    saved = None
+    if against is not None:  # read before the chains are checked, which can take a while
+        _output_file(against, "--against")
+        try:
+            saved = load_digest(against)
+        except FileNotFoundError:
+            raise _fail(f"--against {against}: no such file") from None
+        except (OSError, ValueError) as exc:
+            raise _fail(f"cannot read digest {against}: {exc}") from None
+        if not saved:
+            raise _fail(f"digest {against} holds no table: there is nothing to check against", code=1)
+        if table is not None:
+            if table not in saved:
+                raise _fail(f"digest {against} holds no head for table {table!r}", code=1)
+            saved = {table: saved[table]}
     checked = _chains(db, table, source, bootstrap)
     reports = checked.reports
     bad = 0
@@ -712,11 +788,8 @@ def verify(
             f"[bold red]{table_id}: stored columns differ from the event's payload at seq {seq}, "
             f"event {event_id}[/]: {columns} (altered in the store)"
         )
-    if against is not None:
-        try:
-            problems = check_against(reports, load_digest(against))
-        except (OSError, ValueError) as exc:
-            raise _fail(f"cannot read digest {against}: {exc}") from None
+    if against is not None and saved is not None:
+        problems = check_against(reports, saved)
         for p in problems:
             console.print(f"[bold red]{p}[/]")
         bad += len(problems)
@@ -738,7 +811,9 @@ def digest(
     import json
 
     from dealtrail.verify import digest as make
+    from projections.private import make_private_dirs, write_private_text
 
+    _output_file(out, "--out")
     reports = _chains(db, None, "db", None, columns=False).reports
     data = make([r for r in reports if r.intact])
     if not data and reports:
@@ -749,7 +824,8 @@ def digest(
     if broken:
         err.print(f"[red]not in the digest, chain broken: {', '.join(broken)} (run dealtrail verify)[/]")
     if out is not None:
-        out.write_text(json.dumps({"tables": data}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        make_private_dirs(out.parent)
+        write_private_text(out, json.dumps({"tables": data}, indent=2, sort_keys=True) + "\n")
         console.print(f"digest written to {out}")
 
 
@@ -775,9 +851,16 @@ def _interrupted() -> NoReturn:
 
 
 def main() -> None:
-    """Entry point of the ``dealtrail`` console script."""
+    """Entry point of the ``dealtrail`` console script.
+
+    Sets the process umask to 077 before any command runs, so that files libraries create
+    themselves (DuckDB's write-ahead log and spill files) are owner-only from their first byte;
+    dealtrail's own writers also set 0600/0700 explicitly, and the store chmods its log after
+    each commit, for callers that do not come through here.
+    """
     import duckdb
 
+    os.umask(0o077)
     try:
         app()
     except BrokenPipeError:  # e.g. piped into head

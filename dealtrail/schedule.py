@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from datetime import time as dtime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -26,6 +25,12 @@ from projections.store import connect_read_only
 SHIFT_STARTS = (6, 14, 22)
 """Hours (local time) when the three 8-hour shifts start."""
 
+_FIXED = {"day": "0 0 * * *", "shift": "0 6,14,22 * * *"}
+"""The cron expressions of the named schedules."""
+
+_MAX_OFFSET = timedelta(hours=26)
+"""More than the widest gap between two zones' UTC offsets (-12:00 to +14:00)."""
+
 
 class ScheduleError(ValueError):
     """An unknown schedule or time zone."""
@@ -33,7 +38,7 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class Period:
-    """A reporting period [start, end) and its folder name."""
+    """A reporting period [start, end) (UTC instants) and its folder name."""
 
     start: datetime
     end: datetime
@@ -42,7 +47,16 @@ class Period:
 
 @dataclass(frozen=True)
 class Schedule:
-    """``every`` is ``shift``, ``day`` or a cron expression (5 fields); ``tz`` an IANA zone."""
+    """``every`` is ``shift``, ``day`` or a cron expression (5 fields); ``tz`` an IANA zone.
+
+    Periods follow the wall clock of ``tz`` (``zoneinfo``) and are turned into UTC instants at
+    their edges, so a day in a zone with daylight saving has 23, 24 or 25 hours and still starts
+    at the same local time. A start that falls in the hour skipped in spring moves to the end of
+    the gap (``30 2 * * *`` starts at 03:00 that day). A start in the hour repeated in autumn
+    counts once (at its first occurrence), unless the cron's hour field is ``*``: an hourly or
+    quarter-hourly cron then starts a period at both occurrences, so every period lasts its
+    usual length across both transitions (as cron itself runs wildcard-hour jobs).
+    """
 
     every: str
     tz: str = "UTC"
@@ -52,49 +66,94 @@ class Schedule:
             ZoneInfo(self.tz)
         except Exception as exc:
             raise ScheduleError(f"unknown time zone {self.tz!r}") from exc
-        if self.every not in ("shift", "day"):
+        if self.every not in _FIXED:
             from croniter import croniter
 
             if not croniter.is_valid(self.every):
                 raise ScheduleError(f"--every must be shift, day or a cron expression; got {self.every!r}")
 
+    @property
+    def zone(self) -> ZoneInfo:
+        """The zone of the periods."""
+        return ZoneInfo(self.tz)
+
+    def label(self, start: datetime) -> str:
+        """The folder name of the period starting at ``start``: its local start (with the UTC
+        offset, which tells the two 01:00s of an autumn night apart) and the zone, e.g.
+        ``2026-11-01_America-New_York`` (day), ``2026-11-01T0600-0500_America-New_York_shift``,
+        ``2026-11-01T0100-0400_America-New_York`` (cron). A UTC day and a New York day of the
+        same date never share a folder."""
+        local = start.astimezone(self.zone)
+        zone = self.tz.replace("/", "-")
+        if self.every == "day":
+            return f"{local:%Y-%m-%d}_{zone}"
+        return f"{local:%Y-%m-%dT%H%M%z}_{zone}" + ("_shift" if self.every == "shift" else "")
+
     def periods(self, first: datetime, now: datetime) -> Iterator[Period]:
         """The closed periods from the one containing ``first`` up to ``now`` (timezone-aware)."""
-        zone = ZoneInfo(self.tz)
-        if self.every in ("shift", "day"):
-            yield from self._fixed(first.astimezone(zone), now, zone)
-            return
-        from croniter import croniter
-
-        it = croniter(self.every, first.astimezone(zone))
-        start = it.get_prev(datetime)
-        it = croniter(self.every, start)
-        while True:
-            end = it.get_next(datetime)
+        starts = self._starts(first)
+        start = next(starts)
+        for end in starts:
+            if end <= first:
+                start = end
+                continue
             if end > now:
                 return
-            yield Period(start.astimezone(UTC), end.astimezone(UTC), f"{start:%Y-%m-%dT%H%M}")
+            yield Period(start, end, self.label(start))
             start = end
 
-    def _fixed(self, first: datetime, now: datetime, zone: ZoneInfo) -> Iterator[Period]:
-        hours = (0,) if self.every == "day" else SHIFT_STARTS
+    def _starts(self, first: datetime) -> Iterator[datetime]:
+        """Period starts as UTC instants, strictly increasing, from one at or before ``first``."""
+        import heapq
 
-        def starts() -> Iterator[datetime]:
-            day = first.date() - timedelta(days=1)
-            while True:
-                for h in hours:
-                    yield datetime.combine(day, dtime(h), tzinfo=zone)
-                day += timedelta(days=1)
+        from croniter import croniter
 
-        bounds = starts()
-        start = next(bounds)
-        for end in bounds:
-            if end > first:
-                if end > now:
-                    return
-                label = f"{start:%Y-%m-%d}" if self.every == "day" else f"{start:%Y-%m-%dT%H%M}-shift"
-                yield Period(start.astimezone(UTC), end.astimezone(UTC), label)
-            start = end
+        cron = _FIXED.get(self.every, self.every)
+        zone = self.zone
+        every_hour = croniter(cron).expanded[1] == ["*"]
+        back = croniter(cron, first.astimezone(zone).replace(tzinfo=None) + timedelta(minutes=1))
+        for _ in range(3):  # a few starts back: offsets move wall times by hours
+            wall = back.get_prev(datetime)
+        walls = croniter(cron, wall - timedelta(seconds=1))
+        pending: list[datetime] = []
+        last: datetime | None = None
+        while True:
+            wall = walls.get_next(datetime)
+            for instant in _instants(wall, zone, every_hour):
+                heapq.heappush(pending, instant)
+            # a later wall time's instant is later than this one's, less the widest offset gap
+            horizon = wall.replace(tzinfo=UTC) - _MAX_OFFSET
+            while pending and pending[0] < horizon:
+                instant = heapq.heappop(pending)
+                if instant != last:
+                    yield instant
+                    last = instant
+
+
+def _instants(wall: datetime, zone: ZoneInfo, every_hour: bool) -> list[datetime]:
+    """The UTC instants of the naive local time ``wall`` in ``zone``: one; none that exists (the
+    spring gap: the end of the gap instead); or two (the autumn repeat: the first only, unless
+    ``every_hour``)."""
+    early = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    late = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if early == late:
+        return [early]
+    if early.astimezone(zone).replace(tzinfo=None) == wall:  # repeated
+        return [early, late] if every_hour else [early]
+    return [_transition(min(early, late), max(early, late), zone)]
+
+
+def _transition(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:
+    """The instant in (before, after] where ``zone``'s offset changes to the one of ``after``."""
+    target = after.astimezone(zone).utcoffset()
+    lo, hi = int(before.timestamp()), int(after.timestamp())
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, UTC).astimezone(zone).utcoffset() == target:
+            hi = mid
+        else:
+            lo = mid
+    return datetime.fromtimestamp(hi, UTC)
 
 
 def trail_span(con: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime] | None:
@@ -137,7 +196,8 @@ def run_due(
             folder = out / period.label
             if (folder / "summary.json").exists() and not force:
                 continue
-            write_report(con, folder, period.start, period.end, f"dealtrail compliance report {period.label}")
+            title = f"dealtrail compliance report {period.label}"
+            write_report(con, folder, period.start, period.end, title, tz=schedule.zone)
             written.append(folder)
     finally:
         if own:
@@ -154,16 +214,41 @@ def run_forever(
     poll_seconds: float = 60.0,
     on_written: Callable[[list[Path]], None] | None = None,
     iterations: int | None = None,
+    on_busy: Callable[[str], None] | None = None,
 ) -> None:
     """Write each period's report as it closes; check every ``poll_seconds`` (seconds).
 
-    ``iterations`` bounds the loop (tests); None runs until interrupted.
+    A store that a writer holds (an audit or projector running for a while) is not an error
+    here: the check is made again at the next poll. ``on_busy`` hears of it once per busy spell
+    (one line, not one per poll), and again only after the store was readable in between.
+
+    Args:
+        db: the store (opened read-only at each poll).
+        out: the folder of the period folders.
+        schedule: which periods.
+        clock: the current time (tests pass their own).
+        sleep: waits that many seconds (tests pass their own).
+        poll_seconds: seconds between checks.
+        on_written: told the folders each poll wrote.
+        iterations: bounds the loop (tests); None runs until interrupted.
+        on_busy: told, once per busy spell, that the store could not be opened and why.
+
+    Raises:
+        FileNotFoundError: there is no store at ``db``.
     """
     n = 0
+    busy = False
     while iterations is None or n < iterations:
-        written = run_due(db, out, schedule, clock())
-        if written and on_written is not None:
-            on_written(written)
+        try:
+            written = run_due(db, out, schedule, clock())
+        except duckdb.IOException as exc:  # a writer holds the file's lock
+            if not busy and on_busy is not None:
+                on_busy(f"{db} is busy (a writer holds it); trying again every {poll_seconds:g} s: {exc}")
+            busy = True
+        else:
+            busy = False
+            if written and on_written is not None:
+                on_written(written)
         n += 1
         if iterations is None or n < iterations:
             sleep(poll_seconds)

@@ -6,12 +6,15 @@ autoescape, and the page carries a Content-Security-Policy that forbids scripts 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from dealtrail.replay import ReplayResult, describe_state, layout, rule_summary
+from projections.private import make_private_dirs, write_private_text
+from projections.timefmt import clock, show, zone_name
 from schemas import events as ev
 
 
@@ -22,8 +25,9 @@ def _details(event: ev.DealingEvent) -> str:
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
 
-def incident_context(result: ReplayResult, title: str) -> dict[str, Any]:
-    """The template's data: rounds with their events, layouts and findings."""
+def incident_context(result: ReplayResult, title: str, tz: tzinfo = UTC) -> dict[str, Any]:
+    """The template's data: rounds with their events, layouts and findings; times of day in
+    ``tz`` (with their offset; the column names the zone)."""
     latest: dict[str, Any] = {}
     for f in result.replayed:
         if f.finding_id not in latest or f.revision > latest[f.finding_id].revision:
@@ -38,7 +42,7 @@ def incident_context(result: ReplayResult, title: str) -> dict[str, Any]:
         current["events"].append(
             {
                 "seq": step.event.seq,
-                "time": step.event.occurred_at.strftime("%H:%M:%S"),
+                "time": clock(step.event.occurred_at, tz),
                 "type": step.event.type,
                 "event_id": step.event.event_id,
                 "actor": f"{step.event.actor.role.value} {step.event.actor.id}",
@@ -64,6 +68,7 @@ def incident_context(result: ReplayResult, title: str) -> dict[str, Any]:
     ]
     return {
         "title": title,
+        "zone": zone_name(tz),
         "table_id": result.table_id,
         "rounds": rounds,
         "findings": findings,
@@ -76,8 +81,20 @@ def incident_context(result: ReplayResult, title: str) -> dict[str, Any]:
     }
 
 
-def write_incident(result: ReplayResult, path: Path, title: str) -> Path:
-    """Render the incident page to ``path`` (owner-only permissions) and return it."""
+def write_incident(result: ReplayResult, path: Path, title: str, tz: tzinfo = UTC) -> Path:
+    """Render the incident page to ``path`` (owner-only, missing folders 0700) and return it.
+
+    Args:
+        result: the replay.
+        path: the page's file.
+        title: its title.
+        tz: the zone times are shown in (labelled), ``datetime.UTC`` or a ``ZoneInfo``.
+
+    Raises:
+        IsADirectoryError: ``path`` is a folder.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a file for the incident page")
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("projections", "templates"),
         autoescape=True,
@@ -85,8 +102,8 @@ def write_incident(result: ReplayResult, path: Path, title: str) -> Path:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    html = env.get_template("incident.html.j2").render(**incident_context(result, title))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    path.chmod(0o600)
+    env.filters["when"] = lambda t: show(t, tz) if isinstance(t, datetime) else str(t)
+    html = env.get_template("incident.html.j2").render(**incident_context(result, title, tz))
+    make_private_dirs(path.parent)
+    write_private_text(path, html)
     return path

@@ -7,13 +7,12 @@ so a re-run writes the same files.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,9 @@ import duckdb
 import jinja2
 import pyarrow as pa
 
+from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.store import connect_read_only
+from projections.timefmt import iso_utc, show, zone_name
 from streams.engine.catalog import RULES_BY_ID
 
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -78,8 +79,9 @@ def _svg(fig: Any) -> str:
     return svg[svg.find("<svg") :]
 
 
-def _chart_svg(rows: list[dict[str, Any]]) -> str:
-    """Findings per hour, stacked by severity, as an inline SVG (empty string if no finding)."""
+def _chart_svg(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> str:
+    """Findings per hour, stacked by severity, as an inline SVG (empty string if no finding);
+    the time axis is the wall clock of ``tz``, labelled."""
     if not rows:
         return ""
     import matplotlib
@@ -88,7 +90,7 @@ def _chart_svg(rows: list[dict[str, Any]]) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    times = [r["detected_at"].astimezone(UTC) for r in rows]
+    times = [r["detected_at"].astimezone(tz).replace(tzinfo=None) for r in rows]
     span = max(times) - min(times)
     minutes = 60 if span > timedelta(hours=6) else 15
     buckets: dict[datetime, Counter[str]] = defaultdict(Counter)
@@ -105,19 +107,26 @@ def _chart_svg(rows: list[dict[str, Any]]) -> str:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel(f"findings per {minutes} min" if minutes != 60 else "findings per hour")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(f"time ({zone_name(tz)})")
     ax.legend(loc="upper right", fontsize=8)
     fig.autofmt_xdate()
     return _svg(fig)
 
 
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+def _env(tz: tzinfo = UTC) -> jinja2.Environment:
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("projections", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+    def when(value: datetime | str) -> str:
+        return show(datetime.fromisoformat(value) if isinstance(value, str) else value, tz)
+
+    env.filters["when"] = when
+    return env
 
 
 def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
@@ -162,14 +171,9 @@ def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _private(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.chmod(0o600)
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.isoformat()
+        return iso_utc(value)
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -187,16 +191,26 @@ def build_summary(
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
-    gaps, unverifiable rounds, dead letters dated in the period and undated).
+    gaps, unverifiable rounds, dead letters dated in the period and undated, and both by reason
+    in ``dead_letters_by_reason``: reason -> ``{"in_period": n, "undated": n}``). Times are ISO
+    8601 in UTC; ``period.events`` counts the dealing events in the period, and
+    ``period.no_events`` is true when there is none (nothing was audited: no finding and no
+    remedy means nothing then).
     """
     rounds = query(con, "rpt_rounds", start, end).to_pylist()
     by_game: Counter[str] = Counter()
     for r in rounds:
         by_game[r["game"]] += r["rounds"]
     agg = summarise(findings)
+    events = query(con, "rpt_event_count", start, end).to_pylist()[0]["events"]
+    quality = query(con, "rpt_data_quality", start, end).to_pylist()[0]
+    quality["dead_letters_by_reason"] = {
+        r["reason"]: {"in_period": r["in_period"], "undated": r["undated"]}
+        for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
+    }
     figures: dict[str, Any] = _jsonable(
         {
-            "period": {"start": start, "end": end},
+            "period": {"start": start, "end": end, "events": events, "no_events": events == 0},
             "rounds": {
                 "total": sum(r["rounds"] for r in rounds),
                 "voided": sum(r["voided_rounds"] for r in rounds),
@@ -215,7 +229,7 @@ def build_summary(
             "stub_compliance": query(con, "rpt_stub_compliance", start, end).to_pylist(),
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
-            "data_quality": query(con, "rpt_data_quality", start, end).to_pylist()[0],
+            "data_quality": quality,
         }
     )
     return figures
@@ -246,9 +260,14 @@ def write_report(
     start: datetime | None = None,
     end: datetime | None = None,
     title: str = "dealtrail compliance report",
+    tz: tzinfo = UTC,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
-    [start, end) into ``out`` (files owner-only).
+    [start, end) into ``out`` (files owner-only, missing folders 0700).
+
+    The CSV, Parquet and JSON hold UTC instants; the HTML shows times in ``tz``, labelled. The
+    output is the same on every host, whatever its time zone. The folder is made only once the
+    store is open, so a missing store leaves no empty folder behind.
 
     Args:
         db: the store's path (opened read-only) or an open connection (the writer's own, as the
@@ -257,17 +276,21 @@ def write_report(
         start: start of the period, inclusive (timezone-aware; None: unbounded).
         end: end of the period, exclusive (None: unbounded).
         title: the page title.
+        tz: the zone the HTML shows times in (``datetime.UTC`` or a ``ZoneInfo``).
 
     Raises:
         FileNotFoundError: no store at ``db``.
+        NotADirectoryError: ``out`` (or a folder on its way) is a file.
     """
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir} is a file, not a folder for the report")
     own = not isinstance(db, duckdb.DuckDBPyConnection)
     con = connect_read_only(db) if own else db  # type: ignore[arg-type]
     assert isinstance(con, duckdb.DuckDBPyConnection)
     csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
     try:
+        make_private_dirs(out_dir)
         table = query(con, "rpt_findings", start, end)
         findings = table.to_pylist()
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
@@ -275,6 +298,8 @@ def write_report(
         figures = build_summary(con, findings, start, end)
         con.register("rpt_export", table)
         try:
+            for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
+                open_private(p, binary=True).close()
             con.execute(f"COPY rpt_export TO '{csv_path}' (FORMAT csv, HEADER)")
             con.execute(f"COPY rpt_export TO '{parquet_path}' (FORMAT parquet)")
         finally:
@@ -288,27 +313,28 @@ def write_report(
         if f["status"] in ("open", "overdue") and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
     ]
     html = (
-        _env()
+        _env(tz)
         .get_template("report.html.j2")
         .render(
             title=title,
-            period_start=start.isoformat() if start else "the beginning of the trail",
-            period_end=end.isoformat() if end else "the end of the trail",
+            period_start=show(start, tz) if start else "the beginning of the trail",
+            period_end=show(end, tz) if end else "the end of the trail",
+            zone=zone_name(tz),
             summary=summarise(findings),
             figures=figures,
             stub=stub,
             rounds=rounds,
             rounds_total=sum(r["rounds"] for r in rounds),
             remedies=remedies,
-            chart_svg=_chart_svg(findings),
+            chart_svg=_chart_svg(findings, tz),
             rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
             severities=SEVERITIES,
         )
     )
     html_path = out_dir / "report.html"
-    html_path.write_text(html, encoding="utf-8")
+    write_private_text(html_path, html)
     summary_path = out_dir / "summary.json"
-    summary_path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    for p in (html_path, csv_path, parquet_path, summary_path):
-        _private(p)
+    write_private_text(summary_path, json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    for p in (csv_path, parquet_path):
+        make_private(p)
     return ReportFiles(html_path, csv_path, parquet_path, len(findings), summary_path)

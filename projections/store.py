@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from projections.private import make_private_dirs
 from schemas.findings import Finding
 
 FINDINGS_SCHEMA = pa.schema(
@@ -211,8 +212,21 @@ def check_store_path(path: str | os.PathLike[str]) -> None:
         raise NotAStoreError(f"{path} is not a DuckDB database (it holds other data); pick another --db path")
 
 
+def utc_session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Set the session's ``TimeZone`` to UTC and return ``con``; every connection dealtrail opens
+    goes through here.
+
+    A ``TIMESTAMPTZ`` then comes back, prints, casts and exports as the same UTC instant on every
+    host (DuckDB's default is the host's zone: a New York host would write ``-05:00`` into the
+    CSV). Set with ``SET`` after connecting: the ``config`` argument is applied before the ICU
+    extension that owns the setting is loaded.
+    """
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
 def connect_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
-    """Open an existing store read-only (reports, replay, verify).
+    """Open an existing store read-only (reports, replay, verify), its session in UTC.
 
     Raises:
         FileNotFoundError: there is no store at ``path`` (:class:`NotAStoreError` if the file
@@ -221,14 +235,19 @@ def connect_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection
     if not Path(path).exists():
         raise FileNotFoundError(f"no dealtrail database at {path}")
     check_store_path(path)
-    return duckdb.connect(str(path), read_only=True)
+    return utc_session(duckdb.connect(str(path), read_only=True))
 
 
 class Store:
-    """The single writer of a dealtrail DuckDB file.
+    """The single writer of a dealtrail DuckDB file, its session in UTC.
+
+    The file and its write-ahead log (``<path>.wal``, which DuckDB makes itself and which holds
+    every committed row until a checkpoint) are owner-only: the file is made so on open, the log
+    after each commit. (The CLI also sets the process umask to 077, so DuckDB creates the log
+    owner-only; the chmod covers library callers and a log left by an older version.)
 
     Args:
-        path: the database file (created with owner-only permissions if new).
+        path: the database file (made owner-only).
         memory_limit: DuckDB's memory limit (``"512MB"``); None keeps DuckDB's default.
 
     Raises:
@@ -239,16 +258,20 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], memory_limit: str | None = None) -> None:
         self.path = Path(path)
         check_store_path(self.path)
-        new = not self.path.exists()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
         config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": memory_limit} if memory_limit else {}
-        self.con = duckdb.connect(str(self.path), config=config)
-        if new:
-            with contextlib.suppress(OSError):
-                self.path.chmod(0o600)
+        self.con = utc_session(duckdb.connect(str(self.path), config=config))
+        self._private_files()
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
         self._stage_dir: tempfile.TemporaryDirectory[str] | None = None  # made when first needed
+
+    def _private_files(self) -> None:
+        """Make the file and its write-ahead log owner-only (a file of another owner is left as it is)."""
+        for p in (self.path, self.path.with_name(self.path.name + ".wal")):
+            with contextlib.suppress(OSError):
+                if p.stat().st_mode & 0o077:
+                    p.chmod(0o600)
 
     def close(self) -> None:
         """Checkpoint and close the file."""
@@ -358,6 +381,7 @@ class Store:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
             con.execute("COMMIT")
+            self._private_files()
         except BaseException:
             # an interrupted query may already have ended the transaction: the error in flight
             # is the one to report

@@ -7,10 +7,11 @@ package reads the clock or makes IDs: the producer stamps ``event_id``, ``occurr
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 
 class Game(StrEnum):
@@ -91,6 +92,20 @@ Area = Annotated[
 ``COMMUNITY_j``, ``PAIR_BONUS_COMMUNITY``, ``PAIR_BONUS_4TH_k`` (the fourth-card area of seat k)
 or ``STACK_s`` (Pai Gow stack s)."""
 
+
+def _utc_representable(value: datetime) -> datetime:
+    """Refuse an instant whose UTC time falls outside years 1 to 9999 (``9999-12-31T23:59:59-05:00``
+    is 10000-01-01 in UTC): such a time cannot be stored as a UTC instant or compared with others."""
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the instant in UTC falls outside the years 1 to 9999") from None
+    return value
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(_utc_representable)]
+"""A timezone-aware time whose UTC instant lies within the years 1 to 9999."""
+
 Position = Annotated[str, StringConstraints(pattern=r"^(?:SEAT_[1-9]|DEALER|BANK)$")]
 """A betting position or the dealer/bank: ``SEAT_k``, ``DEALER`` or ``BANK``."""
 
@@ -118,8 +133,9 @@ class Envelope(Frozen):
         round_id: the round the event belongs to, or None for table-level events.
         deck_id: the deck the event concerns, or None.
         seq: per-table sequence number, 1, 2, 3, ... without gaps (DT-sequence-gap otherwise).
-        occurred_at: when it happened at the table (timezone-aware).
-        recorded_at: when the capture system recorded it (timezone-aware).
+        occurred_at: when it happened at the table (timezone-aware; its UTC instant within the
+            years 1 to 9999, else a schema error).
+        recorded_at: when the capture system recorded it (timezone-aware, same range).
         source: capture channel; actor: who did it.
         schema_version: version of this event type's schema (upcasters lift older payloads).
         corrects: event_id of an earlier event this one amends (history is never edited).
@@ -134,8 +150,8 @@ class Envelope(Frozen):
     round_id: Identifier | None = None
     deck_id: Identifier | None = None
     seq: Annotated[int, Field(ge=1, le=2**62)]
-    occurred_at: AwareDatetime
-    recorded_at: AwareDatetime
+    occurred_at: Instant
+    recorded_at: Instant
     source: Source
     actor: Actor
     schema_version: Annotated[int, Field(ge=1)] = 1

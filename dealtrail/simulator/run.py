@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dealtrail.simulator.floor import FloorSpec, Truth, simulate
+from projections.private import make_private_dirs, open_private
 from schemas.codec import encode
 
 
@@ -24,6 +25,8 @@ def write_simulation(
 ) -> tuple[int, int]:
     """Simulate and write ``out`` (one event per line) and, if asked, the truth file.
 
+    Both files are owner-only (0600), and folders made for them 0700.
+
     The truth file holds one JSON object per expected finding (``rule_id``, ``table_id``,
     ``round_id``, ``injected``), sorted by table, round and rule. Same arguments, same bytes.
 
@@ -32,7 +35,7 @@ def write_simulation(
     """
     spec = FloorSpec(tables=tables, hours=hours, seed=seed, error_rate=error_rate, duplicate_rate=duplicate_rate)
     truth: list[Truth] = []
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(out.parent)
     n = 0
     progress = Progress(
         TextColumn("simulating"),
@@ -43,7 +46,7 @@ def write_simulation(
         transient=True,
         disable=console is None,
     )
-    with out.open("wb") as fh, progress:
+    with open_private(out, binary=True) as fh, progress:
         task = progress.add_task("simulating", total=None)
         for event in simulate(spec, truth):
             fh.write(encode(event))
@@ -52,9 +55,9 @@ def write_simulation(
             if n % 20_000 == 0:
                 progress.update(task, completed=n)
     if truth_path is not None:
-        truth_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(truth_path.parent)
         rows = sorted(truth, key=lambda t: (t.table_id, t.round_id or "", t.rule_id, t.injected))
-        with truth_path.open("w", encoding="utf-8") as fh:
+        with open_private(truth_path) as fh:
             for t in rows:
                 fh.write(json.dumps(t.as_dict()) + "\n")
     return n, len(truth)

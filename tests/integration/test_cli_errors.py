@@ -56,8 +56,8 @@ def test_an_output_path_that_is_a_folder_gives_an_error_line_not_a_traceback(tmp
         text=True,
         timeout=120,
     )
-    assert r.returncode == 1, r.stderr
-    assert "error:" in r.stderr and "Is a directory" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "error:" in r.stderr and "is a folder" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_an_inverted_period_is_refused(audited_shift: Path, tmp_path: Path) -> None:

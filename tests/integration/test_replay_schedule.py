@@ -101,11 +101,11 @@ def test_schedule_writes_each_closed_period_once_and_a_rerun_is_identical(store:
     hourly = Schedule("0 * * * *")
     assert run_due(store, out, hourly, START + timedelta(minutes=59)) == []
     first = run_due(store, out, hourly, START + timedelta(hours=1, minutes=1))
-    assert [p.name for p in first] == ["2026-11-27T1800"]
+    assert [p.name for p in first] == ["2026-11-27T1800+0000_UTC"]
     assert run_due(store, out, hourly, START + timedelta(hours=1, minutes=30)) == []
     second = run_due(store, out, hourly, START + timedelta(hours=3))
     # the shift ends at about 19:30: the 20:00 period holds no event and is not reported
-    assert [p.name for p in second] == ["2026-11-27T1900"]
+    assert [p.name for p in second] == ["2026-11-27T1900+0000_UTC"]
     files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert {p.name for p in files} == {"report.html", "findings.csv", "findings.parquet", "summary.json"}
     again = run_due(store, out, hourly, START + timedelta(hours=3), force=True)
@@ -120,7 +120,7 @@ def test_run_forever_writes_periods_as_the_clock_passes_them(store: Path, tmp_pa
     written: list[list[Path]] = []
     run_forever(store, tmp_path, Schedule("0 * * * *"), clock=lambda: next(ticks), sleep=sleeps.append,
                 poll_seconds=7.0, on_written=written.append, iterations=4)  # fmt: skip
-    assert written == [[tmp_path / "2026-11-27T1800"], [tmp_path / "2026-11-27T1900"]]
+    assert written == [[tmp_path / "2026-11-27T1800+0000_UTC"], [tmp_path / "2026-11-27T1900+0000_UTC"]]
     assert sleeps == [7.0, 7.0, 7.0]
 
 

@@ -203,6 +203,6 @@ def test_the_projector_writes_scheduled_reports_from_its_own_connection(
     cluster.cli("project", "--db", str(tmp_path / "s.duckdb"), "--once", "--timeout", "120",
                 "--report-every", "0 * * * *", "--reports", str(reports))  # fmt: skip
     periods = sorted(p.name for p in reports.iterdir())
-    assert periods == ["2026-11-27T1800"]
+    assert periods == ["2026-11-27T1800+0000_UTC"]
     summary = json.loads((reports / periods[0] / "summary.json").read_text())
     assert summary["findings"]["total"] > 0

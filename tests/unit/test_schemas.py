@@ -112,3 +112,20 @@ def test_a_truncated_line_is_described_without_its_own_newline(line: bytes | str
         decode(line)
     assert info.value.reason == "malformed_json"
     assert "EOF while parsing" in info.value.detail and "line 1 column" in info.value.detail
+
+
+@pytest.mark.parametrize("field", ["occurred_at", "recorded_at"])
+@pytest.mark.parametrize("value", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:30:00+01:00"])
+def test_a_time_whose_utc_instant_leaves_years_1_to_9999_is_a_schema_error(field: str, value: str) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode(json.dumps({**GOOD, field: value}))
+    assert info.value.reason == "schema_error"
+    assert field in info.value.detail
+    assert "1 to 9999" in info.value.detail
+
+
+def test_the_last_and_first_representable_utc_instants_are_accepted() -> None:
+    late = decode(json.dumps({**GOOD, "occurred_at": "9999-12-31T18:59:59-05:00"}))
+    early = decode(json.dumps({**GOOD, "recorded_at": "0001-01-01T01:00:00+01:00"}))
+    assert late.occurred_at.astimezone(UTC).year == 9999
+    assert early.recorded_at.astimezone(UTC).year == 1

@@ -1,0 +1,68 @@
+"""How dealtrail shows a time to people: the one code path for every page and console line.
+
+Instants are stored in UTC. They are shown in UTC with their offset, or in the zone the user asked
+for (``--tz``), always labelled with the zone, so the same store reads the same on every host
+whatever the host's own time zone. Machine-readable outputs (``findings.csv``, Parquet,
+``summary.json``) stay in UTC (:func:`iso_utc`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+DisplayZone = tzinfo
+"""The zone times are shown in: ``datetime.UTC`` or a :class:`zoneinfo.ZoneInfo`."""
+
+
+def zone(name: str) -> DisplayZone:
+    """The zone called ``name`` (an IANA name such as ``America/New_York``, or ``UTC``).
+
+    Raises:
+        ValueError: no such zone.
+    """
+    if name.upper() in ("UTC", "Z"):
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (use an IANA name such as America/New_York, or UTC)") from None
+
+
+def zone_name(tz: DisplayZone) -> str:
+    """The label of a zone: ``UTC`` or its IANA key (``America/New_York``)."""
+    if tz is UTC:
+        return "UTC"
+    return str(getattr(tz, "key", None) or tz)
+
+
+def show(t: datetime, tz: DisplayZone = UTC) -> str:
+    """A full time for people, e.g. ``2026-11-27 13:00:00-05:00 America/New_York``.
+
+    Args:
+        t: a timezone-aware time (a naive one is taken as UTC, as DuckDB returns for UTC sessions).
+        tz: the zone to show it in.
+    """
+    local = _aware(t).astimezone(tz)
+    return f"{local:%Y-%m-%d %H:%M:%S}{_offset(local)} {zone_name(tz)}"
+
+
+def clock(t: datetime, tz: DisplayZone = UTC) -> str:
+    """The time of day with its offset, e.g. ``13:00:00-05:00`` (the offset tells the two
+    01:30s of a night that falls back apart); label the column with :func:`zone_name`."""
+    local = _aware(t).astimezone(tz)
+    return f"{local:%H:%M:%S}{_offset(local)}"
+
+
+def iso_utc(t: datetime) -> str:
+    """ISO 8601 in UTC, e.g. ``2026-11-27T18:00:00+00:00`` (for CSV, JSON and the like)."""
+    return _aware(t).astimezone(UTC).isoformat()
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _offset(local: datetime) -> str:
+    off = local.strftime("%z")  # +0000 / -0500
+    return f"{off[:3]}:{off[3:]}" if off else ""
