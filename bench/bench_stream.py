@@ -427,7 +427,7 @@ def phase_publish(settings: Any, path: Path) -> tuple[float, int]:
     publisher = Publisher(settings.kafka, settings.topics)
     try:
         t0 = time.perf_counter()
-        summary = publish_file(path, publisher)
+        summary = publish_file(path, publisher, max_record_bytes=settings.max_record_bytes)
         secs = time.perf_counter() - t0
     finally:
         publisher.close()

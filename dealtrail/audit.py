@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dealtrail.settings import DEFAULT_MAX_RECORD_BYTES
 from projections.store import BatchCounts, Store, stage_line
 from schemas import events as ev
 from schemas.chain import Chainer
-from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field, without_bom
+from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.findings import Finding
+from schemas.lines import IntakeCheck, Line, NotEventsError, read_lines
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.engine import RECALLED
 from streams.engine.state import dump_state, load_state
@@ -187,8 +189,16 @@ def scan(
     emit: Callable[[Batch], None],
     chain: bool = True,
     resume: Resume | None = None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
+
+    Lines are read with :func:`schemas.lines.read_lines`: a line over ``max_record_bytes``
+    (bytes) is dead-lettered as ``too_large`` without ever being held whole; a byte-order mark
+    at the start of any line is skipped; LF, CRLF and a lone CR end a line. Every shard reads
+    the whole file and checks its start the same way (:class:`schemas.lines.IntakeCheck`), so
+    a file that is not an event file is refused by each (:class:`NotEventsError`) before
+    anything is handed over.
 
     A line belongs to the shard of the first ``"table_id"`` in its text (a line without one to
     shard 0, which dead-letters it). A line whose decoded ``table_id`` names another shard's
@@ -199,6 +209,10 @@ def scan(
     if the store holds the table but no state fits, every event of the table in this file is
     dead-lettered as ``does_not_continue``, with the reason. The final batch carries the state
     of every table seen, to be stored for the next file.
+
+    Raises:
+        NotEventsError: the file is not an event file (see :class:`schemas.lines.IntakeCheck`).
+        OSError: the file cannot be read.
     """
     source = str(path)
     auditor = Auditor()
@@ -257,63 +271,110 @@ def scan(
             stage = stage_dir / f"w{shard}-{batch_no}.jsonl"
             out = stage.open("wb")
 
-    with path.open("rb") as fh:
-        for line_no, line in enumerate(fh, 1):
-            bytes_read += len(line)
-            raw = without_bom(line) if line_no == 1 else line
-            if shards > 1:
-                match = TABLE_ID_IN_LINE.search(raw)
-                owner = shard_of(match.group(1), shards) if match else 0
-                if owner != shard:
+    check = IntakeCheck(source)
+    try:
+        with path.open("rb") as fh:
+            check.head(fh.peek(64)[:64])
+            for line in read_lines(fh, max_record_bytes):
+                line_no, raw = line.number, line.data
+                bytes_read += line.read
+                if not raw.strip():
                     continue
-            if not raw.strip():
-                continue
-            lines += 1
-            try:
-                event = decode(raw)
-                if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
-                    raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
-                if event.table_id not in first_seq:
-                    first_seq[event.table_id] = event.seq
-                    earlier = resume(event.table_id, event.seq) if resume is not None else None
-                    if isinstance(earlier, str):
-                        unfit[event.table_id] = earlier
-                    elif earlier is not None:
-                        st, stamps = earlier
-                        auditor.states[event.table_id] = st
-                        resumed += 1
-                        if chainer is not None and st.last_hash is not None:
-                            chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
-                if event.table_id in unfit:
-                    raise EventRejected("does_not_continue", unfit[event.table_id])
-                data = None  # the canonical bytes of a stamped event
-                if chainer is not None:
-                    # an event that carries its hash keeps it (and becomes its table's head)
-                    event, data = chainer.stamp_encoded(event)
-                if data is None:
-                    # the store keeps the validated event in its canonical form (lax input, a
-                    # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
-                    # as written), and the engine tells copies apart by the same bytes: a copy
-                    # written with other spacing or key order is the same event
-                    data = encode(event)
-                auditor.apply(event, data)
-            except (DecodeError, EventRejected) as exc:
-                dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
-                continue
-            except Exception as exc:
-                detail = f"{type(exc).__name__}: {exc}"[:500]
-                dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
-                continue
-            events += 1
-            out.write(stage_line(line_no, data))
-            staged += 1
-            if staged >= batch_lines:
-                flush(final=False)
+                if not check.done:
+                    check.line(line, *_verdict(line, max_record_bytes))
+                if shards > 1:
+                    match = TABLE_ID_IN_LINE.search(raw)
+                    owner = shard_of(match.group(1), shards) if match else 0
+                    if owner != shard:
+                        continue
+                lines += 1
+                if line.too_large:
+                    dead.append(too_large_record(source, line, max_record_bytes))
+                    continue
+                try:
+                    event = decode(raw)
+                    if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
+                        raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
+                    if event.table_id not in first_seq:
+                        first_seq[event.table_id] = event.seq
+                        earlier = resume(event.table_id, event.seq) if resume is not None else None
+                        if isinstance(earlier, str):
+                            unfit[event.table_id] = earlier
+                        elif earlier is not None:
+                            st, stamps = earlier
+                            auditor.states[event.table_id] = st
+                            resumed += 1
+                            if chainer is not None and st.last_hash is not None:
+                                chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
+                    if event.table_id in unfit:
+                        raise EventRejected("does_not_continue", unfit[event.table_id])
+                    data = None  # the canonical bytes of a stamped event
+                    if chainer is not None:
+                        # an event that carries its hash keeps it (and becomes its table's head)
+                        event, data = chainer.stamp_encoded(event)
+                    if data is None:
+                        # the store keeps the validated event in its canonical form (lax input, a
+                        # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
+                        # as written), and the engine tells copies apart by the same bytes: a copy
+                        # written with other spacing or key order is the same event
+                        data = encode(event)
+                    auditor.apply(event, data)
+                except (DecodeError, EventRejected) as exc:
+                    dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                    continue
+                except Exception as exc:
+                    detail = f"{type(exc).__name__}: {exc}"[:500]
+                    dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
+                    continue
+                events += 1
+                out.write(stage_line(line_no, data))
+                staged += 1
+                if staged >= batch_lines:
+                    flush(final=False)
+            check.end()
+    except BaseException:  # a refused file, a read error: the stage file goes too
+        out.close()
+        stage.unlink(missing_ok=True)
+        raise
     flush(final=True)
 
 
+def _verdict(line: Line, max_record_bytes: int) -> tuple[str | None, str]:
+    """Whether a line is a dealing event: (None, "") if so, else (reason, detail)."""
+    if line.too_large:
+        return "too_large", f"{line.size:,} bytes, over the limit of {max_record_bytes:,}"
+    try:
+        decode(line.data)
+    except DecodeError as exc:
+        return exc.reason, exc.detail
+    return None, ""
+
+
+def too_large_record(source: str, line: Line, max_record_bytes: int) -> dict[str, Any]:
+    """The dead-letter record of a line over the record limit: its first bytes
+    (:data:`schemas.lines.RAW_KEEP`), its whole length (``raw_bytes``) and SHA-256 (``raw_sha256``)."""
+    detail = (
+        f"the line is {line.size:,} bytes, over the record limit of {max_record_bytes:,} "
+        f"(DEALTRAIL_MAX_RECORD_BYTES); its first {len(line.data):,} bytes are kept here, "
+        f"with its length and SHA-256 {line.sha256}"
+    )
+    return {
+        **dead_letter_record(source, line.number, "too_large", detail, line.data),
+        "raw_bytes": line.size,
+        "raw_sha256": line.sha256,
+    }
+
+
 def _worker(
-    path: str, shard: int, shards: int, stage_dir: str, batch_lines: int, chain: bool, queue: Any, replies: Any
+    path: str,
+    shard: int,
+    shards: int,
+    stage_dir: str,
+    batch_lines: int,
+    chain: bool,
+    queue: Any,
+    replies: Any,
+    max_record_bytes: int,
 ) -> None:
     parent = mp.parent_process()
 
@@ -348,7 +409,9 @@ def _worker(
                 continue
 
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain, resume)
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain, resume, max_record_bytes)
+    except NotEventsError as exc:
+        send(("refused", shard, str(exc)))
     except BaseException:
         send(("error", shard, traceback.format_exc()))
     if orphaned():
@@ -370,6 +433,7 @@ def audit_file(
     batch_lines: int = BATCH_LINES,
     workers: int | None = None,
     chain: bool = True,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
@@ -389,12 +453,17 @@ def audit_file(
         chain: stamp the per-table hash chain (``prev_hash``, ``hash``) on events that carry
             none, before they are applied and stored; events that carry one keep it. The
             stamps are deterministic, so auditing the same file again stores nothing twice.
+        max_record_bytes: the longest line taken as an event (bytes, the setting
+            ``max_record_bytes``); a longer one is dead-lettered as ``too_large`` with its first
+            256 KiB, its length and SHA-256, and never held whole.
 
     Returns:
         The run's :class:`AuditSummary`.
 
     Raises:
         OSError: the file cannot be read.
+        NotEventsError: the file is not an event file (a database, an image, compressed data,
+            a CSV ...: see :class:`schemas.lines.IntakeCheck`); nothing was written.
         AuditWorkerError: a worker process failed (its traceback is in the message), or died without
             a word (killed by a signal or for lack of memory).
     """
@@ -444,9 +513,18 @@ def audit_file(
 
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume)
+            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes)
         else:
-            _parallel(path, shards, stage_dir, batch_lines, write, chain, lambda t, q: stored_resume(store, t, q))
+            _parallel(
+                path,
+                shards,
+                stage_dir,
+                batch_lines,
+                write,
+                chain,
+                lambda t, q: stored_resume(store, t, q),
+                max_record_bytes,
+            )
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
@@ -460,6 +538,7 @@ def _parallel(
     write: Callable[[Batch], None],
     chain: bool,
     stored: Callable[[str, int], tuple[str, str] | str | None],
+    max_record_bytes: int,
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -467,7 +546,7 @@ def _parallel(
     procs = [
         ctx.Process(
             target=_worker,
-            args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue, replies[k]),
+            args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue, replies[k], max_record_bytes),
             daemon=True,
         )
         for k in range(shards)
@@ -495,6 +574,8 @@ def _parallel(
                 _, k, table_id, seq = item
                 replies[k].put(stored(table_id, seq))
                 continue
+            if isinstance(item, tuple) and item[0] == "refused":
+                raise NotEventsError(item[2])
             if isinstance(item, tuple):
                 raise AuditWorkerError(f"audit worker {item[1]} failed:\n{item[2]}")
             write(item)

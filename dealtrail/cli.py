@@ -181,6 +181,7 @@ def audit(
     from dealtrail.audit import AuditWorkerError, audit_file, latest_statuses
     from projections.private import make_private_dirs
     from projections.store import Store
+    from schemas.lines import NotEventsError
 
     settings = load()
     db = db or settings.db
@@ -195,7 +196,16 @@ def audit(
     with store, _owner_only(dl_path) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         try:
-            summary = audit_file(events, store, dl, progress=lambda n: progress.advance(task, n), chain=chain)
+            summary = audit_file(
+                events,
+                store,
+                dl,
+                progress=lambda n: progress.advance(task, n),
+                chain=chain,
+                max_record_bytes=settings.max_record_bytes,
+            )
+        except NotEventsError as exc:
+            raise _fail(str(exc)) from None
         except AuditWorkerError as exc:
             raise _fail(
                 f"{exc}\nthe store keeps the batches committed before; audit the file again to complete it "
@@ -242,6 +252,9 @@ def audit(
             "audit left where this file takes up the table; audit the file before this one into the same --db "
             "first, then this one again"
         )
+    if not summary.events:
+        what = "holds no line" if not summary.lines else "has no line that could be audited (see the dead letters)"
+        raise _fail(f"{events} {what}: nothing was accepted", code=1)
 
 
 def _owner_only(path: Path) -> IO[str]:
@@ -320,10 +333,13 @@ def demo(
         db.unlink()
     n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
     console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
-    store = Store(db, load().duckdb_memory_limit)
+    settings = load()
+    store = Store(db, settings.duckdb_memory_limit)
     with store, _owner_only(rejected) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
-        summary = audit_file(events, store, dl, progress=lambda k: progress.advance(task, k))
+        summary = audit_file(
+            events, store, dl, progress=lambda k: progress.advance(task, k), max_record_bytes=settings.max_record_bytes
+        )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
     files = write_report(db, out)
@@ -384,7 +400,13 @@ def publish(
     try:
         with _progress() as progress:
             task = progress.add_task("publishing", total=events.stat().st_size)
-            summary = publish_file(events, publisher, lambda n: progress.advance(task, n), rate=rate)
+            summary = publish_file(
+                events,
+                publisher,
+                lambda n: progress.advance(task, n),
+                rate=rate,
+                max_record_bytes=settings.max_record_bytes,
+            )
     except PublishError as exc:
         raise _fail(str(exc)) from None
     finally:

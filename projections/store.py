@@ -225,17 +225,71 @@ def utc_session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return con
 
 
+STORE_SIGNATURE = ("events", ("event_id", "payload", "payload_hash"))
+"""The table (and its columns) that marks a DuckDB database as a dealtrail store."""
+READ_TABLES = ("events", "findings", "rounds", "dead_letters")
+"""The tables every reader of a store needs."""
+
+
+def check_store_tables(con: duckdb.DuckDBPyConnection, path: str | os.PathLike[str], writer: bool) -> None:
+    """Refuse a DuckDB database that is not a dealtrail store, in one clear sentence.
+
+    Readers need a store that ``dealtrail audit`` or ``dealtrail project`` wrote (its
+    :data:`READ_TABLES`). A writer also takes a database with no table at all (it becomes a
+    store), but never one that holds another application's tables: a DuckDB file with tables
+    and no dealtrail ``events`` table (:data:`STORE_SIGNATURE`) is refused rather than mixed.
+
+    Raises:
+        NotAStoreError: the database is not a dealtrail store (and, for a writer, not empty).
+    """
+    rows = con.execute(
+        """SELECT table_name, list(column_name) FROM information_schema.columns
+           WHERE table_catalog = current_database() GROUP BY table_name"""
+    ).fetchall()
+    columns = {str(name): {str(c) for c in cols} for name, cols in rows}
+    table, needed = STORE_SIGNATURE
+    if table in columns and set(needed) <= columns[table]:
+        missing = [] if writer else [t for t in READ_TABLES if t not in columns]
+        if not missing:
+            return
+    elif writer and not columns:
+        return
+    else:
+        missing = [t for t in READ_TABLES if t not in columns] or [table]
+    if not columns:
+        raise NotAStoreError(
+            f"{path} is an empty DuckDB database, not a dealtrail store; "
+            "point --db at a store that dealtrail audit or dealtrail project wrote"
+        )
+    others = ", ".join(sorted(columns)[:5]) + (", ..." if len(columns) > 5 else "")
+    raise NotAStoreError(
+        f"{path} is a DuckDB database but not a dealtrail store (it has no dealtrail {', '.join(missing)} "
+        f"table; it holds {others}); "
+        + (
+            "dealtrail does not write into another application's database: pick another --db path"
+            if writer
+            else "point --db at a store that dealtrail audit or dealtrail project wrote"
+        )
+    )
+
+
 def connect_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
-    """Open an existing store read-only (reports, replay, verify), its session in UTC.
+    """Open an existing store read-only (reports, replay, verify, digest, schedule), its session in UTC.
 
     Raises:
         FileNotFoundError: there is no store at ``path`` (:class:`NotAStoreError` if the file
-            there is not a DuckDB database).
+            there is not a DuckDB database, or a DuckDB database but not a dealtrail store).
     """
     if not Path(path).exists():
         raise FileNotFoundError(f"no dealtrail database at {path}")
     check_store_path(path)
-    return utc_session(duckdb.connect(str(path), read_only=True))
+    con = utc_session(duckdb.connect(str(path), read_only=True))
+    try:
+        check_store_tables(con, path, writer=False)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 class Store:
@@ -252,7 +306,8 @@ class Store:
 
     Raises:
         duckdb.IOException: another process holds the file open for writing.
-        NotAStoreError: ``path`` holds something other than a DuckDB database.
+        NotAStoreError: ``path`` holds something other than a DuckDB database, or a DuckDB
+            database with another application's tables (:func:`check_store_tables`).
     """
 
     def __init__(self, path: str | os.PathLike[str], memory_limit: str | None = None) -> None:
@@ -261,6 +316,11 @@ class Store:
         make_private_dirs(self.path.parent)
         config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": memory_limit} if memory_limit else {}
         self.con = utc_session(duckdb.connect(str(self.path), config=config))
+        try:
+            check_store_tables(self.con, self.path, writer=True)
+        except BaseException:
+            self.con.close()
+            raise
         self._private_files()
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))

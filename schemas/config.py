@@ -71,11 +71,15 @@ class TableConfig(Frozen):
 
     game: Game
     rules_submission_id: Identifier
+    # a table has betting positions SEAT_1 to SEAT_9 at most (Position)
     seats: Annotated[tuple[Position, ...], Field(min_length=1, max_length=9)]
-    dealing_methods_allowed: Annotated[frozenset[DealingMethod], Field(min_length=1), SortedSet] = frozenset(
-        {DealingMethod.HAND}
+    # each of the 3 dealing methods at most once; each of the 9 wager types at most once
+    dealing_methods_allowed: Annotated[
+        frozenset[DealingMethod], Field(min_length=1, max_length=len(DealingMethod)), SortedSet
+    ] = frozenset({DealingMethod.HAND})
+    wagers_enabled: Annotated[frozenset[WagerType], Field(max_length=len(WagerType)), SortedSet] = frozenset(
+        {WagerType.ANTE, WagerType.PLAY}
     )
-    wagers_enabled: Annotated[frozenset[WagerType], SortedSet] = frozenset({WagerType.ANTE, WagerType.PLAY})
     pair_bonus_mode: PairBonusMode = PairBonusMode.OFF
     house_way_id: Identifier | None = None
     shaker_mode: ShakerMode = ShakerMode.MANUAL

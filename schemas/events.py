@@ -10,13 +10,24 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas.base import Area, Card, DealingMethod, Envelope, Identifier, PersonId, Position, WagerType
 from schemas.config import TableConfig
 
 Count = Annotated[int, Field(ge=0, le=1000)]
 """A number of cards (cards)."""
+
+Die = Annotated[int, Field(ge=1, le=6)]
+"""The value a die shows (1 to 6)."""
+
+PGP_HAND_CARDS = 7
+"""Cards in a Pai Gow Poker hand (rulebook section 2: seven stacks of 7 cards), set into a
+five-card and a two-card hand (§ 645a.14(i))."""
+
+MAX_WAGERS_PER_ROUND = 11 * 9
+"""Wagers one round can hold at most: 11 positions (``SEAT_1`` to ``SEAT_9``, ``DEALER``,
+``BANK``) times the 9 wager types, each at most once per position."""
 
 
 class DeviceType(StrEnum):
@@ -295,9 +306,7 @@ class DiceRevealed(Envelope):
     """The shaker was uncovered: the three dice values, whether all lay flat and whether one fell out."""
 
     type: Literal["DiceRevealed"] = "DiceRevealed"
-    values: tuple[
-        Annotated[int, Field(ge=1, le=6)], Annotated[int, Field(ge=1, le=6)], Annotated[int, Field(ge=1, le=6)]
-    ]
+    values: tuple[Die, Die, Die]
     all_flat: bool = True
     die_out_of_shaker: bool = False
 
@@ -313,7 +322,8 @@ class DiceValuesAnnounced(Envelope):
     """The dealer announced each die's value (§ 645c.2(g))."""
 
     type: Literal["DiceValuesAnnounced"] = "DiceValuesAnnounced"
-    values: tuple[int, int, int]
+    # three dice, each showing 1 to 6 (§ 645c.2(g)): an announced value can be wrong, never 7
+    values: tuple[Die, Die, Die]
 
 
 class DiceTotalAnnounced(Envelope):
@@ -362,9 +372,16 @@ class HandSet(Envelope):
 
     type: Literal["HandSet"] = "HandSet"
     owner: Position
-    five_card: tuple[Card, ...] = ()
-    two_card: tuple[Card, ...] = ()
+    # the seven cards of a Pai Gow hand go 5 + 2 (§ 645a.14(i)); empty when not recorded
+    five_card: Annotated[tuple[Card, ...], Field(max_length=5)] = ()
+    two_card: Annotated[tuple[Card, ...], Field(max_length=2)] = ()
     matches_house_way: bool | None = None
+
+    @model_validator(mode="after")
+    def _whole_hands(self) -> HandSet:
+        if len(self.five_card) not in (0, 5) or len(self.two_card) not in (0, 2):
+            raise ValueError("a set hand is five cards and two cards (or none recorded)")
+        return self
 
 
 class HandReset(Envelope):
@@ -396,7 +413,8 @@ class WagersReturned(Envelope):
     """The listed wagers were returned to the players."""
 
     type: Literal["WagersReturned"] = "WagersReturned"
-    wager_ids: Annotated[tuple[Identifier, ...], Field(max_length=200)]
+    # every wager of one round at most (all positions, all wager types)
+    wager_ids: Annotated[tuple[Identifier, ...], Field(max_length=MAX_WAGERS_PER_ROUND)]
 
 
 class ReshuffleOrdered(Envelope):

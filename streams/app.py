@@ -289,13 +289,21 @@ def create_app(settings: Settings) -> faust.App:
     async def dead_letter(topic: str, key: Any, position: str, reason: str, detail: str, raw: bytes) -> None:
         await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
 
+    max_record = settings.max_record_bytes
+
     async def decoded(msg: Any, raw: bytes) -> ev.DealingEvent | None:
         """The event in a message (a Faust message or a re-read record), or None after sending
-        the message to the dead-letter topic with the reason it does not decode."""
+        the message to the dead-letter topic with the reason it does not decode (``too_large``
+        for a record over ``settings.max_record_bytes``, which is not parsed)."""
+        position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+        if len(raw) > max_record:
+            detail = f"the record is {len(raw):,} bytes, over the record limit of {max_record:,}"
+            detail += " (DEALTRAIL_MAX_RECORD_BYTES)"
+            await dead_letter(msg.topic, msg.key, position, "too_large", detail, raw)
+            return None
         try:
             return decode(raw)
         except DecodeError as exc:
-            position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
             return None
 

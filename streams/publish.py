@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schemas.chain import Chainer, E
-from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field, without_bom
+from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.events import DealingEvent
+from schemas.lines import RAW_KEEP, read_lines
 from streams.kafka import client_config, create_topics, partition_for, read_range
 from streams.topics import Topics
 
@@ -27,21 +28,35 @@ if TYPE_CHECKING:
     from dealtrail.settings import KafkaSettings
 
 
-RAW_LIMIT = 256 * 1024
+RAW_LIMIT = RAW_KEEP
 """Bytes of the rejected input a dead-letter record carries (Kafka refuses records over 1 MB);
 a longer input is cut, and the record keeps its full length and SHA-256."""
 
 
-def dead_letter_value(source: str, position: str, reason: str, detail: str, raw: bytes) -> bytes:
+def dead_letter_value(
+    source: str,
+    position: str,
+    reason: str,
+    detail: str,
+    raw: bytes,
+    raw_bytes: int | None = None,
+    raw_sha256: str | None = None,
+) -> bytes:
     """The JSON value of a dead-letter record (the raw input as text, or base64 if not UTF-8).
 
     Input longer than :data:`RAW_LIMIT` bytes is cut to that length; ``raw_bytes`` and
     ``raw_sha256`` then describe the whole input, which stays at ``source`` / ``position``.
+    For input already cut while it was read (a too-large line), pass its beginning as ``raw``
+    and the whole input's ``raw_bytes`` (bytes) and ``raw_sha256`` (hex).
     """
     import hashlib
 
     rec: dict[str, Any] = {"source": source, "position": position, "reason": reason, "detail": detail}
-    if len(raw) > RAW_LIMIT:
+    if raw_bytes is not None and raw_sha256 is not None:
+        rec["raw_bytes"] = raw_bytes
+        rec["raw_sha256"] = raw_sha256
+        raw = raw[:RAW_LIMIT]
+    elif len(raw) > RAW_LIMIT:
         rec["raw_bytes"] = len(raw)
         rec["raw_sha256"] = hashlib.sha256(raw).hexdigest()
         raw = raw[:RAW_LIMIT]
@@ -288,12 +303,22 @@ class Publisher:
             self.keeper.sent(event, future)
         return future
 
-    def reject(self, raw: bytes, reason: str, detail: str, source: str, position: str) -> Any:
-        """Send rejected input to the dead-letter topic with its reason."""
+    def reject(
+        self,
+        raw: bytes,
+        reason: str,
+        detail: str,
+        source: str,
+        position: str,
+        raw_bytes: int | None = None,
+        raw_sha256: str | None = None,
+    ) -> Any:
+        """Send rejected input to the dead-letter topic with its reason (``raw_bytes`` and
+        ``raw_sha256``: see :func:`dead_letter_value`)."""
         future = self.producer.send(
             self.topics.dead_letter.name,
             key=None,
-            value=dead_letter_value(source, position, reason, detail, raw),
+            value=dead_letter_value(source, position, reason, detail, raw, raw_bytes, raw_sha256),
             headers=[("reason", reason.encode())],
         )
         return future.add_errback(self._on_error, f"dead letter of {source} {position}")
@@ -367,8 +392,15 @@ def publish_file(
     rate: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    *,
+    max_record_bytes: int,
 ) -> PublishSummary:
     """Publish every line of a JSON Lines event file (blank lines skipped).
+
+    Lines are read with :func:`schemas.lines.read_lines`: a byte-order mark at the start of
+    any line is skipped, LF, CRLF and a lone CR end a line, and a line over
+    ``max_record_bytes`` goes to the dead-letter topic as ``too_large`` (its first 256 KiB,
+    its length and SHA-256) without ever being held whole.
 
     Args:
         path: the event file.
@@ -378,6 +410,7 @@ def publish_file(
             fault drills); None sends as fast as the producer takes them.
         clock: the time in seconds (monotonic), for the pacing.
         sleep: waits a number of seconds, for the pacing.
+        max_record_bytes: the longest line taken as an event (bytes; the setting).
 
     Returns:
         How many events were sent and how many lines were rejected, by reason.
@@ -393,19 +426,30 @@ def publish_file(
     if keeper is not None and path.is_file():
         with path.open("rb") as fh:
             keeper.prepare(
-                {m.group(1).decode("utf-8", "replace") for line in fh if (m := TABLE_ID_IN_LINE.search(line))}
+                {
+                    m.group(1).decode("utf-8", "replace")
+                    for line in read_lines(fh, max_record_bytes)
+                    if not line.too_large and (m := TABLE_ID_IN_LINE.search(line.data))
+                }
             )
     pending = 0
     started = clock()
     with path.open("rb") as fh:
-        for line_no, line in enumerate(fh, 1):
-            pending += len(line)
-            raw = without_bom(line) if line_no == 1 else line
+        for line in read_lines(fh, max_record_bytes):
+            line_no, raw = line.number, line.data
+            pending += line.read
             if rate is not None:
                 ahead = started + line_no / rate - clock()
                 if ahead > 0:
                     sleep(ahead)
-            if raw.strip():
+            if line.too_large:
+                detail = (
+                    f"the line is {line.size:,} bytes, over the record limit of {max_record_bytes:,} "
+                    "(DEALTRAIL_MAX_RECORD_BYTES)"
+                )
+                publisher.reject(raw, "too_large", detail, source, f"line {line_no}", line.size, line.sha256)
+                summary.rejected["too_large"] += 1
+            elif raw.strip():
                 publisher.publish_line(raw, source, f"line {line_no}", summary)
             if progress is not None and line_no % 10_000 == 0:
                 progress(pending)

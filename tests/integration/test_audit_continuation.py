@@ -252,6 +252,6 @@ def test_a_continuation_audited_before_the_file_it_continues_is_dead_lettered_wi
     events, _ = small_shift
     _, second = _split(events, tmp_path)
     out = CliRunner().invoke(app, ["audit", str(second), "--db", str(tmp_path / "alone.duckdb")])
-    assert out.exit_code == 0, out.output
-    assert "unconfigured_table" in out.output
+    assert out.exit_code == 1, out.output  # no line accepted: the summary, the hint, and a non-zero exit
+    assert "unconfigured_table" in out.output and "nothing was accepted" in out.output
     assert "audit the file before this one into the same --db first" in " ".join(out.output.split())

@@ -57,7 +57,7 @@ def _publish(cluster: Cluster, lines: list[bytes], path: Path, write_heads: bool
     if not write_heads:  # as if the run died after its events were acknowledged
         publisher.keeper.write_heads = lambda: None  # type: ignore[method-assign]
     try:
-        publish_file(path, publisher)
+        publish_file(path, publisher, max_record_bytes=s.max_record_bytes)
     finally:
         publisher.close()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from dealtrail.settings import DEFAULT_MAX_RECORD_BYTES as LIMIT
 from streams.publish import PublishError, PublishSummary, publish_file
 
 
@@ -41,7 +42,7 @@ def test_rate_paces_the_lines_to_the_given_lines_per_second(tmp_path: Path) -> N
         now[0] += seconds
 
     rec = Recorder(now)
-    summary = publish_file(_file(tmp_path, 10), rec, rate=5, clock=lambda: now[0], sleep=sleep)  # type: ignore[arg-type]
+    summary = publish_file(_file(tmp_path, 10), rec, rate=5, clock=lambda: now[0], sleep=sleep, max_record_bytes=LIMIT)  # type: ignore[arg-type]
     assert summary.sent == 10
     assert rec.sent_at == pytest.approx([100.0 + (i + 1) / 5 for i in range(10)])
 
@@ -53,13 +54,13 @@ def test_without_a_rate_nothing_waits(tmp_path: Path) -> None:
         raise AssertionError("no pacing without --rate")
 
     rec = Recorder(now)
-    assert publish_file(_file(tmp_path, 5), rec, clock=lambda: now[0], sleep=sleep).sent == 5  # type: ignore[arg-type]
+    assert publish_file(_file(tmp_path, 5), rec, clock=lambda: now[0], sleep=sleep, max_record_bytes=LIMIT).sent == 5  # type: ignore[arg-type]
 
 
 def test_unacknowledged_records_fail_the_run_and_are_named(tmp_path: Path) -> None:
     failed = [("event e-1", "KafkaTimeoutError: expired"), ("event e-2", "KafkaTimeoutError: expired")]
     with pytest.raises(PublishError) as info:
-        publish_file(_file(tmp_path, 3), Recorder([0.0], failed))  # type: ignore[arg-type]
+        publish_file(_file(tmp_path, 3), Recorder([0.0], failed), max_record_bytes=LIMIT)  # type: ignore[arg-type]
     assert info.value.failed == failed
     assert "2 record(s) were not acknowledged" in str(info.value) and "event e-1" in str(info.value)
 

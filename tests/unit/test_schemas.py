@@ -129,3 +129,43 @@ def test_the_last_and_first_representable_utc_instants_are_accepted() -> None:
     early = decode(json.dumps({**GOOD, "recorded_at": "0001-01-01T01:00:00+01:00"}))
     assert late.occurred_at.astimezone(UTC).year == 9999
     assert early.recorded_at.astimezone(UTC).year == 1
+
+
+_ENVELOPE = {
+    "event_id": "E-1",
+    "table_id": "PGP-1",
+    "game": "PGP",
+    "round_id": "R-1",
+    "seq": 5,
+    "occurred_at": "2026-11-27T18:00:00Z",
+    "recorded_at": "2026-11-27T18:00:01Z",
+    "source": "MANUAL",
+    "actor": {"role": "DEALER", "id": "D-1"},
+}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"type": "HandSet", "owner": "DEALER", "five_card": ["AS"] * 6, "two_card": ["KS", "KD"]},
+        {"type": "HandSet", "owner": "DEALER", "five_card": ["AS"] * 5, "two_card": ["KS"]},
+        {"type": "HandSet", "owner": "DEALER", "five_card": ["AS"] * 2_000_000},
+        {"type": "DiceValuesAnnounced", "values": [7, 1, 1]},
+        {"type": "WagersReturned", "wager_ids": [f"W-{i}" for i in range(100)]},
+        {"type": "TableConfigured", "config": {"game": "PGP", "rules_submission_id": "RS", "seats": ["SEAT_1"] * 10}},
+    ],
+    ids=["five-card-hand-of-6", "two-card-hand-of-1", "two-million-cards", "die-of-7", "100-wagers", "10-seats"],
+)
+def test_lists_in_events_are_bounded_by_what_the_games_allow(fields: dict[str, object]) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode(json.dumps({**_ENVELOPE, **fields}))
+    assert info.value.reason == "schema_error"
+
+
+def test_a_pai_gow_hand_set_five_and_two_or_unrecorded_is_valid() -> None:
+    five, two = ["AS", "KS", "QS", "JS", "TS"], ["2D", "3D"]
+    hand = decode(json.dumps({**_ENVELOPE, "type": "HandSet", "owner": "BANK", "five_card": five, "two_card": two}))
+    assert isinstance(hand, ev.HandSet) and len(hand.five_card) + len(hand.two_card) == ev.PGP_HAND_CARDS
+    assert decode(json.dumps({**_ENVELOPE, "type": "HandSet", "owner": "SEAT_1"})).type == "HandSet"
+    ids = [f"W-{i}" for i in range(ev.MAX_WAGERS_PER_ROUND)]
+    assert decode(json.dumps({**_ENVELOPE, "type": "WagersReturned", "wager_ids": ids})).type == "WagersReturned"
