@@ -137,6 +137,7 @@ def audit(
     """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
     from dealtrail.audit import AuditWorkerError, audit_file, latest_statuses
     from projections.store import Store
+    from streams.engine.catalog import RULEBOOK_REVISION
 
     settings = load()
     db = db or settings.db
@@ -177,6 +178,7 @@ def audit(
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )
     latest = ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())) or "no findings"
+    console.print(f"rulebook revision {RULEBOOK_REVISION} applied")
     console.print(f"store {db}: {latest} (latest status)")
     console.print(
         f"written: {summary.written.events:,} events, {summary.written.findings:,} finding revisions, "
