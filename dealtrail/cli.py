@@ -182,6 +182,7 @@ def audit(
     from projections.private import make_private_dirs
     from projections.store import Store
     from schemas.lines import NotEventsError
+    from streams.engine.catalog import RULEBOOK_REVISION
 
     settings = load()
     db = db or settings.db
@@ -233,6 +234,7 @@ def audit(
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )
     latest = ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())) or "no findings"
+    console.print(f"rulebook revision {RULEBOOK_REVISION} applied")
     console.print(f"store {db}: {latest} (latest status)")
     console.print(
         f"written: {summary.written.events:,} events, {summary.written.findings:,} finding revisions, "

@@ -24,7 +24,7 @@ import pyarrow as pa
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.store import connect_read_only
 from projections.timefmt import iso_utc, show, zone_name
-from streams.engine.catalog import RULES_BY_ID
+from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -132,8 +132,10 @@ def _env(tz: tzinfo = UTC) -> jinja2.Environment:
 def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
     """The report's aggregates over finding rows (as from ``rpt_findings``)."""
     by_rule: dict[str, Counter[str]] = defaultdict(Counter)
+    revisions: dict[str, set[int]] = defaultdict(set)
     for f in findings:
         by_rule[f["rule_id"]][f["status"]] += 1
+        revisions[f["rule_id"]].add(int(f.get("rulebook_revision") or 1))
     rules = []
     for rule_id, counts in sorted(by_rule.items()):
         spec = RULES_BY_ID.get(rule_id)
@@ -149,6 +151,7 @@ def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
                 "open": counts["open"],
                 "remedied": counts["remedied"],
                 "overdue": counts["overdue"],
+                "rulebook_revisions": ", ".join(str(r) for r in sorted(revisions[rule_id])),
             }
         )
     by_game_sev: dict[str, Counter[str]] = defaultdict(Counter)
@@ -329,6 +332,7 @@ def write_report(
             chart_svg=_chart_svg(findings, tz),
             rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
             severities=SEVERITIES,
+            rulebook_revision=RULEBOOK_REVISION,
         )
     )
     html_path = out_dir / "report.html"

@@ -47,6 +47,7 @@ FINDINGS_SCHEMA = pa.schema(
         ("remedy_event_ids", pa.list_(pa.string())),
         ("remedy_delay_seconds", pa.float64()),
         ("late", pa.bool_()),
+        ("rulebook_revision", pa.int32()),
     ]
 )
 ROUNDS_SCHEMA = pa.schema(
@@ -157,6 +158,7 @@ def finding_row(f: Finding) -> dict[str, Any]:
         "remedy_event_ids": list(f.remedy_event_ids),
         "remedy_delay_seconds": f.remedy_delay_seconds,
         "late": f.late,
+        "rulebook_revision": f.rulebook_revision,
     }
 
 

@@ -110,6 +110,11 @@ Position = Annotated[str, StringConstraints(pattern=r"^(?:SEAT_[1-9]|DEALER|BANK
 """A betting position or the dealer/bank: ``SEAT_k``, ``DEALER`` or ``BANK``."""
 
 
+SCHEMA_VERSION = 2
+"""The ``schema_version`` events are written with now (2: rulebook revision 2's vocabulary).
+Version 1 events are still read (:mod:`schemas.codec`); an omitted ``schema_version`` is 1."""
+
+
 class Frozen(BaseModel):
     """Base of every schema model: immutable, unknown fields rejected."""
 
@@ -137,7 +142,8 @@ class Envelope(Frozen):
             years 1 to 9999, else a schema error).
         recorded_at: when the capture system recorded it (timezone-aware, same range).
         source: capture channel; actor: who did it.
-        schema_version: version of this event type's schema (upcasters lift older payloads).
+        schema_version: version of this event type's schema: :data:`SCHEMA_VERSION` for events
+            made now; a decoded event keeps the version it was written with (1 if omitted).
         corrects: event_id of an earlier event this one amends (history is never edited).
         prev_hash: the ``hash`` of the previous event of the table (None for the first, or when
             the source does not chain its events).
@@ -154,7 +160,7 @@ class Envelope(Frozen):
     recorded_at: Instant
     source: Source
     actor: Actor
-    schema_version: Annotated[int, Field(ge=1)] = 1
+    schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
     corrects: Identifier | None = None
     prev_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
     hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None

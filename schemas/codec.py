@@ -17,23 +17,33 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from schemas.base import Envelope
+from schemas.base import SCHEMA_VERSION, Envelope
 from schemas.events import EVENT_TYPE_NAMES, DealingEvent
 
 EVENT_ADAPTER: TypeAdapter[DealingEvent] = TypeAdapter(DealingEvent)
 """Validates any dealing event (JSON bytes, str or dict) against the discriminated union."""
 
-CURRENT_VERSION = 1
-"""The newest ``schema_version`` of every event type."""
+CURRENT_VERSION = SCHEMA_VERSION
+"""The newest ``schema_version`` of every event type (2). Events of an older version are read
+as they are unless an upcaster is registered for them; a newer one is refused."""
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 UPCASTERS: dict[tuple[str, int], Upcaster] = {}
-"""Pure dict-to-dict steps keyed by ``(type, from_version)``; each returns the next version's payload."""
+"""Pure dict-to-dict steps keyed by ``(type, from_version)``; each returns the next version's payload.
+
+Empty on purpose for version 1 -> 2: revision 2 only adds event types and optional fields
+(``CardFoundFaceUp.disposition``, ``ShufflerFaulted.during``), and no version 1 field changed
+meaning (a ``CardExposed`` at phase SETTLEMENT still records a card exposed at settlement; that
+revision 2 no longer calls it an exposure is a rule change, decided by the engine for both
+versions alike). A version 1 event is therefore validated as it is and keeps
+``schema_version`` 1, so it re-encodes, and hashes, to the bytes it was written as."""
 
 
 class DecodeError(ValueError):
     """A message is not a valid dealing event. ``reason`` is one of ``malformed_json``,
-    ``not_an_object``, ``unknown_event_type``, ``schema_error``; ``detail`` says what exactly."""
+    ``not_an_object``, ``unknown_event_type``, ``schema_error``, ``unsupported_schema_version``
+    (newer than :data:`CURRENT_VERSION`: refused whole, never half-read); ``detail`` says what
+    exactly."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -72,21 +82,54 @@ def decode(data: bytes | str) -> DealingEvent:
         The validated, frozen event.
 
     Raises:
-        DecodeError: with ``reason`` malformed_json, not_an_object, unknown_event_type or
-            schema_error (missing or extra fields, wrong types, naive timestamps ...).
+        DecodeError: with ``reason`` malformed_json, not_an_object, unknown_event_type,
+            schema_error (missing or extra fields, wrong types, naive timestamps ...) or
+            unsupported_schema_version (written by a newer dealtrail than this one).
     """
-    if UPCASTERS:
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DecodeError("malformed_json", str(exc)[:300]) from None
-        if not isinstance(doc, dict):
-            raise DecodeError("not_an_object", f"expected a JSON object, got {type(doc).__name__}")
-        data = json.dumps(_upcast(doc))
     try:
-        return EVENT_ADAPTER.validate_json(data)
+        event = EVENT_ADAPTER.validate_json(data)
+    except ValidationError as exc:
+        newer = _newer_version(data)
+        if newer is not None:
+            raise newer from None
+        raise _classify(exc, data) from None
+    version = event.schema_version
+    if "schema_version" not in event.model_fields_set:
+        version = 1  # written before the field had a default of 2: a version 1 event
+        event = event.model_copy(update={"schema_version": 1})
+    if version == CURRENT_VERSION:
+        return event
+    if version > CURRENT_VERSION:
+        raise _unsupported(event.type, version)
+    if (event.type, version) not in UPCASTERS:
+        return event
+    doc = json.loads(data)
+    doc.setdefault("schema_version", version)
+    try:
+        return EVENT_ADAPTER.validate_json(json.dumps(_upcast(doc)))
     except ValidationError as exc:
         raise _classify(exc, data) from None
+
+
+def _unsupported(kind: object, version: int) -> DecodeError:
+    return DecodeError(
+        "unsupported_schema_version",
+        f"{str(kind)[:80]} of schema_version {version}; this dealtrail reads up to {CURRENT_VERSION}",
+    )
+
+
+def _newer_version(data: bytes | str) -> DecodeError | None:
+    """The refusal of an event that failed validation because a newer schema wrote it, else None."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    version = doc.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > CURRENT_VERSION:
+        return _unsupported(doc.get("type"), version)
+    return None
 
 
 def _classify(exc: ValidationError, data: bytes | str) -> DecodeError:

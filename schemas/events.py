@@ -8,11 +8,21 @@ rulebook's proposal are listed in ``docs/event-mapping.md``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from schemas.base import Area, Card, DealingMethod, Envelope, Identifier, PersonId, Position, WagerType
+from schemas.base import (
+    Area,
+    Card,
+    DealingMethod,
+    Envelope,
+    Frozen,
+    Identifier,
+    PersonId,
+    Position,
+    WagerType,
+)
 from schemas.config import TableConfig
 
 Count = Annotated[int, Field(ge=0, le=1000)]
@@ -28,6 +38,18 @@ five-card and a two-card hand (§ 645a.14(i))."""
 MAX_WAGERS_PER_ROUND = 11 * 9
 """Wagers one round can hold at most: 11 positions (``SEAT_1`` to ``SEAT_9``, ``DEALER``,
 ``BANK``) times the 9 wager types, each at most once per position."""
+
+
+def _omit_none(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """Leave a schema-version-2 field out of the serialised event when it was not recorded, so a
+    version 1 event encodes (and hashes, :mod:`schemas.chain`) to the same bytes as before."""
+    if data.get(key, 0) is None:
+        del data[key]
+    return data
+
+
+MAX_REVEALED_CARDS = 7
+"""Most cards one owner can show at settlement (cards): a Pai Gow Poker hand of seven."""
 
 
 class DeviceType(StrEnum):
@@ -125,13 +147,24 @@ class ShuffleCompleted(Envelope):
 
 
 class ShufflerFaulted(Envelope):
-    """An automated card shuffling device signalled a fault (rulebook: ``ShufflerFault``)."""
+    """An automated card shuffling device signalled a fault (rulebook: ``ShufflerFault``).
+
+    The deck in the device is the envelope's ``deck_id`` (rulebook 10.2 "gains ``deck_id``": the
+    envelope already carries it; None means the table's current deck). ``during`` (schema
+    version 2) says what the device was doing: SHUFFLE (the fault interrupted a shuffle of that
+    deck), IDLE or DEAL; None when not recorded (version 1 events), read as SHUFFLE.
+    """
 
     type: Literal["ShufflerFaulted"] = "ShufflerFaulted"
     device_id: Identifier
     fault: Literal["JAM", "STOPPED", "INCOMPLETE_CYCLE", "COUNT_ERROR", "WRONG_MODE"]
     indicator: Annotated[str, Field(max_length=64)] | None = None
     acknowledged_by: PersonId | None = None
+    during: Literal["SHUFFLE", "IDLE", "DEAL"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_none(handler(self), "during")
 
 
 class AutoShoeFaulted(Envelope):
@@ -254,11 +287,20 @@ class CardExposed(Envelope):
 
 
 class CardFoundFaceUp(Envelope):
-    """A card was found face up in the shoe or deck while dealing (§ 645a.14(f))."""
+    """A card was found face up in the shoe or deck while dealing (§ 645a.14(f)).
+
+    ``disposition`` (schema version 2): where the card went (DISCARD_RACK, USED in the round,
+    RETURNED_TO_DECK); None when not recorded.
+    """
 
     type: Literal["CardFoundFaceUp"] = "CardFoundFaceUp"
     location: Literal["SHOE", "DECK"]
     card: Card = "UNKNOWN"
+    disposition: Literal["DISCARD_RACK", "USED", "RETURNED_TO_DECK"] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_none(handler(self), "disposition")
 
 
 class CardDrawnInError(Envelope):
@@ -434,6 +476,75 @@ class WagerSettled(Envelope):
     payout: Annotated[int, Field(ge=0, le=10**12)] = 0
 
 
+class DeckCut(Envelope):
+    """The deck (``deck_id``) was cut after its shuffle (§ 691.4 shuffle and cut; schema version 2)."""
+
+    type: Literal["DeckCut"] = "DeckCut"
+    cut_by: Literal["DEALER", "PLAYER", "DEVICE"] = "DEALER"
+
+
+class DeckVerified(Envelope):
+    """A floorperson verified the deck (``deck_id``): ``count`` cards, composition checked.
+
+    ``result`` OK ends a DT-deck-composition suspicion (rulebook 10.1.5); SHORT, LONG or
+    WRONG_CARDS raises DT-deck-composition. Schema version 2.
+    """
+
+    type: Literal["DeckVerified"] = "DeckVerified"
+    count: Count
+    composition_ok: bool
+    result: Literal["OK", "SHORT", "LONG", "WRONG_CARDS"]
+    verified_by: PersonId
+
+
+class CardAddedToDeck(Envelope):
+    """A card was put into the deck (``deck_id``) outside a deal (schema version 2).
+
+    The deck's composition follows it; with no ``authorised_by`` the change is unauthorised
+    (DT-deck-composition).
+    """
+
+    type: Literal["CardAddedToDeck"] = "CardAddedToDeck"
+    card: Card
+    reason: Literal["REPLACEMENT", "DAMAGED", "FOUND", "OTHER"]
+    authorised_by: PersonId | None = None
+
+
+class CardRemovedFromDeck(Envelope):
+    """A card was taken out of the deck (``deck_id``) outside a deal (schema version 2).
+
+    The deck's composition follows it; with no ``authorised_by`` the change is unauthorised
+    (DT-deck-composition).
+    """
+
+    type: Literal["CardRemovedFromDeck"] = "CardRemovedFromDeck"
+    card: Card
+    reason: Literal["REPLACEMENT", "DAMAGED", "FOUND", "OTHER"]
+    authorised_by: PersonId | None = None
+
+
+HandOwner = Annotated[str, Field(pattern=r"^(?:SEAT_[1-9]|DEALER|BANK|COMMUNITY)$")]
+"""Whose cards were revealed: ``SEAT_k``, ``DEALER``, ``BANK`` or ``COMMUNITY`` (the board)."""
+
+
+class RevealedHand(Frozen):
+    """One owner's cards turned face up at settlement (at most 7: a Pai Gow hand; 3 or 4 in
+    Three Card Prime, 5 community cards in the Chapter 691 game)."""
+
+    owner: HandOwner
+    cards: Annotated[tuple[Card, ...], Field(max_length=MAX_REVEALED_CARDS)] = ()
+
+
+class HandsRevealed(Envelope):
+    """Hands were turned face up for settlement (rulebook 10.1.4: a showdown, not an exposure).
+
+    ``hands``: one entry per owner (at most 12: nine seats, dealer, bank, community). Schema version 2.
+    """
+
+    type: Literal["HandsRevealed"] = "HandsRevealed"
+    hands: Annotated[tuple[RevealedHand, ...], Field(min_length=1, max_length=12)]
+
+
 class RoundCompleted(Envelope):
     """The round of play was completed."""
 
@@ -483,6 +594,11 @@ EVENT_TYPES: tuple[type[Envelope], ...] = (
     ReshuffleOrdered,
     WagerSettled,
     RoundCompleted,
+    DeckCut,
+    DeckVerified,
+    CardAddedToDeck,
+    CardRemovedFromDeck,
+    HandsRevealed,
 )
 """Every event class, in vocabulary order."""
 
@@ -528,7 +644,12 @@ DealingEvent = Annotated[
     | WagersReturned
     | ReshuffleOrdered
     | WagerSettled
-    | RoundCompleted,
+    | RoundCompleted
+    | DeckCut
+    | DeckVerified
+    | CardAddedToDeck
+    | CardRemovedFromDeck
+    | HandsRevealed,
     Field(discriminator="type"),
 ]
 """The discriminated union of all dealing events, tagged by ``type``."""

@@ -64,6 +64,8 @@ class Finding(Frozen):
         remedy_event_ids: the events that carried out the remedy (revision ``remedied``).
         remedy_delay_seconds: seconds from detection to the last remedy event (seconds).
         late: True when the remedy came after the next round started.
+        rulebook_revision: the rulebook revision the engine applied (1 for findings made before
+            the field existed).
     """
 
     finding_id: Identifier
@@ -84,3 +86,4 @@ class Finding(Frozen):
     remedy_event_ids: tuple[Identifier, ...] = ()
     remedy_delay_seconds: float | None = None
     late: bool = False
+    rulebook_revision: Annotated[int, Field(ge=1)] = 1

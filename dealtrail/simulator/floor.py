@@ -30,6 +30,10 @@ SUITS = "CDHS"
 STANDARD = tuple(r + s for s in SUITS for r in RANKS)
 SEATS = ("SEAT_1", "SEAT_2", "SEAT_3", "SEAT_4", "SEAT_5", "SEAT_6")
 DEFAULT_START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
+WRONG_DECKS = frozenset({"wrong-deck", "wrong-deck-mismatch", "long-deck", "short-deck"})
+"""Kinds dealt from a deck that is not whole; a forced stub count finds it (subsection (f))."""
+FAULT_DEALS = frozenset({"device-fault-deal", "countless-shuffle-after-fault", "fault-during-shuffle"})
+"""Kinds that deal on a device fault no shuffle cleared (DT-deal-after-device-fault)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class FloorSpec:
         start: the shift's start time (timezone-aware).
         duplicate_rate: probability that an event is delivered twice, byte-identical (the audit
             must absorb it without a finding).
+        floor_visit_rate: probability that, before a round without an injected error, a
+            floorperson verifies the deck (half the visits) or replaces a damaged card with a new
+            one of the same face (the other half); neither raises a finding.
     """
 
     tables: int = 24
@@ -52,6 +59,7 @@ class FloorSpec:
     error_rate: float = 0.05
     start: datetime = DEFAULT_START
     duplicate_rate: float = 0.0
+    floor_visit_rate: float = 0.08
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,9 @@ class TableSim:
         self.kinds = [k for k, inj in INJECTIONS[game].items() if inj.applies(self)]
         self.kind_cursor = self.rng.randrange(len(self.kinds))
         self.pending: list[Envelope] = []
+        self.last_order: list[str] | None = None
+        """The order of the current deck as last dealt since its shuffle (None: not dealt yet)."""
+        self.cut_pending = False
 
     # -- plumbing -----------------------------------------------------------------------------
     def _new_id(self, _table: str, _seq: int, when: datetime) -> str:
@@ -207,6 +218,7 @@ class TableSim:
 
     def new_deck(self) -> None:
         """Bring a new deck to the table."""
+        self.last_order = None
         self.deck_no += 1
         self.w.deck_id = f"{self.table_id}-DK{self.deck_no:03d}"
         cards = self.deck_cards()
@@ -227,19 +239,15 @@ class TableSim:
         if manual:
             self.emit(ev.ShuffleStarted, method="MANUAL", **kwargs)
             self.emit(ev.ShuffleCompleted, method="MANUAL", **kwargs)
+            self.cut(plan)
             return
+        if plan.kind == "countless-shuffle-after-fault":
+            self.device_fault("COUNT_ERROR", "IDLE")
         self.emit(ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs)
+        if plan.kind == "fault-during-shuffle":
+            self.device_fault("COUNT_ERROR", "SHUFFLE")
         if plan.kind in ("shuffler-jam", "shuffler-jam-uncovered"):
-            self.emit(
-                ev.ShufflerFaulted,
-                device_id=self.shuffler,
-                fault="JAM",
-                indicator="RED_LIGHT",
-                source=Source.SHUFFLER,
-                role=ActorRole.DEVICE,
-                actor_id=self.shuffler,
-                **kwargs,
-            )
+            self.device_fault("JAM", "SHUFFLE")
             self.expect("PGP-645a.14-l-shuffler-fault", None, plan.kind)
             if plan.kind == "shuffler-jam-uncovered":
                 self.expect("PGP-645a.14-n-out-of-order", None, plan.kind)
@@ -250,9 +258,12 @@ class TableSim:
             else:
                 self.emit(ev.ShuffleStarted, method="MANUAL", **kwargs)
                 self.emit(ev.ShuffleCompleted, method="MANUAL", **kwargs)
+                self.cut(plan)
                 return
         count = len(deck) if self.counting else None
         full = (len(deck) == len(self.deck_cards())) if self.counting else None
+        if plan.kind == "countless-shuffle-after-fault":
+            count = full = None  # the counting device reported nothing for this shuffle
         self.emit(
             ev.ShuffleCompleted,
             method="AUTOMATED",
@@ -263,6 +274,65 @@ class TableSim:
             role=ActorRole.DEVICE,
             actor_id=self.shuffler,
             **kwargs,
+        )
+        if full is not False:
+            self.cut(plan)
+
+    def cut(self, plan: Plan) -> None:
+        """Chapter 691: the deck is cut after each shuffle (§ 691.4), unless the error is to skip it."""
+        if self.game is not Game.C691:
+            return
+        if plan.kind == "cut-skipped":
+            self.cut_pending = True
+            return
+        self.cut_pending = False
+        self.emit(ev.DeckCut, round_id=None, cut_by="PLAYER", role=ActorRole.PLAYER, actor_id="P-CUT")
+
+    def device_fault(self, fault: str, during: str) -> None:
+        """The shuffler signals a fault on the deck in it (its deck and what it was doing)."""
+        self.emit(
+            ev.ShufflerFaulted,
+            round_id=None,
+            device_id=self.shuffler,
+            fault=fault,
+            indicator="RED_LIGHT",
+            during=during,
+            source=Source.SHUFFLER,
+            role=ActorRole.DEVICE,
+            actor_id=self.shuffler,
+        )
+
+    def floor_visit(self) -> None:
+        """Now and then, between rounds, a floorperson verifies the deck or replaces a damaged card
+        with a new one of the same face (authorised): neither may raise a finding."""
+        roll = self.rng.random()
+        rate = self.spec.floor_visit_rate
+        if roll < rate / 2:
+            self.verify_deck()
+        elif roll < rate:
+            card = self.rng.choice(STANDARD)
+            for cls, reason in ((ev.CardRemovedFromDeck, "DAMAGED"), (ev.CardAddedToDeck, "REPLACEMENT")):
+                self.emit(
+                    cls,
+                    round_id=None,
+                    card=card,
+                    reason=reason,
+                    authorised_by="FLOOR-1",
+                    role=ActorRole.FLOOR,
+                    actor_id="FLOOR-1",
+                )
+
+    def verify_deck(self) -> None:
+        """A floorperson counts and checks the deck: complete."""
+        self.emit(
+            ev.DeckVerified,
+            round_id=None,
+            count=len(self.deck_cards()),
+            composition_ok=True,
+            result="OK",
+            verified_by="FLOOR-1",
+            role=ActorRole.FLOOR,
+            actor_id="FLOOR-1",
         )
 
     def pick_plan(self) -> Plan:
@@ -277,7 +347,8 @@ class TableSim:
         for _ in range(len(self.kinds)):
             kind = self.kinds[self.kind_cursor % len(self.kinds)]
             self.kind_cursor += 1
-            if INJECTIONS[self.game][kind].applies(self):
+            inj = INJECTIONS[self.game][kind]
+            if inj.applies(self) and inj.ready(self):
                 plan.kind = kind
                 break
         return plan
@@ -286,12 +357,27 @@ class TableSim:
         """Shuffle and deal one round (with its injected error, if any)."""
         plan = self.pick_plan()
         inj = INJECTIONS[self.game].get(plan.kind) if plan.kind else None
+        if plan.kind is None:
+            self.floor_visit()
         if inj is not None and inj.before_shuffle is not None:
             inj.before_shuffle(self, plan)
         deck = self.deck_cards()
         if plan.kind in ("wrong-deck", "wrong-deck-mismatch", "shuffle-count-mismatch"):
             deck.remove(self.rng.choice([c for c in deck if c != "JK"]))
-        self.shuffle(deck, plan)
+        if plan.kind in ("long-deck", "short-deck"):
+            card = self.rng.choice(STANDARD)
+            if plan.kind == "long-deck":
+                deck.append(card)
+            else:
+                deck.remove(card)
+            cls = ev.CardAddedToDeck if plan.kind == "long-deck" else ev.CardRemovedFromDeck
+            self.emit(cls, round_id=None, card=card, reason="OTHER", role=ActorRole.DEALER)
+            self.expect("DT-deck-composition", None, plan.kind)
+        if plan.kind == "redealt-unshuffled":
+            assert self.last_order is not None
+            deck = list(self.last_order)
+        else:
+            self.shuffle(deck, plan)
         if plan.kind == "shuffle-count-mismatch":
             self.expect("ALL-shuffle-count-mismatch-PROV", None, plan.kind)
             self.emit(
@@ -306,16 +392,7 @@ class TableSim:
             deck = self.deck_cards()
             self.shuffle(deck, Plan())
         if plan.kind == "device-fault-deal":
-            self.emit(
-                ev.ShufflerFaulted,
-                round_id=None,
-                device_id=self.shuffler,
-                fault="COUNT_ERROR",
-                indicator="RED_LIGHT",
-                source=Source.SHUFFLER,
-                role=ActorRole.DEVICE,
-                actor_id=self.shuffler,
-            )
+            self.device_fault("COUNT_ERROR", "IDLE")  # logged after the completion, before the deal
         self.round_no += 1
         self.w.dealer_id = self.dealer_on_duty()
         round_id = f"{self.table_id}-R{self.round_no:05d}"
@@ -325,12 +402,19 @@ class TableSim:
             self.expect("DT-sequence-gap", round_id, plan.kind)
             self.expect("DT-chain-broken", round_id, plan.kind)
         self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
+        if plan.kind == "redealt-unshuffled":
+            a1 = {Game.TCP: "TCP-679a.9-a1-shuffler-required", Game.C691: "C691-DH-a1-shuffler-required"}[self.game]
+            plan.expect += [a1, "DT-deck-composition"]  # the same faces again, in the same order
         dealer = {Game.TCP: deal_tcp, Game.C691: deal_c691, Game.PGP: deal_pgp}[self.game]
         counted = dealer(self, plan, deck, round_id)
         for rule_id in plan.expect:
             self.expect(rule_id, round_id, plan.kind or "")
         self.close_stub_window(plan, counted, round_id)
         self.w.round_id = None
+        if plan.kind not in WRONG_DECKS:
+            self.last_order = deck
+        if plan.kind in ("duplicate-card", "redealt-unshuffled"):
+            self.verify_deck()  # the floor checks the deck the duplicate came from: it is whole
 
     def dealer_on_duty(self) -> str:
         """Dealers rotate every 45 minutes; each table has its own three."""
@@ -339,7 +423,11 @@ class TableSim:
 
     def exempt(self, plan: Plan) -> bool:
         """True if this round's shuffle came from a counting shuffler (no stub-count duty)."""
-        return self.counting and plan.kind not in ("manual-shuffle", "shuffler-jam-uncovered")
+        return self.counting and plan.kind not in (
+            "manual-shuffle",
+            "shuffler-jam-uncovered",
+            "countless-shuffle-after-fault",
+        )
 
     def stub_in_scope(self) -> bool:
         """True if rounds of this table count toward the 5-round stub window."""
@@ -393,6 +481,14 @@ def _remedy_void(sim: TableSim, wager_ids: list[str], rule_id: str, *, deck: boo
     sim.emit(ev.WagersReturned, wager_ids=tuple(wager_ids))
     if deck:
         sim.emit(ev.DeckRemoved, reason_code="WRONG_COUNT", rule_id=rule_id, role=ActorRole.FLOOR, actor_id="FLOOR-1")
+
+
+def reveal(sim: TableSim, hands: list[tuple[str, list[str]]]) -> None:
+    """Settlement: the hands are turned face up (rulebook 10.1.4: a showdown, not an exposure)."""
+    sim.emit(
+        ev.HandsRevealed,
+        hands=tuple(ev.RevealedHand(owner=owner, cards=tuple(cards)) for owner, cards in hands),
+    )
 
 
 def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
@@ -528,10 +624,11 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         ("TCP-679a.9-b-face-down", "face-up-card"),
         ("DT-deck-composition", "duplicate-card"),
         ("TCP-679a.9-a2-same-hand", "same-hand-switched"),
-        ("DT-deal-after-device-fault", "device-fault-deal"),
     ):
         if k == kind:
             plan.expect.append(rule)
+    if k in FAULT_DEALS:
+        plan.expect.append("DT-deal-after-device-fault")
     if k == "extra-dealer-card":
         deal("DEALER")
         plan.expect.append("TCP-679a.9-b-three-each")
@@ -563,9 +660,9 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 plan.expect.append("TCP-679a.9-f-finding-mismatch")
             _remedy_void(sim, list(wagers), "TCP-679a.9-f-misdeal-full-deck")
             voided = True
-        if k in ("wrong-deck", "wrong-deck-mismatch"):
+        if k in WRONG_DECKS:
             plan.expect.append("TCP-679a.9-f-wrong-deck")
-            sim.emit(ev.MisdealDetermined, misdealt=k == "wrong-deck-mismatch", dealer_reconciled_total=51)
+            sim.emit(ev.MisdealDetermined, misdealt=k == "wrong-deck-mismatch", dealer_reconciled_total=len(deck))
             if k == "wrong-deck-mismatch":
                 plan.expect.append("TCP-679a.9-f-finding-mismatch")
             _remedy_void(sim, list(wagers), "TCP-679a.9-f-wrong-deck", deck=True)
@@ -576,7 +673,7 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         if k == "stub-exposed":
             sim.emit(ev.StubDiscarded, exposed=True)
             plan.expect.append("TCP-679a.9-c-stub-unexposed")
-        elif k == "stub-kept":
+        elif k in ("stub-kept", "stub-kept-counted"):
             plan.expect.append("TCP-679a.9-e-correct-count" if counted else "TCP-679a.9-c-stub-unexposed")
         else:
             sim.emit(ev.StubDiscarded)
@@ -604,11 +701,12 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 )
                 if amount != ante_amount[seat]:
                     plan.expect.append("TCP-679a.7-d1-play-equals-ante")
+        reveal(sim, [(o, [c for a, c in dealt if a == o]) for o in (*seats, "DEALER")])
         for w in wagers:
             outcome = rng.choice(("WIN", "LOSS", "LOSS", "PUSH"))
             sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
     sim.emit(ev.RoundCompleted)
-    if k in ("wrong-deck", "wrong-deck-mismatch"):
+    if k in WRONG_DECKS:
         sim.new_deck()
     return counted
 
@@ -638,10 +736,11 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
     if k == "manual-shuffle":
         plan.expect.append("C691-DH-a1-shuffler-required")
     sim.emit(ev.DeckHeld, hand="LEFT", in_front_of_dealer=k != "deck-not-in-front")
-    if k == "deck-not-in-front":
+    if k in ("deck-not-in-front", "cut-skipped"):
         plan.expect.append("C691-DH-a2-same-hand")
     cards = iter(deck)
     dealt: list[str] = []
+    board: list[str] = []
     idx = 0
 
     def deal(area: str, face: str = "DOWN", card: str | None = None) -> None:
@@ -649,6 +748,8 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
         idx += 1
         c = card if card is not None else next(cards)
         dealt.append(c)
+        if area.startswith("COMMUNITY_"):
+            board.append(c)
         sim.emit(
             ev.CardDealt,
             deal_index=idx,
@@ -677,10 +778,11 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
         ("C691-DH-b-face-down", "face-up-card"),
         ("DT-deck-composition", "duplicate-card"),
         ("C691-DH-a2-same-hand", "same-hand-switched"),
-        ("DT-deal-after-device-fault", "device-fault-deal"),
     ):
         if k == kind:
             plan.expect.append(rule)
+    if k in FAULT_DEALS:
+        plan.expect.append("DT-deal-after-device-fault")
     if misdeal:
         plan.expect += ["C691-DH-b-burn-first", "C691-DH-f-misdeal-full-deck"]
     counted = sim.count_due(plan)
@@ -697,9 +799,9 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
             sim.emit(ev.MisdealDetermined, misdealt=True, dealer_reconciled_total=54)
             _remedy_void(sim, wagers, "C691-DH-f-misdeal-full-deck")
             voided = True
-        if k == "wrong-deck":
+        if k in WRONG_DECKS:
             plan.expect.append("C691-DH-f-wrong-deck")
-            sim.emit(ev.MisdealDetermined, misdealt=False, dealer_reconciled_total=53)
+            sim.emit(ev.MisdealDetermined, misdealt=False, dealer_reconciled_total=len(deck))
             _remedy_void(sim, wagers, "C691-DH-f-wrong-deck", deck=True)
             voided = True
     if k == "misdeal-unremedied":
@@ -712,11 +814,12 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
             plan.expect.append("C691-DH-c-stub-unexposed")
         else:
             sim.emit(ev.StubDiscarded)
+        reveal(sim, [("COMMUNITY", board)])
         for w in wagers:
             outcome = rng.choice(("WIN", "LOSS", "LOSS"))
             sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
     sim.emit(ev.RoundCompleted)
-    if k == "wrong-deck":
+    if k in WRONG_DECKS:
         sim.new_deck()
     return counted
 
@@ -809,6 +912,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
     cards = iter(deck)
     idx = 0
     seen: list[str] = []
+    stack_cards: dict[int, list[str]] = {}
     face_up = 0
     voided = False
     for s in range(1, 8):
@@ -833,7 +937,12 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 (s == 2 and c == 0) or (k == "two-face-up" and s == 5 and c == 3)
             ):
                 face_up += 1
-                sim.emit(ev.CardFoundFaceUp, location="SHOE" if src == "AUTO_SHOE" else "DECK", card=next(cards))
+                sim.emit(
+                    ev.CardFoundFaceUp,
+                    location="SHOE" if src == "AUTO_SHOE" else "DECK",
+                    card=next(cards),
+                    disposition="DISCARD_RACK",
+                )
             if k == "drawn-in-error" and s == 3 and c == 3:
                 sim.emit(ev.CardDrawnInError, face_exposed=False, disposition="DISCARDED")
                 next(cards)
@@ -841,6 +950,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             idx += 1
             card = seen[0] if (k == "duplicate-card" and s == 6 and c == 0) else next(cards)
             seen.append(card)
+            stack_cards.setdefault(s, []).append(card)
             sim.emit(
                 ev.CardDealt,
                 deal_index=idx,
@@ -859,7 +969,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         plan.expect += ["PGP-645a.14-f-one-face-up", "PGP-645a.14-f-two-face-up"]
     if k == "duplicate-card":
         plan.expect.append("DT-deck-composition")
-    if k == "device-fault-deal":
+    if k in FAULT_DEALS:
         plan.expect.append("DT-deal-after-device-fault")
     sim.emit(ev.StubDiscarded, exposed=k == "leftover-exposed")
     if k == "leftover-exposed":
@@ -929,6 +1039,8 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         if not house:
             plan.expect.append("PGP-645a.14-i-house-way")
             sim.emit(ev.HandReset, owner="DEALER")
+        held = {cfg_order[(start + s - 1) % 7]: cards for s, cards in stack_cards.items()}
+        reveal(sim, [(o, held.get(o, [])) for o in ("DEALER", *seats)])
         for w in wagers:
             outcome = rng.choice(("WIN", "LOSS", "PUSH"))
             sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
@@ -938,9 +1050,11 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
 
 @dataclass(frozen=True)
 class Injection:
-    """One kind of error: where it applies, and whether it forces the stub count (True/False)."""
+    """One kind of error: where it applies (``applies``: the table; ``ready``: the table's state
+    now), and whether it forces the stub count (True/False)."""
 
     applies: Callable[[TableSim], bool] = lambda _s: True
+    ready: Callable[[TableSim], bool] = lambda _s: True
     count: bool | None = None
     before_shuffle: Callable[[TableSim, Plan], None] | None = None
 
@@ -964,9 +1078,15 @@ def _sequence_conflict(s: TableSim, plan: Plan) -> None:
     s.expect("DT-sequence-gap", None, plan.kind or "")
 
 
+def _redeal_ready(s: TableSim) -> bool:
+    return s.last_order is not None and not s.cut_pending
+
+
 COMMON = {
     "duplicate-card": Injection(),
     "device-fault-deal": Injection(),
+    "fault-during-shuffle": Injection(),
+    "countless-shuffle-after-fault": Injection(applies=lambda s: s.counting),
     "sequence-gap": Injection(),
     "sequence-conflict": Injection(before_shuffle=_sequence_conflict),
 }
@@ -992,12 +1112,16 @@ INJECTIONS: dict[Game, dict[str, Injection]] = {
         "community-early": Injection(applies=lambda s: _hand(s) and s.pair_mode is PairBonusMode.COMMUNITY),
         "stub-exposed": Injection(applies=_hand),
         "stub-kept": Injection(applies=_hand),
+        "stub-kept-counted": Injection(applies=_hand, count=True),
         "count-not-face-down": Injection(applies=_hand, count=True),
         "misdeal": Injection(applies=_hand, count=True),
         "misdeal-mismatch": Injection(applies=_hand, count=True),
         "misdeal-unremedied": Injection(applies=_hand, count=True),
         "wrong-deck": Injection(applies=lambda s: _hand(s) and _not_counting(s), count=True),
         "wrong-deck-mismatch": Injection(applies=lambda s: _hand(s) and _not_counting(s), count=True),
+        "long-deck": Injection(applies=lambda s: _hand(s) and _not_counting(s), count=True),
+        "short-deck": Injection(applies=lambda s: _hand(s) and _not_counting(s), count=True),
+        "redealt-unshuffled": Injection(applies=_hand, ready=_redeal_ready),
         "stub-count-skipped": Injection(applies=_not_counting, before_shuffle=_suppress),
         "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
     },
@@ -1016,6 +1140,10 @@ INJECTIONS: dict[Game, dict[str, Injection]] = {
         "misdeal": Injection(count=True),
         "misdeal-unremedied": Injection(count=True),
         "wrong-deck": Injection(applies=_not_counting, count=True),
+        "long-deck": Injection(applies=_not_counting, count=True),
+        "short-deck": Injection(applies=_not_counting, count=True),
+        "redealt-unshuffled": Injection(ready=_redeal_ready),
+        "cut-skipped": Injection(),
         "stub-count-skipped": Injection(applies=_not_counting, before_shuffle=_suppress),
         "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
     },

@@ -42,8 +42,14 @@ CREATE TABLE IF NOT EXISTS findings (
     observed_at           TIMESTAMPTZ NOT NULL,
     remedy_event_ids      VARCHAR[] NOT NULL,
     remedy_delay_seconds  DOUBLE,
-    late                  BOOLEAN NOT NULL
+    late                  BOOLEAN NOT NULL,
+    rulebook_revision     INTEGER NOT NULL DEFAULT 1  -- the rulebook revision the engine applied
 );
+-- Stores written before the column existed hold findings of revision 1 (DuckDB cannot add a NOT
+-- NULL column with IF NOT EXISTS, so the constraint follows in a second step; both are no-ops
+-- once the column is there).
+ALTER TABLE findings ADD COLUMN IF NOT EXISTS rulebook_revision INTEGER DEFAULT 1;
+ALTER TABLE findings ALTER COLUMN rulebook_revision SET NOT NULL;
 
 -- Grain: one row per completed round (table_id, round_id). Upstream: the engine's round state
 -- at RoundCompleted.

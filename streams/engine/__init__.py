@@ -1,8 +1,19 @@
 """The pure rule engine: table state, ``apply(state, event) -> (state, findings)``, rule modules
 per game and the rule catalogue. No I/O, no clock, no randomness (checked by a test)."""
 
-from streams.engine.catalog import RULES, RULES_BY_ID, Remedy, Rule
+from streams.engine.catalog import RULEBOOK_REVISION, RULES, RULES_BY_ID, Remedy, Rule
 from streams.engine.engine import EventRejected, apply, fold
 from streams.engine.state import RoundState, TableState
 
-__all__ = ["RULES", "RULES_BY_ID", "EventRejected", "Remedy", "RoundState", "Rule", "TableState", "apply", "fold"]
+__all__ = [
+    "RULEBOOK_REVISION",
+    "RULES",
+    "RULES_BY_ID",
+    "EventRejected",
+    "Remedy",
+    "RoundState",
+    "Rule",
+    "TableState",
+    "apply",
+    "fold",
+]

@@ -81,6 +81,12 @@ class Rule:
         return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
 
 
+RULEBOOK_REVISION = 2
+"""The revision of the rulebook (``shared/rulebook.md``) these rules apply: 2 adds section 10's
+decisions (a deck re-dealt unshuffled, what clears a device fault, the composition window,
+showdown is not an exposure, a verified deck ends a composition suspicion). Every finding
+carries it (``Finding.rulebook_revision``)."""
+
 V, INTEG, P = Severity.VOIDING, Severity.INTEGRITY, Severity.PROCEDURAL
 TCP, C691, PGP = Game.TCP, Game.C691, Game.PGP
 VOID_RETURN = (Remedy.VOID_ALL, Remedy.WAGERS_RETURNED)
@@ -489,14 +495,17 @@ RULES: tuple[Rule, ...] = (
         "dealtrail integrity rule",
         None,
         INTEG,
-        "A card seen twice between two shuffles of a deck, or one the deck's composition does not hold: the deck is compromised.",
+        "A card seen twice between two shuffles of a deck (from its ShuffleStarted), one the deck's composition does not "
+        "hold, an unauthorised card added to or removed from the deck, or a floor verification that did not find it "
+        "whole: the deck is compromised until removed or verified OK.",
     ),
     Rule(
         "DT-deal-after-device-fault",
         "dealtrail integrity rule",
         None,
         INTEG,
-        "A card dealt after a shuffler fault or a short-deck signal with no complete full-deck shuffle since.",
+        "A card dealt after a shuffler fault or a short-deck signal with no complete full-deck shuffle of that deck "
+        "started since (from a counting device, one that reported the full deck).",
     ),
     Rule(
         "DT-remedy-overdue",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from schemas.config import TableConfig
 from schemas.events import DealingEvent, RoundCompleted
 from schemas.findings import Finding, finding_id_for
-from streams.engine.catalog import RULES_BY_ID
+from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 from streams.engine.state import RoundState, TableState
 
 
@@ -95,4 +95,5 @@ class Step:
             message=message,
             trigger_event_id=self.event.event_id,
             observed_at=self.event.occurred_at,
+            rulebook_revision=RULEBOOK_REVISION,
         )

@@ -34,9 +34,15 @@ DEAL_CLOSERS: frozenset[type[Envelope]] = frozenset(
         ev.WagerSettled,
         ev.RoundVoided,
         ev.RoundCompleted,
+        ev.HandsRevealed,
     }
 )
 """Event types that end the deal of a round (card-count rules are judged at the first one)."""
+
+CUT_RECORDED_FROM = 2
+"""The schema version from which a Chapter 691 trail records the § 691.4 cut (``DeckCut``):
+a deck shuffled by a completion of this version or newer must be cut before it is taken into
+the hand (C691-DH-a2); version 1 trails could not record a cut, so none is asked of them."""
 
 DEFAULT_JOKERS = {Game.TCP: 0, Game.C691: 2, Game.PGP: 1}
 """Jokers in a deck of each game when no ``DeckIntroduced`` said otherwise (rulebook section 2)."""
@@ -167,9 +173,11 @@ def _deck_removed(d: Draft, e: ev.DeckRemoved) -> None:
     deck_id = round_deck_id(d.state, e)
     if deck_id is None:
         return
-    d.put_deck(_deck(d.state, deck_id).model_copy(update={"removed": True}))
+    d.put_deck(_deck(d.state, deck_id).model_copy(update={"removed": True, "composition_flagged": False}))
     if d.state.current_deck_id == deck_id:
         d.set(current_deck_id=None)
+    if d.state.shuffler_fault is not None and d.state.fault_deck_id == deck_id:
+        d.set(fault_deck_id=None)  # the deck is gone: a complete shuffle of any deck clears the fault
 
 
 def _shuffle_started(d: Draft, e: ev.ShuffleStarted) -> None:
@@ -177,7 +185,16 @@ def _shuffle_started(d: Draft, e: ev.ShuffleStarted) -> None:
     if deck_id is None:
         return
     deck = _deck(d.state, deck_id)
-    d.put_deck(deck.model_copy(update={"shuffle_started_seq": e.seq, "shuffle_started_event_id": e.event_id}))
+    d.put_deck(
+        deck.model_copy(
+            update={
+                "shuffle_started_seq": e.seq,
+                "shuffle_started_event_id": e.event_id,
+                "seen_cards": "",  # rulebook 10.1.3: the whole deck is gathered, the window starts
+                "seen_ids": (),
+            }
+        )
+    )
     d.set(current_deck_id=deck_id)
 
 
@@ -195,6 +212,8 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
         full_deck_ok=e.device_full_deck_ok,
         mode=e.mode,
     )
+    good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
+    cut = e.event_id if good and d.state.game is Game.C691 and e.schema_version >= CUT_RECORDED_FROM else None
     d.put_deck(
         deck.model_copy(
             update={
@@ -203,19 +222,102 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
                 "shuffle_started_event_id": None,
                 "seen_cards": "",
                 "seen_ids": (),
-                "composition_flagged": False,
+                "dealt_round_id": None,
+                "dealt_event_id": None,
+                "cut_due": cut,
             }
         )
     )
-    good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
-    d.set(current_deck_id=deck_id, shuffler_fault=None if good else e.event_id, fault_flagged=False)
+    d.set(current_deck_id=deck_id)
+    if not good:
+        d.set(shuffler_fault=e.event_id, fault_seq=e.seq, fault_deck_id=deck_id, fault_flagged=False)
+    elif d.state.shuffler_fault is not None and clears_fault(d.state, deck_id, info):
+        d.set(shuffler_fault=None, fault_seq=0, fault_deck_id=None, fault_flagged=False)
     unusable = d.state.unusable
     if good and e.device_id is not None and e.device_id in unusable:
         d.set(unusable={k: v for k, v in unusable.items() if k != e.device_id})
 
 
+def clears_fault(state: TableState, deck_id: str, info: ShuffleInfo) -> bool:
+    """Rulebook 10.1.2: does this good completion (mode SHUFFLE, not short) clear the fault?
+
+    It must be of the faulted deck (any deck once that one was removed), its shuffle must have
+    started after the fault (by seq), and a completion from a counting shuffler (counts each
+    shuffle and signals a full deck) must have reported ``device_full_deck_ok`` = true. A manual
+    shuffle clears it as before (whether a manual shuffle was allowed is rule (a)(1)'s and
+    § 645a.14(n)'s question).
+    """
+    if state.fault_deck_id is not None and state.fault_deck_id != deck_id:
+        return False
+    if info.started_seq <= state.fault_seq:
+        return False
+    device = state.devices.get(info.device_id) if info.device_id is not None else None
+    if info.method == "AUTOMATED" and device is not None and device.counts_each_shuffle and device.indicates_full_deck:
+        return info.full_deck_ok is True
+    return True
+
+
 def _shuffler_faulted(d: Draft, e: ev.ShufflerFaulted) -> None:
-    d.set(shuffler_fault=e.event_id, fault_flagged=False, unusable={**d.state.unusable, e.device_id: e.event_id})
+    d.set(
+        shuffler_fault=e.event_id,
+        fault_seq=e.seq,
+        fault_deck_id=round_deck_id(d.state, e),
+        fault_flagged=False,
+        unusable={**d.state.unusable, e.device_id: e.event_id},
+    )
+
+
+def _removed_from_device(d: Draft, e: ev.CardsRemovedFromDevice) -> None:
+    """All of a deck's cards taken out of a jammed shuffler: the composition window starts (10.1.3)."""
+    device = d.state.devices.get(e.device_id)
+    deck_id = round_deck_id(d.state, e)
+    if device is None or device.device_type != "SHUFFLER" or deck_id is None:
+        return
+    deck = _deck(d.state, deck_id)
+    if e.count >= deck.size():
+        d.put_deck(deck.model_copy(update={"seen_cards": "", "seen_ids": ()}))
+
+
+def _deck_cut(d: Draft, e: ev.DeckCut) -> None:
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is not None:
+        deck = _deck(d.state, deck_id)
+        if deck.cut_due is not None:
+            d.put_deck(deck.model_copy(update={"cut_due": None}))
+
+
+def _deck_verified(d: Draft, e: ev.DeckVerified) -> None:
+    """A deck verified OK by the floor holds its declared composition again and is no longer suspect."""
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is not None and e.result == "OK":
+        deck = _deck(d.state, deck_id)
+        d.put_deck(deck.model_copy(update={"composition_flagged": False, "added": "", "taken_out": ""}))
+
+
+def _card_added(d: Draft, e: ev.CardAddedToDeck) -> None:
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is None or e.card == "UNKNOWN":
+        return
+    deck = _deck(d.state, deck_id)
+    needle = " " + e.card
+    pos = deck.taken_out.find(needle)
+    if pos >= 0:
+        d.put_deck(deck.model_copy(update={"taken_out": deck.taken_out[:pos] + deck.taken_out[pos + 3 :]}))
+    else:
+        d.put_deck(deck.model_copy(update={"added": deck.added + needle}))
+
+
+def _card_taken_out(d: Draft, e: ev.CardRemovedFromDeck) -> None:
+    deck_id = round_deck_id(d.state, e)
+    if deck_id is None or e.card == "UNKNOWN":
+        return
+    deck = _deck(d.state, deck_id)
+    needle = " " + e.card
+    pos = deck.added.find(needle)
+    if pos >= 0:
+        d.put_deck(deck.model_copy(update={"added": deck.added[:pos] + deck.added[pos + 3 :]}))
+    else:
+        d.put_deck(deck.model_copy(update={"taken_out": deck.taken_out + needle}))
 
 
 def _shoe_faulted(d: Draft, e: ev.AutoShoeFaulted) -> None:
@@ -329,6 +431,10 @@ def _card_dealt(d: Draft, rnd: RoundState, e: ev.CardDealt) -> None:
         update["hand_cards"] = rnd.hand_cards + 1
     if rnd.first_card_event_id is None:
         update["first_card_event_id"] = e.event_id
+        if rnd.deck_id is not None:  # rulebook 10.1.1: the deck has now been dealt since its shuffle
+            deck = _deck(d.state, rnd.deck_id)
+            if deck.dealt_round_id is None:
+                d.put_deck(deck.model_copy(update={"dealt_round_id": rnd.round_id, "dealt_event_id": e.event_id}))
     d.set_round(**update)
     _see_card(d, e, e.card)
 
@@ -391,8 +497,32 @@ def _stack_delivered(d: Draft, rnd: RoundState, e: ev.StackDelivered) -> None:
     d.set_round(stacks={**rnd.stacks, e.to_position: (e.stack_index, e.card_count, e.event_id)})
 
 
+def _hands_revealed(d: Draft, rnd: RoundState, e: ev.HandsRevealed) -> None:
+    d.set_round(revealed=True)
+
+
+def _hand_set(d: Draft, rnd: RoundState, e: ev.HandSet) -> None:
+    if e.owner not in rnd.hands_set:
+        d.set_round(hands_set=rnd.hands_set | {e.owner})
+
+
+EXPOSED_OWNER = {"DEALER_HAND": "DEALER", "BANK_HAND": "BANK"}
+
+
+def is_showdown(rnd: RoundState, e: ev.CardExposed) -> bool:
+    """Rulebook 10.1.4: a card shown at settlement, after ``HandsRevealed``, or of a hand already
+    set is not an exposure (the exposure rules apply while dealing, before hands are set or
+    revealed). Cards of the stub, the stacks or the deck are never a showdown."""
+    if e.location not in ("PLAYER_HAND", "DEALER_HAND", "BANK_HAND"):
+        return False
+    if e.phase == "SETTLEMENT" or rnd.revealed:
+        return True
+    owner = e.seat if e.location == "PLAYER_HAND" else EXPOSED_OWNER[e.location]
+    return owner is not None and owner in rnd.hands_set
+
+
 def _card_exposed(d: Draft, rnd: RoundState, e: ev.CardExposed) -> None:
-    if e.location == "PLAYER_HAND" and e.seat is not None and e.exposed_by == "DEALER":
+    if e.location == "PLAYER_HAND" and e.seat is not None and e.exposed_by == "DEALER" and not is_showdown(rnd, e):
         d.set_round(exposed_seats={**rnd.exposed_seats, e.seat: e.event_id})
 
 
@@ -432,6 +562,11 @@ TABLE_HANDLERS: dict[type[Envelope], Callable[[Draft, Any], None]] = {
     ev.AutoShoeFaulted: _shoe_faulted,
     ev.DeviceTakenOutOfService: _out_of_service,
     ev.DeviceReturnedToService: _back_in_service,
+    ev.CardsRemovedFromDevice: _removed_from_device,
+    ev.DeckCut: _deck_cut,
+    ev.DeckVerified: _deck_verified,
+    ev.CardAddedToDeck: _card_added,
+    ev.CardRemovedFromDeck: _card_taken_out,
     ev.RoundStarted: _round_started,
     ev.RoundCompleted: _round_completed,
 }
@@ -458,6 +593,8 @@ ROUND_HANDLERS: dict[type[Envelope], Callable[[Draft, RoundState, Any], None]] =
     ev.CardExposed: _card_exposed,
     ev.PlayerViewedCards: _player_viewed,
     ev.PlayerVoidDecided: _void_decided,
+    ev.HandsRevealed: _hands_revealed,
+    ev.HandSet: _hand_set,
 }
 """Events that change the round in progress; ignored between rounds and when stamped with
 another round's ID (a late event must not change the current round)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from schemas import events as ev
 from schemas.findings import Finding, FindingStatus, Severity, finding_id_for
-from streams.engine.catalog import REMEDY_TEXT, RULES_BY_ID, Remedy
+from streams.engine.catalog import REMEDY_TEXT, RULEBOOK_REVISION, RULES_BY_ID, Remedy
 from streams.engine.context import Step
 from streams.engine.reducer import round_deck_id
 from streams.engine.state import Obligation, TableState
@@ -154,6 +154,7 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
                         "late": ob.deadline_passed,
                         "trigger_event_id": event.event_id,
                         "observed_at": event.occurred_at,
+                        "rulebook_revision": RULEBOOK_REVISION,
                     }
                 )
             )
@@ -181,6 +182,7 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
                 "status": FindingStatus.OVERDUE,
                 "trigger_event_id": event.event_id,
                 "observed_at": event.occurred_at,
+                "rulebook_revision": RULEBOOK_REVISION,
             }
         )
         if ob.finding.severity is not Severity.VOIDING:
@@ -203,6 +205,7 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
             message=f"Next round started before the remedy of {ob.finding.rule_id} ({missing}).",
             trigger_event_id=event.event_id,
             observed_at=event.occurred_at,
+            rulebook_revision=RULEBOOK_REVISION,
         )
         out += [late, overdue]
         kept.append(ob.model_copy(update={"deadline_passed": True, "finding": late, "overdue_finding": overdue}))

@@ -73,9 +73,15 @@ class ShuffleInfo(_State):
 class DeckState(_State):
     """One deck at the table: declared size, jokers, last shuffle and the cards seen since it.
 
-    ``seen_cards`` holds the cards drawn since the last shuffle as ``" AS KD JK ..."`` (three
-    characters a card, so membership is one substring search) and ``seen_ids`` the events that
-    drew them, in the same order (DT-deck-composition).
+    ``seen_cards`` holds the cards drawn since the deck was last gathered into the shuffler (its
+    ``ShuffleStarted``, rulebook 10.1.3) as ``" AS KD JK ..."`` (three characters a card, so
+    membership is one substring search) and ``seen_ids`` the events that drew them, in the same
+    order (DT-deck-composition). ``added`` / ``taken_out`` are the cards put into or taken out of
+    the deck outside a deal (same form), which its composition follows. ``composition_flagged``
+    stays True from a DT-deck-composition finding until the deck is removed or verified OK
+    (10.1.5). ``dealt_round_id`` / ``dealt_event_id``: the round (and its first card) dealt
+    from the deck since its last ``ShuffleCompleted`` (10.1.1). ``cut_due``: the
+    ``ShuffleCompleted`` (schema version 2, Chapter 691) still waiting for its ``DeckCut``.
     """
 
     deck_id: str
@@ -88,6 +94,24 @@ class DeckState(_State):
     seen_cards: str = ""
     seen_ids: tuple[str, ...] = ()
     composition_flagged: bool = False
+    added: str = ""
+    taken_out: str = ""
+    dealt_round_id: str | None = None
+    dealt_event_id: str | None = None
+    cut_due: str | None = None
+
+    def allowed(self, card: str) -> int:
+        """How many of ``card`` the deck holds (cards): one (or its jokers), plus cards added,
+        less cards taken out outside a deal."""
+        base = self.jokers if card == "JK" else 1
+        if not self.added and not self.taken_out:
+            return base
+        needle = " " + card
+        return base + self.added.count(needle) - self.taken_out.count(needle)
+
+    def size(self) -> int:
+        """Cards in the deck (cards): declared, plus added, less taken out."""
+        return self.declared_count + (len(self.added) - len(self.taken_out)) // 3
 
     def sightings(self, card: str) -> tuple[str, ...]:
         """Event IDs that drew ``card`` (two characters) since the last shuffle, in order."""
@@ -119,7 +143,8 @@ class RoundState(_State):
 
     Cards are kept per layout area (``cards[area]`` = the ``CardDealt`` event IDs in deal order;
     the card faces are in those events). ``fired`` holds the rule IDs already
-    raised in this round by once-per-round rules.
+    raised in this round by once-per-round rules. ``revealed`` turns True at ``HandsRevealed``
+    and ``hands_set`` holds the owners of ``HandSet`` hands: exposure rules stop there (10.1.4).
     """
 
     round_id: str
@@ -150,6 +175,8 @@ class RoundState(_State):
     settled_any: bool = False
     found_face_up: tuple[str, ...] = ()
     fired: frozenset[str] = frozenset()
+    revealed: bool = False
+    hands_set: frozenset[str] = frozenset()
     # Pai Gow Poker dice and stacks
     shaken_event_id: str | None = None
     reveal: tuple[int, int, int] | None = None
@@ -215,7 +242,8 @@ class TableState(_State):
     a conflicting one), ``stub_run`` (non-exempt rounds since the last stub count, rounds) and
     ``stub_run_rounds`` (their ``RoundCompleted`` event IDs, the evidence of the last window),
     ``obligations`` (open remedies), ``shuffler_fault`` (event ID of an unresolved device fault,
-    DT-deal-after-device-fault) and ``unusable`` (device ID -> fault event ID, § 645a.14(n)).
+    DT-deal-after-device-fault; ``fault_seq`` its seq and ``fault_deck_id`` its deck, None once
+    that deck is removed: rulebook 10.1.2) and ``unusable`` (device ID -> fault event ID, § 645a.14(n)).
     """
 
     table_id: str
@@ -234,6 +262,8 @@ class TableState(_State):
     stub_run_rounds: tuple[str, ...] = ()
     obligations: tuple[Obligation, ...] = ()
     shuffler_fault: str | None = None
+    fault_seq: int = 0
+    fault_deck_id: str | None = None
     fault_flagged: bool = False
     unusable: Mapping[str, str] = field(default_factory=dict)
     unusable_flagged: frozenset[str] = frozenset()

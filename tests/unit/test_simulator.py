@@ -7,19 +7,24 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dealtrail.simulator.floor import INJECTIONS, FloorSpec, Truth, simulate
 from dealtrail.simulator.run import write_simulation
+from schemas.base import Envelope
 from streams.engine import RULES, apply
 
 
-def _audit(spec: FloorSpec) -> tuple[Counter[tuple[str, str, str | None]], Counter[tuple[str, str, str | None]]]:
-    truth: list[Truth] = []
+def _audit(
+    spec: FloorSpec, truth: list[Truth] | None = None, events: list[Envelope] | None = None
+) -> tuple[Counter[tuple[str, str, str | None]], Counter[tuple[str, str, str | None]]]:
+    truth = [] if truth is None else truth
     states: dict = {}
     found: dict[str, tuple[str, str, str | None]] = {}
     for event in simulate(spec, truth):
+        if events is not None:
+            events.append(event)
         state, findings = apply(states.get(event.table_id), event)
         states[event.table_id] = state
         for f in findings:
@@ -74,3 +79,46 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
 def test_error_rate_bounds_are_accepted(rate: float) -> None:
     expected, found = _audit(FloorSpec(tables=3, hours=0.2, seed=3, error_rate=rate))
     assert found == expected
+
+
+REVISION_2_KINDS = {
+    "redealt-unshuffled",
+    "countless-shuffle-after-fault",
+    "fault-during-shuffle",
+    "device-fault-deal",
+    "long-deck",
+    "short-deck",
+    "cut-skipped",
+}
+"""The error kinds rulebook revision 2 added or re-judged (issue #11)."""
+
+
+def test_a_fresh_seed_shift_with_the_revision_2_kinds_injected_finds_exactly_the_truth() -> None:
+    truth: list[Truth] = []
+    expected, found = _audit(FloorSpec(tables=6, hours=0.75, seed=8101, error_rate=0.5), truth)
+    assert {t.injected for t in truth} >= REVISION_2_KINDS
+    assert expected - found == Counter(), "missed"
+    assert found - expected == Counter(), "extra"
+
+
+NEW_EVENT_TYPES = {"HandsRevealed", "DeckCut", "DeckVerified", "CardAddedToDeck", "CardRemovedFromDeck"}
+
+
+@given(seed=st.integers(min_value=10_001, max_value=10**9))
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
+def test_clean_days_stay_clean_with_every_revision_2_event_recorded(seed: int) -> None:
+    events: list[Envelope] = []
+    spec = FloorSpec(tables=3, hours=0.25, seed=seed, error_rate=0.0, floor_visit_rate=0.5)
+    expected, found = _audit(spec, events=events)
+    assert not expected
+    assert not found
+    for game in ("TCP", "C691", "PGP"):
+        types = {e.type for e in events if e.game == game}
+        wanted = NEW_EVENT_TYPES - ({"DeckCut"} if game != "C691" else set())
+        assert wanted <= types, (game, wanted - types)

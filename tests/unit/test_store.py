@@ -112,3 +112,29 @@ def test_the_state_a_file_goes_on_from_is_the_one_ending_just_before_it(tmp_path
         # the same table, seq range and last event again: kept as it was
         store.write_batch((), table_states=[_state_row(101, 200, "changed")])
         assert store.con.execute("SELECT count(*) FROM table_states").fetchone() == (4,)
+
+
+def test_a_store_written_before_findings_had_a_rulebook_revision_opens_and_reads_them_as_revision_1(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "old.duckdb"
+    t = Trail(Game.TCP).configure(
+        declared=52,
+        jokers=0,
+        seats=SEATS,
+        wagers_enabled=frozenset({"ANTE", "PLAY"}),
+        dealing_methods_allowed=frozenset({"HAND"}),
+    )
+    t.tcp_round("R1", antes=("SEAT_2",), shuffle=None)  # no recorded shuffle: (a)(1)
+    [finding] = t.findings()
+    with Store(db) as s:
+        s.write_batch([], findings=[finding.model_copy(update={"rulebook_revision": 1})])
+    with duckdb.connect(str(db)) as con:  # the store as it was before the column existed
+        con.execute("ALTER TABLE findings DROP COLUMN rulebook_revision")
+    again = finding.model_copy(update={"finding_id": "f" * 32})
+    with Store(db) as s:
+        s.write_batch([], findings=[again])
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT finding_id, rulebook_revision FROM findings ORDER BY finding_id").fetchall()
+    assert rows == sorted([(finding.finding_id, 1), ("f" * 32, 2)])
+    assert again.rulebook_revision == 2

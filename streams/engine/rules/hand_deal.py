@@ -37,6 +37,9 @@ def check(step: Step, ids: HandDealIds) -> list[Finding]:
     """Apply the shared dealing-from-the-hand rules to one event.
 
     Events read: CardDealt, DeckHeld, CardExposed, StubCounted, StubDiscarded, RoundCompleted.
+    Rulebook revision 2: (a)(1) is also broken by a deck dealt again with no ``ShuffleCompleted``
+    since its previous round (10.1.1); Chapter 691's (a)(2) by a deck taken into the hand before
+    the ``DeckCut`` its shuffle awaits (schema version 2 trails).
     Only rounds dealt from the hand (``RoundStarted.dealing_method`` = HAND) are checked, except
     the stub-count window, which :mod:`streams.engine.reducer` keeps for shoe rounds too when
     the Three Card Prime provisional rule is on.
@@ -64,7 +67,17 @@ def check(step: Step, ids: HandDealIds) -> list[Finding]:
                     )
                 deck = step.after.decks.get(rnd.deck_id) if rnd.deck_id else None
                 shuffle = deck.last_shuffle if deck is not None else None
-                if shuffle is None or shuffle.method != "AUTOMATED":
+                dealt = step.before.decks.get(rnd.deck_id) if rnd.deck_id else None
+                if dealt is not None and dealt.dealt_round_id not in (None, rnd.round_id):
+                    out.append(
+                        step.finding(
+                            ids.shuffler_required,
+                            (rnd.started_event_id, dealt.dealt_event_id, event.event_id),
+                            f"Deck {rnd.deck_id} dealt again after round {dealt.dealt_round_id} with no shuffle "
+                            "since; an automated shuffling device is required.",
+                        )
+                    )
+                elif shuffle is None or shuffle.method != "AUTOMATED":
                     how = "no recorded shuffle" if shuffle is None else f"a {shuffle.method.lower()} shuffle"
                     out.append(
                         step.finding(
@@ -89,6 +102,9 @@ def check(step: Step, ids: HandDealIds) -> list[Finding]:
             if ids.same_hand.startswith("C691") and deck is not None and deck.shuffle_started_seq is not None:
                 problems.append("deck taken into the hand before the § 691.4 shuffle and cut was completed")
                 unshuffled = deck.shuffle_started_event_id
+            elif ids.same_hand.startswith("C691") and deck is not None and deck.cut_due is not None:
+                problems.append("deck taken into the hand before the § 691.4 cut")
+                unshuffled = deck.cut_due
             if problems:
                 evidence = (
                     unshuffled,

@@ -28,6 +28,12 @@ def check(step: Step) -> list[Finding]:
       since; once per fault.
     - ALL-shuffle-count-mismatch-PROV: ``ShuffleCompleted.device_full_deck_ok`` is False; the
       deck must be removed.
+
+    Rulebook revision 2: the composition window starts at ``ShuffleStarted`` (10.1.3); a deck
+    stays flagged (no second DT-deck-composition) until ``DeckRemoved`` or ``DeckVerified`` OK
+    (10.1.5); ``DeckVerified`` with another result, and an unauthorised ``CardAddedToDeck`` /
+    ``CardRemovedFromDeck``, raise DT-deck-composition; what clears a fault is decided in
+    :func:`streams.engine.reducer.clears_fault` (10.1.2).
     """
     event = step.event
     out: list[Finding] = []
@@ -43,12 +49,35 @@ def check(step: Step) -> list[Finding]:
                 )
             if event.card != "UNKNOWN":
                 out.extend(_composition(step, event))
+        case ev.DeckVerified() if event.result != "OK":
+            if not _flagged(step, event):
+                out.append(
+                    step.finding(
+                        COMPOSITION,
+                        (event.event_id,),
+                        f"Deck {event.deck_id or step.after.current_deck_id} verified {event.result}: "
+                        f"{event.count} cards.",
+                    )
+                )
+        case ev.CardAddedToDeck() | ev.CardRemovedFromDeck() if event.authorised_by is None:
+            if not _flagged(step, event):
+                what = "added to" if isinstance(event, ev.CardAddedToDeck) else "taken out of"
+                deck_id = round_deck_id(step.after, event)
+                out.append(
+                    step.finding(COMPOSITION, (event.event_id,), f"{event.card} {what} deck {deck_id} unauthorised.")
+                )
         case ev.ShuffleCompleted() if event.device_full_deck_ok is False:
             count = "" if event.device_card_count is None else f" ({event.device_card_count} cards)"
             out.append(
                 step.finding(COUNT_MISMATCH, (event.event_id,), f"Shuffler reported the deck is not complete{count}.")
             )
     return out
+
+
+def _flagged(step: Step, event: ev.DealingEvent) -> bool:
+    deck_id = round_deck_id(step.before, event)
+    deck = step.before.decks.get(deck_id) if deck_id is not None else None
+    return deck is not None and deck.composition_flagged
 
 
 def _composition(step: Step, event: ev.CardDealt | ev.CardFoundFaceUp) -> list[Finding]:
@@ -61,12 +90,12 @@ def _composition(step: Step, event: ev.CardDealt | ev.CardFoundFaceUp) -> list[F
     deck = step.after.decks.get(deck_id)
     if deck is None:  # not recorded: a card outside any round (its start was lost, a gap the engine reports)
         return []
-    allowed = deck.jokers if event.card == "JK" else 1
+    allowed = deck.allowed(event.card)
     if deck.seen_cards.count(" " + event.card) <= allowed:
         return []
     seen = deck.sightings(event.card)
-    if allowed == 0:
-        msg = f"Joker drawn from deck {deck_id}, which holds no joker."
+    if allowed <= 0:
+        msg = f"{event.card} drawn from deck {deck_id}, which does not hold it."
     else:
         msg = f"{event.card} drawn {len(seen)} times from deck {deck_id} since its last shuffle."
     return [step.finding(COMPOSITION, seen, msg)]

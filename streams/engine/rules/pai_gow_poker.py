@@ -15,6 +15,7 @@ from schemas import events as ev
 from schemas.base import DICE_WAGERS
 from schemas.findings import Finding
 from streams.engine.context import Step
+from streams.engine.reducer import is_showdown
 from streams.engine.state import RoundState
 
 SHUFFLER_FAULTS = frozenset({"JAM", "STOPPED", "INCOMPLETE_CYCLE"})
@@ -34,7 +35,7 @@ def check(step: Step) -> list[Finding]:
     event = step.event
     out: list[Finding] = []
     match event:
-        case ev.ShufflerFaulted() if event.fault in SHUFFLER_FAULTS:
+        case ev.ShufflerFaulted() if event.fault in SHUFFLER_FAULTS and event.during in (None, "SHUFFLE"):
             out.append(
                 step.finding(
                     "PGP-645a.14-l-shuffler-fault",
@@ -92,7 +93,7 @@ def check(step: Step) -> list[Finding]:
                 )
         case ev.StackDelivered():
             out.extend(_stack(step, rnd, event))
-        case ev.CardExposed():
+        case ev.CardExposed() if not (before is not None and is_showdown(before, event)):
             out.extend(_exposed(step, event))
         case ev.PlayerViewedCards() if before is not None and event.seat in before.exposed_seats:
             out.append(

@@ -226,7 +226,8 @@ class Trail:
         return self.config.cards_per_deck
 
     def shuffle(self, method: str = "AUTOMATED", **completed: Any) -> tuple[ev.ShuffleStarted, ev.ShuffleCompleted]:
-        """A full shuffle of the deck; an automated shuffle by a counting device reports its count."""
+        """A full shuffle of the deck; an automated shuffle by a counting device reports its count.
+        A Chapter 691 deck is then cut (§ 691.4; the cut a schema version 2 trail records)."""
         device = SHUFFLER if method == "AUTOMATED" else None
         report: dict[str, Any] = {}
         if method == "AUTOMATED" and self.counting_shuffler:
@@ -234,6 +235,8 @@ class Trail:
         report.update(completed)
         started = self.emit(ev.ShuffleStarted, method=method, device_id=device)
         done = self.emit(ev.ShuffleCompleted, method=method, device_id=device, **report)
+        if self.game is Game.C691 and done.mode == "SHUFFLE" and done.device_full_deck_ok is not False:
+            self.emit(ev.DeckCut, cut_by="PLAYER")
         return started, done
 
     # -- remedies -----------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""A trail written with schema version 1 (before rulebook revision 2) audits to the findings it
+gave then: `tests/fixtures/shift-v1.jsonl.gz` is a shift simulated by dealtrail before revision 2
+(3 tables, seed 4, error rate 0.9, 1 % duplicates), with the truth file it wrote. Revision 2 changes
+no verdict on it: no deck is dealt twice unshuffled, no fault is cleared by a count-less or
+earlier-started shuffle, no exposure happens at settlement, no cut could be recorded (none is
+asked of version 1 shuffles) and every duplicate card is on a deck not already suspect."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+from schemas.codec import decode
+from streams.engine import apply
+from streams.engine.state import TableState
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_a_version_1_trail_audits_to_the_same_findings_as_before_revision_2() -> None:
+    states: dict[str, TableState] = {}
+    found: dict[str, tuple[str, str, str | None]] = {}
+    versions: Counter[int] = Counter()
+    with gzip.open(FIXTURES / "shift-v1.jsonl.gz") as fh:
+        for raw in fh:
+            event = decode(raw)
+            versions[event.schema_version] += 1
+            state, findings = apply(states.get(event.table_id), event, raw)
+            states[event.table_id] = state
+            for f in findings:
+                if f.revision == 0:
+                    found[f.finding_id] = (f.rule_id, f.table_id, f.round_id)
+                assert f.rulebook_revision == 2
+    truth = [json.loads(line) for line in (FIXTURES / "shift-v1.truth.jsonl").read_text().splitlines()]
+    assert set(versions) == {1}
+    assert len(truth) > 30
+    assert Counter(found.values()) == Counter((t["rule_id"], t["table_id"], t["round_id"]) for t in truth)
