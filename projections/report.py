@@ -22,6 +22,7 @@ import duckdb
 import jinja2
 import pyarrow as pa
 
+from projections.generations import generation_diff, generation_info
 from projections.store import connect_read_only
 from streams.engine.catalog import RULES_BY_ID
 
@@ -246,6 +247,7 @@ def write_report(
     start: datetime | None = None,
     end: datetime | None = None,
     title: str = "dealtrail compliance report",
+    generation: int | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only).
@@ -257,9 +259,12 @@ def write_report(
         start: start of the period, inclusive (timezone-aware; None: unbounded).
         end: end of the period, exclusive (None: unbounded).
         title: the page title.
+        generation: the generation of findings to report (None: the latest); the page also
+            shows, per rule, what it changed against the generation before.
 
     Raises:
         FileNotFoundError: no store at ``db``.
+        LookupError: the store has no generation ``generation``.
     """
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -268,6 +273,10 @@ def write_report(
     assert isinstance(con, duckdb.DuckDBPyConnection)
     csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
     try:
+        info = generation_info(con, generation)
+        diff = generation_diff(con, info.generation, info.previous) if info.previous is not None else []
+        # the views read this generation (a session variable: the store is not written)
+        con.execute(f"SET VARIABLE dealtrail_generation = {int(info.generation)}")
         table = query(con, "rpt_findings", start, end)
         findings = table.to_pylist()
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
@@ -280,6 +289,8 @@ def write_report(
         finally:
             con.unregister("rpt_export")
     finally:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("RESET VARIABLE dealtrail_generation")
         if own:
             con.close()
     remedies = [
@@ -303,6 +314,8 @@ def write_report(
             chart_svg=_chart_svg(findings),
             rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
             severities=SEVERITIES,
+            generation=info,
+            generation_diff=diff,
         )
     )
     html_path = out_dir / "report.html"
