@@ -230,3 +230,24 @@ def test_audit_keeps_a_snapshot_at_each_utc_day_boundary(tmp_path: Path) -> None
     assert len(rows) == 1  # N is never reached: the day boundary's only
     assert rows[0][0] < midnight
     assert rows[0][1] == first_after[0] - 1  # type: ignore[index]
+
+
+def test_dealtrail_audit_takes_snapshots_every_dealtrail_snapshot_every_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = tmp_path / "events.jsonl"
+    write_simulation(events, tables=1, hours=0.5, seed=9, error_rate=0.0)
+    db = tmp_path / "s.duckdb"
+    monkeypatch.setenv("DEALTRAIL_SNAPSHOT_EVERY", "50")  # below the floor of 100
+    bad = CliRunner().invoke(app, ["audit", str(events), "--db", str(db)])
+    assert bad.exit_code == 2 and "DEALTRAIL_SNAPSHOT_EVERY" in bad.output
+    monkeypatch.setenv("DEALTRAIL_SNAPSHOT_EVERY", "300")
+    result = CliRunner().invoke(app, ["audit", str(events), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        n = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
+        seqs = [r[0] for r in con.execute("SELECT last_seq FROM table_snapshots ORDER BY 1").fetchall()]
+    finally:
+        con.close()
+    assert seqs == list(range(300, n + 1, 300))
