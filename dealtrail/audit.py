@@ -28,17 +28,19 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from dealtrail.settings import DEFAULT_MAX_RECORD_BYTES
-from projections.store import BatchCounts, Store, stage_line
+from projections.store import BatchCounts, Store, snapshot_row, stage_line
 from schemas import events as ev
 from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.findings import Finding
 from schemas.lines import IntakeCheck, Line, NotEventsError, read_lines
 from streams.engine import EventRejected, TableState, apply
+from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.engine import RECALLED
 from streams.engine.state import dump_state, load_state
 from streams.engine.summaries import round_row
@@ -134,6 +136,7 @@ class Batch:
     tables: int = 0
     resumed: int = 0
     states: list[dict[str, Any]] = field(default_factory=list)
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
     final: bool = False
 
 
@@ -175,6 +178,66 @@ class Auditor:
         return found
 
 
+class Snapshots:
+    """The snapshot policy of one audit worker: a table's engine state is kept after every
+    ``every`` of its events and at the end of each UTC day it dealt in (``table_snapshots``).
+
+    A snapshot must equal the state a replay of the stored trail (in seq order) reaches at its
+    last event. So a table whose events come out of seq order in the file (an event older than
+    one applied before it) gets no more snapshots in this file, and a snapshot still waiting in
+    the batch is dropped when another event with a seq up to its own follows (a conflicting
+    copy): the replay would apply that event before the snapshot's point. An event with such a
+    seq in a later batch or file is caught by the replay (``events_through`` no longer matches).
+
+    Args:
+        every: events of a table between two snapshots (``settings.snapshot_every``).
+        engine_version / rulebook_revision: the engine that makes the states.
+    """
+
+    def __init__(self, every: int, engine_version: str = ENGINE_VERSION, rulebook_revision: int = RULEBOOK_REVISION):
+        self.every = every
+        self.engine_version = engine_version
+        self.rulebook_revision = rulebook_revision
+        self.since: dict[str, int] = {}  # table -> events applied since its last snapshot
+        self.last_at: dict[str, datetime] = {}  # table -> occurred_at of its last applied event
+        self.unfit: set[str] = set()  # tables whose events came out of seq order
+        self.pending: list[dict[str, Any]] = []  # rows for the batch being built
+
+    def seen(self, event: ev.DealingEvent, before: TableState | None, after: TableState, found: list[Finding]) -> None:
+        """Note one applied event (``before`` / ``after``: the table's state around it)."""
+        t = event.table_id
+        if before is not None and after is before and not found:
+            return  # an exact copy the engine ignored: the store keeps one, the replay ignores it too
+        if before is not None and event.seq <= before.last_seq:
+            self.pending = [p for p in self.pending if p["table_id"] != t or p["last_seq"] < event.seq]
+            if event.seq < before.last_seq:
+                self.unfit.add(t)
+            return
+        if t in self.unfit:
+            return
+        prev_at = self.last_at.get(t)
+        self.last_at[t] = event.occurred_at
+        since = self.since.get(t, 0)
+        if (
+            before is not None
+            and prev_at is not None
+            and since > 0
+            and prev_at.astimezone(UTC).date() != event.occurred_at.astimezone(UTC).date()
+        ):
+            self.pending.append(snapshot_row(before, prev_at, self.engine_version, self.rulebook_revision))
+            since = 0
+        since += 1
+        if since >= self.every:
+            self.pending.append(snapshot_row(after, event.occurred_at, self.engine_version, self.rulebook_revision))
+            since = 0
+        self.since[t] = since
+
+    def take(self) -> list[dict[str, Any]]:
+        """The snapshots of the batch being handed over (and start a new batch)."""
+        out, self.pending = self.pending, []
+        return out
+
+
 def shard_of(table_id: bytes, shards: int) -> int:
     """The worker (0 .. shards-1) that owns a table: CRC-32 of its ID, modulo ``shards``."""
     return zlib.crc32(table_id) % shards if shards > 1 else 0
@@ -190,6 +253,7 @@ def scan(
     chain: bool = True,
     resume: Resume | None = None,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    snapshot_every: int | None = None,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
 
@@ -208,7 +272,8 @@ def scan(
     ``resume`` is asked for a stored state to go on from (its hash becomes the chain's head);
     if the store holds the table but no state fits, every event of the table in this file is
     dead-lettered as ``does_not_continue``, with the reason. The final batch carries the state
-    of every table seen, to be stored for the next file.
+    of every table seen, to be stored for the next file. With ``snapshot_every``, batches carry
+    the tables' snapshots (:class:`Snapshots`).
 
     Raises:
         NotEventsError: the file is not an event file (see :class:`schemas.lines.IntakeCheck`).
@@ -216,6 +281,7 @@ def scan(
     """
     source = str(path)
     auditor = Auditor()
+    snaps = Snapshots(snapshot_every) if snapshot_every else None
     chainer = Chainer() if chain else None
     first_seq: dict[str, int] = {}  # table -> seq of its first valid event in the file
     unfit: dict[str, str] = {}  # table -> why none of its stored states fits: its events are refused
@@ -258,6 +324,7 @@ def scan(
                 tables=len(auditor.states) if final else 0,
                 resumed=resumed if final else 0,
                 states=states,
+                snapshots=snaps.take() if snaps is not None else [],
                 final=final,
             )
         )
@@ -318,7 +385,10 @@ def scan(
                         # as written), and the engine tells copies apart by the same bytes: a copy
                         # written with other spacing or key order is the same event
                         data = encode(event)
-                    auditor.apply(event, data)
+                    before = auditor.states.get(event.table_id)
+                    found = auditor.apply(event, data)
+                    if snaps is not None:
+                        snaps.seen(event, before, auditor.states[event.table_id], found)
                 except (DecodeError, EventRejected) as exc:
                     dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                     continue
@@ -375,6 +445,7 @@ def _worker(
     queue: Any,
     replies: Any,
     max_record_bytes: int,
+    snapshot_every: int | None = None,
 ) -> None:
     parent = mp.parent_process()
 
@@ -409,7 +480,7 @@ def _worker(
                 continue
 
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain, resume, max_record_bytes)
+        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain, resume, max_record_bytes, snapshot_every)
     except NotEventsError as exc:
         send(("refused", shard, str(exc)))
     except BaseException:
@@ -434,6 +505,7 @@ def audit_file(
     workers: int | None = None,
     chain: bool = True,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    snapshot_every: int | None = None,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
@@ -456,6 +528,8 @@ def audit_file(
         max_record_bytes: the longest line taken as an event (bytes, the setting
             ``max_record_bytes``); a longer one is dead-lettered as ``too_large`` with its first
             256 KiB, its length and SHA-256, and never held whole.
+        snapshot_every: keep each table's engine state every this many of its events and at
+            each UTC day boundary (``table_snapshots``, see :class:`Snapshots`); None keeps none.
 
     Returns:
         The run's :class:`AuditSummary`.
@@ -489,6 +563,7 @@ def audit_file(
                 ],
                 events_file=batch.events_file,
                 table_states=batch.states,
+                snapshots=batch.snapshots,
             )
         )
         if batch.events_file is not None:
@@ -513,7 +588,7 @@ def audit_file(
 
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes)
+            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes, snapshot_every)
         else:
             _parallel(
                 path,
@@ -524,6 +599,7 @@ def audit_file(
                 chain,
                 lambda t, q: stored_resume(store, t, q),
                 max_record_bytes,
+                snapshot_every,
             )
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
@@ -539,6 +615,7 @@ def _parallel(
     chain: bool,
     stored: Callable[[str, int], tuple[str, str] | str | None],
     max_record_bytes: int,
+    snapshot_every: int | None = None,
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -546,7 +623,7 @@ def _parallel(
     procs = [
         ctx.Process(
             target=_worker,
-            args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue, replies[k], max_record_bytes),
+            args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue, replies[k], max_record_bytes, snapshot_every),
             daemon=True,
         )
         for k in range(shards)

@@ -204,6 +204,7 @@ def audit(
                 progress=lambda n: progress.advance(task, n),
                 chain=chain,
                 max_record_bytes=settings.max_record_bytes,
+                snapshot_every=settings.snapshot_every,
             )
         except NotEventsError as exc:
             raise _fail(str(exc)) from None
@@ -259,6 +260,91 @@ def audit(
         raise _fail(f"{events} {what}: nothing was accepted", code=1)
 
 
+@app.command()
+def reaudit(
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB file to re-audit (opened for writing).", show_default=_DB)
+    ] = None,
+    table: Annotated[
+        str | None, typer.Option("--table", help="Re-apply one table.", show_default="every table")
+    ] = None,
+    from_: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="Re-evaluate findings from this instant (ISO 8601).", show_default="the first event"
+        ),
+    ] = None,
+    to: Annotated[
+        str | None, typer.Option("--to", help="... up to this instant, exclusive.", show_default="after the last event")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=256, help="Processes applying events.", show_default="one per core")
+    ] = None,
+) -> None:
+    """Re-apply the stored events with the engine in force: a new generation of findings, and
+    per rule what it added and withdrew against the previous one. The events are not altered."""
+    from rich.markup import escape
+
+    from dealtrail.reaudit import ReauditError
+    from dealtrail.reaudit import reaudit as run
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    start, end = _period(from_, to)
+    if not db.exists():
+        raise _fail(f"no dealtrail database at {db}")
+    try:
+        store = Store(db, settings.duckdb_memory_limit)
+    except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        raise _fail(f"cannot open {db} for writing (is a projector or audit writing it?): {exc}", code=1) from None
+    with store:
+        try:
+            result = run(store, table, start, end, workers)
+        except ReauditError as exc:
+            raise _fail(str(exc), code=1) from None
+        except KeyboardInterrupt:
+            raise _fail("interrupted: no generation was written", code=130) from None
+    console.print(
+        f"generation {result.generation}: {result.events:,} events of {result.tables} tables re-applied "
+        f"(engine {result.engine_version}, rulebook revision {result.rulebook_revision}); "
+        f"compared with generation {result.previous}"
+    )
+    for eid, why in result.rejected[:20]:
+        console.print(f"  refused stored event {escape(eid)}: {escape(why)}")
+    if len(result.rejected) > 20:
+        console.print(f"  ... {len(result.rejected) - 20:,} more refused stored events")
+    out = Table(title=f"findings by rule, generation {result.generation} against {result.previous}")
+    for col in ("rule", "added", "withdrawn", "changed", "unchanged", "rounds (replay --table T --round R)"):
+        out.add_column(col)
+    moved = [d for d in result.diff if d.added or d.withdrawn or d.changed]
+    for d in moved:
+        links = "; ".join(
+            f"{kind} {', '.join(rounds)}"
+            for kind, rounds in (("+", d.rounds_added), ("-", d.rounds_withdrawn), ("~", d.rounds_changed))
+            if rounds
+        )
+        out.add_row(escape(d.rule_id), str(d.added), str(d.withdrawn), str(d.changed), str(d.unchanged), escape(links))
+    if moved:
+        console.print(out)
+    kept = [d for d in result.diff if d not in moved]
+    console.print(
+        f"{len(kept)} rules unchanged ({sum(d.unchanged for d in kept):,} finding revisions)"
+        + (f": {', '.join(d.rule_id for d in kept)}" if kept and moved else "")
+    )
+    if result.no_change:
+        console.print(
+            f"no change: generation {result.generation} holds the same findings as generation {result.previous}"
+        )
+    else:
+        added, withdrawn = sum(d.added for d in result.diff), sum(d.withdrawn for d in result.diff)
+        console.print(
+            f"changed: {added:,} added, {withdrawn:,} withdrawn, "
+            f"{sum(d.changed for d in result.diff):,} changed (reports read generation {result.generation} now; "
+            f"report --generation {result.previous} shows the one before)"
+        )
+
+
 def _owner_only(path: Path) -> IO[str]:
     """Open ``path`` for writing text, readable by its owner only (dead letters hold raw input,
     like the database); a file that was there before is emptied and made owner-only too."""
@@ -295,6 +381,9 @@ def report(
     tz: Annotated[
         str, typer.Option(help="Show times in the HTML in this zone (IANA name); CSV, Parquet and JSON stay UTC.")
     ] = "UTC",
+    generation: Annotated[
+        int | None, typer.Option(min=1, help="Generation of findings to report.", show_default="the latest")
+    ] = None,
 ) -> None:
     """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period."""
     from projections.report import write_report
@@ -307,8 +396,8 @@ def report(
     _output_folder(out, "--out")
     period = _period(from_, to)
     try:
-        files = write_report(db, out, *period, tz=zone)
-    except FileNotFoundError as exc:
+        files = write_report(db, out, *period, tz=zone, generation=generation)
+    except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
@@ -340,7 +429,8 @@ def demo(
     with store, _owner_only(rejected) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         summary = audit_file(
-            events, store, dl, progress=lambda k: progress.advance(task, k), max_record_bytes=settings.max_record_bytes
+            events, store, dl, progress=lambda k: progress.advance(task, k), max_record_bytes=settings.max_record_bytes,
+            snapshot_every=settings.snapshot_every,
         )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
@@ -537,7 +627,15 @@ def replay(
     """Replay one table's stored events through the engine; show each event, state and finding."""
     import duckdb
 
-    from dealtrail.replay import ReplayError, Window, kafka_events, stored_events, stored_findings
+    from dealtrail.replay import (
+        ReplayError,
+        SnapshotStart,
+        Window,
+        kafka_events,
+        snapshot_start,
+        stored_events,
+        stored_findings,
+    )
     from dealtrail.replay import replay as run
     from streams.kafka import unreachable_errors
 
@@ -556,14 +654,19 @@ def replay(
             from projections.store import connect_read_only
 
             con = connect_read_only(db)
-        stored = stored_findings(con, table) if con is not None else None
+        begin = SnapshotStart()
+        if source == "db" and con is not None:
+            begin = snapshot_start(con, table, window, at)
+            for line in begin.skipped:
+                err.print(f"note: {line}")
+        stored = stored_findings(con, table, begin.last_seq) if con is not None else None
         if source == "kafka":
             trail = list(kafka_events(settings, table))
         elif source == "db" and con is not None:
-            trail = list(stored_events(con, table))
+            trail = list(stored_events(con, table, begin.last_seq))
         else:
             raise _fail("--source must be db or kafka")
-        result = run(table, trail, stored, window, at)
+        result = run(table, trail, stored, window, at, begin if begin.state is not None else None)
     except (ReplayError, FileNotFoundError, TimeoutError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -630,7 +733,14 @@ def _print_replay(result: object, tz: tzinfo) -> None:
         for row in layout(result.state_at, result.cards):
             cards = " ".join(f"{c}{'^' if face == 'UP' else ''}" for _e, c, face in row["cards"])
             console.print(f"  {escape(row['area'])}: {escape(cards)}")
-    console.print(f"replayed {result.events_total:,} events of {escape(result.table_id)}; {len(result.steps):,} shown")
+    began = (
+        f" from the snapshot after seq {result.start.last_seq} ({escape(str(result.start.last_event_id))})"
+        if result.start is not None and result.start.state is not None
+        else ""
+    )
+    console.print(
+        f"replayed {result.events_total:,} events of {escape(result.table_id)}{began}; {len(result.steps):,} shown"
+    )
     if result.compared:
         if result.matches:
             console.print(f"[green]replay matches the stored findings ({len(result.stored)} revisions)[/]")

@@ -4,10 +4,16 @@ that the replayed findings equal the stored ones.
 
 A difference means a changed rule or a tampered store; the replay lists each difference with
 the event it starts at.
+
+A replay from the store starts from the latest snapshot of the table (``table_snapshots``,
+same engine version and rulebook revision) that ends before the first event it must show, after
+checking it against the stored trail (:func:`snapshot_start`); a snapshot that does not check
+out is skipped, and said. Without a usable one it starts at the table's first event.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +23,8 @@ from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from schemas.findings import Finding
 from streams.engine import EventRejected, TableState, apply
-from streams.engine.catalog import RULES_BY_ID, Remedy
+from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION, RULES_BY_ID, Remedy
+from streams.engine.state import load_state
 
 if TYPE_CHECKING:
     import duckdb
@@ -93,6 +100,7 @@ class ReplayResult:
     cards: dict[str, tuple[str, str]] = field(default_factory=dict)
     events_total: int = 0
     compared: bool = False
+    start: SnapshotStart | None = None
 
     @property
     def matches(self) -> bool:
@@ -106,25 +114,178 @@ class ReplayResult:
         return ids[0][1] if ids else None
 
 
-def stored_events(con: duckdb.DuckDBPyConnection, table_id: str) -> Iterator[tuple[str, str]]:
+@dataclass
+class SnapshotStart:
+    """Where a replay from the store starts.
+
+    Attributes:
+        state: the snapshot's state (None: the table's first event).
+        last_seq: the seq of the snapshot's last event (0 without one): the replay applies the
+            stored events after it.
+        last_event_id: that event's ID (None without a snapshot).
+        skipped: one sentence per snapshot that was tried and did not check out.
+    """
+
+    state: TableState | None = None
+    last_seq: int = 0
+    last_event_id: str | None = None
+    skipped: list[str] = field(default_factory=list)
+
+
+def _first_seq_needed(con: duckdb.DuckDBPyConnection, table_id: str, window: Window, at: str | None) -> int | None:
+    """The lowest seq the replay must apply to show ``window`` and the state ``at`` (with the
+    whole round in progress then, for its layout); None when it must start at the first event
+    (no window and no ``at``, or a window or ``at`` that names no stored event: the replay from
+    the start says so)."""
+    bounds: list[int | None] = []
+
+    def one(sql: str, params: list[Any]) -> int | None:
+        rows = con.execute(sql, params).fetchall()
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+    def round_start(seq: int | None, round_id: str | None) -> int | None:
+        if seq is None or round_id is None:
+            return seq
+        first = one("SELECT min(seq) FROM events WHERE table_id = ? AND round_id = ?", [table_id, round_id])
+        return min(seq, first) if first is not None else seq
+
+    if window.round_id is not None:
+        bounds.append(
+            one("SELECT min(seq) FROM events WHERE table_id = ? AND round_id = ?", [table_id, window.round_id])
+        )
+    elif window.start is not None or window.end is not None:
+        bounds.append(
+            one(
+                """SELECT min(seq) FROM events WHERE table_id = ?
+                   AND (?::TIMESTAMPTZ IS NULL OR occurred_at >= ?) AND (?::TIMESTAMPTZ IS NULL OR occurred_at < ?)""",
+                [table_id, window.start, window.start, window.end, window.end],
+            )
+        )
+    matcher = _at_matcher(at)
+    if matcher is not None:
+        kind, value = matcher
+        if kind == "id":
+            row = con.execute(
+                "SELECT seq, round_id FROM events WHERE table_id = ? AND event_id = ? ORDER BY seq, arrival LIMIT 1",
+                [table_id, value],
+            ).fetchall()
+        else:
+            row = con.execute(
+                """SELECT seq, round_id FROM events WHERE table_id = ? AND occurred_at <= ?
+                   ORDER BY seq DESC, arrival DESC LIMIT 1""",
+                [table_id, value],
+            ).fetchall()
+        bounds.append(round_start(int(row[0][0]), row[0][1]) if row else None)
+    if not bounds or any(b is None for b in bounds):
+        return None
+    return min(b for b in bounds if b is not None)
+
+
+def snapshot_start(
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    window: Window = Window(),
+    at: str | None = None,
+    engine_version: str = ENGINE_VERSION,
+    rulebook_revision: int = RULEBOOK_REVISION,
+) -> SnapshotStart:
+    """The latest stored snapshot of ``table_id`` that a replay of ``window`` (and ``at``) can
+    start from, checked against the stored trail.
+
+    Only snapshots of this engine version and rulebook revision that end before the first
+    event to show are candidates, latest first. One is used if its state's SHA-256 is the one
+    stored with it, the stored trail holds its last event (same seq, event ID and chain hash),
+    the table has as many stored events up to that seq as when it was written (no event with
+    such a seq came later), and the state loads and names that event. Each one that fails is
+    skipped, with a sentence in ``skipped``, and the next earlier one tried.
+
+    Returns:
+        The :class:`SnapshotStart` (an empty one: start at the first event).
+    """
+    out = SnapshotStart()
+    need = _first_seq_needed(con, table_id, window, at)
+    if need is None:
+        return out
+    candidates = con.execute(
+        """SELECT last_seq, last_event_id, last_hash, events_through, state_sha256
+           FROM table_snapshots
+           WHERE table_id = ? AND engine_version = ? AND rulebook_revision = ? AND last_seq < ?
+           ORDER BY last_seq DESC, last_occurred_at DESC""",
+        [table_id, engine_version, rulebook_revision, need],
+    ).fetchall()
+    for last_seq, last_event_id, last_hash, events_through, sha in candidates:
+        why = _snapshot_problem(con, table_id, int(last_seq), str(last_event_id), last_hash, int(events_through))
+        state = None
+        if why is None:
+            rows = con.execute(
+                """SELECT state::VARCHAR FROM table_snapshots WHERE table_id = ? AND last_seq = ? AND last_event_id = ?
+                   AND engine_version = ? AND state_sha256 = ?""",
+                [table_id, last_seq, last_event_id, engine_version, sha],
+            ).fetchall()
+            text = str(rows[0][0]) if rows else ""
+            if hashlib.sha256(text.encode()).hexdigest() != sha:
+                why = "its state does not match its SHA-256"
+            else:
+                try:
+                    state = load_state(text)
+                except ValueError as exc:
+                    why = f"its state does not load ({type(exc).__name__})"
+        if state is not None and (
+            state.table_id != table_id or state.last_seq != last_seq or state.last_event_id != last_event_id
+        ):
+            why, state = "its state is not the one of its last event", None
+        if state is None:
+            out.skipped.append(f"snapshot of {table_id} at seq {last_seq} ({last_event_id}) skipped: {why}")
+            continue
+        out.state, out.last_seq, out.last_event_id = state, int(last_seq), str(last_event_id)
+        return out
+    return out
+
+
+def _snapshot_problem(
+    con: duckdb.DuckDBPyConnection, table_id: str, seq: int, event_id: str, chain_hash: str | None, through: int
+) -> str | None:
+    row = con.execute(
+        """SELECT count(*) FILTER (WHERE seq = $seq AND event_id = $id
+                                   AND ($hash IS NULL OR payload->>'hash' = $hash)),
+                  count(*)
+           FROM events WHERE table_id = $t AND seq <= $seq""",
+        {"seq": seq, "id": event_id, "hash": chain_hash, "t": table_id},
+    ).fetchall()
+    found, total = (int(row[0][0]), int(row[0][1])) if row else (0, 0)
+    if not found:
+        return "the stored trail has no such last event"
+    if total != through:
+        return f"the stored trail has {total} events up to its seq, it was made after {through}"
+    return None
+
+
+def stored_events(con: duckdb.DuckDBPyConnection, table_id: str, after_seq: int = 0) -> Iterator[tuple[str, str]]:
     """The table's stored events as ``(event_id, payload JSON)`` in seq order (arrival order within a seq:
-    the file line or Kafka offset they came from)."""
+    the file line or Kafka offset they came from); with ``after_seq``, only those after that seq."""
     cur = con.execute(
-        "SELECT event_id, payload::VARCHAR FROM events WHERE table_id = ? ORDER BY seq, arrival", [table_id]
+        "SELECT event_id, payload::VARCHAR FROM events WHERE table_id = ? AND seq > ? ORDER BY seq, arrival",
+        [table_id, after_seq],
     )
     while rows := cur.fetchmany(10_000):
         for event_id, payload in rows:
             yield str(event_id), str(payload)
 
 
-def stored_findings(con: duckdb.DuckDBPyConnection, table_id: str) -> list[Finding]:
-    """Every stored finding revision of the table."""
+def stored_findings(con: duckdb.DuckDBPyConnection, table_id: str, after_seq: int = 0) -> list[Finding]:
+    """Every stored finding revision of the table in the latest generation (the one named by
+    ``SET VARIABLE dealtrail_generation``, if any); with ``after_seq``, only those raised by an
+    event after that seq."""
     cols = [
         "finding_id", "revision", "rule_id", "citation", "game", "severity", "provisional", "table_id",
         "round_id", "evidence_event_ids", "required_remedy", "status", "message", "trigger_event_id",
         "observed_at", "remedy_event_ids", "remedy_delay_seconds", "late",
     ]  # fmt: skip
-    rows = con.execute(f"SELECT {', '.join(cols)} FROM findings WHERE table_id = ?", [table_id]).fetchall()
+    rows = con.execute(
+        f"""SELECT {", ".join(cols)} FROM findings_generation WHERE table_id = ?
+            AND (? = 0 OR trigger_event_id IN (SELECT event_id FROM events WHERE table_id = ? AND seq > ?))""",
+        [table_id, after_seq, table_id, after_seq],
+    ).fetchall()
     out = []
     for row in rows:
         rec = dict(zip(cols, row, strict=True))
@@ -186,6 +347,7 @@ def replay(
     stored: list[Finding] | None,
     window: Window = Window(),
     at: str | None = None,
+    start: SnapshotStart | None = None,
 ) -> ReplayResult:
     """Re-apply a table's stored events through the engine.
 
@@ -196,6 +358,8 @@ def replay(
         window: which events to keep as steps and which findings to compare.
         at: an event ID or an ISO 8601 instant: ``state_at`` is the state as of it; without a
             window, the steps (and the findings compared) stop there too.
+        start: the snapshot to start from (:func:`snapshot_start`); ``trail`` then holds the
+            events after it only. None: ``trail`` is the whole trail.
 
     Returns:
         The :class:`ReplayResult`.
@@ -204,9 +368,9 @@ def replay(
         ReplayError: the trail is empty, ``at`` names no event of the trail, or the window's
             round has no event.
     """
-    result = ReplayResult(table_id)
+    result = ReplayResult(table_id, start=start)
     matcher = _at_matcher(at)
-    state: TableState | None = None
+    state: TableState | None = start.state if start is not None else None
     for event_id, payload in trail:
         result.events_total += 1
         try:

@@ -112,6 +112,9 @@ class Settings(BaseSettings):
             longer one is dead-lettered as ``too_large`` with its first 256 KiB, its length
             and its SHA-256, read without ever holding it whole. The longest real event is
             under 2 KB.
+        snapshot_every: the audit keeps a table's engine state every this many of its events
+            (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 5000), and at each UTC day boundary,
+            so that a replay re-applies at most about this many events before its window.
     """
 
     model_config = SettingsConfigDict(env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore")
@@ -127,6 +130,7 @@ class Settings(BaseSettings):
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )
+    snapshot_every: int = Field(default=5000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
 

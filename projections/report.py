@@ -22,6 +22,7 @@ import jinja2
 import pyarrow as pa
 
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
+from projections.generations import generation_diff, generation_info
 from projections.store import connect_read_only
 from projections.timefmt import iso_utc, show, zone_name
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
@@ -264,6 +265,7 @@ def write_report(
     end: datetime | None = None,
     title: str = "dealtrail compliance report",
     tz: tzinfo = UTC,
+    generation: int | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -280,10 +282,13 @@ def write_report(
         end: end of the period, exclusive (None: unbounded).
         title: the page title.
         tz: the zone the HTML shows times in (``datetime.UTC`` or a ``ZoneInfo``).
+        generation: the generation of findings to report (None: the latest); the page also
+            shows, per rule, what it changed against the generation before.
 
     Raises:
         FileNotFoundError: no store at ``db``.
         NotADirectoryError: ``out`` (or a folder on its way) is a file.
+        LookupError: the store has no generation ``generation``.
     """
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
@@ -293,6 +298,10 @@ def write_report(
     assert isinstance(con, duckdb.DuckDBPyConnection)
     csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
     try:
+        info = generation_info(con, generation)
+        diff = generation_diff(con, info.generation, info.previous) if info.previous is not None else []
+        # the views read this generation (a session variable: the store is not written)
+        con.execute(f"SET VARIABLE dealtrail_generation = {int(info.generation)}")
         make_private_dirs(out_dir)
         table = query(con, "rpt_findings", start, end)
         findings = table.to_pylist()
@@ -308,6 +317,8 @@ def write_report(
         finally:
             con.unregister("rpt_export")
     finally:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("RESET VARIABLE dealtrail_generation")
         if own:
             con.close()
     remedies = [
@@ -333,6 +344,8 @@ def write_report(
             rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
             severities=SEVERITIES,
             rulebook_revision=RULEBOOK_REVISION,
+            generation=info,
+            generation_diff=diff,
         )
     )
     html_path = out_dir / "report.html"

@@ -1,10 +1,11 @@
 """The DuckDB store: append-only ``events``, ``findings``, ``rounds``, ``dead_letters``,
-``table_states`` and ``offsets``, written in bulk by one writer process, read by everyone else
-read-only.
+``table_states``, ``table_snapshots``, ``generations`` and ``offsets``, written in bulk by one
+writer process, read by everyone else read-only.
 
 Writes are idempotent: a batch inserts only rows whose keys are not yet stored (events by
 ``event_id`` + payload hash, findings by ``finding_id`` + ``revision``, rounds by table and
-round, dead letters by source, position and content, table states by table and seq range), so
+round, dead letters by source, position and content, table states by table and seq range,
+snapshots by table, last event and engine version), so
 at-least-once delivery and re-audits add nothing twice. Bulk paths only: events go through
 ``read_json`` over a staging file, the other tables through Arrow tables; never row-by-row
 ``executemany``.
@@ -13,10 +14,12 @@ at-least-once delivery and re-audits add nothing twice. Bulk paths only: events 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ import pyarrow as pa
 
 from projections.private import make_private_dirs
 from schemas.findings import Finding
+from streams.engine.state import TableState, dump_state
 
 FINDINGS_SCHEMA = pa.schema(
     [
@@ -89,6 +93,19 @@ STATES_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("state", pa.string()),
         ("stamps", pa.string()),
+    ]
+)
+SNAPSHOTS_SCHEMA = pa.schema(
+    [
+        ("table_id", pa.string()),
+        ("last_seq", pa.int64()),
+        ("last_event_id", pa.string()),
+        ("last_hash", pa.string()),
+        ("last_occurred_at", pa.timestamp("us", tz="UTC")),
+        ("engine_version", pa.string()),
+        ("rulebook_revision", pa.int32()),
+        ("state_sha256", pa.string()),
+        ("state", pa.string()),
     ]
 )
 OFFSETS_SCHEMA = pa.schema(
@@ -177,6 +194,31 @@ class BatchCounts:
         self.findings += other.findings
         self.rounds += other.rounds
         self.dead_letters += other.dead_letters
+
+
+def latest_generation(con: duckdb.DuckDBPyConnection) -> int:
+    """The store's latest generation of findings (1 until ``dealtrail reaudit`` adds one)."""
+    row = con.execute("SELECT coalesce(max(generation), 1) FROM generations").fetchone()
+    return int(row[0]) if row else 1
+
+
+def snapshot_row(
+    state: TableState, occurred_at: datetime, engine_version: str, rulebook_revision: int
+) -> dict[str, Any]:
+    """A row of ``table_snapshots`` (see ``SNAPSHOTS_SCHEMA``) for ``state``, the state after
+    the table's event ``state.last_seq`` (which happened at ``occurred_at``)."""
+    text = dump_state(state)
+    return {
+        "table_id": state.table_id,
+        "last_seq": state.last_seq,
+        "last_event_id": state.last_event_id or "",
+        "last_hash": state.last_hash,
+        "last_occurred_at": occurred_at,
+        "engine_version": engine_version,
+        "rulebook_revision": rulebook_revision,
+        "state_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "state": text,
+    }
 
 
 def _sql(name: str) -> str:
@@ -326,6 +368,9 @@ class Store:
         self._private_files()
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
+        self.generation = latest_generation(self.con)
+        """The generation the findings this writer stores belong to: the latest one when it opened
+        (``dealtrail reaudit`` adds generations while it alone holds the file)."""
         self._stage_dir: tempfile.TemporaryDirectory[str] | None = None  # made when first needed
 
     def _private_files(self) -> None:
@@ -372,6 +417,7 @@ class Store:
         offsets: Sequence[dict[str, Any]] = (),
         events_file: Path | None = None,
         table_states: Sequence[dict[str, Any]] = (),
+        snapshots: Sequence[dict[str, Any]] = (),
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -389,6 +435,10 @@ class Store:
             table_states: tables' engine states at the end of an audited file (see
                 ``STATES_SCHEMA``; ``state`` and ``stamps`` are JSON text); a state already stored for the same
                 table, ``first_seq``, ``last_seq`` and ``last_event_id`` is kept as it is.
+            snapshots: tables' engine states within the file (see ``SNAPSHOTS_SCHEMA``), each after
+                an event of this batch or an earlier one; stored with ``events_through``, the
+                table's stored events up to its ``last_seq`` once this batch's events are in. A
+                snapshot already stored (same table, last event and engine version) is kept.
 
         Returns:
             How many rows each table gained.
@@ -405,12 +455,13 @@ class Store:
             if rows:
                 con.register("findings_batch", pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
                 counts.findings = self._count(
-                    """INSERT INTO findings SELECT b.* FROM (
+                    """INSERT INTO findings BY NAME SELECT b.*, $g AS generation FROM (
                            SELECT * FROM findings_batch
                            QUALIFY row_number() OVER (PARTITION BY finding_id, revision) = 1) b
                        ANTI JOIN (SELECT finding_id, revision FROM findings
-                                  WHERE finding_id IN (SELECT finding_id FROM findings_batch)) f
-                       USING (finding_id, revision)"""
+                                  WHERE generation = $g AND finding_id IN (SELECT finding_id FROM findings_batch)) f
+                       USING (finding_id, revision)""",
+                    {"g": self.generation},
                 )
             if rounds:
                 con.register("rounds_batch", pa.Table.from_pylist(list(rounds), schema=ROUNDS_SCHEMA))
@@ -439,6 +490,17 @@ class Store:
                            QUALIFY row_number() OVER (PARTITION BY table_id, first_seq, last_seq, last_event_id) = 1) b
                        ANTI JOIN table_states s USING (table_id, first_seq, last_seq, last_event_id)"""
                 )
+            if snapshots:
+                con.register("snapshots_batch", pa.Table.from_pylist(list(snapshots), schema=SNAPSHOTS_SCHEMA))
+                con.execute(
+                    """INSERT INTO table_snapshots BY NAME
+                       SELECT b.*, (SELECT count(*) FROM events e
+                                    WHERE e.table_id = b.table_id AND e.seq <= b.last_seq) AS events_through
+                       FROM (SELECT * FROM snapshots_batch
+                             QUALIFY row_number() OVER (
+                                 PARTITION BY table_id, last_seq, last_event_id, engine_version) = 1) b
+                       ANTI JOIN table_snapshots s USING (table_id, last_seq, last_event_id, engine_version)"""
+                )
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
@@ -451,12 +513,14 @@ class Store:
                 con.execute("ROLLBACK")
             raise
         finally:
-            for view in ("findings_batch", "rounds_batch", "dead_batch", "states_batch", "offsets_batch"):
+            for view in (
+                "findings_batch", "rounds_batch", "dead_batch", "states_batch", "snapshots_batch", "offsets_batch"
+            ):  # fmt: skip
                 con.unregister(view)
         return counts
 
-    def _count(self, sql: str) -> int:
-        row = self.con.execute(sql).fetchone()
+    def _count(self, sql: str, params: dict[str, Any] | None = None) -> int:
+        row = self.con.execute(sql, params).fetchone()
         return int(row[0]) if row else 0
 
     def _insert_events(self, raw_events: Sequence[tuple[int, bytes]]) -> int:

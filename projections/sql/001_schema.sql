@@ -107,3 +107,43 @@ CREATE TABLE IF NOT EXISTS table_states (
     state         JSON NOT NULL USING COMPRESSION zstd,
     stamps        JSON NOT NULL  -- [seq, prev_hash, hash] of the last events the audit stamped (schemas.chain.Chainer.stamps)
 );
+
+-- Grain: one row per (table_id, last_seq, last_event_id, engine_version, rulebook_revision): a
+-- table's engine state after its event last_seq, kept every DEALTRAIL_SNAPSHOT_EVERY events of the
+-- table and at each UTC day boundary, so that a replay starts near the window instead of at the
+-- table's first event. An optimisation, never the source of truth: the events are, and every
+-- snapshot can be dropped. Upstream: the embedded audit, written in the same transaction as the
+-- events before it. `state` is the JSON of streams.engine.state.dump_state and `state_sha256` its
+-- SHA-256; `events_through` is how many stored events of the table had a seq <= last_seq when it
+-- was written (a later event with such a seq makes the snapshot unfit, and a replay skips it).
+CREATE TABLE IF NOT EXISTS table_snapshots (
+    table_id          VARCHAR NOT NULL,
+    last_seq          BIGINT NOT NULL,
+    last_event_id     VARCHAR NOT NULL,
+    last_hash         VARCHAR,  -- the chain hash of the last event (NULL for an unchained table)
+    last_occurred_at  TIMESTAMPTZ NOT NULL,
+    events_through    BIGINT NOT NULL,
+    engine_version    VARCHAR NOT NULL,
+    rulebook_revision INTEGER NOT NULL,
+    state_sha256      VARCHAR NOT NULL,
+    state             JSON NOT NULL USING COMPRESSION zstd
+);
+
+-- Grain: one row per generation of findings. Generation 1 is what the audit and the projector
+-- write (implicit: no row is needed for it); `dealtrail reaudit` adds generation N+1, the stored
+-- events re-applied with the engine in force, complete for the whole store (findings of tables
+-- and times it did not re-apply are carried over from generation N). Findings of every
+-- generation stay stored; the views read the latest one.
+CREATE TABLE IF NOT EXISTS generations (
+    generation        INTEGER NOT NULL,
+    created_at        TIMESTAMPTZ NOT NULL,
+    previous          INTEGER NOT NULL,  -- the generation it was compared with
+    rulebook_revision INTEGER NOT NULL,
+    engine_version    VARCHAR NOT NULL,
+    scope             VARCHAR NOT NULL,  -- what was re-applied: "all tables", "table T", a period
+    tables            INTEGER NOT NULL,
+    events            BIGINT NOT NULL
+);
+
+-- Stores written before generations hold generation 1 only.
+ALTER TABLE findings ADD COLUMN IF NOT EXISTS generation INTEGER DEFAULT 1;

@@ -1,16 +1,24 @@
--- dim_findings: the latest revision of each finding (grain: finding_id). Upstream: findings.
+-- findings_generation: the finding revisions of one generation (grain: finding_id, revision):
+-- the one a reader named with SET VARIABLE dealtrail_generation = N (`report --generation N`),
+-- else the latest. Upstream: findings, generations.
+CREATE OR REPLACE VIEW findings_generation AS
+SELECT * FROM findings
+WHERE generation = coalesce(getvariable('dealtrail_generation'), (SELECT max(generation) FROM generations), 1);
+
+-- dim_findings: the latest revision of each finding of that generation (grain: finding_id).
+-- Upstream: findings_generation.
 CREATE OR REPLACE VIEW dim_findings AS
 SELECT * EXCLUDE (rn) FROM (
     SELECT f.*, row_number() OVER (PARTITION BY finding_id ORDER BY revision DESC) AS rn
-    FROM findings f
+    FROM findings_generation f
 ) WHERE rn = 1;
 
 -- fct_detections: revision 0 of each finding, i.e. when and where it was detected
--- (grain: finding_id). Upstream: findings.
+-- (grain: finding_id). Upstream: findings_generation.
 CREATE OR REPLACE VIEW fct_detections AS
 SELECT d.*, l.status AS current_status, l.remedy_delay_seconds AS current_remedy_delay_seconds,
        l.late AS current_late, l.remedy_event_ids AS current_remedy_event_ids
-FROM findings d JOIN dim_findings l USING (finding_id)
+FROM findings_generation d JOIN dim_findings l USING (finding_id)
 WHERE d.revision = 0;
 
 -- dim_offsets: the latest committed offset per (consumer, topic, partition). Upstream: offsets.

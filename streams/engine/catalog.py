@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib.metadata import PackageNotFoundError, version
 
 from schemas.base import Game
 from schemas.findings import Severity
@@ -532,6 +533,21 @@ RULES: tuple[Rule, ...] = (
 
 RULES_BY_ID: dict[str, Rule] = {r.rule_id: r for r in RULES}
 """Rule ID -> :class:`Rule`."""
+
+RULEBOOK_REVISION = 1
+"""The rulebook revision the rules implement (``../shared/rulebook.md``; section 10 is revision 2)."""
+
+
+def _package_version() -> str:
+    try:
+        return version("dealtrail")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+ENGINE_VERSION = f"{_package_version()}+rulebook.{RULEBOOK_REVISION}"
+"""The engine that made a snapshot or a generation of findings: the package version and the
+rulebook revision. A snapshot of another engine version is never a start for a replay."""
 
 
 def rule(rule_id: str) -> Rule:

@@ -1,0 +1,304 @@
+"""Re-audit: the stored events re-applied with the engine in force, as a new generation of
+findings (``dealtrail reaudit``).
+
+Event sourcing rebuilds its read models from the stored events when the logic changes; so does
+dealtrail after a rule change. The events are never altered. The new generation is complete for
+the whole store: the tables (and the part of their trail) re-applied get the findings the
+engine raises now, everything else is carried over from the previous generation unchanged.
+Earlier generations stay stored and queryable (``report --generation N``); the views read the
+latest. The writer process exports each worker's tables' events to a Parquet file (no other
+process may open the store while it writes), the workers apply them in parallel, one table
+per worker at a time in seq order, and hand their findings back as Parquet files, which the
+writer appends in one transaction with the new ``generations`` row.
+
+Rounds (what was dealt) are not re-derived: they are kept as stored.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from projections.generations import RuleDiff, generation_diff
+from projections.store import FINDINGS_SCHEMA, Store, finding_row
+from schemas.codec import DecodeError, decode
+from streams.engine import EventRejected, TableState, apply
+from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
+from streams.engine.state import load_state
+
+EXPORT_ROWS = 20_000
+"""Events per Parquet row group of a worker's export (and per batch a worker reads)."""
+
+
+class ReauditError(ValueError):
+    """The re-audit cannot run: no such table, nothing stored in the period."""
+
+
+@dataclass
+class ReauditResult:
+    """What one re-audit did.
+
+    Attributes:
+        generation / previous: the generation written and the one it was compared with.
+        engine_version / rulebook_revision: the engine that wrote it.
+        tables / events: tables and stored events re-applied.
+        rejected: stored events the engine refused now (event ID, reason).
+        diff: per rule, the change against the previous generation (rules with no finding in
+            either generation are absent).
+    """
+
+    generation: int
+    previous: int
+    engine_version: str
+    rulebook_revision: int
+    tables: int
+    events: int
+    rejected: list[tuple[str, str]]
+    diff: list[RuleDiff]
+
+    @property
+    def no_change(self) -> bool:
+        """True if the new generation holds the same finding revisions as the previous one."""
+        return not any(d.added or d.withdrawn or d.changed for d in self.diff)
+
+
+_EXPORT = pa.schema([("table_id", pa.string()), ("payload", pa.string())])
+
+
+def _apply_part(
+    events_path: str,
+    out_path: str,
+    starts: dict[str, str],
+    period: tuple[datetime | None, datetime | None],
+) -> tuple[int, list[tuple[str, str]]]:
+    """Re-apply one worker's share: the tables' events of ``events_path`` (in table and seq
+    order) from the states in ``starts`` (table -> state JSON; a table absent starts at its
+    first event); write the findings observed in ``period`` to ``out_path`` (Parquet).
+
+    Returns:
+        Events applied and events refused (event ID, reason).
+    """
+    lo, hi = period
+    states: dict[str, TableState | None] = {}
+    rows: list[dict[str, Any]] = []
+    rejected: list[tuple[str, str]] = []
+    applied = 0
+    writer = pq.ParquetWriter(out_path, FINDINGS_SCHEMA)
+    try:
+        for batch in pq.ParquetFile(events_path).iter_batches(batch_size=EXPORT_ROWS):
+            for table_id, payload in zip(
+                batch.column("table_id").to_pylist(), batch.column("payload").to_pylist(), strict=True
+            ):
+                if table_id not in states:
+                    start = starts.get(table_id)
+                    states[table_id] = load_state(start) if start is not None else None
+                try:
+                    event = decode(payload)
+                    state, found = apply(states[table_id], event)
+                except (DecodeError, EventRejected) as exc:
+                    rejected.append((_event_id(payload), f"{exc.reason}: {exc.detail}"))
+                    continue
+                states[table_id] = state
+                applied += 1
+                for f in found:
+                    if (lo is None or f.observed_at >= lo) and (hi is None or f.observed_at < hi):
+                        rows.append(finding_row(f))
+            if rows:
+                writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
+                rows = []
+    finally:
+        writer.close()
+    return applied, rejected
+
+
+def _event_id(payload: str) -> str:
+    import json
+
+    try:
+        return str(json.loads(payload).get("event_id", "?"))
+    except (ValueError, AttributeError):
+        return "?"
+
+
+def _plan(counts: Sequence[tuple[str, int]], workers: int) -> list[list[str]]:
+    """Tables per worker: the largest first, each to the least loaded worker."""
+    shares: list[list[str]] = [[] for _ in range(workers)]
+    load = [0] * workers
+    for table_id, n in sorted(counts, key=lambda c: (-c[1], c[0])):
+        k = load.index(min(load))
+        shares[k].append(table_id)
+        load[k] += n
+    return [s for s in shares if s]
+
+
+def reaudit(
+    store: Store,
+    table: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    workers: int | None = None,
+) -> ReauditResult:
+    """Write a new generation of findings: the stored events re-applied with the engine in force.
+
+    Args:
+        store: the writer (this process alone holds the file).
+        table: re-apply this table only (the others are carried over).
+        start: re-evaluate the findings observed from this instant only (timezone-aware); the
+            tables' events are applied from their first one, or from a checked snapshot of this
+            engine before the period.
+        end: ... and before this instant only; events are applied up to the last one before it.
+        workers: processes applying events; None: one per core.
+
+    Returns:
+        The :class:`ReauditResult`, with the per-rule diff against the previous generation.
+
+    Raises:
+        ReauditError: ``table`` has no stored event, or no stored event falls in the period.
+    """
+    from dealtrail.replay import Window, snapshot_start
+
+    con = store.con
+    counts = [
+        (str(t), int(n))
+        for t, n in con.execute(
+            """SELECT table_id, count(*) FROM events
+               WHERE ($t::VARCHAR IS NULL OR table_id = $t)
+                 AND ($lo::TIMESTAMPTZ IS NULL OR occurred_at >= $lo)
+                 AND ($hi::TIMESTAMPTZ IS NULL OR occurred_at < $hi)
+               GROUP BY table_id ORDER BY table_id""",
+            {"t": table, "lo": start, "hi": end},
+        ).fetchall()
+    ]
+    if not counts:
+        where = f"table {table!r}" if table else "the store"
+        raise ReauditError(f"no stored event of {where}" + (" in the period" if start or end else ""))
+    previous = store.generation
+    generation = previous + 1
+    # per table: the seq span to apply (after a checked snapshot of this engine, up to the period's end)
+    spans: dict[str, tuple[int, int]] = {}
+    starts: dict[str, str] = {}
+    for table_id, _ in counts:
+        last = con.execute(
+            "SELECT max(seq) FROM events WHERE table_id = ? AND (?::TIMESTAMPTZ IS NULL OR occurred_at < ?)",
+            [table_id, end, end],
+        ).fetchall()
+        after = 0
+        if start is not None:
+            begin = snapshot_start(con, table_id, Window(start=start, end=end))
+            if begin.state is not None:
+                from streams.engine.state import dump_state
+
+                after, starts[table_id] = begin.last_seq, dump_state(begin.state)
+        spans[table_id] = (after, int(last[0][0]) if last and last[0][0] is not None else 0)
+    shares = _plan(counts, workers or os.cpu_count() or 1)
+    stage = Path(tempfile.mkdtemp(prefix="dealtrail-reaudit-"))
+    try:
+        jobs = []
+        for k, share in enumerate(shares):
+            con.register(
+                "span_batch",
+                pa.table(
+                    {
+                        "table_id": share,
+                        "after": [spans[t][0] for t in share],
+                        "upto": [spans[t][1] for t in share],
+                    }
+                ),
+            )
+            path = stage / f"events-{k}.parquet"
+            con.execute(
+                f"""COPY (SELECT e.table_id, e.payload::VARCHAR AS payload
+                          FROM events e JOIN span_batch s
+                            ON e.table_id = s.table_id AND e.seq > s.after AND e.seq <= s.upto
+                          ORDER BY e.table_id, e.seq, e.arrival)
+                    TO '{_quoted(path)}' (FORMAT parquet, ROW_GROUP_SIZE {EXPORT_ROWS})"""
+            )
+            con.unregister("span_batch")
+            jobs.append((str(path), str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
+        if len(jobs) == 1:
+            results = [_apply_part(*jobs[0], (start, end))]
+        else:
+            with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) as pool:
+                results = list(pool.map(_apply_part, *zip(*jobs, strict=True), [(start, end)] * len(jobs)))
+        events = sum(n for n, _ in results)
+        rejected = [r for _, rs in results for r in rs]
+        found = [job[1] for job in jobs]
+        _write_generation(store, generation, previous, [t for t, _ in counts], table, start, end, found, events)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    store.generation = generation
+    return ReauditResult(
+        generation,
+        previous,
+        ENGINE_VERSION,
+        RULEBOOK_REVISION,
+        len(counts),
+        events,
+        rejected,
+        generation_diff(con, generation, previous),
+    )
+
+
+def _quoted(path: Path) -> str:
+    if "'" in str(path):
+        raise ValueError(f"staging path must not contain a quote: {path}")
+    return str(path)
+
+
+def _write_generation(
+    store: Store,
+    generation: int,
+    previous: int,
+    tables: list[str],
+    table: str | None,
+    start: datetime | None,
+    end: datetime | None,
+    findings_files: list[str],
+    events: int,
+) -> None:
+    scope = f"table {table}" if table else "all tables"
+    if start or end:
+        scope += f", findings observed from {start.isoformat() if start else 'the first event'}"
+        scope += f" to {end.isoformat() if end else 'the last event'}"
+    con = store.con
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [generation, datetime.now(UTC), previous, RULEBOOK_REVISION, ENGINE_VERSION, scope, len(tables), events],
+        )
+        files = ", ".join(f"'{_quoted(Path(p))}'" for p in findings_files)
+        con.execute(
+            f"""INSERT INTO findings BY NAME
+                SELECT *, $g AS generation FROM read_parquet([{files}])
+                QUALIFY row_number() OVER (PARTITION BY finding_id, revision) = 1""",
+            {"g": generation},
+        )
+        con.register("reaudited", pa.table({"table_id": tables}))
+        # what was not re-applied: other tables, and findings observed outside the period
+        con.execute(
+            """INSERT INTO findings BY NAME
+               SELECT * REPLACE ($g AS generation) FROM findings f
+               WHERE generation = $p
+                 AND NOT (table_id IN (SELECT table_id FROM reaudited)
+                          AND ($lo::TIMESTAMPTZ IS NULL OR observed_at >= $lo)
+                          AND ($hi::TIMESTAMPTZ IS NULL OR observed_at < $hi))""",
+            {"g": generation, "p": previous, "lo": start, "hi": end},
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("reaudited")
