@@ -22,6 +22,7 @@ import duckdb
 import jinja2
 import pyarrow as pa
 
+from projections import reviews
 from projections.store import connect_read_only
 from streams.engine.catalog import RULES_BY_ID
 
@@ -178,7 +179,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def build_summary(
-    con: duckdb.DuckDBPyConnection, findings: list[dict[str, Any]], start: datetime | None, end: datetime | None
+    con: duckdb.DuckDBPyConnection,
+    findings: list[dict[str, Any]],
+    start: datetime | None,
+    end: datetime | None,
+    review_due: reviews.ReviewDue | None = None,
 ) -> dict[str, Any]:
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
 
@@ -187,7 +192,10 @@ def build_summary(
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
-    gaps, unverifiable rounds, dead letters dated in the period and undated).
+    gaps, unverifiable rounds, dead letters dated in the period and undated), ``reviews``
+    (findings by review status, the NOT_A_VIOLATION dispositions apart, by cause, and how many
+    reviews are late as of the period's end or the last detection, whichever is earlier; late is
+    None without ``review_due``).
     """
     rounds = query(con, "rpt_rounds", start, end).to_pylist()
     by_game: Counter[str] = Counter()
@@ -216,9 +224,17 @@ def build_summary(
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
             "data_quality": query(con, "rpt_data_quality", start, end).to_pylist()[0],
+            "reviews": reviews.summary(con, start, end, _review_as_of(findings, end), review_due),
         }
     )
     return figures
+
+
+def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datetime:
+    """The instant a report judges review lateness at: the period's end, or its last detection
+    when that is earlier (so a re-run of the same period writes the same figures)."""
+    last = max((f["detected_at"] for f in findings), default=FAR_PAST)
+    return min(end, last) if end is not None else last
 
 
 def _rule_chart_svg(by_rule: dict[str, int]) -> str:
@@ -246,6 +262,7 @@ def write_report(
     start: datetime | None = None,
     end: datetime | None = None,
     title: str = "dealtrail compliance report",
+    review_due: reviews.ReviewDue | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only).
@@ -257,6 +274,7 @@ def write_report(
         start: start of the period, inclusive (timezone-aware; None: unbounded).
         end: end of the period, exclusive (None: unbounded).
         title: the page title.
+        review_due: review due times per severity (from the settings); None: lateness not judged.
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -272,7 +290,7 @@ def write_report(
         findings = table.to_pylist()
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
-        figures = build_summary(con, findings, start, end)
+        figures = build_summary(con, findings, start, end, review_due)
         con.register("rpt_export", table)
         try:
             con.execute(f"COPY rpt_export TO '{csv_path}' (FORMAT csv, HEADER)")

@@ -248,6 +248,8 @@ class Store:
                 self.path.chmod(0o600)
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
+        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/reviews.py)
+        self.con.execute(_sql("004_console_views.sql"))
         self._stage_dir: tempfile.TemporaryDirectory[str] | None = None  # made when first needed
 
     def close(self) -> None:
