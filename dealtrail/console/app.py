@@ -905,7 +905,7 @@ def _bars(points: list[tuple[str, float, int, int]]) -> dict[str, Any]:
     if not points:
         return {"bars": [], "width": 0, "height": 0, "max": 0}
     top = max(p[1] for p in points) or 1.0
-    width = 28
+    width = 44
     bars = []
     for i, (label, rate, n, rounds) in enumerate(points):
         h = round(150 * rate / top, 1)
