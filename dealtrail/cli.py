@@ -19,6 +19,7 @@ from dealtrail.settings import load as load_settings
 if TYPE_CHECKING:
     from dealtrail.verify import ChainReport
     from streams.publish import PublishSummary
+    from projections.reviews import ReviewDue
 
 app = typer.Typer(
     name="dealtrail",
@@ -99,6 +100,14 @@ def _unreachable(settings: Settings, exc: Exception) -> typer.Exit:
         f"cannot reach Kafka at {settings.kafka.bootstrap} within {settings.kafka.connect_timeout:g} s "
         f"({type(exc).__name__}: no broker answered)"
     )
+
+
+def review_due(settings: Settings) -> ReviewDue:
+    """The review due times of the settings."""
+    from projections.reviews import ReviewDue
+
+    r = settings.review
+    return ReviewDue(r.due_hours_voiding, r.due_hours_integrity, r.due_hours_procedural)
 
 
 def _period(from_: str | None, to: str | None) -> tuple[datetime | None, datetime | None]:
@@ -396,7 +405,7 @@ def report(
     _output_folder(out, "--out")
     period = _period(from_, to)
     try:
-        files = write_report(db, out, *period, tz=zone, generation=generation)
+        files = write_report(db, out, *period, tz=zone, generation=generation, review_due=review_due(settings))
     except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -977,6 +986,122 @@ def export_schemas(
 _INTERRUPTED = "interrupted (a store keeps every batch committed before; run the command again to complete it)"
 _DUCKDB_INTERRUPTED = "Query interrupted"
 """How DuckDB's Python client reports Ctrl-C inside a query (a plain RuntimeError)."""
+
+
+def _open_writer(db: Path, settings: Settings) -> object:
+    """The store opened for writing, or a clear error when another process holds it."""
+    from projections.store import NotAStoreError, Store
+
+    try:
+        return Store(db, settings.duckdb_memory_limit)
+    except NotAStoreError as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        raise _fail(
+            f"cannot open {db} for writing (a projector, audit or console holds it; one writer per file: "
+            f"manage users on the console's admin page instead): {exc}",
+            code=1,
+        ) from None
+
+
+@app.command()
+def serve(
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB file (this process becomes its writer).", show_default=_DB)
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
+    certfile: Annotated[
+        Path | None, typer.Option(help="TLS certificate (PEM): serve https, cookies marked Secure.", exists=True)
+    ] = None,
+    keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM) for --certfile.", exists=True)] = None,
+) -> None:
+    """Run the compliance console (floor, findings, reviews, reports, JSON API) over one store."""
+    import uvicorn
+
+    from dealtrail.console.app import ConsoleConfig, create_app, new_session_secret
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    if not db.exists():
+        raise _fail(f"no dealtrail database at {db} (run dealtrail audit or demo first)", code=1)
+    if (certfile is None) != (keyfile is None):
+        raise _fail("--certfile and --keyfile go together")
+    store = _open_writer(db, settings)
+    assert isinstance(store, Store)
+    secret = settings.console.session_secret
+    config = ConsoleConfig(
+        review_due=review_due(settings),
+        session_secret=secret.get_secret_value() if secret else new_session_secret(),
+        secure_cookies=certfile is not None,
+        reports_dir=settings.console.reports_dir,
+        poll_seconds=settings.console.poll_seconds,
+    )
+    scheme = "https" if certfile else "http"
+    err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
+    with store:
+        uvicorn.run(
+            create_app(store, config),
+            host=host,
+            port=port,
+            log_level="warning",
+            ssl_certfile=str(certfile) if certfile else None,
+            ssl_keyfile=str(keyfile) if keyfile else None,
+        )
+
+
+users_app = typer.Typer(help="Console users and API tokens (stored hashed in the store).", no_args_is_help=True)
+app.add_typer(users_app, name="users")
+
+
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="The user's name (letters, digits, ._@-).")],
+    role: Annotated[str, typer.Option(help="viewer (reads), reviewer (also reviews) or admin (also manages users).")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """Add a user, or set an existing user's role and password; the password is read from stdin."""
+    from datetime import UTC
+
+    from dealtrail.console.auth import AccessError, add_user
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    password = sys.stdin.readline().rstrip("\r\n")
+    store = _open_writer(db, settings)
+    assert isinstance(store, Store)
+    with store:
+        try:
+            new = add_user(store.con, name, role, password, datetime.now(UTC))
+        except AccessError as exc:
+            raise _fail(str(exc)) from None
+    console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
+
+
+@users_app.command("token")
+def users_token(
+    name: Annotated[str, typer.Argument(help="The user the token acts for.")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """Make an API token for a user; it is printed once, as the last word of the output."""
+    from datetime import UTC
+
+    from dealtrail.console.auth import AccessError, new_token
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    store = _open_writer(db, settings)
+    assert isinstance(store, Store)
+    with store:
+        try:
+            token = new_token(store.con, name, datetime.now(UTC))
+        except AccessError as exc:
+            raise _fail(str(exc), code=1) from None
+    # plain print: rich would wrap or style the token
+    print(f"API token for {name} (stored hashed; it cannot be shown again): {token}")
 
 
 def _interrupted() -> NoReturn:

@@ -88,6 +88,40 @@ DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 """The default longest event record (bytes): 1 MiB, as Kafka's default record limit."""
 
 
+class ReviewSettings(BaseModel):
+    """When a finding's review (its disposition) is due, per severity.
+
+    Attributes:
+        due_hours_voiding: hours after detection for a voiding finding (hours).
+        due_hours_integrity: hours after detection for an integrity finding (hours).
+        due_hours_procedural: hours after detection for a procedural finding (hours).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    due_hours_voiding: float = Field(default=24, gt=0, le=24 * 365)
+    due_hours_integrity: float = Field(default=24, gt=0, le=24 * 365)
+    due_hours_procedural: float = Field(default=72, gt=0, le=24 * 365)
+
+
+class ConsoleSettings(BaseModel):
+    """The compliance console (``dealtrail serve``).
+
+    Attributes:
+        session_secret: key that signs session cookies; unset: a random key per start (everyone
+            logs in again after a restart). Never printed.
+        reports_dir: folder of scheduled reports (``dealtrail schedule --out``) the Reports page
+            lists; unset: none listed.
+        poll_seconds: how often the floor page refreshes itself (seconds).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    session_secret: SecretStr | None = None
+    reports_dir: Path | None = None
+    poll_seconds: float = Field(default=2.0, ge=0.2, le=600)
+
+
 class Settings(BaseSettings):
     """All dealtrail settings.
 
@@ -102,6 +136,8 @@ class Settings(BaseSettings):
         partitions: partitions of the events, findings and rounds topics.
         replication: replication factor of the topics dealtrail creates.
         worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
+        review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
+        console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -127,6 +163,8 @@ class Settings(BaseSettings):
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    review: ReviewSettings = ReviewSettings()
+    console: ConsoleSettings = ConsoleSettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

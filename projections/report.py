@@ -21,6 +21,7 @@ import duckdb
 import jinja2
 import pyarrow as pa
 
+from projections import reviews
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.generations import generation_diff, generation_info
 from projections.store import connect_read_only
@@ -186,7 +187,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def build_summary(
-    con: duckdb.DuckDBPyConnection, findings: list[dict[str, Any]], start: datetime | None, end: datetime | None
+    con: duckdb.DuckDBPyConnection,
+    findings: list[dict[str, Any]],
+    start: datetime | None,
+    end: datetime | None,
+    review_due: reviews.ReviewDue | None = None,
 ) -> dict[str, Any]:
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
 
@@ -199,7 +204,10 @@ def build_summary(
     in ``dead_letters_by_reason``: reason -> ``{"in_period": n, "undated": n}``). Times are ISO
     8601 in UTC; ``period.events`` counts the dealing events in the period, and
     ``period.no_events`` is true when there is none (nothing was audited: no finding and no
-    remedy means nothing then).
+    remedy means nothing then). ``reviews``
+    (findings by review status, the NOT_A_VIOLATION dispositions apart, by cause, and how many
+    reviews are late as of the period's end or the last detection, whichever is earlier; late is
+    None without ``review_due``).
     """
     rounds = query(con, "rpt_rounds", start, end).to_pylist()
     by_game: Counter[str] = Counter()
@@ -234,9 +242,17 @@ def build_summary(
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
             "data_quality": quality,
+            "reviews": reviews.summary(con, start, end, _review_as_of(findings, end), review_due),
         }
     )
     return figures
+
+
+def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datetime:
+    """The instant a report judges review lateness at: the period's end, or its last detection
+    when that is earlier (so a re-run of the same period writes the same figures)."""
+    last = max((f["detected_at"] for f in findings), default=FAR_PAST)
+    return min(end, last) if end is not None else last
 
 
 def _rule_chart_svg(by_rule: dict[str, int]) -> str:
@@ -266,6 +282,7 @@ def write_report(
     title: str = "dealtrail compliance report",
     tz: tzinfo = UTC,
     generation: int | None = None,
+    review_due: reviews.ReviewDue | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -284,6 +301,7 @@ def write_report(
         tz: the zone the HTML shows times in (``datetime.UTC`` or a ``ZoneInfo``).
         generation: the generation of findings to report (None: the latest); the page also
             shows, per rule, what it changed against the generation before.
+        review_due: review due times per severity (from the settings); None: lateness not judged.
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -307,7 +325,7 @@ def write_report(
         findings = table.to_pylist()
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
-        figures = build_summary(con, findings, start, end)
+        figures = build_summary(con, findings, start, end, review_due)
         con.register("rpt_export", table)
         try:
             for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them

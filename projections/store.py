@@ -368,6 +368,8 @@ class Store:
         self._private_files()
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
+        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/reviews.py)
+        self.con.execute(_sql("004_console_views.sql"))
         self.generation = latest_generation(self.con)
         """The generation the findings this writer stores belong to: the latest one when it opened
         (``dealtrail reaudit`` adds generations while it alone holds the file)."""

@@ -1,0 +1,100 @@
+"""Console access: password and token hashing, and the user/token commands' work.
+
+Passwords are hashed with argon2id (argon2-cffi's defaults); API tokens are 32 random bytes
+(URL-safe base64) stored as their SHA-256. Neither a password nor a token is ever logged or
+stored in clear; a token is shown once, when it is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime
+
+import duckdb
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from projections import access
+from projections.reviews import ROLES
+
+_HASHER = PasswordHasher()
+_DUMMY = _HASHER.hash("dealtrail: equalises the time of a login for an unknown user")
+
+MIN_PASSWORD = 10
+"""The shortest password ``users add`` accepts (characters)."""
+
+
+class AccessError(ValueError):
+    """A user command cannot be carried out (unknown user, bad role, short password)."""
+
+
+def hash_password(password: str) -> str:
+    """The argon2id hash of ``password`` (a PHC string with its own salt)."""
+    return _HASHER.hash(password)
+
+
+def verify_password(stored_hash: str | None, password: str) -> bool:
+    """True if ``password`` matches ``stored_hash``; an unknown user (None) costs the same time."""
+    try:
+        return _HASHER.verify(stored_hash or _DUMMY, password) and stored_hash is not None
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def token_hash(token: str) -> str:
+    """The SHA-256 (hex) under which a token is stored."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def add_user(
+    con: duckdb.DuckDBPyConnection, name: str, role: str, password: str, at: datetime, by: str = "cli"
+) -> bool:
+    """Create a user or set an existing user's role and password (a new revision either way).
+
+    Args:
+        con: the store's writer connection.
+        name: the user's name (letters, digits, ``._@-``; 1 to 64 characters).
+        role: viewer, reviewer or admin.
+        password: at least :data:`MIN_PASSWORD` characters (never stored, only its hash).
+        at: when (timezone-aware).
+        by: who (``cli``, or the admin's name).
+
+    Returns:
+        True if the user is new, False if an existing user was changed.
+
+    Raises:
+        AccessError: bad name, role or password.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    from schemas.reviews import UserName
+
+    try:
+        TypeAdapter(UserName).validate_python(name)
+    except ValidationError:
+        raise AccessError(f"a user name is 1 to 64 letters, digits or ._@- (got {name!r})") from None
+    if role not in ROLES:
+        raise AccessError(f"role must be one of {', '.join(ROLES)} (got {role!r})")
+    if len(password) < MIN_PASSWORD:
+        raise AccessError(f"the password must have at least {MIN_PASSWORD} characters")
+    new = access.user(con, name) is None
+    access.put_user(con, name, role, hash_password(password), True, at, by)
+    return new
+
+
+def new_token(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
+    """Make an API token for an active user; only its hash is stored.
+
+    Returns:
+        The token (shown to the user once; it cannot be recovered).
+
+    Raises:
+        AccessError: no active user of that name.
+    """
+    u = access.user(con, name)
+    if u is None or not u["active"]:
+        raise AccessError(f"no active user {name!r} (add one with: dealtrail users add {name} --role ROLE)")
+    token = "dt_" + secrets.token_urlsafe(32)
+    access.put_token(con, token_hash(token), name, True, at)
+    return token

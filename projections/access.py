@@ -1,0 +1,72 @@
+"""Console users and API tokens in the store (append-only revisions; the latest row is in force).
+
+Only hashes are stored: passwords as argon2id hashes, API tokens as their SHA-256 (a token is a
+random 256-bit secret, so a fast hash is enough). The hashing itself is the caller's
+(``dealtrail/console/auth.py``); this module writes and reads rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+
+def user(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
+    """The user's current row (name, role, password_hash, active, changed_at), or None."""
+    cur = con.execute("SELECT name, role, password_hash, active, changed_at FROM dim_users WHERE name = ?", [name])
+    rows = cur.fetchall()
+    if not rows:
+        return None
+    return dict(zip([d[0] for d in cur.description], rows[0], strict=True))
+
+
+def users(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Every user's current row (without the hash), by name."""
+    cur = con.execute("SELECT name, role, active, changed_at, changed_by FROM dim_users ORDER BY name")
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def put_user(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    role: str,
+    password_hash: str | None,
+    active: bool,
+    at: datetime,
+    by: str,
+) -> None:
+    """Append a revision of a user (new user, new role, new password, deactivation).
+
+    Args:
+        con: the store's writer connection.
+        name: the user's name.
+        role: viewer, reviewer or admin.
+        password_hash: the argon2 hash; None keeps the current one.
+        active: False locks the user out (and their tokens).
+        at: when (timezone-aware).
+        by: who made the change (``cli`` from the command line).
+    """
+    con.execute(
+        """INSERT INTO console_users
+           SELECT $name, $role, coalesce($hash, (SELECT password_hash FROM dim_users WHERE name = $name)),
+                  $active, $at, $by""",
+        {"name": name, "role": role, "hash": password_hash, "active": active, "at": at, "by": by},
+    ).fetchall()
+
+
+def put_token(con: duckdb.DuckDBPyConnection, token_hash: str, user_name: str, active: bool, at: datetime) -> None:
+    """Append a token revision (a new token, or its revocation with ``active=False``)."""
+    con.execute("INSERT INTO api_tokens VALUES (?, ?, ?, ?)", [token_hash, user_name, active, at]).fetchall()
+
+
+def token_user(con: duckdb.DuckDBPyConnection, token_hash: str) -> dict[str, Any] | None:
+    """The active user (name, role) an active token belongs to, or None."""
+    rows = con.execute(
+        """SELECT u.name, u.role FROM dim_api_tokens t JOIN dim_users u ON u.name = t.user_name
+           WHERE t.token_hash = ? AND t.active AND u.active""",
+        [token_hash],
+    ).fetchall()
+    return {"name": rows[0][0], "role": rows[0][1]} if rows else None

@@ -1,0 +1,233 @@
+"""Reviews, users and API tokens in the store, and the read model the console, the API and the
+reports share: each finding with its review status, due time and late flag.
+
+Writes go through the store's one writer connection (the console in embedded mode, the projector
+in the streaming deployment) and are append-only: a review is a new row, a user's change of role
+or password a new revision, a revoked token a new row. Reads take any connection (read-only
+included) and are parameterised; a sort key is picked from a fixed list, never spliced from input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+import duckdb
+
+from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened, ReviewStatus
+
+ReviewEvent = FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened
+ROLES = ("viewer", "reviewer", "admin")
+"""Console roles, least to most: a viewer reads, a reviewer also reviews, an admin also manages users."""
+
+FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+SORTS: dict[str, str] = {
+    "detected": "detected_at",
+    "table": "table_id",
+    "rule": "rule_id",
+    "severity": "CASE severity WHEN 'voiding' THEN 0 WHEN 'integrity' THEN 1 ELSE 2 END",
+    "status": "status",
+    "review": "review_status",
+    "dealer": "dealer_id",
+    "due": "review_due_at",
+}
+"""Sort keys the findings list accepts -> SQL expression (a fixed list: input never reaches SQL)."""
+
+
+@dataclass(frozen=True)
+class ReviewDue:
+    """How long a finding may wait for its disposition, per severity (hours).
+
+    The values come from the settings (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...); this class
+    holds no default of its own.
+    """
+
+    voiding: float
+    integrity: float
+    procedural: float
+
+    def params(self) -> dict[str, float]:
+        """The SQL parameters of ``con_findings.sql``."""
+        return {"due_voiding": self.voiding, "due_integrity": self.integrity, "due_procedural": self.procedural}
+
+
+@dataclass(frozen=True)
+class FindingFilter:
+    """The filters of the findings page, the CSV export and ``GET /api/v1/findings``.
+
+    Every field None means "any". ``start``/``end`` bound the detection time, [start, end).
+    """
+
+    start: datetime | None = None
+    end: datetime | None = None
+    game: str | None = None
+    table_id: str | None = None
+    dealer: str | None = None
+    rule: str | None = None
+    severity: str | None = None
+    status: str | None = None
+    review_status: str | None = None
+    finding_id: str | None = None
+
+
+def _sql(name: str) -> str:
+    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def has_console_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """True if the store holds the review tables (a store last written before them has none)."""
+    rows = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'dim_review_status'").fetchall()
+    return bool(rows and rows[0][0])
+
+
+def find(
+    con: duckdb.DuckDBPyConnection,
+    filters: FindingFilter,
+    due: ReviewDue,
+    as_of: datetime,
+    sort: str = "detected",
+    descending: bool = True,
+    limit: int | None = None,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """The findings that pass ``filters``, with review status, due time and late flag.
+
+    Args:
+        con: any connection to the store.
+        filters: see :class:`FindingFilter`.
+        due: review due times per severity (hours).
+        as_of: the instant an undisposed finding is late against (now, or a report's period end).
+        sort: a key of :data:`SORTS` (anything else sorts by detection time).
+        descending: newest / highest first.
+        limit: rows per page (None: all).
+        offset: rows to skip.
+
+    Returns:
+        ``(rows, total)``: the page's rows as dicts (the columns of ``con_findings.sql``) and how
+        many rows pass the filters in all.
+    """
+    params: dict[str, Any] = {
+        "start": filters.start or FAR_PAST,
+        "end": filters.end or FAR_FUTURE,
+        "game": filters.game,
+        "table_id": filters.table_id,
+        "dealer": filters.dealer,
+        "rule": filters.rule,
+        "severity": filters.severity,
+        "status": filters.status,
+        "review_status": filters.review_status,
+        "finding_id": filters.finding_id,
+        "as_of": as_of,
+        **due.params(),
+    }
+    base = _sql("con_findings.sql")
+    total_rows = con.execute(f"SELECT count(*) FROM ({base})", params).fetchall()
+    total = int(total_rows[0][0]) if total_rows else 0
+    order = SORTS.get(sort, SORTS["detected"])
+    direction = "DESC" if descending else "ASC"
+    page = f"SELECT * FROM ({base}) ORDER BY {order} {direction} NULLS LAST, detected_at DESC, finding_id"
+    if limit is not None:
+        page += " LIMIT $limit OFFSET $offset"
+        params |= {"limit": int(limit), "offset": int(offset)}
+    cur = con.execute(page, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()], total
+
+
+def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
+    """The finding's review events, oldest first, as dicts (type, user_name, reviewed_at, ...)."""
+    cur = con.execute(
+        """SELECT review_id, type, user_name, reviewed_at, assignee, cause, corrective_action, note
+           FROM reviews WHERE finding_id = ? ORDER BY reviewed_at, review_id""",
+        [finding_id],
+    )
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def append_review(con: duckdb.DuckDBPyConnection, review: ReviewEvent) -> bool:
+    """Store one review event (the writer's connection); a review ID stored before adds nothing.
+
+    Returns:
+        True if the review was stored now, False if it was there already (a redelivery).
+    """
+    row = {
+        "review_id": review.review_id,
+        "finding_id": review.finding_id,
+        "type": review.type,
+        "user_name": review.user,
+        "reviewed_at": review.reviewed_at,
+        "assignee": review.assignee if isinstance(review, FindingAssigned) else None,
+        "cause": review.cause.value if isinstance(review, FindingDisposed) else None,
+        "corrective_action": review.corrective_action if isinstance(review, FindingDisposed) else None,
+        "note": review.note,
+        "payload": review.model_dump_json(),
+    }
+    cur = con.execute(
+        """INSERT INTO reviews
+           SELECT $review_id, $finding_id, $type, $user_name, $reviewed_at, $assignee, $cause,
+                  $corrective_action, $note, $payload
+           WHERE NOT EXISTS (SELECT 1 FROM reviews WHERE review_id = $review_id)""",
+        row,
+    )
+    got = cur.fetchall()
+    return bool(got and got[0][0])
+
+
+def summary(
+    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, as_of: datetime, due: ReviewDue | None
+) -> dict[str, Any]:
+    """Review figures of the findings detected in [start, end) for reports and ``summary.json``.
+
+    Args:
+        con: any connection (a store without review tables counts every finding unreviewed).
+        start: start of the period, inclusive (None: unbounded).
+        end: end of the period, exclusive (None: unbounded).
+        as_of: the instant lateness is judged at (a report's period end, capped by its last event).
+        due: due times per severity; None leaves ``late`` out (unknown).
+
+    Returns:
+        ``{"by_review_status": {status: n}, "not_a_violation": n, "late": n | None,
+        "by_cause": {cause: n}}``: ``not_a_violation`` findings are counted in ``disposed`` and
+        shown apart, never removed.
+    """
+    statuses = {s.value: 0 for s in ReviewStatus}
+    if not has_console_tables(con):
+        counted = con.execute(
+            "SELECT count(*) FROM fct_detections WHERE observed_at >= ? AND observed_at < ?",
+            [start or FAR_PAST, end or FAR_FUTURE],
+        ).fetchall()
+        statuses["unreviewed"] = int(counted[0][0]) if counted else 0
+        return {"by_review_status": statuses, "not_a_violation": 0, "late": None, "by_cause": {}}
+    rows, _ = find(con, FindingFilter(start=start, end=end), due or ReviewDue(0, 0, 0), as_of)
+    by_cause: dict[str, int] = {}
+    for r in rows:
+        statuses[r["review_status"]] += 1
+        if r["cause"]:
+            by_cause[r["cause"]] = by_cause.get(r["cause"], 0) + 1
+    return {
+        "by_review_status": statuses,
+        "not_a_violation": by_cause.get("NOT_A_VIOLATION", 0),
+        "late": sum(1 for r in rows if r["review_late"]) if due is not None else None,
+        "by_cause": dict(sorted(by_cause.items())),
+    }
+
+
+def review_rows_json(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with their times as ISO 8601 text in UTC (JSON-ready)."""
+    out = []
+    for r in rows:
+        out.append(
+            {
+                k: (
+                    v.astimezone(UTC).isoformat() if isinstance(v, datetime) else list(v) if isinstance(v, tuple) else v
+                )
+                for k, v in r.items()
+            }
+        )
+    return out

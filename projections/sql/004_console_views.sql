@@ -1,0 +1,50 @@
+-- dim_users: each console user's current name, role, password hash and state (grain: name).
+-- Upstream: console_users.
+CREATE OR REPLACE VIEW dim_users AS
+SELECT * EXCLUDE (rn) FROM (
+    SELECT u.*, row_number() OVER (PARTITION BY name ORDER BY changed_at DESC, rowid DESC) AS rn
+    FROM console_users u
+) WHERE rn = 1;
+
+-- dim_api_tokens: each token's current owner and state (grain: token_hash). Upstream: api_tokens.
+CREATE OR REPLACE VIEW dim_api_tokens AS
+SELECT * EXCLUDE (rn) FROM (
+    SELECT t.*, row_number() OVER (PARTITION BY token_hash ORDER BY changed_at DESC, rowid DESC) AS rn
+    FROM api_tokens t
+) WHERE rn = 1;
+
+-- dim_review_status: each finding's review status, the projection of its review events
+-- (grain: finding_id, every finding of dim_findings, 'unreviewed' without a review).
+-- Upstream: dim_findings, reviews. The status is the kind of the latest review event; cause
+-- and disposed_at are those of the disposition in force (none once reopened).
+CREATE OR REPLACE VIEW dim_review_status AS
+WITH ranked AS (
+    SELECT r.*, row_number() OVER (PARTITION BY finding_id ORDER BY reviewed_at DESC, review_id DESC) AS rn
+    FROM reviews r
+), last AS (
+    SELECT * FROM ranked WHERE rn = 1
+), agg AS (
+    SELECT finding_id,
+           count(*) AS reviews,
+           min(reviewed_at) AS first_reviewed_at,
+           arg_max(assignee, reviewed_at) FILTER (WHERE type = 'FindingAssigned') AS assignee
+    FROM reviews GROUP BY finding_id
+)
+SELECT d.finding_id,
+       CASE last.type
+           WHEN 'FindingAcknowledged' THEN 'acknowledged'
+           WHEN 'FindingAssigned' THEN 'assigned'
+           WHEN 'FindingDisposed' THEN 'disposed'
+           WHEN 'FindingReopened' THEN 'reopened'
+           ELSE 'unreviewed'
+       END AS review_status,
+       last.user_name AS last_reviewed_by,
+       last.reviewed_at AS last_reviewed_at,
+       CASE WHEN last.type = 'FindingDisposed' THEN last.cause END AS cause,
+       CASE WHEN last.type = 'FindingDisposed' THEN last.reviewed_at END AS disposed_at,
+       agg.assignee,
+       agg.first_reviewed_at,
+       coalesce(agg.reviews, 0) AS reviews
+FROM dim_findings d
+LEFT JOIN last USING (finding_id)
+LEFT JOIN agg USING (finding_id);

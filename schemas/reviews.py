@@ -1,0 +1,117 @@
+"""Review events: what people decided about a finding, as immutable past-tense facts.
+
+A finding's review history is a stream of these events keyed by ``finding_id`` (the finding's
+deterministic ID, so a review stays attached across re-audits and redeliveries); its review
+status is a projection of that stream (``projections/reviews.py``). Nothing is deleted or
+updated: a finding disposed as ``NOT_A_VIOLATION`` stays in every list, shown apart, and a
+reopened finding keeps its earlier disposition in its history.
+
+Pure: only the standard library and pydantic. The console stamps ``review_id`` and
+``reviewed_at`` (no default factory here, so a stored review decodes to the same model).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, Field, StringConstraints, TypeAdapter
+
+from schemas.base import Frozen, Identifier
+
+UserName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")]
+"""A console user's name (letters, digits and ``._@-``)."""
+
+Note = Annotated[str, StringConstraints(max_length=4000)]
+"""Free text a reviewer writes (escaped wherever it is shown)."""
+
+
+class Cause(StrEnum):
+    """Why the breach happened, as a disposition records it (the incident log's "type of error")."""
+
+    DEALER_ERROR = "DEALER_ERROR"
+    SUPERVISOR_ERROR = "SUPERVISOR_ERROR"
+    DEVICE = "DEVICE"
+    PATRON = "PATRON"
+    DATA_ERROR = "DATA_ERROR"
+    NOT_A_VIOLATION = "NOT_A_VIOLATION"
+
+
+class ReviewStatus(StrEnum):
+    """A finding's review status: the latest review event's kind, ``unreviewed`` without one."""
+
+    UNREVIEWED = "unreviewed"
+    ACKNOWLEDGED = "acknowledged"
+    ASSIGNED = "assigned"
+    DISPOSED = "disposed"
+    REOPENED = "reopened"
+
+
+class _Review(Frozen):
+    """Fields every review event carries.
+
+    Fields:
+        review_id: unique ID of this review event (the console stamps a ULID).
+        finding_id: the finding reviewed (32 hex characters, see ``schemas.findings.finding_id_for``).
+        user: the authenticated user who made the review.
+        reviewed_at: when it was made (timezone-aware).
+        note: free text, may be empty.
+        schema_version: version of this event's schema.
+    """
+
+    review_id: Identifier
+    finding_id: Identifier
+    user: UserName
+    reviewed_at: AwareDatetime
+    note: Note = ""
+    schema_version: Literal[1] = 1
+
+
+class FindingAcknowledged(_Review):
+    """A reviewer has seen the finding and takes it in hand."""
+
+    type: Literal["FindingAcknowledged"] = "FindingAcknowledged"
+
+
+class FindingAssigned(_Review):
+    """The finding was assigned to a person (``assignee``) for its disposition."""
+
+    type: Literal["FindingAssigned"] = "FindingAssigned"
+    assignee: UserName
+
+
+class FindingDisposed(_Review):
+    """The finding was closed with a cause and the corrective action taken.
+
+    A ``NOT_A_VIOLATION`` cause marks the finding as no breach after review; it is shown apart,
+    never removed.
+    """
+
+    type: Literal["FindingDisposed"] = "FindingDisposed"
+    cause: Cause
+    corrective_action: Annotated[str, StringConstraints(max_length=4000)] = ""
+
+
+class FindingReopened(_Review):
+    """A disposed (or acknowledged) finding was opened for review again."""
+
+    type: Literal["FindingReopened"] = "FindingReopened"
+
+
+ReviewEvent = Annotated[
+    FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened, Field(discriminator="type")
+]
+"""Any review event (a discriminated union on ``type``)."""
+
+REVIEW_ADAPTER: TypeAdapter[FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened] = TypeAdapter(
+    ReviewEvent
+)
+"""Validates a review event from a dict or JSON (``REVIEW_ADAPTER.validate_json(raw)``)."""
+
+STATUS_OF_TYPE: dict[str, ReviewStatus] = {
+    "FindingAcknowledged": ReviewStatus.ACKNOWLEDGED,
+    "FindingAssigned": ReviewStatus.ASSIGNED,
+    "FindingDisposed": ReviewStatus.DISPOSED,
+    "FindingReopened": ReviewStatus.REOPENED,
+}
+"""The review status each review event leaves the finding in."""
