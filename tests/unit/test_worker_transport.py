@@ -91,3 +91,27 @@ def test_a_private_folder_leaves_an_existing_parent_as_it_was(tmp_path: Path) ->
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
     assert stat.S_IMODE(made.stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+
+
+def test_the_short_form_given_as_a_keyword_resolves_like_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEALTRAIL_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.setenv("DEALTRAIL_KAFKA__BOOTSTRAP", "long-form:9092")
+    assert Settings(kafka_bootstrap="broker-x:19192").kafka.bootstrap == "broker-x:19192"
+    assert Settings().kafka.bootstrap == "long-form:9092"
+
+
+def test_the_publish_summary_names_copies_already_published_and_rejected_lines_apart() -> None:
+    from collections import Counter
+
+    from dealtrail.cli import publish_report
+    from streams.publish import PublishSummary
+
+    summary = PublishSummary(sent=3, rejected=Counter({"schema_error": 2, "malformed_json": 1}), copies=5)
+    summary.already_published = 1_200
+    lines = publish_report(summary, "ns.dealing-events.v1", "ns.dead-letter.v1")
+    assert lines == [
+        "published 3 events to ns.dealing-events.v1",
+        "already on the topic, not sent again: 1,205 (5 exact copies of recent events; 1,200 already_published, "
+        "older than their table's last events on the topic, recorded in ns.dead-letter.v1)",
+        "rejected: 3 lines to ns.dead-letter.v1 (malformed_json 1, schema_error 2)",
+    ]
