@@ -153,7 +153,11 @@ class Settings(BaseSettings):
             so that a replay re-applies at most about this many events before its window.
     """
 
-    model_config = SettingsConfigDict(env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore")
+    # populate_by_name: Settings(kafka_bootstrap=...) is read too (an ignored keyword once made
+    # the Kafka tests dial the default address)
+    model_config = SettingsConfigDict(
+        env_prefix="DEALTRAIL_", env_nested_delimiter="__", frozen=True, extra="ignore", populate_by_name=True
+    )
 
     kafka: KafkaSettings = KafkaSettings()
     kafka_bootstrap: str | None = Field(default=None, validation_alias=AliasChoices("DEALTRAIL_KAFKA_BOOTSTRAP"))

@@ -254,6 +254,9 @@ def create_app(settings: Settings) -> faust.App:
 
     topics = settings.topics
     app = faust.App(topics.app_id, **faust_settings(settings))
+    # Faust makes <datadir>/v<version>/tables on start (mode masked by the umask only): made
+    # here first, owner-only, Faust finds them there
+    private_folder(Path(app.conf.tabledir))
     source = app.topic(
         topics.events.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
     )

@@ -12,9 +12,9 @@ Run with the project venv while the broker is up:
 
     ops/kafka/broker up && .venv/bin/python ops/kafka/smoke.py
 
-Exit status 0 on success. Options: --bootstrap (default 127.0.0.1:$DEALTRAIL_KAFKA_PORT or
-127.0.0.1:9092), --messages, --timeout, --guarantee at_least_once|exactly_once, --loglevel,
---stop-delay.
+Exit status 0 on success. Options: --bootstrap (default $DEALTRAIL_KAFKA_BOOTSTRAP, else
+127.0.0.1:$DEALTRAIL_KAFKA_PORT or 127.0.0.1:9092), --messages, --timeout, --guarantee
+at_least_once|exactly_once, --loglevel, --stop-delay.
 
 exactly_once note: stopping a faust 0.15.3 worker right after its last table update races the
 per-partition transaction producers (ProducerBuffer crashes with aiokafka IllegalOperation
@@ -45,7 +45,10 @@ KEYS = 50
 
 
 def _default_bootstrap() -> str:
-    return "127.0.0.1:{}".format(os.environ.get("DEALTRAIL_KAFKA_PORT", "9092"))
+    # the address dealtrail's settings would dial, else the broker script's own port
+    return os.environ.get("DEALTRAIL_KAFKA_BOOTSTRAP") or "127.0.0.1:{}".format(
+        os.environ.get("DEALTRAIL_KAFKA_PORT", "9092")
+    )
 
 
 # --------------------------------------------------------------------------------------------

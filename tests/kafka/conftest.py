@@ -80,7 +80,9 @@ class Cluster:
     def settings(self):  # type: ignore[no-untyped-def]
         from dealtrail.settings import Settings
 
-        return Settings(kafka_bootstrap=self.bootstrap, namespace=self.namespace, partitions=self.partitions)
+        # the bootstrap through the one resolution path (a kafka_bootstrap= keyword is not read:
+        # that field is filled from DEALTRAIL_KAFKA_BOOTSTRAP only)
+        return Settings(namespace=self.namespace, partitions=self.partitions).with_bootstrap(self.bootstrap)
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run ``dealtrail ARGS`` in this namespace and return the finished process (checked)."""

@@ -1,0 +1,63 @@
+"""A broker address where nothing listens: every Kafka command stops with one error line, soon."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "dealtrail.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return proc, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("args", "how"),
+    [
+        (["project", "--db", "p.duckdb", "--once"], "env"),
+        (["replay", "--source", "kafka", "--table", "T1"], "flag"),
+        (["replay", "--source", "kafka", "--table", "T1"], "env"),
+        (["verify", "--source", "kafka", "--table", "T1"], "flag"),
+        (["verify", "--source", "kafka", "--table", "T1"], "long env"),
+    ],
+)
+def test_an_unreachable_broker_is_one_error_line_naming_the_address(args: list[str], how: str, tmp_path: Path) -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEALTRAIL_")}
+    env.update({"DEALTRAIL_KAFKA__CONNECT_TIMEOUT": "2", "COLUMNS": "60"})
+    if how == "flag":
+        args = [*args, "--bootstrap", address]
+        env["DEALTRAIL_KAFKA_BOOTSTRAP"] = "127.0.0.1:9092"  # the flag wins over the environment
+    elif how == "env":
+        env["DEALTRAIL_KAFKA_BOOTSTRAP"] = address
+    else:
+        env["DEALTRAIL_KAFKA__BOOTSTRAP"] = address
+    proc, took = _run(args, env, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: cannot reach Kafka at " + address + " within 2 s"), lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert took < 60, f"took {took:.0f} s"

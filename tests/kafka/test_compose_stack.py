@@ -1,0 +1,211 @@
+"""docker-compose.yml itself, started as compose would start it, without a Docker engine.
+
+Each dealtrail service's own command (the image's ``dealtrail`` entrypoint, or the publisher's
+``sh -c`` script) runs as a subprocess with that service's resolved environment (compose's
+``${VAR:-default}`` rules, from tests/unit/test_compose.py) plus the Dockerfile's ``ENV``, with
+the broker host ``kafka:9092`` mapped to the test broker and ``/data`` (the volume, and the
+container user's home) to a temporary folder. Order as ``depends_on`` gives it: ``topics``,
+then the ``worker`` replicas and the ``projector`` (with its scheduled reports), then the
+``publisher``. The publisher runs its real script with one change: the simulated shift is a
+quarter of an hour (``--hours 0.25``, about 7,500 events at the 8 tables) instead of 2 hours
+(about 60,000 events, more than two workers on a shared 2-core machine audit in the few
+minutes this test may take).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.kafka.conftest import Cluster, findings_of, stop
+from tests.unit.test_compose import (
+    _argv,
+    _dockerfile_lines,
+    dealtrail_services,
+    image_entrypoint,
+    load_compose,
+    resolved_environment,
+)
+
+pytestmark = pytest.mark.kafka
+
+COMPOSE_BROKER = "kafka:9092"
+VOLUME = "/data"
+BIN = Path(sys.executable).parent
+
+
+def image_env() -> dict[str, str]:
+    """The Dockerfile's ``ENV`` pairs."""
+    out: dict[str, str] = {}
+    for line in _dockerfile_lines():
+        if line.startswith("ENV "):
+            for pair in shlex.split(line.split(None, 1)[1]):
+                key, _, value = pair.partition("=")
+                out[key] = value
+    return out
+
+
+def _on_host(value: str, data: Path, bootstrap: str) -> str:
+    return value.replace(COMPOSE_BROKER, bootstrap).replace(VOLUME, str(data))
+
+
+def service_env(service: dict[str, Any], user: dict[str, str], data: Path, bootstrap: str) -> dict[str, str]:
+    """What the service's container would see, mapped onto this host."""
+    env = {**image_env(), **resolved_environment(service, user)}
+    env = {k: _on_host(v, data, bootstrap) for k, v in env.items()}
+    return {
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(data),  # the image's user has /data as its home
+        "LANG": "C.UTF-8",
+        **env,
+    }
+
+
+SHORT_SHIFT = "--hours 0.25"
+
+
+def shortened(script: str) -> str:
+    """The publisher's script with a shorter simulated shift (see the module docstring)."""
+    short, n = re.subn(r"--hours\s+\S+", SHORT_SHIFT, script)
+    assert n == 1, f"expected one --hours in the publisher's script: {script!r}"
+    return short
+
+
+def service_argv(service: dict[str, Any], data: Path, bootstrap: str) -> list[str]:
+    """The service's entrypoint + command, mapped onto this host (``dealtrail`` from this venv)."""
+    entry = _argv(service["entrypoint"]) if "entrypoint" in service else image_entrypoint()
+    argv = [_on_host(a, data, bootstrap) for a in (*entry, *_argv(service.get("command")))]
+    if argv[:2] == ["sh", "-c"]:
+        argv[2] = shortened(argv[2])
+    if argv[0] == "dealtrail":
+        argv[0] = str(BIN / "dealtrail")
+    return argv
+
+
+@pytest.fixture
+def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[Cluster, Path, dict[str, Any], dict[str, str]]]:
+    namespace = f"c{uuid.uuid4().hex[:10]}"
+    compose = load_compose()
+    user = {"DEALTRAIL_NAMESPACE": namespace}  # as a user's shell or .env would give it
+    partitions = int(resolved_environment(compose["x-dealtrail"], user)["DEALTRAIL_PARTITIONS"])
+    cluster = Cluster(kafka_bootstrap, namespace, partitions)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    try:
+        yield cluster, data, dealtrail_services(compose), user
+    finally:
+        cluster.delete_topics()
+
+
+def _start(service: dict[str, Any], user: dict[str, str], data: Path, bootstrap: str, log: Path) -> Any:
+    with log.open("ab") as fh:
+        return subprocess.Popen(
+            service_argv(service, data, bootstrap),
+            env=service_env(service, user, data, bootstrap),
+            cwd=data,  # the image's WORKDIR
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _projected(cluster: Cluster) -> bool:
+    """True when the projector's group has committed the end of every partition of its topics."""
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+    t = cluster.settings().topics
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="dealtrail-test")
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    try:
+        committed = admin.list_group_offsets(t.projector_group).get(t.projector_group, {})
+        tps = [
+            TopicPartition(name, p)
+            for name in (t.events.name, t.findings.name, t.rounds.name, t.dead_letter.name)
+            for p in sorted(consumer.partitions_for_topic(name) or ())
+        ]
+        ends = consumer.end_offsets(tps)
+        return all(end == 0 or (tp in committed and committed[tp].offset >= end) for tp, end in ends.items())
+    finally:
+        consumer.close()
+        admin.close()
+
+
+def test_the_compose_services_own_commands_bring_findings_into_the_projected_store(
+    stack: tuple[Cluster, Path, dict[str, Any], dict[str, str]], tmp_path: Path
+) -> None:
+    cluster, data, services, user = stack
+    bootstrap = cluster.bootstrap
+    assert bootstrap != COMPOSE_BROKER
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    # 1. topics (one-shot): it must say which broker it dialled
+    topics = subprocess.run(
+        service_argv(services["topics"], data, bootstrap),
+        env=service_env(services["topics"], user, data, bootstrap),
+        cwd=data,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert topics.returncode == 0, topics.stdout + topics.stderr
+    assert f"Kafka at {bootstrap} (brokers: {bootstrap})" in topics.stdout, topics.stdout
+
+    # 2. the workers (deploy.replicas) and the projector, with its scheduled reports
+    replicas = int((services["worker"].get("deploy") or {}).get("replicas", 1))
+    assert replicas == 2
+    workers = [_start(services["worker"], user, data, bootstrap, logs / f"worker-{i}.log") for i in range(replicas)]
+    projector = _start(services["projector"], user, data, bootstrap, logs / "projector.log")
+    procs = [*workers, projector]
+    try:
+        # 3. the publisher's own sh -c script: simulate a shift and publish it
+        publisher = _start(services["publisher"], user, data, bootstrap, logs / "publisher.log")
+        try:
+            code = publisher.wait(timeout=150)
+        finally:
+            stop(publisher, signal.SIGKILL)  # the whole sh -c group, if it overran
+        out = (logs / "publisher.log").read_text()
+        assert code == 0 and "published" in out and (data / "events.jsonl").is_file(), out
+        for p in procs:
+            assert p.poll() is None, [log.read_text() for log in logs.iterdir()]
+        cluster.wait_consumed(timeout=150)
+        deadline = time.monotonic() + 90
+        while not _projected(cluster):
+            assert time.monotonic() < deadline, (logs / "projector.log").read_text()
+            assert projector.poll() is None, (logs / "projector.log").read_text()
+            time.sleep(1)
+    finally:
+        for w in workers:
+            assert stop(w, signal.SIGTERM) == 0, [log.read_text() for log in logs.iterdir()]
+        # compose's stop_signal for the projector: SIGINT lets it close the DuckDB file
+        assert stop(projector, signal.SIGINT) in (0, 130), (logs / "projector.log").read_text()
+
+    db = data / "dealtrail.duckdb"
+    assert db.is_file(), (logs / "projector.log").read_text()
+    stream = findings_of(db)
+    assert stream, "findings arrived in the projected store"
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        events = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+    lines = sum(1 for line in (data / "events.jsonl").read_bytes().splitlines() if line.strip())
+    assert 0 < events <= lines
+    # the projector's scheduled reports (--report-every shift --reports /data/periods)
+    periods = data / "periods"
+    assert any(periods.glob("*/report.html")), sorted(periods.rglob("*")) if periods.exists() else "no periods"
+    # the workers' Faust data folders lived under the container user's home and are gone
+    assert not any((data / ".local" / "state" / "dealtrail" / "faust").glob("*")), "worker data folders left"

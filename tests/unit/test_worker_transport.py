@@ -1,0 +1,117 @@
+"""Transport metadata against the payload, and the worker's data folder (no broker, no Faust run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from dealtrail.settings import Settings, default_datadir
+from schemas.codec import decode
+from streams.app import STORED, Applied, Stored, faust_settings, private_folder, worker_datadir
+from streams.engine import apply
+from streams.kafka import key_mismatch
+from tests.fuzz.test_hostile_input import CONFIG
+
+
+def _event():  # type: ignore[no-untyped-def]
+    return decode(json.dumps(CONFIG).encode())
+
+
+def test_a_record_keyed_by_its_table_is_no_key_mismatch() -> None:
+    event = _event()
+    assert key_mismatch(event.table_id.encode(), event) is None
+
+
+@pytest.mark.parametrize("key", [b"another-table", b"", None])
+def test_a_record_keyed_otherwise_or_without_a_key_is_a_key_mismatch(key: bytes | None) -> None:
+    event = _event()
+    detail = key_mismatch(key, event)
+    assert detail is not None and event.table_id in detail
+    assert ("no key" in detail) == (key is None)
+
+
+def test_a_stored_offset_is_compared_only_with_offsets_of_its_own_partition() -> None:
+    state, _ = apply(None, _event())
+    at = Applied(partition=2, offset=500, state=state)
+    assert at.holds(2, 500) and at.holds(2, 3)
+    assert not at.holds(2, 501)
+    assert not at.holds(0, 3), "an offset of another partition is not a redelivery"
+    assert not at.same_partition(1)
+
+
+def test_an_entry_without_a_partition_is_taken_to_be_of_the_messages_partition() -> None:
+    state, _ = apply(None, _event())
+    old = Applied(partition=None, offset=10, state=state)
+    assert old.holds(3, 10) and not old.holds(3, 11) and old.same_partition(3)
+
+
+def test_a_changelog_entry_written_before_partitions_were_kept_still_loads() -> None:
+    state, _ = apply(None, _event())
+    new = json.loads(STORED.dump_json(Stored(7, state, (b"f",), (), 3)))
+    assert new["partition"] == 3
+    del new["partition"]  # the JSON an older worker wrote
+    entry = STORED.validate_json(json.dumps(new))
+    assert (entry.offset, entry.partition, entry.findings) == (7, None, (b"f",))
+    assert STORED.validate_python(new).partition is None  # as a changelog recovery puts it back
+
+
+def test_the_data_folder_setting_defaults_under_the_users_state_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", "/srv/state")
+    assert default_datadir() == Path("/srv/state/dealtrail/faust")
+    assert Settings().worker.datadir == Path("/srv/state/dealtrail/faust")
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", "/home/dealer")
+    assert default_datadir() == Path("/home/dealer/.local/state/dealtrail/faust")
+    monkeypatch.setenv("DEALTRAIL_WORKER__DATADIR", "/var/lib/dealtrail/faust")
+    assert Settings().worker.datadir == Path("/var/lib/dealtrail/faust")
+
+
+def test_the_workers_data_folder_is_owner_only_under_umask_000(tmp_path: Path) -> None:
+    home = tmp_path / "state" / "faust"
+    settings = Settings(namespace="nsx", worker={"datadir": home})
+    old = os.umask(0)
+    try:
+        conf = faust_settings(settings)
+    finally:
+        os.umask(old)
+    mine = worker_datadir(settings)
+    assert conf["datadir"] == str(mine) and mine.parent == home
+    assert mine.name == f"{settings.topics.app_id}-{os.getpid()}"
+    for folder in (mine, home, home.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_private_folder_leaves_an_existing_parent_as_it_was(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    made = private_folder(tmp_path / "a" / "b")
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+
+
+def test_the_short_form_given_as_a_keyword_resolves_like_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DEALTRAIL_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.setenv("DEALTRAIL_KAFKA__BOOTSTRAP", "long-form:9092")
+    assert Settings(kafka_bootstrap="broker-x:19192").kafka.bootstrap == "broker-x:19192"
+    assert Settings().kafka.bootstrap == "long-form:9092"
+
+
+def test_the_publish_summary_names_copies_already_published_and_rejected_lines_apart() -> None:
+    from collections import Counter
+
+    from dealtrail.cli import publish_report
+    from streams.publish import PublishSummary
+
+    summary = PublishSummary(sent=3, rejected=Counter({"schema_error": 2, "malformed_json": 1}), copies=5)
+    summary.already_published = 1_200
+    lines = publish_report(summary, "ns.dealing-events.v1", "ns.dead-letter.v1")
+    assert lines == [
+        "published 3 events to ns.dealing-events.v1",
+        "already on the topic, not sent again: 1,205 (5 exact copies of recent events; 1,200 already_published, "
+        "older than their table's last events on the topic, recorded in ns.dead-letter.v1)",
+        "rejected: 3 lines to ns.dead-letter.v1 (malformed_json 1, schema_error 2)",
+    ]
