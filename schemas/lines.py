@@ -60,9 +60,13 @@ class Line(NamedTuple):
 def utf8_prefix(data: bytes, limit: int) -> bytes:
     """The first ``limit`` bytes of ``data``, shortened by up to 3 bytes so that a UTF-8
     character is not cut in two (unchanged if the text is not UTF-8 anyway)."""
-    cut = data[:limit]
     if len(data) <= limit:
-        return cut
+        return data
+    return _whole_characters(data[:limit])
+
+
+def _whole_characters(cut: bytes) -> bytes:
+    """``cut`` (the beginning of a longer text) without a UTF-8 character cut in two at its end."""
     for drop in range(4):
         try:
             (cut[: len(cut) - drop] if drop else cut).decode("utf-8")
@@ -89,6 +93,8 @@ class _Pending:
         if self.digest is not None:
             self.digest.update(piece)
             self.size += len(piece)
+            if len(self.head) < keep:
+                self.head += piece[: keep - len(self.head)]
             return
         self.parts.append(piece)
         self.size += len(piece)
@@ -96,7 +102,7 @@ class _Pending:
             joined = self._joined()
             if len(joined) > max_bytes and self.marked:
                 self.digest = hashlib.sha256(joined)
-                self.head = utf8_prefix(joined, keep)
+                self.head = joined[:keep]
                 self.parts = []
             else:
                 self.parts = [joined]
@@ -114,7 +120,8 @@ class _Pending:
 
     def line(self, number: int) -> Line:
         if self.digest is not None:
-            return Line(number, self.head, self.size, self.read, self.digest.hexdigest())
+            head = _whole_characters(self.head) if self.size > len(self.head) else self.head
+            return Line(number, head, self.size, self.read, self.digest.hexdigest())
         data = self._joined() if self.parts else b""
         return Line(number, data, len(data), self.read)
 

@@ -85,6 +85,12 @@ def test_a_line_over_the_limit_is_streamed_in_bounded_memory_with_its_length_and
     assert got[1] == Line(2, b'{"next":1}', 10, 10)
 
 
+def test_a_too_large_line_keeps_its_first_bytes_even_beyond_the_limit() -> None:
+    data = bytes(range(48, 58)) * 2_000
+    (got,) = read_lines(io.BytesIO(data), 1_000, keep=5_000)
+    assert got.too_large and got.data == data[:5_000] and got.size == len(data)
+
+
 def test_the_kept_beginning_of_a_too_large_line_does_not_cut_a_character_in_two() -> None:
     data = b"x" * 3 + "é".encode() * 10
     (got,) = read_lines(io.BytesIO(data), 4, keep=4)
