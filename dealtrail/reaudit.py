@@ -81,14 +81,21 @@ def _apply_part(
     out_path: str,
     starts: dict[str, str],
     period: tuple[datetime | None, datetime | None],
-) -> tuple[int, list[tuple[str, str]]]:
+    snapshot_every: int | None = None,
+) -> tuple[int, list[tuple[str, str]], list[dict[str, Any]]]:
     """Re-apply one worker's share: the tables' events of ``events_path`` (in table and seq
     order) from the states in ``starts`` (table -> state JSON; a table absent starts at its
     first event); write the findings observed in ``period`` to ``out_path`` (Parquet).
 
     Returns:
-        Events applied and events refused (event ID, reason).
+        Events applied, events refused (event ID, reason), and the snapshots of this engine
+        taken on the way (every ``snapshot_every`` events of a table, see
+        :class:`dealtrail.audit.Snapshots`).
     """
+    from dealtrail.audit import Snapshots
+
+    snaps = Snapshots(snapshot_every) if snapshot_every else None
+    taken: list[dict[str, Any]] = []
     lo, hi = period
     states: dict[str, TableState | None] = {}
     rows: list[dict[str, Any]] = []
@@ -103,13 +110,16 @@ def _apply_part(
                 if table_id not in states:
                     start = starts.get(table_id)
                     states[table_id] = load_state(start) if start is not None else None
+                before = states[table_id]
                 try:
                     event = decode(payload)
-                    state, found = apply(states[table_id], event)
+                    state, found = apply(before, event)
                 except (DecodeError, EventRejected) as exc:
                     rejected.append((_event_id(payload), f"{exc.reason}: {exc.detail}"))
                     continue
                 states[table_id] = state
+                if snaps is not None:
+                    snaps.seen(event, before, state, found)
                 applied += 1
                 for f in found:
                     if (lo is None or f.observed_at >= lo) and (hi is None or f.observed_at < hi):
@@ -117,9 +127,11 @@ def _apply_part(
             if rows:
                 writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
                 rows = []
+            if snaps is not None:
+                taken.extend(snaps.take())
     finally:
         writer.close()
-    return applied, rejected
+    return applied, rejected, taken
 
 
 def _event_id(payload: str) -> str:
@@ -148,6 +160,7 @@ def reaudit(
     start: datetime | None = None,
     end: datetime | None = None,
     workers: int | None = None,
+    snapshot_every: int | None = None,
 ) -> ReauditResult:
     """Write a new generation of findings: the stored events re-applied with the engine in force.
 
@@ -159,6 +172,8 @@ def reaudit(
             engine before the period.
         end: ... and before this instant only; events are applied up to the last one before it.
         workers: processes applying events; None: one per core.
+        snapshot_every: keep snapshots of this engine every this many events of a table (so
+            that replays under the new rules start near their window); None keeps none.
 
     Returns:
         The :class:`ReauditResult`, with the per-rule diff against the previous generation.
@@ -227,14 +242,24 @@ def reaudit(
             con.unregister("span_batch")
             jobs.append((str(path), str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
         if len(jobs) == 1:
-            results = [_apply_part(*jobs[0], (start, end))]
+            results = [_apply_part(*jobs[0], (start, end), snapshot_every)]
         else:
             with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) as pool:
-                results = list(pool.map(_apply_part, *zip(*jobs, strict=True), [(start, end)] * len(jobs)))
-        events = sum(n for n, _ in results)
-        rejected = [r for _, rs in results for r in rs]
+                results = list(
+                    pool.map(
+                        _apply_part,
+                        *zip(*jobs, strict=True),
+                        [(start, end)] * len(jobs),
+                        [snapshot_every] * len(jobs),
+                    )
+                )
+        events = sum(r[0] for r in results)
+        rejected = [x for r in results for x in r[1]]
         found = [job[1] for job in jobs]
         _write_generation(store, generation, previous, [t for t, _ in counts], table, start, end, found, events)
+        snapshots = [x for r in results for x in r[2]]
+        if snapshots:  # an optimisation beside the generation: kept in a transaction of its own
+            store.write_batch((), snapshots=snapshots)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     store.generation = generation

@@ -186,3 +186,35 @@ def test_a_store_from_before_generations_gets_generation_1(tmp_path: Path) -> No
         assert store.generation == 1
         assert store.con.execute("SELECT generation FROM findings").fetchall() == [(1,)]
         assert store.con.execute("SELECT finding_id FROM dim_findings").fetchall() == [("f1",)]
+
+
+def test_reaudit_keeps_snapshots_of_its_engine_for_the_replays_after_it(db: Path) -> None:
+    from dealtrail.replay import Window, replay, snapshot_start, stored_events, stored_findings
+
+    con = duckdb.connect(str(db))
+    con.execute("DELETE FROM table_snapshots")  # as after a rule change: none of this engine
+    con.close()
+    with Store(db) as store:
+        reaudit(store, workers=2, snapshot_every=200)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        table, round_id = con.execute(
+            "SELECT table_id, round_id FROM rounds ORDER BY completed_at DESC LIMIT 1"
+        ).fetchone()  # type: ignore[misc]
+        assert con.execute("SELECT count(*) FROM table_snapshots").fetchone()[0] > 3  # type: ignore[index]
+        start = snapshot_start(con, table, Window(round_id=round_id))
+        assert start.state is not None and not start.skipped
+        window = Window(round_id=round_id)
+        quick = replay(
+            table,
+            stored_events(con, table, start.last_seq),
+            stored_findings(con, table, start.last_seq),
+            window,
+            start=start,
+        )
+        whole = replay(table, stored_events(con, table), stored_findings(con, table), window)
+    finally:
+        con.close()
+    assert quick.matches and whole.matches
+    assert [s.state for s in quick.steps] == [s.state for s in whole.steps]
+    assert quick.events_total < whole.events_total
