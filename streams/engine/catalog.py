@@ -534,10 +534,6 @@ RULES: tuple[Rule, ...] = (
 RULES_BY_ID: dict[str, Rule] = {r.rule_id: r for r in RULES}
 """Rule ID -> :class:`Rule`."""
 
-RULEBOOK_REVISION = 1
-"""The rulebook revision the rules implement (``../shared/rulebook.md``; section 10 is revision 2)."""
-
-
 def _package_version() -> str:
     try:
         return version("dealtrail")
