@@ -7,6 +7,7 @@ so a re-run writes the same files.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
