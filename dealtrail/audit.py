@@ -480,7 +480,18 @@ def _worker(
                 continue
 
     try:
-        scan(Path(path), shard, shards, Path(stage_dir), batch_lines, send, chain, resume, max_record_bytes, snapshot_every)
+        scan(
+            Path(path),
+            shard,
+            shards,
+            Path(stage_dir),
+            batch_lines,
+            send,
+            chain,
+            resume,
+            max_record_bytes,
+            snapshot_every,
+        )
     except NotEventsError as exc:
         send(("refused", shard, str(exc)))
     except BaseException:
@@ -623,7 +634,18 @@ def _parallel(
     procs = [
         ctx.Process(
             target=_worker,
-            args=(str(path), k, shards, str(stage_dir), batch_lines, chain, queue, replies[k], max_record_bytes, snapshot_every),
+            args=(
+                str(path),
+                k,
+                shards,
+                str(stage_dir),
+                batch_lines,
+                chain,
+                queue,
+                replies[k],
+                max_record_bytes,
+                snapshot_every,
+            ),
             daemon=True,
         )
         for k in range(shards)

@@ -18,8 +18,8 @@ from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
     from dealtrail.verify import ChainReport
-    from streams.publish import PublishSummary
     from projections.reviews import ReviewDue
+    from streams.publish import PublishSummary
 
 app = typer.Typer(
     name="dealtrail",

@@ -23,8 +23,8 @@ import jinja2
 import pyarrow as pa
 
 from projections import reviews
-from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.generations import generation_diff, generation_info
+from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.store import connect_read_only
 from projections.timefmt import iso_utc, show, zone_name
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
