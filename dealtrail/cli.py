@@ -438,7 +438,11 @@ def demo(
     with store, _owner_only(rejected) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)
         summary = audit_file(
-            events, store, dl, progress=lambda k: progress.advance(task, k), max_record_bytes=settings.max_record_bytes,
+            events,
+            store,
+            dl,
+            progress=lambda k: progress.advance(task, k),
+            max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
         )
         statuses = latest_statuses(store)

@@ -534,6 +534,7 @@ RULES: tuple[Rule, ...] = (
 RULES_BY_ID: dict[str, Rule] = {r.rule_id: r for r in RULES}
 """Rule ID -> :class:`Rule`."""
 
+
 def _package_version() -> str:
     try:
         return version("dealtrail")
