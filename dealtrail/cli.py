@@ -1044,15 +1044,73 @@ def serve(
     )
     scheme = "https" if certfile else "http"
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
+    console_app = create_app(store, config)
+    _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
     with store:
         uvicorn.run(
-            create_app(store, config),
+            console_app,
             host=host,
             port=port,
             log_level="warning",
             ssl_certfile=str(certfile) if certfile else None,
             ssl_keyfile=str(keyfile) if keyfile else None,
         )
+
+
+def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> None:
+    """Send notifications from a background thread of the console's process, if rules are set."""
+    import threading
+    import time
+    from datetime import UTC
+
+    from dealtrail.notify import Notifier, NotifyRule, SmtpConfig
+
+    n = settings.notify
+    if not n.rules:
+        return
+    smtp = (
+        SmtpConfig(
+            n.smtp_host,
+            n.smtp_port,
+            n.smtp_sender,
+            n.smtp_starttls,
+            n.smtp_username,
+            n.smtp_password.get_secret_value() if n.smtp_password else None,
+        )
+        if n.smtp_host
+        else None
+    )
+    rules = [
+        NotifyRule(
+            frozenset(r.severities),
+            frozenset(r.rules),
+            frozenset(r.games),
+            frozenset(r.tables),
+            r.webhook,
+            tuple(r.emails),
+        )
+        for r in n.rules
+    ]
+    notifier = Notifier(
+        store.con,  # type: ignore[attr-defined]
+        rules,
+        smtp,
+        n.console_url,
+        lock,  # type: ignore[arg-type]
+        lambda: datetime.now(UTC),
+        n.max_attempts,
+        n.backoff_seconds,
+    )
+
+    def loop() -> None:
+        while True:
+            try:
+                notifier.run_once()
+            except Exception as exc:  # one line, and go on: a delivery is retried, never dropped
+                err.print(f"notifications: {type(exc).__name__}: {exc}")
+            time.sleep(every)
+
+    threading.Thread(target=loop, name="dealtrail-notify", daemon=True).start()
 
 
 users_app = typer.Typer(help="Console users and API tokens (stored hashed in the store).", no_args_is_help=True)

@@ -122,6 +122,56 @@ class ConsoleSettings(BaseModel):
     poll_seconds: float = Field(default=2.0, ge=0.2, le=600)
 
 
+class NotifyRuleSettings(BaseModel):
+    """One notification rule: which findings (empty list: any) go to which webhook and addresses.
+
+    Attributes:
+        severities: voiding / integrity / procedural.
+        rules: rule IDs.
+        games: TCP / C691 / PGP.
+        tables: table IDs.
+        webhook: URL that receives a JSON POST with a Slack-compatible ``text``.
+        emails: addresses that receive an email (needs ``smtp_host``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    severities: list[str] = []
+    rules: list[str] = []
+    games: list[str] = []
+    tables: list[str] = []
+    webhook: str | None = None
+    emails: list[str] = []
+
+
+class NotifySettings(BaseModel):
+    """Notifications sent by the console's process (``dealtrail serve``).
+
+    Attributes:
+        rules: the rules, as JSON in ``DEALTRAIL_NOTIFY__RULES`` (none: nothing is sent).
+        smtp_host / smtp_port: the mail server.
+        smtp_starttls: upgrade to TLS with STARTTLS before sending.
+        smtp_username / smtp_password: login (the password is never printed).
+        smtp_sender: the From address.
+        max_attempts: attempts per delivery before it is given up and shown (attempts).
+        backoff_seconds: wait after the first failed attempt, doubled after each (seconds).
+        console_url: the console's public address, for links in messages.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rules: list[NotifyRuleSettings] = []
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_starttls: bool = True
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_sender: str = "dealtrail@localhost"
+    max_attempts: int = Field(default=5, ge=1, le=100)
+    backoff_seconds: float = Field(default=30, gt=0, le=86_400)
+    console_url: str | None = None
+
+
 class Settings(BaseSettings):
     """All dealtrail settings.
 
@@ -138,6 +188,7 @@ class Settings(BaseSettings):
         worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
         review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
+        notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -169,6 +220,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     review: ReviewSettings = ReviewSettings()
     console: ConsoleSettings = ConsoleSettings()
+    notify: NotifySettings = NotifySettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

@@ -284,6 +284,7 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
     app.state.config = config
     env = _env()
     write_lock = threading.Lock()
+    app.state.write_lock = write_lock
     store.con.execute("SET GLOBAL TimeZone = 'UTC'").fetchall()
     app.add_middleware(
         SessionMiddleware,
@@ -387,7 +388,14 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def floor(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
         rows = floor_rows(con)
-        return render(request, "floor.html.j2", user, tables=rows, poll_ms=int(config.poll_seconds * 1000))
+        return render(
+            request,
+            "floor.html.j2",
+            user,
+            tables=rows,
+            poll_ms=int(config.poll_seconds * 1000),
+            undelivered=_undelivered(con),
+        )
 
     @app.get("/floor/tables", include_in_schema=False)
     def floor_fragment(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
@@ -801,6 +809,14 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
         return {"tables": reviews.review_rows_json(floor_rows(con))}
 
     return app
+
+
+def _undelivered(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Notifications still failing or given up (none when notifications never ran on this store)."""
+    from dealtrail.notify import failures
+
+    views = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'dim_notifications'").fetchall()
+    return failures(con) if views and views[0][0] else []
 
 
 def _sql(name: str) -> str:

@@ -1,0 +1,241 @@
+"""Notifications against a local HTTP receiver and a local SMTP server (aiosmtpd), both started
+by the test on loopback ports: delivered once per finding and target, retried with backoff,
+given up and recorded after the last attempt, and the backlog of a store is not sent."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dealtrail.notify import Notifier, NotifyRule, SmtpConfig, failures
+from projections.store import Store
+from schemas.findings import Finding, finding_id_for
+
+
+class Receiver:
+    """A webhook receiver: records each JSON body; answers ``status`` (settable)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.status = 200
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                n = int(self.headers["Content-Length"])
+                outer.bodies.append(json.loads(self.rfile.read(n)))
+                self.send_response(outer.status)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture()
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture()
+def smtp() -> Iterator[tuple[SmtpConfig, list[Any]]]:
+    from aiosmtpd.controller import Controller
+
+    got: list[Any] = []
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            got.append(envelope)
+            return "250 OK"
+
+    with socket.socket() as probe:  # aiosmtpd's start() connects to its own port: it needs a real one
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    yield SmtpConfig("127.0.0.1", port, "dealtrail@casino.test", timeout=5), got
+    controller.stop()
+
+
+@pytest.fixture()
+def store(audited_shift: Path, tmp_path: Path) -> Iterator[Store]:
+    db = tmp_path / "n.duckdb"
+    shutil.copy(audited_shift, db)
+    s = Store(db)
+    yield s
+    s.close()
+
+
+def new_finding(store: Store, severity: str, n: int) -> Finding:
+    cur = store.con.execute("SELECT * FROM dim_findings WHERE severity = ? LIMIT 1", [severity])
+    cols = [d[0] for d in cur.description]
+    base = dict(zip(cols, cur.fetchall()[0], strict=True))
+    evidence = (f"NOTIFY-TEST-{n}",)
+    f = Finding.model_validate(
+        {
+            **{k: base[k] for k in ("rule_id", "citation", "game", "severity", "table_id", "round_id", "message")},
+            "finding_id": finding_id_for(base["rule_id"], evidence),
+            "evidence_event_ids": evidence,
+            "trigger_event_id": evidence[0],
+            "observed_at": base["observed_at"],
+        }
+    )
+    store.write_batch([], findings=[f])
+    return f
+
+
+def test_a_new_finding_reaches_the_webhook_and_the_mailbox_once(
+    store: Store, receiver: Receiver, smtp: tuple[SmtpConfig, list[Any]]
+) -> None:
+    config, mails = smtp
+    rules = [
+        NotifyRule(severities=frozenset({"integrity"}), webhook=receiver.url, emails=("shift-manager@casino.test",))
+    ]
+    clock = Clock()
+    n = Notifier(store.con, rules, config, "http://console.test", threading.Lock(), clock, max_attempts=3, backoff=60)
+    assert n.run_once() == 0 and receiver.bodies == [] and mails == []  # the backlog is not sent
+    f = new_finding(store, "integrity", 1)
+    new_finding(store, "procedural", 2)  # matches no rule
+    assert n.run_once() == 2
+    assert len(receiver.bodies) == 1 and receiver.bodies[0]["finding"]["finding_id"] == f.finding_id
+    assert (
+        f.table_id in receiver.bodies[0]["text"]
+        and f"http://console.test/findings/{f.finding_id}" in receiver.bodies[0]["text"]
+    )
+    assert len(mails) == 1 and mails[0].rcpt_tos == ["shift-manager@casino.test"]
+    assert f.message in mails[0].content.decode()
+    clock.now += timedelta(hours=1)
+    assert n.run_once() == 0 and len(receiver.bodies) == 1 and len(mails) == 1  # de-duplicated by finding ID
+
+
+def test_a_failing_webhook_is_retried_with_backoff_then_given_up_and_recorded(store: Store, receiver: Receiver) -> None:
+    receiver.status = 500
+    clock = Clock()
+    n = Notifier(
+        store.con, [NotifyRule(webhook=receiver.url)], None, None, threading.Lock(), clock, max_attempts=3, backoff=60
+    )
+    f = new_finding(store, "voiding", 3)
+    n.run_once()
+    assert len(receiver.bodies) == 1
+    clock.now += timedelta(seconds=30)
+    n.run_once()
+    assert len(receiver.bodies) == 1  # still backing off (60 s)
+    clock.now += timedelta(seconds=31)
+    n.run_once()
+    assert len(receiver.bodies) == 2
+    clock.now += timedelta(seconds=119)
+    n.run_once()
+    assert len(receiver.bodies) == 2  # the wait doubled to 120 s
+    clock.now += timedelta(seconds=2)
+    n.run_once()
+    assert len(receiver.bodies) == 3
+    clock.now += timedelta(days=1)
+    n.run_once()
+    assert len(receiver.bodies) == 3  # given up after 3 attempts
+    shown = failures(store.con)
+    assert [(x["finding_id"], x["outcome"], x["attempt"], x["error"]) for x in shown] == [
+        (f.finding_id, "gave_up", 3, "HTTP 500")
+    ]
+
+
+def test_a_webhook_that_recovers_is_delivered_on_retry(store: Store, receiver: Receiver) -> None:
+    receiver.status = 503
+    clock = Clock()
+    n = Notifier(
+        store.con, [NotifyRule(webhook=receiver.url)], None, None, threading.Lock(), clock, max_attempts=5, backoff=10
+    )
+    new_finding(store, "voiding", 4)
+    assert n.run_once() == 0
+    receiver.status = 204
+    clock.now += timedelta(seconds=11)
+    assert n.run_once() == 1
+    assert failures(store.con) == []
+
+
+def test_email_without_a_reachable_server_or_starttls_is_recorded_as_failed(
+    store: Store, smtp: tuple[SmtpConfig, list[Any]]
+) -> None:
+    config, mails = smtp
+    clock = Clock()
+    tls = SmtpConfig(config.host, config.port, config.sender, starttls=True, password="s3cret", username="u", timeout=5)
+    n = Notifier(
+        store.con,
+        [NotifyRule(emails=("a@casino.test",))],
+        tls,
+        None,
+        threading.Lock(),
+        clock,
+        max_attempts=2,
+        backoff=1,
+    )
+    new_finding(store, "integrity", 5)
+    assert n.run_once() == 0 and mails == []
+    (row,) = failures(store.con)
+    assert row["outcome"] == "failed" and "STARTTLS" in row["error"].upper() and "s3cret" not in row["error"]
+
+
+def test_undelivered_notifications_are_shown_on_the_floor(store: Store, receiver: Receiver) -> None:
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from dealtrail.console import auth
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.reviews import ReviewDue
+
+    receiver.status = 500
+    clock = Clock()
+    n = Notifier(
+        store.con, [NotifyRule(webhook=receiver.url)], None, None, threading.Lock(), clock, max_attempts=1, backoff=1
+    )
+    new_finding(store, "voiding", 6)
+    n.run_once()
+    auth.add_user(store.con, "vic", "viewer", "vic-viewer-pass", clock())
+    client = TestClient(create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "n" * 48, clock=clock)))
+    page = client.get("/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert csrf
+    client.post("/login", data={"username": "vic", "password": "vic-viewer-pass", "csrf": csrf.group(1)})
+    floor = client.get("/").text
+    assert "1 notification not delivered" in floor and "given up" in floor and "HTTP 500" in floor
+
+
+def test_notification_rules_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dealtrail.settings import Settings
+
+    monkeypatch.setenv(
+        "DEALTRAIL_NOTIFY__RULES",
+        '[{"severities": ["voiding"], "webhook": "http://127.0.0.1:9/hook"},'
+        ' {"tables": ["TCP-01"], "emails": ["a@b.test"]}]',
+    )
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__SMTP_PASSWORD", "s3cret")
+    s = Settings()
+    assert [r.webhook for r in s.notify.rules] == ["http://127.0.0.1:9/hook", None]
+    assert s.notify.rules[1].emails == ["a@b.test"] and "s3cret" not in repr(s)
