@@ -310,7 +310,9 @@ def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]
     from streams.kafka import client_config, key_mismatch, partition_for, read_range
 
     topic = settings.topics.events.name
-    consumer = KafkaConsumer(**client_config(settings.kafka, "dealtrail-replay"), enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        **client_config(settings.kafka, "dealtrail-replay", one_shot=True), enable_auto_commit=False
+    )
     try:
         parts = consumer.partitions_for_topic(topic)
     finally:
@@ -318,7 +320,7 @@ def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]
     if not parts:
         raise ReplayError(f"no topic {topic} at {settings.kafka.bootstrap}")
     key = table_id.encode()
-    for r in read_range(settings.kafka, topic, partition_for(key, len(parts)), 0, None, {key}):
+    for r in read_range(settings.kafka, topic, partition_for(key, len(parts)), 0, None, {key}, one_shot=True):
         if not r.value:
             continue
         try:

@@ -33,9 +33,11 @@ class KafkaSettings(BaseModel):
         sasl_mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with SASL_*).
         sasl_username / sasl_password: SASL credentials (the password is never printed).
         ssl_cafile / ssl_certfile / ssl_keyfile: PEM files for SSL.
-        connect_timeout: how long a client waits for its first connection to the cluster
-            (seconds, default 5; kafka-python's ``bootstrap_timeout_ms``): a command given an
-            address where no broker answers stops with one error line after this long.
+        connect_timeout: how long ``project`` and ``replay``/``verify --source kafka`` wait for
+            a first connection to the cluster (seconds, default 5; kafka-python's
+            ``bootstrap_timeout_ms``): given an address where no broker answers, they stop with
+            one error line after this long. The publisher, the workers and ``topics create``
+            keep kafka-python's 30 s, so that they ride out a broker restart.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -104,7 +104,7 @@ def project(
     names = [topics.events.name, topics.findings.name, topics.rounds.name, topics.dead_letter.name]
     group = topics.projector_group
     consumer = KafkaConsumer(
-        **client_config(settings.kafka, "dealtrail-projector"),
+        **client_config(settings.kafka, "dealtrail-projector", one_shot=True),
         group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

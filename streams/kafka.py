@@ -19,14 +19,24 @@ if TYPE_CHECKING:
     from schemas.events import DealingEvent
 
 
-def client_config(kafka: KafkaSettings, client_id: str) -> dict[str, Any]:
-    """Keyword arguments for kafka-python's clients (``KafkaProducer``, ``KafkaConsumer``, admin)."""
+def client_config(kafka: KafkaSettings, client_id: str, one_shot: bool = False) -> dict[str, Any]:
+    """Keyword arguments for kafka-python's clients (``KafkaProducer``, ``KafkaConsumer``, admin).
+
+    Args:
+        kafka: cluster settings.
+        client_id: the client's name in the broker's logs.
+        one_shot: a client of a command a user waits on (``project``, ``replay``/``verify
+            --source kafka``): it gives up after ``kafka.connect_timeout`` seconds when no broker
+            answers. Other clients (publisher, worker re-reads, admin) keep kafka-python's 30 s,
+            so that they ride out a broker restart.
+    """
     cfg: dict[str, Any] = {
         "bootstrap_servers": kafka.bootstrap.split(","),
         "client_id": client_id,
         "security_protocol": kafka.security_protocol,
-        "bootstrap_timeout_ms": int(kafka.connect_timeout * 1000),
     }
+    if one_shot:
+        cfg["bootstrap_timeout_ms"] = int(kafka.connect_timeout * 1000)
     if kafka.security_protocol.startswith("SASL"):
         cfg["sasl_mechanism"] = kafka.sasl_mechanism or "PLAIN"
         cfg["sasl_plain_username"] = kafka.sasl_username
@@ -150,6 +160,7 @@ def read_range(
     start: int,
     stop: int | None,
     keys: Collection[bytes] | None,
+    one_shot: bool = False,
 ) -> list[Any]:
     """The records of one partition with offsets in ``[start, stop)`` and one of the given keys.
 
@@ -165,6 +176,8 @@ def read_range(
             retained record reads from that record).
         stop: offset to stop at (exclusive); None reads to the partition's current end.
         keys: only records with one of these keys are returned; None returns every record.
+        one_shot: give up after ``kafka.connect_timeout`` when no broker answers (see
+            :func:`client_config`).
 
     Returns:
         kafka-python ``ConsumerRecord`` objects in offset order.
@@ -179,7 +192,7 @@ def read_range(
 
     tp = TopicPartition(topic, partition)
     found: list[Any] = []
-    consumer = KafkaConsumer(**client_config(kafka, "dealtrail-reread"), enable_auto_commit=False)
+    consumer = KafkaConsumer(**client_config(kafka, "dealtrail-reread", one_shot), enable_auto_commit=False)
     try:
         consumer.assign([tp])
         if stop is None:

@@ -115,3 +115,12 @@ def test_the_publish_summary_names_copies_already_published_and_rejected_lines_a
         "older than their table's last events on the topic, recorded in ns.dead-letter.v1)",
         "rejected: 3 lines to ns.dead-letter.v1 (malformed_json 1, schema_error 2)",
     ]
+
+
+def test_only_one_shot_clients_give_up_after_the_connect_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams.kafka import client_config
+
+    monkeypatch.setenv("DEALTRAIL_KAFKA__CONNECT_TIMEOUT", "2.5")
+    kafka = Settings().kafka
+    assert client_config(kafka, "project", one_shot=True)["bootstrap_timeout_ms"] == 2500
+    assert "bootstrap_timeout_ms" not in client_config(kafka, "publisher")  # rides out a broker restart
