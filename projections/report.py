@@ -177,6 +177,21 @@ def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _with_rulebook_revisions(con: duckdb.DuckDBPyConnection, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Finding rows with the ``rulebook_revision`` each was judged under (1 in a store written
+    before the column existed, which a read-only connection cannot add)."""
+    has_column = con.execute(
+        "SELECT count(*) FROM information_schema.columns"
+        " WHERE table_name = 'findings' AND column_name = 'rulebook_revision'"
+    ).fetchall()
+    revision: dict[str, int] = {}
+    if has_column[0][0]:
+        # dim_findings: the generation being reported (a finding keeps its revision across its revisions)
+        rows = con.execute("SELECT finding_id, rulebook_revision FROM dim_findings").fetchall()
+        revision = {str(fid): int(rev) for fid, rev in rows}
+    return [{**f, "rulebook_revision": revision.get(f["finding_id"], 1)} for f in findings]
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return iso_utc(value)
@@ -323,7 +338,7 @@ def write_report(
         con.execute(f"SET VARIABLE dealtrail_generation = {int(info.generation)}")
         make_private_dirs(out_dir)
         table = query(con, "rpt_findings", start, end)
-        findings = table.to_pylist()
+        findings = _with_rulebook_revisions(con, table.to_pylist())
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
         figures = build_summary(con, findings, start, end, review_due)

@@ -3,8 +3,7 @@
 SELECT finding_id, rule_id, citation, game, severity, provisional, table_id, round_id,
        current_status AS status, message, required_remedy, evidence_event_ids,
        observed_at AS detected_at, current_remedy_event_ids AS remedy_event_ids,
-       current_remedy_delay_seconds AS remedy_delay_seconds, current_late AS remedied_late,
-       rulebook_revision
+       current_remedy_delay_seconds AS remedy_delay_seconds, current_late AS remedied_late
 FROM fct_detections
 WHERE observed_at >= $start AND observed_at < $end
   AND ($table_id IS NULL OR table_id = $table_id)
