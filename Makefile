@@ -30,7 +30,7 @@ schemas: $(STAMP)
 	$(BIN)/dealtrail export-schemas --out schemas/json
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_audit.py
+	$(BIN)/python bench/bench_audit.py $(BENCH_ARGS)
 
 bench-stream: $(STAMP)
 	$(BIN)/python bench/bench_stream.py

@@ -245,14 +245,14 @@ def snapshot_start(
 def _snapshot_problem(
     con: duckdb.DuckDBPyConnection, table_id: str, seq: int, event_id: str, chain_hash: str | None, through: int
 ) -> str | None:
-    row = con.execute(
-        """SELECT count(*) FILTER (WHERE seq = $seq AND event_id = $id
-                                   AND ($hash IS NULL OR payload->>'hash' = $hash)),
-                  count(*)
-           FROM events WHERE table_id = $t AND seq <= $seq""",
+    # two queries: the count reads two narrow columns, and only the last event's payload is parsed
+    total_row = con.execute("SELECT count(*) FROM events WHERE table_id = ? AND seq <= ?", [table_id, seq]).fetchall()
+    total = int(total_row[0][0]) if total_row else 0
+    found = con.execute(
+        """SELECT count(*) FROM events WHERE table_id = $t AND seq = $seq AND event_id = $id
+           AND ($hash IS NULL OR payload->>'hash' = $hash)""",
         {"seq": seq, "id": event_id, "hash": chain_hash, "t": table_id},
-    ).fetchall()
-    found, total = (int(row[0][0]), int(row[0][1])) if row else (0, 0)
+    ).fetchall()[0][0]
     if not found:
         return "the stored trail has no such last event"
     if total != through:
