@@ -178,7 +178,10 @@ def test_a_store_from_before_generations_gets_generation_1(tmp_path: Path) -> No
     old = schema[: schema.index("CREATE TABLE IF NOT EXISTS table_snapshots")]
     con.execute(old)
     con.execute(
-        """INSERT INTO findings VALUES ('f1', 0, 'DT-sequence-gap', 'c', 'TCP', 'integrity', false, 'TCP-01',
+        """INSERT INTO findings (finding_id, revision, rule_id, citation, game, severity, provisional, table_id,
+           round_id, status, message, required_remedy, evidence_event_ids, trigger_event_id, observed_at,
+           remedy_event_ids, remedy_delay_seconds, late)
+           VALUES ('f1', 0, 'DT-sequence-gap', 'c', 'TCP', 'integrity', false, 'TCP-01',
            NULL, 'open', 'm', NULL, ['e1'], 'e1', '2026-11-27 18:00:00+00', [], NULL, false)"""
     )
     con.close()
