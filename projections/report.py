@@ -32,6 +32,11 @@ from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 SEVERITIES = ("voiding", "integrity", "procedural")
+SEVERITY_MEANING = {
+    "voiding": "the rules void the round or its wagers (a remedy is required)",
+    "integrity": "the deck, a device or the trail itself cannot be trusted as dealt",
+    "procedural": "a dealing procedure was not followed; the round stands",
+}
 
 
 @dataclass(frozen=True)
@@ -196,8 +201,14 @@ def build_summary(
 ) -> dict[str, Any]:
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
 
-    Keys: ``period``, ``rounds`` (total, voided, by game, by table), ``findings`` (total, by
-    severity, status, game, rule, table), ``dealers`` (rounds and findings per dealer),
+    Keys: ``period`` (``start`` and ``end`` as asked, None when unbounded; ``first_event`` and
+    ``last_event``: the first and last dealing event in it), ``rounds`` (total, voided, by game,
+    by table), ``findings`` (total, by severity, status, game, rule, table; ``by_status.open``
+    counts every open finding, split into ``open_remedy_owed``, a remedy owed and the next round
+    not started yet, and ``open_no_remedy``, no remedy prescribed and left for review, plus the
+    open DT-remedy-overdue records; ``remedy_overdue_records`` counts those records, each the
+    consequence of a finding counted ``overdue``, not another incident), ``dealers`` (rounds and
+    findings per dealer),
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
@@ -221,9 +232,23 @@ def build_summary(
         r["reason"]: {"in_period": r["in_period"], "undated": r["undated"]}
         for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
     }
+    span = query(con, "rpt_span", start, end).to_pylist()[0]
+    # a DT-remedy-overdue is the consequence of its cause's overdue remedy, not a remedy owed itself
+    consequences = [f for f in findings if f["rule_id"] == "DT-remedy-overdue"]
+    open_owed = sum(
+        1 for f in findings if f["status"] == "open" and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
+    )
+    open_none = sum(1 for f in findings if f["status"] == "open" and not f["required_remedy"])
     figures: dict[str, Any] = _jsonable(
         {
-            "period": {"start": start, "end": end, "events": events, "no_events": events == 0},
+            "period": {
+                "start": start,
+                "end": end,
+                "first_event": span["first_event"],
+                "last_event": span["last_event"],
+                "events": events,
+                "no_events": events == 0,
+            },
             "rounds": {
                 "total": sum(r["rounds"] for r in rounds),
                 "voided": sum(r["voided_rounds"] for r in rounds),
@@ -234,6 +259,9 @@ def build_summary(
                 "total": agg["total"],
                 "by_severity": {s: agg["by_severity"][s] for s in SEVERITIES},
                 "by_status": dict(sorted(agg["by_status"].items())),
+                "open_remedy_owed": open_owed,
+                "open_no_remedy": open_none,
+                "remedy_overdue_records": len(consequences),
                 "by_game": agg["by_game"],
                 "by_rule": {r["rule_id"]: r["total"] for r in agg["rules"]},
                 "by_table": {t["table_id"]: t["total"] for t in agg["by_table"]},
@@ -284,6 +312,8 @@ def write_report(
     tz: tzinfo = UTC,
     generation: int | None = None,
     review_due: reviews.ReviewDue | None = None,
+    property_name: str | None = None,
+    generated_at: datetime | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -303,6 +333,11 @@ def write_report(
         generation: the generation of findings to report (None: the latest); the page also
             shows, per rule, what it changed against the generation before.
         review_due: review due times per severity (from the settings); None: lateness not judged.
+        property_name: the casino property shown in the header (the resolved
+            ``DEALTRAIL_PROPERTY``); None: none shown.
+        generated_at: when the report was generated, shown in the header in UTC (timezone-aware;
+            the CLI passes the current time, the schedule its period's end so that a re-run
+            writes the same bytes); None: not shown.
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -350,8 +385,12 @@ def write_report(
         .get_template("report.html.j2")
         .render(
             title=title,
-            period_start=show(start, tz) if start else "the beginning of the trail",
-            period_end=show(end, tz) if end else "the end of the trail",
+            period_start=show(start, tz) if start else None,
+            period_end=show(end, tz) if end else None,
+            first_event=figures["period"]["first_event"],
+            last_event=figures["period"]["last_event"],
+            property_name=property_name,
+            generated_at=show(generated_at, UTC) if generated_at else None,
             zone=zone_name(tz),
             summary=summarise(findings),
             figures=figures,
@@ -362,6 +401,7 @@ def write_report(
             chart_svg=_chart_svg(findings, tz),
             rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
             severities=SEVERITIES,
+            severity_meaning=SEVERITY_MEANING,
             rulebook_revision=RULEBOOK_REVISION,
             generation=info,
             generation_diff=diff,
