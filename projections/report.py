@@ -207,8 +207,9 @@ def build_summary(
     counts every open finding, split into ``open_remedy_owed``, a remedy owed and the next round
     not started yet, and ``open_no_remedy``, no remedy prescribed and left for review, plus the
     open DT-remedy-overdue records; ``remedy_overdue_records`` counts those records, each the
-    consequence of a finding counted ``overdue``, not another incident), ``dealers`` (rounds and
-    findings per dealer),
+    consequence of a finding counted ``overdue``, not another incident; ``per_1000_rounds``:
+    findings per 1,000 rounds dealt by game and by table, None without a round), ``dealers``
+    (rounds and findings per dealer, with ``per_1000_rounds``),
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
@@ -233,6 +234,11 @@ def build_summary(
         for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
     }
     span = query(con, "rpt_span", start, end).to_pylist()[0]
+    dealers = query(con, "rpt_by_dealer", start, end).to_pylist()
+    for d in dealers:
+        d["per_1000_rounds"] = per_1000(d["findings"], d["rounds"])
+    by_table_rounds = {r["table_id"]: r["rounds"] for r in rounds}
+    game_findings = {g: sum(c.values()) for g, c in agg["by_game"].items()}
     # a DT-remedy-overdue is the consequence of its cause's overdue remedy, not a remedy owed itself
     consequences = [f for f in findings if f["rule_id"] == "DT-remedy-overdue"]
     open_owed = sum(
@@ -265,8 +271,15 @@ def build_summary(
                 "by_game": agg["by_game"],
                 "by_rule": {r["rule_id"]: r["total"] for r in agg["rules"]},
                 "by_table": {t["table_id"]: t["total"] for t in agg["by_table"]},
+                "per_1000_rounds": {
+                    "by_game": {g: per_1000(game_findings.get(g, 0), n) for g, n in sorted(by_game.items())},
+                    "by_table": {
+                        t: per_1000(sum(c["total"] for c in agg["by_table"] if c["table_id"] == t), n)
+                        for t, n in sorted(by_table_rounds.items())
+                    },
+                },
             },
-            "dealers": query(con, "rpt_by_dealer", start, end).to_pylist(),
+            "dealers": dealers,
             "stub_compliance": query(con, "rpt_stub_compliance", start, end).to_pylist(),
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
@@ -275,6 +288,11 @@ def build_summary(
         }
     )
     return figures
+
+
+def per_1000(findings: int, rounds: int) -> float | None:
+    """Findings per 1,000 rounds dealt, to one decimal (None when no round was dealt)."""
+    return round(findings * 1000 / rounds, 1) if rounds else None
 
 
 def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datetime:

@@ -94,3 +94,20 @@ def test_report_defines_every_status_and_its_open_counts_agree_with_the_remedies
     assert f["open_remedy_owed"] == summary["remedies"]["open"]
     assert f["open_no_remedy"] > 0
     assert "Open, remedy owed" in html and "Open, no remedy prescribed" in html
+
+
+def test_report_gives_findings_per_1000_rounds_by_game_table_and_dealer(audited_shift: Path, tmp_path: Path) -> None:
+    files = write_report(audited_shift, tmp_path / "r", generated_at=STAMP)
+    summary = json.loads(files.summary.read_text())
+    rates = summary["findings"]["per_1000_rounds"]
+    rounds = summary["rounds"]
+    for game, n in rounds["by_game"].items():
+        found = sum(summary["findings"]["by_game"].get(game, {}).values())
+        assert rates["by_game"][game] == round(found * 1000 / n, 1)
+    for table, n in rounds["by_table"].items():
+        assert rates["by_table"][table] == round(summary["findings"]["by_table"].get(table, 0) * 1000 / n, 1)
+    dealer = summary["dealers"][0]
+    assert dealer["per_1000_rounds"] == round(dealer["findings"] * 1000 / dealer["rounds"], 1)
+    html = files.html.read_text()
+    assert html.count("Per 1,000 rounds") == 3
+    assert f'<td class="n">{dealer["per_1000_rounds"]}</td>' in html
