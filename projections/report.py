@@ -302,9 +302,25 @@ def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datet
     return min(end, last) if end is not None else last
 
 
-def _rule_chart_svg(by_rule: dict[str, int]) -> str:
-    """Findings by rule as a horizontal bar chart (inline SVG; empty string if none)."""
-    if not by_rule:
+GAME_NAMES = {"C691": "Chapter 691 games", "PGP": "Pai Gow Poker", "TCP": "Three Card Poker"}
+
+
+def rule_label(rule_id: str, width: int = 70) -> str:
+    """A readable name for a rule: the catalogue's one-sentence summary, cut at a word within
+    ``width`` characters (the rule ID when the catalogue does not know it)."""
+    spec = RULES_BY_ID.get(rule_id)
+    if spec is None or not spec.summary:
+        return rule_id
+    text = spec.summary.rstrip(".")
+    if len(text) <= width:
+        return text
+    return text[: text.rfind(" ", 0, width - 1)].rstrip(",;:") + "\u2026"
+
+
+def _rule_chart_svg(findings: list[dict[str, Any]]) -> str:
+    """Findings by rule, one panel per game, bars labelled with readable rule names (inline
+    SVG; empty string if none)."""
+    if not findings:
         return ""
     import matplotlib
 
@@ -312,12 +328,27 @@ def _rule_chart_svg(by_rule: dict[str, int]) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    items = sorted(by_rule.items(), key=lambda kv: (kv[1], kv[0]))
-    fig, ax = plt.subplots(figsize=(9, max(2.0, 0.22 * len(items) + 0.8)), dpi=100)
-    ax.barh([k for k, _ in items], [v for _, v in items], color="#4d7ea8")
-    ax.set_xlabel("findings")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.tick_params(axis="y", labelsize=7)
+    by_game: dict[str, Counter[str]] = defaultdict(Counter)
+    for f in findings:
+        by_game[f["game"]][f["rule_id"]] += 1
+    games = sorted(by_game)
+    sizes = [len(by_game[g]) for g in games]
+    fig, axes = plt.subplots(
+        len(games),
+        1,
+        figsize=(10, 0.24 * sum(sizes) + 0.9 * len(games) + 0.5),
+        dpi=100,
+        gridspec_kw={"height_ratios": [n + 2 for n in sizes]},
+        squeeze=False,
+    )
+    for ax, game in zip(axes[:, 0], games, strict=True):
+        items = sorted(by_game[game].items(), key=lambda kv: (kv[1], kv[0]))
+        colours = ["#8c8c8c" if k.startswith("DT-") else "#4d7ea8" for k, _ in items]
+        ax.barh([rule_label(k) for k, _ in items], [v for _, v in items], color=colours)
+        ax.set_title(GAME_NAMES.get(game, game), loc="left", fontsize=10, fontweight="bold")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="y", labelsize=8)
+    axes[-1, 0].set_xlabel("findings (grey: dealtrail integrity checks)")
     return _svg(fig)
 
 
@@ -417,7 +448,7 @@ def write_report(
             rounds_total=sum(r["rounds"] for r in rounds),
             remedies=remedies,
             chart_svg=_chart_svg(findings, tz),
-            rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
+            rule_chart_svg=_rule_chart_svg(findings),
             severities=SEVERITIES,
             severity_meaning=SEVERITY_MEANING,
             rulebook_revision=RULEBOOK_REVISION,

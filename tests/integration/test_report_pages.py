@@ -111,3 +111,15 @@ def test_report_gives_findings_per_1000_rounds_by_game_table_and_dealer(audited_
     html = files.html.read_text()
     assert html.count("Per 1,000 rounds") == 3
     assert f'<td class="n">{dealer["per_1000_rounds"]}</td>' in html
+
+
+def test_report_rule_chart_is_grouped_by_game_with_readable_rule_names(audited_shift: Path, tmp_path: Path) -> None:
+    from projections.report import rule_label
+
+    html = write_report(audited_shift, tmp_path / "r", generated_at=STAMP).html.read_text()
+    chart = html[html.index("Findings by rule, per game") : html.index("Regulation findings by rule")]
+    for title in ("Chapter 691 games", "Pai Gow Poker", "Three Card Poker"):
+        assert title in chart, title
+    assert "TCP-679a.9-d-stub-count-due" not in chart  # labelled by requirement, not internal ID
+    assert rule_label("TCP-679a.9-d-stub-count-due") != "TCP-679a.9-d-stub-count-due"
+    assert all(len(rule_label(r)) <= 70 for r in ("TCP-679a.9-d-stub-count-due", "DT-sequence-gap"))
