@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, NamedTuple, NoReturn
 
@@ -393,6 +393,10 @@ def report(
     generation: Annotated[
         int | None, typer.Option(min=1, help="Generation of findings to report.", show_default="the latest")
     ] = None,
+    generated_at: Annotated[
+        str | None,
+        typer.Option(help="Generation time the header shows (ISO 8601), for reproducible files.", show_default="now"),
+    ] = None,
 ) -> None:
     """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period."""
     from projections.report import write_report
@@ -404,8 +408,18 @@ def report(
     zone = _zone(tz)
     _output_folder(out, "--out")
     period = _period(from_, to)
+    stamp = _when(generated_at, "--generated-at") or datetime.now(UTC)
     try:
-        files = write_report(db, out, *period, tz=zone, generation=generation, review_due=review_due(settings))
+        files = write_report(
+            db,
+            out,
+            *period,
+            tz=zone,
+            generation=generation,
+            review_due=review_due(settings),
+            property_name=settings.property_name,
+            generated_at=stamp,
+        )
     except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -447,7 +461,7 @@ def demo(
         )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
-    files = write_report(db, out)
+    files = write_report(db, out, property_name=settings.property_name, generated_at=datetime.now(UTC))
     console.print(
         f"audited {summary.events:,} events: {sum(summary.detections.values()):,} findings "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(statuses.items()))})"
@@ -806,7 +820,9 @@ def schedule(
     fixed = _when(now, "--now")
     try:
         if once or fixed is not None:
-            written = run_due(db, out, spec, fixed or datetime.now(UTC), force=force)
+            written = run_due(
+                db, out, spec, fixed or datetime.now(UTC), force=force, property_name=settings.property_name
+            )
             console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
             return
         console.print(f"writing a report for each closed {every} period into {out} (Ctrl-C to stop)")
@@ -1041,6 +1057,7 @@ def serve(
         secure_cookies=certfile is not None,
         reports_dir=settings.console.reports_dir,
         poll_seconds=settings.console.poll_seconds,
+        property_name=settings.property_name,
     )
     scheme = "https" if certfile else "http"
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")

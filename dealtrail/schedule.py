@@ -170,6 +170,7 @@ def run_due(
     schedule: Schedule,
     now: datetime,
     force: bool = False,
+    property_name: str | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet.
 
@@ -179,6 +180,10 @@ def run_due(
         schedule: which periods.
         now: the current time (timezone-aware).
         force: rewrite periods already written.
+        property_name: the casino property the report headers name (resolved settings).
+
+    A report's header gives its period's end as its generation time (not the clock), so that a
+    period re-written with ``force`` comes out byte for byte the same.
 
     Returns:
         The period folders written by this call.
@@ -197,7 +202,16 @@ def run_due(
             if (folder / "summary.json").exists() and not force:
                 continue
             title = f"dealtrail compliance report {period.label}"
-            write_report(con, folder, period.start, period.end, title, tz=schedule.zone)
+            write_report(
+                con,
+                folder,
+                period.start,
+                period.end,
+                title,
+                tz=schedule.zone,
+                property_name=property_name,
+                generated_at=period.end,
+            )
             written.append(folder)
     finally:
         if own:
@@ -215,6 +229,7 @@ def run_forever(
     on_written: Callable[[list[Path]], None] | None = None,
     iterations: int | None = None,
     on_busy: Callable[[str], None] | None = None,
+    property_name: str | None = None,
 ) -> None:
     """Write each period's report as it closes; check every ``poll_seconds`` (seconds).
 
@@ -232,6 +247,7 @@ def run_forever(
         on_written: told the folders each poll wrote.
         iterations: bounds the loop (tests); None runs until interrupted.
         on_busy: told, once per busy spell, that the store could not be opened and why.
+        property_name: the casino property the report headers name.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
@@ -240,7 +256,7 @@ def run_forever(
     busy = False
     while iterations is None or n < iterations:
         try:
-            written = run_due(db, out, schedule, clock())
+            written = run_due(db, out, schedule, clock(), property_name=property_name)
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:
                 on_busy(f"{db} is busy (a writer holds it); trying again every {poll_seconds:g} s: {exc}")

@@ -201,6 +201,8 @@ class Settings(BaseSettings):
             longer one is dead-lettered as ``too_large`` with its first 256 KiB, its length
             and its SHA-256, read without ever holding it whole. The longest real event is
             under 2 KB.
+        property_name: the casino property the reports are about, shown in their header
+            (``DEALTRAIL_PROPERTY``, default ``Casino``).
         snapshot_every: the audit keeps a table's engine state every this many of its events
             (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 5000), and at each UTC day boundary,
             so that a replay re-applies at most about this many events before its window.
@@ -216,6 +218,12 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(default=None, validation_alias=AliasChoices("DEALTRAIL_KAFKA_BOOTSTRAP"))
     db: Path = Path("out/dealtrail.duckdb")
     out: Path = Path("out")
+    property_name: str = Field(
+        default="Casino",
+        min_length=1,
+        max_length=200,
+        validation_alias=AliasChoices("DEALTRAIL_PROPERTY", "property_name"),
+    )
     namespace: str = Field(default="dealtrail", pattern=r"^[A-Za-z0-9._-]{1,100}$")
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)

@@ -32,6 +32,11 @@ from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
 SEVERITIES = ("voiding", "integrity", "procedural")
+SEVERITY_MEANING = {
+    "voiding": "the rules void the round or its wagers (a remedy is required)",
+    "integrity": "the deck, a device or the trail itself cannot be trusted as dealt",
+    "procedural": "a dealing procedure was not followed; the round stands",
+}
 
 
 @dataclass(frozen=True)
@@ -211,8 +216,15 @@ def build_summary(
 ) -> dict[str, Any]:
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
 
-    Keys: ``period``, ``rounds`` (total, voided, by game, by table), ``findings`` (total, by
-    severity, status, game, rule, table), ``dealers`` (rounds and findings per dealer),
+    Keys: ``period`` (``start`` and ``end`` as asked, None when unbounded; ``first_event`` and
+    ``last_event``: the first and last dealing event in it), ``rounds`` (total, voided, by game,
+    by table), ``findings`` (total, by severity, status, game, rule, table; ``by_status.open``
+    counts every open finding, split into ``open_remedy_owed``, a remedy owed and the next round
+    not started yet, and ``open_no_remedy``, no remedy prescribed and left for review, plus the
+    open DT-remedy-overdue records; ``remedy_overdue_records`` counts those records, each the
+    consequence of a finding counted ``overdue``, not another incident; ``per_1000_rounds``:
+    findings per 1,000 rounds dealt by game and by table, None without a round), ``dealers``
+    (rounds and findings per dealer, with ``per_1000_rounds``),
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
@@ -236,9 +248,28 @@ def build_summary(
         r["reason"]: {"in_period": r["in_period"], "undated": r["undated"]}
         for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
     }
+    span = query(con, "rpt_span", start, end).to_pylist()[0]
+    dealers = query(con, "rpt_by_dealer", start, end).to_pylist()
+    for d in dealers:
+        d["per_1000_rounds"] = per_1000(d["findings"], d["rounds"])
+    by_table_rounds = {r["table_id"]: r["rounds"] for r in rounds}
+    game_findings = {g: sum(c.values()) for g, c in agg["by_game"].items()}
+    # a DT-remedy-overdue is the consequence of its cause's overdue remedy, not a remedy owed itself
+    consequences = [f for f in findings if f["rule_id"] == "DT-remedy-overdue"]
+    open_owed = sum(
+        1 for f in findings if f["status"] == "open" and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
+    )
+    open_none = sum(1 for f in findings if f["status"] == "open" and not f["required_remedy"])
     figures: dict[str, Any] = _jsonable(
         {
-            "period": {"start": start, "end": end, "events": events, "no_events": events == 0},
+            "period": {
+                "start": start,
+                "end": end,
+                "first_event": span["first_event"],
+                "last_event": span["last_event"],
+                "events": events,
+                "no_events": events == 0,
+            },
             "rounds": {
                 "total": sum(r["rounds"] for r in rounds),
                 "voided": sum(r["voided_rounds"] for r in rounds),
@@ -249,11 +280,21 @@ def build_summary(
                 "total": agg["total"],
                 "by_severity": {s: agg["by_severity"][s] for s in SEVERITIES},
                 "by_status": dict(sorted(agg["by_status"].items())),
+                "open_remedy_owed": open_owed,
+                "open_no_remedy": open_none,
+                "remedy_overdue_records": len(consequences),
                 "by_game": agg["by_game"],
                 "by_rule": {r["rule_id"]: r["total"] for r in agg["rules"]},
                 "by_table": {t["table_id"]: t["total"] for t in agg["by_table"]},
+                "per_1000_rounds": {
+                    "by_game": {g: per_1000(game_findings.get(g, 0), n) for g, n in sorted(by_game.items())},
+                    "by_table": {
+                        t: per_1000(sum(c["total"] for c in agg["by_table"] if c["table_id"] == t), n)
+                        for t, n in sorted(by_table_rounds.items())
+                    },
+                },
             },
-            "dealers": query(con, "rpt_by_dealer", start, end).to_pylist(),
+            "dealers": dealers,
             "stub_compliance": query(con, "rpt_stub_compliance", start, end).to_pylist(),
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
@@ -264,6 +305,11 @@ def build_summary(
     return figures
 
 
+def per_1000(findings: int, rounds: int) -> float | None:
+    """Findings per 1,000 rounds dealt, to one decimal (None when no round was dealt)."""
+    return round(findings * 1000 / rounds, 1) if rounds else None
+
+
 def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datetime:
     """The instant a report judges review lateness at: the period's end, or its last detection
     when that is earlier (so a re-run of the same period writes the same figures)."""
@@ -271,9 +317,25 @@ def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datet
     return min(end, last) if end is not None else last
 
 
-def _rule_chart_svg(by_rule: dict[str, int]) -> str:
-    """Findings by rule as a horizontal bar chart (inline SVG; empty string if none)."""
-    if not by_rule:
+GAME_NAMES = {"C691": "Chapter 691 games", "PGP": "Pai Gow Poker", "TCP": "Three Card Poker"}
+
+
+def rule_label(rule_id: str, width: int = 70) -> str:
+    """A readable name for a rule: the catalogue's one-sentence summary, cut at a word within
+    ``width`` characters (the rule ID when the catalogue does not know it)."""
+    spec = RULES_BY_ID.get(rule_id)
+    if spec is None or not spec.summary:
+        return rule_id
+    text = spec.summary.rstrip(".")
+    if len(text) <= width:
+        return text
+    return text[: text.rfind(" ", 0, width - 1)].rstrip(",;:") + "\u2026"
+
+
+def _rule_chart_svg(findings: list[dict[str, Any]]) -> str:
+    """Findings by rule, one panel per game, bars labelled with readable rule names (inline
+    SVG; empty string if none)."""
+    if not findings:
         return ""
     import matplotlib
 
@@ -281,12 +343,27 @@ def _rule_chart_svg(by_rule: dict[str, int]) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    items = sorted(by_rule.items(), key=lambda kv: (kv[1], kv[0]))
-    fig, ax = plt.subplots(figsize=(9, max(2.0, 0.22 * len(items) + 0.8)), dpi=100)
-    ax.barh([k for k, _ in items], [v for _, v in items], color="#4d7ea8")
-    ax.set_xlabel("findings")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.tick_params(axis="y", labelsize=7)
+    by_game: dict[str, Counter[str]] = defaultdict(Counter)
+    for f in findings:
+        by_game[f["game"]][f["rule_id"]] += 1
+    games = sorted(by_game)
+    sizes = [len(by_game[g]) for g in games]
+    fig, axes = plt.subplots(
+        len(games),
+        1,
+        figsize=(10, 0.24 * sum(sizes) + 0.9 * len(games) + 0.5),
+        dpi=100,
+        gridspec_kw={"height_ratios": [n + 2 for n in sizes]},
+        squeeze=False,
+    )
+    for ax, game in zip(axes[:, 0], games, strict=True):
+        items = sorted(by_game[game].items(), key=lambda kv: (kv[1], kv[0]))
+        colours = ["#8c8c8c" if k.startswith("DT-") else "#4d7ea8" for k, _ in items]
+        ax.barh([rule_label(k) for k, _ in items], [v for _, v in items], color=colours)
+        ax.set_title(GAME_NAMES.get(game, game), loc="left", fontsize=10, fontweight="bold")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="y", labelsize=8)
+    axes[-1, 0].set_xlabel("findings (grey: dealtrail integrity checks)")
     return _svg(fig)
 
 
@@ -299,6 +376,8 @@ def write_report(
     tz: tzinfo = UTC,
     generation: int | None = None,
     review_due: reviews.ReviewDue | None = None,
+    property_name: str | None = None,
+    generated_at: datetime | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -318,6 +397,11 @@ def write_report(
         generation: the generation of findings to report (None: the latest); the page also
             shows, per rule, what it changed against the generation before.
         review_due: review due times per severity (from the settings); None: lateness not judged.
+        property_name: the casino property shown in the header (the resolved
+            ``DEALTRAIL_PROPERTY``); None: none shown.
+        generated_at: when the report was generated, shown in the header in UTC (timezone-aware;
+            the CLI passes the current time, the schedule its period's end so that a re-run
+            writes the same bytes); None: not shown.
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -365,8 +449,12 @@ def write_report(
         .get_template("report.html.j2")
         .render(
             title=title,
-            period_start=show(start, tz) if start else "the beginning of the trail",
-            period_end=show(end, tz) if end else "the end of the trail",
+            period_start=show(start, tz) if start else None,
+            period_end=show(end, tz) if end else None,
+            first_event=figures["period"]["first_event"],
+            last_event=figures["period"]["last_event"],
+            property_name=property_name,
+            generated_at=show(generated_at, UTC) if generated_at else None,
             zone=zone_name(tz),
             summary=summarise(findings),
             figures=figures,
@@ -375,8 +463,9 @@ def write_report(
             rounds_total=sum(r["rounds"] for r in rounds),
             remedies=remedies,
             chart_svg=_chart_svg(findings, tz),
-            rule_chart_svg=_rule_chart_svg(figures["findings"]["by_rule"]),
+            rule_chart_svg=_rule_chart_svg(findings),
             severities=SEVERITIES,
+            severity_meaning=SEVERITY_MEANING,
             rulebook_revision=RULEBOOK_REVISION,
             generation=info,
             generation_diff=diff,

@@ -75,6 +75,7 @@ class ConsoleConfig:
         reports_dir: folder of scheduled reports to list, or None.
         poll_seconds: how often the floor page refreshes (seconds).
         clock: the current time (timezone-aware); tests pass a fixed one.
+        property_name: the casino property report headers name (resolved settings); None: none.
     """
 
     review_due: ReviewDue
@@ -83,6 +84,7 @@ class ConsoleConfig:
     reports_dir: Path | None = None
     poll_seconds: float = 2.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    property_name: str | None = None
 
 
 class LoginRequiredError(Exception):
@@ -681,7 +683,16 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
         with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:
             span = f"{utc(start) if start else 'the first event'} to {utc(end) if end else 'the last event'}"
             title = f"Compliance report, {span}"
-            files = write_report(con, Path(tmp), start, end, title, review_due=config.review_due)
+            files = write_report(
+                con,
+                Path(tmp),
+                start,
+                end,
+                title,
+                review_due=config.review_due,
+                property_name=config.property_name,
+                generated_at=config.clock(),
+            )
             html = files.html.read_text(encoding="utf-8")
         return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})
 
