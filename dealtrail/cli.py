@@ -707,7 +707,7 @@ def replay(
     if html is not None:
         from projections.incident import write_incident
 
-        write_incident(result, html, f"Incident replay: table {table}", zone)
+        write_incident(result, html, f"Incident replay: table {table}", zone, stored or ())
         console.print(f"incident report: {html}")
     if stored is not None and not result.matches:
         raise typer.Exit(3)

@@ -6,6 +6,7 @@ autoescape, and the page carries a Content-Security-Policy that forbids scripts 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from dealtrail.replay import ReplayResult, describe_state, layout, rule_summary
 from projections.private import make_private_dirs, write_private_text
 from projections.timefmt import clock, show, zone_name
 from schemas import events as ev
+from schemas.findings import Finding
 
 
 def _details(event: ev.DealingEvent) -> str:
@@ -25,12 +27,22 @@ def _details(event: ev.DealingEvent) -> str:
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
 
-def incident_context(result: ReplayResult, title: str, tz: tzinfo = UTC) -> dict[str, Any]:
+def incident_context(
+    result: ReplayResult, title: str, tz: tzinfo = UTC, stored: Iterable[Finding] = ()
+) -> dict[str, Any]:
     """The template's data: rounds with their events, layouts and findings; times of day in
-    ``tz`` (with their offset; the column names the zone)."""
+    ``tz`` (with their offset; the column names the zone).
+
+    Each finding is shown at its final status: the latest revision replayed in the window, or a
+    later one in ``stored`` (the table's stored revisions: a remedy skipped in the window turns
+    ``overdue`` only when the next round starts, after the window).
+    """
     latest: dict[str, Any] = {}
     for f in result.replayed:
         if f.finding_id not in latest or f.revision > latest[f.finding_id].revision:
+            latest[f.finding_id] = f
+    for f in stored:
+        if f.finding_id in latest and f.revision > latest[f.finding_id].revision:
             latest[f.finding_id] = f
     rounds: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
@@ -81,7 +93,9 @@ def incident_context(result: ReplayResult, title: str, tz: tzinfo = UTC) -> dict
     }
 
 
-def write_incident(result: ReplayResult, path: Path, title: str, tz: tzinfo = UTC) -> Path:
+def write_incident(
+    result: ReplayResult, path: Path, title: str, tz: tzinfo = UTC, stored: Iterable[Finding] = ()
+) -> Path:
     """Render the incident page to ``path`` (owner-only, missing folders 0700) and return it.
 
     Args:
@@ -89,6 +103,7 @@ def write_incident(result: ReplayResult, path: Path, title: str, tz: tzinfo = UT
         path: the page's file.
         title: its title.
         tz: the zone times are shown in (labelled), ``datetime.UTC`` or a ``ZoneInfo``.
+        stored: the table's stored finding revisions, for each finding's final status.
 
     Raises:
         IsADirectoryError: ``path`` is a folder.
@@ -103,7 +118,7 @@ def write_incident(result: ReplayResult, path: Path, title: str, tz: tzinfo = UT
         lstrip_blocks=True,
     )
     env.filters["when"] = lambda t: show(t, tz) if isinstance(t, datetime) else str(t)
-    html = env.get_template("incident.html.j2").render(**incident_context(result, title, tz))
+    html = env.get_template("incident.html.j2").render(**incident_context(result, title, tz, stored))
     make_private_dirs(path.parent)
     write_private_text(path, html)
     return path

@@ -157,3 +157,27 @@ def test_summary_figures_match_the_injected_errors(small_shift: tuple[Path, Path
     due = {t["table_id"] for t in truth if "stub-count" in t["rule_id"]}
     assert all(worst[t] >= 5 for t in due)
     assert all(run < 5 for t, run in worst.items() if t not in due)
+
+
+def test_the_incident_page_of_a_round_shows_a_remedy_skipped_there_as_overdue(store: Path, tmp_path: Path) -> None:
+    # a voiding finding turns overdue when the next round starts, after the replayed round: the
+    # page must show the status the store holds, not the one the round ended with
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        row = con.execute(
+            """SELECT table_id, round_id, finding_id FROM dim_findings
+               WHERE status = 'overdue' AND round_id IS NOT NULL AND rule_id <> 'DT-remedy-overdue'
+               ORDER BY finding_id LIMIT 1"""
+        ).fetchone()
+    finally:
+        con.close()
+    assert row is not None, "the fixture shift has an overdue remedy"
+    table_id, round_id, finding_id = row
+    page = tmp_path / "round.html"
+    result = CliRunner().invoke(
+        app, ["replay", "--db", str(store), "--table", table_id, "--round", round_id, "--html", str(page)]
+    )
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    summary = html[html.index("Remedy status") :]
+    assert "overdue" in summary.split("Timeline")[0]
