@@ -52,6 +52,7 @@ def _round_row(value: bytes) -> dict[str, Any]:
     row: dict[str, Any] = json.loads(value)
     for k in ROUND_TIMES:
         row[k] = datetime.fromisoformat(row[k])
+    row.setdefault("deck_suspect", False)  # a round published before the field existed
     return row
 
 

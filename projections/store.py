@@ -73,6 +73,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("voided", pa.bool_()),
         ("cards_dealt", pa.int32()),
         ("wagers", pa.int32()),
+        ("deck_suspect", pa.bool_()),
     ]
 )
 DEAD_SCHEMA = pa.schema(
@@ -468,7 +469,7 @@ class Store:
             if rounds:
                 con.register("rounds_batch", pa.Table.from_pylist(list(rounds), schema=ROUNDS_SCHEMA))
                 counts.rounds = self._count(
-                    """INSERT INTO rounds SELECT b.* FROM (
+                    """INSERT INTO rounds BY NAME SELECT b.* FROM (
                            SELECT * FROM rounds_batch
                            QUALIFY row_number() OVER (PARTITION BY table_id, round_id) = 1) b
                        ANTI JOIN (SELECT table_id, round_id FROM rounds

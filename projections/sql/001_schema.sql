@@ -70,8 +70,12 @@ CREATE TABLE IF NOT EXISTS rounds (
     rounds_since_stub_count INTEGER NOT NULL,
     voided                  BOOLEAN NOT NULL,
     cards_dealt             INTEGER NOT NULL,
-    wagers                  INTEGER NOT NULL
+    wagers                  INTEGER NOT NULL,
+    -- dealt from a deck under a DT-deck-composition suspicion (rulebook 8a, revision 2 decision 5)
+    deck_suspect            BOOLEAN NOT NULL DEFAULT false
 );
+-- a store written before the column existed gets it (its rounds were never judged suspect)
+ALTER TABLE rounds ADD COLUMN IF NOT EXISTS deck_suspect BOOLEAN DEFAULT false;
 
 -- Grain: one row per rejected input (source, position). Upstream: the audit's dead-letter file
 -- or the dead-letter topic. Nothing is dropped silently: the raw input is kept.

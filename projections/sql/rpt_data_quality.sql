@@ -1,5 +1,6 @@
 -- rpt_data_quality: gaps in the trail and rejected input in [$start, $end). Grain: one row.
--- Upstream: fct_detections (DT-sequence-gap), rounds, dead_letters (dated by the occurred_at in
+-- Upstream: fct_detections (DT-sequence-gap), rounds (also those dealt from a deck under a
+-- DT-deck-composition suspicion), dead_letters (dated by the occurred_at in
 -- the raw input when it can be read; undated ones are counted apart).
 SELECT
     (SELECT count(*) FROM fct_detections
@@ -9,6 +10,9 @@ SELECT
       WHERE r.completed_at >= $start AND r.completed_at < $end AND ($table_id IS NULL OR r.table_id = $table_id)
         AND EXISTS (SELECT 1 FROM fct_detections d WHERE d.rule_id = 'DT-sequence-gap'
                      AND d.table_id = r.table_id AND d.round_id = r.round_id)) AS unverifiable_rounds,
+    (SELECT count(*) FROM rounds r
+      WHERE r.completed_at >= $start AND r.completed_at < $end AND ($table_id IS NULL OR r.table_id = $table_id)
+        AND coalesce(r.deck_suspect, false)) AS suspect_deck_rounds,
     (SELECT count(*) FROM dead_letters
       WHERE TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) >= $start
         AND TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) < $end

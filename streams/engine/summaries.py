@@ -9,7 +9,13 @@ from streams.engine.state import RoundState, TableState
 
 
 def round_row(rnd: RoundState, state: TableState, event: ev.RoundCompleted) -> dict[str, Any]:
-    """The ``rounds`` row of a round completed by ``event`` (``state`` is the table after it)."""
+    """The ``rounds`` row of a round completed by ``event`` (``state`` is the table after it).
+
+    ``deck_suspect`` is True when the round was dealt from a deck under a DT-deck-composition
+    suspicion (rulebook section 8a and revision 2, decision 10.1.5: every later round on that
+    deck is suspect until a ``DeckRemoved`` or a ``DeckVerified`` with result OK).
+    """
+    deck = state.decks.get(rnd.deck_id) if rnd.deck_id is not None else None
     return {
         "table_id": state.table_id,
         "round_id": rnd.round_id,
@@ -28,4 +34,5 @@ def round_row(rnd: RoundState, state: TableState, event: ev.RoundCompleted) -> d
         "voided": rnd.voided_all,
         "cards_dealt": rnd.cards_dealt,
         "wagers": len(rnd.active_wagers()),
+        "deck_suspect": deck is not None and deck.composition_flagged,
     }

@@ -51,7 +51,7 @@ def test_the_audit_prints_the_rulebook_revision_and_the_report_shows_it(audited_
     assert r.exit_code == 0, r.output
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "Rulebook revision</th>" in html
-    assert "this dealtrail applies revision 2" in html
+    assert "as read in the dealtrail rulebook, revision 2" in html
 
 
 def test_the_report_of_a_store_written_before_the_rulebook_revision_column_reads_revision_1(

@@ -385,3 +385,31 @@ def test_every_finding_and_every_revision_of_it_carries_the_rulebook_revision(tc
     assert {f.revision for f in found} >= {0, 1}
     assert "DT-remedy-overdue" in {f.rule_id for f in found}
     assert {f.rulebook_revision for f in found} == {RULEBOOK_REVISION} == {2}
+
+
+def _suspect_rounds(t) -> dict[str, bool]:
+    from dealtrail.audit import Auditor
+
+    auditor = Auditor()
+    for event in t.events:
+        auditor.apply(event)
+    return {r["round_id"]: r["deck_suspect"] for r in auditor.rounds}
+
+
+def test_DT_deck_composition_verified_rounds_on_the_deck_are_suspect_until_it_is_verified_ok(tcp):
+    t = tcp()
+    t.tcp_round("R0")
+    duplicate_round(t, "R1")
+    t.tcp_round("R2")  # reshuffled, neither removed nor verified: still suspect
+    verify(t)
+    t.tcp_round("R3")
+    assert _suspect_rounds(t) == {"R0": False, "R1": True, "R2": True, "R3": False}
+
+
+def test_DT_deck_composition_verified_a_new_deck_after_removal_is_not_suspect(tcp):
+    t = tcp()
+    duplicate_round(t, "R1")
+    t.remove_deck()
+    t.emit(ev.DeckIntroduced, declared_count=52, jokers=0, role="FLOOR", actor_id="F-01")
+    t.tcp_round("R2")
+    assert _suspect_rounds(t) == {"R1": True, "R2": False}
