@@ -165,14 +165,14 @@ def test_the_incident_page_of_a_round_shows_a_remedy_skipped_there_as_overdue(st
     con = duckdb.connect(str(store), read_only=True)
     try:
         row = con.execute(
-            """SELECT table_id, round_id, finding_id FROM dim_findings
+            """SELECT table_id, round_id FROM dim_findings
                WHERE status = 'overdue' AND round_id IS NOT NULL AND rule_id <> 'DT-remedy-overdue'
                ORDER BY finding_id LIMIT 1"""
         ).fetchone()
     finally:
         con.close()
     assert row is not None, "the fixture shift has an overdue remedy"
-    table_id, round_id, finding_id = row
+    table_id, round_id = row
     page = tmp_path / "round.html"
     result = CliRunner().invoke(
         app, ["replay", "--db", str(store), "--table", table_id, "--round", round_id, "--html", str(page)]
