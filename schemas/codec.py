@@ -9,7 +9,6 @@ record.
 from __future__ import annotations
 
 import base64
-import codecs
 import json
 import re
 from collections.abc import Callable
@@ -171,11 +170,6 @@ def raw_field(raw: bytes) -> dict[str, str]:
         return {"raw": raw.decode("utf-8").rstrip("\r\n")}
     except UnicodeDecodeError:
         return {"raw_base64": base64.b64encode(raw).decode("ascii")}
-
-
-def without_bom(first_line: bytes) -> bytes:
-    """The first line of a file without a UTF-8 byte-order mark (some Windows editors write one)."""
-    return first_line.removeprefix(codecs.BOM_UTF8)
 
 
 def known_type(name: str) -> bool:
