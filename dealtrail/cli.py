@@ -599,10 +599,12 @@ def project(
     _output_file(db, "--db")
     if spec is not None:
         _output_folder(reports or settings.out / "periods", "--reports")
+    created = not db.exists()
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:
         raise _fail(f"cannot open {db} for writing: {exc}") from None
+    unreachable: Exception | None = None
     with store:
         try:
             summary = run(
@@ -617,7 +619,12 @@ def project(
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
         except unreachable_errors() as exc:
-            raise _unreachable(settings, exc) from None
+            unreachable = exc
+    if unreachable is not None:
+        if created:  # the store this run made holds nothing: leave no empty file behind
+            for path in (db, db.with_name(db.name + ".wal")):
+                path.unlink(missing_ok=True)
+        raise _unreachable(settings, unreachable) from None
     w = summary.written
     console.print(
         f"projected {summary.records:,} records in {summary.batches} batches into {db}: "

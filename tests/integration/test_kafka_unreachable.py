@@ -61,3 +61,4 @@ def test_an_unreachable_broker_is_one_error_line_naming_the_address(args: list[s
     assert lines[0].startswith("error: cannot reach Kafka at " + address + " within 2 s"), lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert took < 60, f"took {took:.0f} s"
+    assert not (tmp_path / "p.duckdb").exists(), "project left the empty store it made behind"
