@@ -500,11 +500,21 @@ def _worker(
         give_up()
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it, else the
+    machine's core count); at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return max(1, os.cpu_count() or 1)
+
+
 def default_workers(path: Path) -> int:
-    """Worker processes for a file: 1 for small files, else up to 2 (one per core, at most 2)."""
+    """Worker processes for a file: 1 for a file under :data:`PARALLEL_MIN_BYTES` (bytes), else
+    one per usable core (:func:`usable_cores`); the writer is this process."""
     if path.stat().st_size < PARALLEL_MIN_BYTES:
         return 1
-    return max(1, min(2, os.cpu_count() or 1))
+    return usable_cores()
 
 
 def audit_file(

@@ -363,3 +363,18 @@ def test_a_parallel_audit_of_dev_stdin_reads_the_file_behind_it(small_shift: tup
     lines = sum(1 for line in events.read_bytes().splitlines() if line.strip())
     assert out[:2] == ["2", str(lines)]  # both workers read the whole file, not their own empty stdin
     assert _counts(tmp_path / "stdin.duckdb")["events"] > 0
+
+
+def test_a_large_file_is_audited_by_one_worker_per_usable_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dealtrail.audit as audit_module
+
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    small.write_bytes(b"{}\n")
+    with large.open("wb") as fh:  # sparse: the size is all that counts
+        fh.truncate(audit_module.PARALLEL_MIN_BYTES)
+    monkeypatch.setattr(audit_module.os, "sched_getaffinity", lambda _pid: set(range(6)), raising=False)
+    assert audit_module.default_workers(large) == 6
+    assert audit_module.default_workers(small) == 1
+    monkeypatch.delattr(audit_module.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(audit_module.os, "cpu_count", lambda: 3)
+    assert audit_module.default_workers(large) == 3
