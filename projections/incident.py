@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from dealtrail.replay import ReplayResult, describe_state, layout, rule_summary
+from projections.cards import area_name, card_face
 from projections.private import make_private_dirs, write_private_text
 from projections.timefmt import clock, show, zone_name
 from schemas import events as ev
@@ -118,6 +119,8 @@ def write_incident(
         lstrip_blocks=True,
     )
     env.filters["when"] = lambda t: show(t, tz) if isinstance(t, datetime) else str(t)
+    env.filters["cardface"] = card_face
+    env.filters["area"] = area_name
     html = env.get_template("incident.html.j2").render(**incident_context(result, title, tz, stored))
     make_private_dirs(path.parent)
     write_private_text(path, html)
