@@ -22,8 +22,9 @@ from schemas.findings import Finding
 
 
 def _details(event: ev.DealingEvent) -> str:
+    # the envelope is shown in its own columns; IDs and hashes are folded apart
     skip = {"event_id", "table_id", "game", "round_id", "deck_id", "seq", "occurred_at", "recorded_at", "source",
-            "actor", "schema_version", "corrects", "type"}  # fmt: skip
+            "actor", "schema_version", "corrects", "type", "prev_hash", "hash"}  # fmt: skip
     data = event.model_dump(mode="json", exclude=skip, exclude_none=True)
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
@@ -58,6 +59,7 @@ def incident_context(
                 "time": clock(step.event.occurred_at, tz),
                 "type": step.event.type,
                 "event_id": step.event.event_id,
+                "hashes": (step.event.prev_hash, step.event.hash),
                 "actor": f"{step.event.actor.role.value} {step.event.actor.id}",
                 "details": _details(step.event),
                 "findings": [

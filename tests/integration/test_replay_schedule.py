@@ -181,3 +181,19 @@ def test_the_incident_page_of_a_round_shows_a_remedy_skipped_there_as_overdue(st
     html = page.read_text()
     summary = html[html.index("Remedy status") :]
     assert "overdue" in summary.split("Timeline")[0]
+
+
+def test_the_incident_page_lays_cards_out_as_cards_and_folds_ids_and_hashes_away(store: Path, tmp_path: Path) -> None:
+    page = tmp_path / "cards.html"
+    result = CliRunner().invoke(
+        app,
+        ["replay", "--db", str(store), "--table", "TCP-01", "--from", START.isoformat(),
+         "--to", (START + timedelta(minutes=20)).isoformat(), "--html", str(page)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert 'class="card down"' in html  # dealt face down: shown as a back
+    assert any(suit in html for suit in "♥♦") and 'class="red"' in html
+    assert "Seat " in html and "SEAT_" not in html.split("<h2>Timeline</h2>")[1].split("<th>Seq</th>")[0]
+    assert "hash=" not in html and "prev_hash=" not in html  # not in the details column
+    assert html.count("<details") > 10 and "ID and hashes" in html
