@@ -370,4 +370,4 @@ def test_incident_page_renders_cleanly(chromium: str, pages: Pages, tmp_path: Pa
     text = "".join(parse_dom(rendered.dom).text)
     assert f"Round {ROUND}, dealer {XSS}" in text
     assert f"DEALER {XSS}" in text  # the actor column of the dealer's events
-    assert "C691-DH-b-face-down" in text and "(face up)" in text
+    assert "C691-DH-b-face-down" in text and "dealt face up" in text
