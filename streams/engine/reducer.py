@@ -294,30 +294,28 @@ def _deck_verified(d: Draft, e: ev.DeckVerified) -> None:
         d.put_deck(deck.model_copy(update={"composition_flagged": False, "added": "", "taken_out": ""}))
 
 
-def _card_added(d: Draft, e: ev.CardAddedToDeck) -> None:
+def _inventory(d: Draft, e: ev.CardAddedToDeck | ev.CardRemovedFromDeck, into: str, out_of: str) -> None:
+    """A card put ``into`` the deck's ``added`` or ``taken_out`` list, unless it cancels one on the
+    other (``out_of``): a card taken out and put back leaves the composition as declared."""
     deck_id = round_deck_id(d.state, e)
     if deck_id is None or e.card == "UNKNOWN":
         return
     deck = _deck(d.state, deck_id)
     needle = " " + e.card
-    pos = deck.taken_out.find(needle)
+    other: str = getattr(deck, out_of)
+    pos = other.find(needle)
     if pos >= 0:
-        d.put_deck(deck.model_copy(update={"taken_out": deck.taken_out[:pos] + deck.taken_out[pos + 3 :]}))
+        d.put_deck(deck.model_copy(update={out_of: other[:pos] + other[pos + 3 :]}))
     else:
-        d.put_deck(deck.model_copy(update={"added": deck.added + needle}))
+        d.put_deck(deck.model_copy(update={into: getattr(deck, into) + needle}))
+
+
+def _card_added(d: Draft, e: ev.CardAddedToDeck) -> None:
+    _inventory(d, e, into="added", out_of="taken_out")
 
 
 def _card_taken_out(d: Draft, e: ev.CardRemovedFromDeck) -> None:
-    deck_id = round_deck_id(d.state, e)
-    if deck_id is None or e.card == "UNKNOWN":
-        return
-    deck = _deck(d.state, deck_id)
-    needle = " " + e.card
-    pos = deck.added.find(needle)
-    if pos >= 0:
-        d.put_deck(deck.model_copy(update={"added": deck.added[:pos] + deck.added[pos + 3 :]}))
-    else:
-        d.put_deck(deck.model_copy(update={"taken_out": deck.taken_out + needle}))
+    _inventory(d, e, into="taken_out", out_of="added")
 
 
 def _shoe_faulted(d: Draft, e: ev.AutoShoeFaulted) -> None:
