@@ -238,6 +238,69 @@ def _blank(value: str | None) -> str | None:
     return value or None
 
 
+@dataclass(frozen=True)
+class FindingsQuery:
+    """A findings list's query: the filter, the query-string values as given (for links), the sort
+    column and its order (``asc`` or ``desc``)."""
+
+    flt: FindingFilter
+    params: dict[str, str]
+    sort: str
+    order: Literal["asc", "desc"]
+
+
+def filters_from(
+    from_: str | None,
+    to: str | None,
+    game: str | None,
+    table: str | None,
+    dealer: str | None,
+    rule: str | None,
+    severity: str | None,
+    status: str | None,
+    review: str | None,
+) -> FindingFilter:
+    """The findings filter of a page's or the API's query values (blank means any).
+
+    Raises:
+        HTTPException: 422 for a ``from``/``to`` that is not an ISO 8601 time (no offset: UTC).
+    """
+    return FindingFilter(
+        start=_parse_time(from_, "from"),
+        end=_parse_time(to, "to"),
+        game=_blank(game),
+        table_id=_blank(table),
+        dealer=_blank(dealer),
+        rule=_blank(rule),
+        severity=_blank(severity),
+        status=_blank(status),
+        review_status=_blank(review),
+    )
+
+
+def page_query(
+    from_: Annotated[str | None, Query(alias="from")] = None,
+    to: str | None = None,
+    game: str | None = None,
+    table: str | None = None,
+    dealer: str | None = None,
+    rule: str | None = None,
+    severity: str | None = None,
+    status: str | None = None,
+    review: str | None = None,
+    sort: str = "detected",
+    order: Literal["asc", "desc"] = "desc",
+) -> FindingsQuery:
+    """The findings page's and its CSV export's query: one filter, one order."""
+    given = {"from": from_, "to": to, "game": game, "table": table, "dealer": dealer, "rule": rule,
+             "severity": severity, "status": status, "review": review}  # fmt: skip
+    flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
+    return FindingsQuery(flt, {k: v or "" for k, v in given.items()}, sort, order)
+
+
+Filters = Annotated[FindingsQuery, Depends(page_query)]
+
+
 def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
     """Build the console over ``store`` (this process is its one writer).
 
@@ -380,29 +443,6 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
 
     # -- findings --------------------------------------------------------------------------
 
-    def filters_from(
-        from_: str | None,
-        to: str | None,
-        game: str | None,
-        table: str | None,
-        dealer: str | None,
-        rule: str | None,
-        severity: str | None,
-        status: str | None,
-        review: str | None,
-    ) -> FindingFilter:
-        return FindingFilter(
-            start=_parse_time(from_, "from"),
-            end=_parse_time(to, "to"),
-            game=_blank(game),
-            table_id=_blank(table),
-            dealer=_blank(dealer),
-            rule=_blank(rule),
-            severity=_blank(severity),
-            status=_blank(status),
-            review_status=_blank(review),
-        )
-
     def choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         def one(sql: str) -> list[str]:
             return [str(r[0]) for r in con.execute(sql).fetchall() if r[0] is not None]
@@ -420,34 +460,13 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
         request: Request,
         user: PageUser,
         con: Cursor,
-        from_: Annotated[str | None, Query(alias="from")] = None,
-        to: str | None = None,
-        game: str | None = None,
-        table: str | None = None,
-        dealer: str | None = None,
-        rule: str | None = None,
-        severity: str | None = None,
-        status: str | None = None,
-        review: str | None = None,
-        sort: str = "detected",
-        order: Literal["asc", "desc"] = "desc",
+        q: Filters,
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     ) -> HTMLResponse:
-        flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
         rows, total = reviews.find(
-            con, flt, config.review_due, config.clock(), sort, order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
+            con, q.flt, config.review_due, config.clock(), q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
         )
-        params = {
-            "from": from_ or "",
-            "to": to or "",
-            "game": game or "",
-            "table": table or "",
-            "dealer": dealer or "",
-            "rule": rule or "",
-            "severity": severity or "",
-            "status": status or "",
-            "review": review or "",
-        }
+        params, sort, order = q.params, q.sort, q.order
         return render(
             request,
             "findings.html.j2",
@@ -466,23 +485,8 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
         )
 
     @app.get("/findings.csv", include_in_schema=False)
-    def findings_csv(
-        user: PageUser,
-        con: Cursor,
-        from_: Annotated[str | None, Query(alias="from")] = None,
-        to: str | None = None,
-        game: str | None = None,
-        table: str | None = None,
-        dealer: str | None = None,
-        rule: str | None = None,
-        severity: str | None = None,
-        status: str | None = None,
-        review: str | None = None,
-        sort: str = "detected",
-        order: Literal["asc", "desc"] = "desc",
-    ) -> Response:
-        flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
-        rows, _ = reviews.find(con, flt, config.review_due, config.clock(), sort, order == "desc")
+    def findings_csv(user: PageUser, con: Cursor, q: Filters) -> Response:
+        rows, _ = reviews.find(con, q.flt, config.review_due, config.clock(), q.sort, q.order == "desc")
         return Response(
             _csv(rows),
             media_type="text/csv; charset=utf-8",
