@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, NamedTuple, NoReturn
@@ -19,6 +20,7 @@ from dealtrail.settings import load as load_settings
 if TYPE_CHECKING:
     from dealtrail.verify import ChainReport
     from projections.reviews import ReviewDue
+    from projections.store import BatchCounts
     from streams.publish import PublishSummary
 
 app = typer.Typer(
@@ -476,7 +478,7 @@ app.add_typer(topics_app, name="topics")
 
 @topics_app.command("create")
 def topics_create() -> None:
-    """Create the events, findings, rounds and dead-letter topics (idempotent)."""
+    """Create the events, findings, rounds, dead-letter, chain-heads and reviews topics (idempotent)."""
     from streams.kafka import create_topics
 
     settings = load()
@@ -576,11 +578,23 @@ def project(
     batch: Annotated[
         int, typer.Option(min=1, max=1_000_000, help="Records per DuckDB transaction at most (records).")
     ] = 20_000,
+    serve: Annotated[
+        str | None,
+        typer.Option(
+            "--serve",
+            metavar="HOST:PORT",
+            help="Also run the compliance console on HOST:PORT in this process (reviews go through the reviews topic).",
+            show_default="no console",
+        ),
+    ] = None,
 ) -> None:
-    """Project the events, findings, rounds and dead-letter topics into DuckDB.
+    """Project the events, findings, rounds, dead-letter and reviews topics into DuckDB.
 
     With --report-every, the projector (the file's only writer) also writes each closed
     period's report from its own connection, since no other process may open the file then.
+    With --serve, it also runs the console (and the notifications, when configured) over the
+    same DuckDB database: reviews made there are published to the reviews topic and stored
+    by this projector; users are managed on the console's admin page.
     """
     from projections.projector import project as run
     from projections.store import Store
@@ -595,6 +609,7 @@ def project(
             spec = Schedule(report_every, tz)
         except ScheduleError as exc:
             raise _fail(str(exc)) from None
+    address = _host_port(serve) if serve is not None else None
     db = db or settings.db
     _output_file(db, "--db")
     if spec is not None:
@@ -605,6 +620,19 @@ def project(
     except Exception as exc:
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     unreachable: Exception | None = None
+    lock = threading.Lock()
+    hosted: _HostedConsole | None = None
+    if address is not None:
+        try:
+            hosted = _host_console(settings, store, lock, address, db)
+        except BaseException as exc:
+            store.close()
+            if created:  # the store this run made holds nothing: leave no empty file behind
+                for path in (db, db.with_name(db.name + ".wal")):
+                    path.unlink(missing_ok=True)
+            if isinstance(exc, unreachable_errors()):
+                raise _unreachable(settings, exc) from None
+            raise
     with store:
         try:
             summary = run(
@@ -615,11 +643,16 @@ def project(
                 max_records=batch,
                 schedule=spec,
                 reports=reports or settings.out / "periods",
+                write_lock=lock,
+                on_batch=hosted.batch_stored if hosted is not None else None,
             )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
         except unreachable_errors() as exc:
             unreachable = exc
+        finally:
+            if hosted is not None:
+                hosted.stop()
     if unreachable is not None:
         if created:  # the store this run made holds nothing: leave no empty file behind
             for path in (db, db.with_name(db.name + ".wal")):
@@ -628,7 +661,8 @@ def project(
     w = summary.written
     console.print(
         f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
-        f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters"
+        f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters, "
+        f"{w.reviews:,} reviews"
     )
 
 
@@ -1015,8 +1049,9 @@ _DUCKDB_INTERRUPTED = "Query interrupted"
 """How DuckDB's Python client reports Ctrl-C inside a query (a plain RuntimeError)."""
 
 
-def _open_writer(db: Path, settings: Settings) -> object:
-    """The store opened for writing, or a clear error when another process holds it."""
+def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
+    """The store opened for writing, or a clear error when another process holds it (for the
+    ``users`` commands, one line pointing to the console's admin page, without DuckDB's text)."""
     from projections.store import NotAStoreError, Store
 
     try:
@@ -1024,11 +1059,111 @@ def _open_writer(db: Path, settings: Settings) -> object:
     except NotAStoreError as exc:
         raise _fail(str(exc)) from None
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        if users:
+            raise _fail(
+                f"{db} is held by another process (the projector?): manage users on the console's admin page "
+                "(one writer per file)",
+                code=1,
+            ) from None
         raise _fail(
             f"cannot open {db} for writing (a projector, audit or console holds it; one writer per file: "
             f"manage users on the console's admin page instead): {exc}",
             code=1,
         ) from None
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    """``--serve HOST:PORT`` as (host, port); ``[::1]:8000`` for an IPv6 address."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _fail(f"--serve takes HOST:PORT, e.g. 127.0.0.1:8000 or 0.0.0.0:8000; got {value!r}")
+    return host, int(port)
+
+
+def _console_config(settings: Settings, secure: bool = False) -> object:
+    """The console's resolved configuration (``ConsoleConfig``) from the settings."""
+    from dealtrail.console.app import ConsoleConfig, new_session_secret
+
+    secret = settings.console.session_secret
+    return ConsoleConfig(
+        review_due=review_due(settings),
+        session_secret=secret.get_secret_value() if secret else new_session_secret(),
+        secure_cookies=secure,
+        reports_dir=settings.console.reports_dir,
+        poll_seconds=settings.console.poll_seconds,
+        property_name=settings.property_name,
+    )
+
+
+class _HostedConsole:
+    """The console (uvicorn in a thread), its review producer and its notifier, in the projector's
+    process (``dealtrail project --serve``)."""
+
+    def __init__(self, server: object, thread: threading.Thread, publisher: object, notifier: _NotifyLoop | None):
+        self.server, self.thread, self.publisher, self.notifier = server, thread, publisher, notifier
+
+    def batch_stored(self, added: BatchCounts) -> None:
+        """After each projector batch: wake the notifier when the batch stored findings."""
+        if self.notifier is not None and added.findings:
+            self.notifier.wake.set()
+
+    def stop(self) -> None:
+        """Stop serving (requests in flight finish), then the notifier and the producer."""
+        self.server.should_exit = True  # type: ignore[attr-defined]
+        self.thread.join(timeout=15)
+        if self.notifier is not None:
+            self.notifier.stop()
+        self.publisher.close()  # type: ignore[attr-defined]
+
+
+def _host_console(
+    settings: Settings, store: object, lock: threading.Lock, address: tuple[str, int], db: Path
+) -> _HostedConsole:
+    """Start the console over the projector's store: reviews to the reviews topic, users and
+    notifications through the store's connection under the projector's write lock."""
+    import time
+
+    import uvicorn
+
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.reviews import ReviewEvent
+    from projections.store import Store
+    from streams.review_publish import ReviewPublisher, ReviewPublishError
+
+    assert isinstance(store, Store)
+    config = _console_config(settings)
+    assert isinstance(config, ConsoleConfig)
+    producer: list[ReviewPublisher] = []
+
+    def publish(review: ReviewEvent) -> None:
+        if not producer:
+            raise ReviewPublishError("the console is still connecting to Kafka")
+        producer[0].send(review)
+
+    console_app = create_app(store, config, review_sink=publish, write_lock=lock)
+    host, port = address
+    server = uvicorn.Server(uvicorn.Config(console_app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="dealtrail-console", daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.05)
+    if not server.started:
+        raise _fail(f"cannot serve the console on {host}:{port} (is the address in use or not this host's?)", code=1)
+    try:
+        producer.append(ReviewPublisher(settings.kafka, settings.topics))
+    except BaseException:
+        server.should_exit = True
+        thread.join(timeout=15)
+        raise
+    notifier = _start_notifier(settings, store, lock, config.poll_seconds)
+    shown = f"[{host}]" if ":" in host else host
+    err.print(
+        f"console: http://{shown}:{port}/ in the projector's process over {db} "
+        "(reviews go through the reviews topic; users on its admin page)",
+        soft_wrap=True,
+    )
+    return _HostedConsole(server, thread, producer[0], notifier)
 
 
 @app.command()
@@ -1046,7 +1181,7 @@ def serve(
     """Run the compliance console (floor, findings, reviews, reports, JSON API) over one store."""
     import uvicorn
 
-    from dealtrail.console.app import ConsoleConfig, create_app, new_session_secret
+    from dealtrail.console.app import ConsoleConfig, create_app
     from projections.store import Store
 
     settings = load()
@@ -1057,15 +1192,8 @@ def serve(
         raise _fail("--certfile and --keyfile go together")
     store = _open_writer(db, settings)
     assert isinstance(store, Store)
-    secret = settings.console.session_secret
-    config = ConsoleConfig(
-        review_due=review_due(settings),
-        session_secret=secret.get_secret_value() if secret else new_session_secret(),
-        secure_cookies=certfile is not None,
-        reports_dir=settings.console.reports_dir,
-        poll_seconds=settings.console.poll_seconds,
-        property_name=settings.property_name,
-    )
+    config = _console_config(settings, secure=certfile is not None)
+    assert isinstance(config, ConsoleConfig)
     scheme = "https" if certfile else "http"
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
     console_app = create_app(store, config)
@@ -1081,17 +1209,40 @@ def serve(
         )
 
 
-def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> None:
-    """Send notifications from a background thread of the console's process, if rules are set."""
-    import threading
-    import time
-    from datetime import UTC
+class _NotifyLoop:
+    """The notifier's background thread: it runs every ``every`` seconds (for retries), and at
+    once when :attr:`wake` is set (a projector batch stored findings)."""
 
+    def __init__(self, notifier: object, every: float) -> None:
+        self.wake = threading.Event()
+        self._stopped = threading.Event()
+        self._notifier, self._every = notifier, every
+        self._thread = threading.Thread(target=self._loop, name="dealtrail-notify", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._notifier.run_once()  # type: ignore[attr-defined]
+            except Exception as exc:  # one line, and go on: a delivery is retried, never dropped
+                err.print(f"notifications: {type(exc).__name__}: {exc}")
+            self.wake.wait(self._every)
+            self.wake.clear()
+
+    def stop(self) -> None:
+        """Let the round in progress finish and end the thread."""
+        self._stopped.set()
+        self.wake.set()
+        self._thread.join(timeout=30)
+
+
+def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> _NotifyLoop | None:
+    """Send notifications from a background thread of the console's process, if rules are set."""
     from dealtrail.notify import Notifier, NotifyRule, SmtpConfig
 
     n = settings.notify
     if not n.rules:
-        return
+        return None
     smtp = (
         SmtpConfig(
             n.smtp_host,
@@ -1125,16 +1276,7 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
         n.max_attempts,
         n.backoff_seconds,
     )
-
-    def loop() -> None:
-        while True:
-            try:
-                notifier.run_once()
-            except Exception as exc:  # one line, and go on: a delivery is retried, never dropped
-                err.print(f"notifications: {type(exc).__name__}: {exc}")
-            time.sleep(every)
-
-    threading.Thread(target=loop, name="dealtrail-notify", daemon=True).start()
+    return _NotifyLoop(notifier, every)
 
 
 users_app = typer.Typer(help="Console users and API tokens (stored hashed in the store).", no_args_is_help=True)
@@ -1156,7 +1298,7 @@ def users_add(
     settings = load()
     db = db or settings.db
     password = sys.stdin.readline().rstrip("\r\n")
-    store = _open_writer(db, settings)
+    store = _open_writer(db, settings, users=True)
     assert isinstance(store, Store)
     with store:
         try:
@@ -1179,7 +1321,7 @@ def users_token(
 
     settings = load()
     db = db or settings.db
-    store = _open_writer(db, settings)
+    store = _open_writer(db, settings, users=True)
     assert isinstance(store, Store)
     with store:
         try:

@@ -70,3 +70,18 @@ def token_user(con: duckdb.DuckDBPyConnection, token_hash: str) -> dict[str, Any
         [token_hash],
     ).fetchall()
     return {"name": rows[0][0], "role": rows[0][1]} if rows else None
+
+
+def tokens(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Every active API token (token_hash, user_name, issued_at), by user and issue time.
+
+    The hash identifies a token on the admin page (it grants nothing: a token is checked by
+    hashing it); the token itself is never stored.
+    """
+    cur = con.execute(
+        """SELECT d.token_hash, d.user_name, min(t.changed_at) AS issued_at
+           FROM dim_api_tokens d JOIN api_tokens t USING (token_hash)
+           WHERE d.active GROUP BY ALL ORDER BY d.user_name, issued_at"""
+    )
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]

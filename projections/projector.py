@@ -1,8 +1,9 @@
 """The projector: Kafka topics -> the DuckDB store (the only writer of the file).
 
-It consumes the dealing-events, findings, rounds and dead-letter topics in batches and writes
-them into the same tables the embedded audit fills, de-duplicated on event ID (and payload),
-finding ID + revision, round and dead-letter position. The Kafka offsets of a batch are stored
+It consumes the dealing-events, findings, rounds, dead-letter and reviews topics in batches and
+writes them into the same tables the embedded audit (and the embedded console) fill,
+de-duplicated on event ID (and payload), finding ID + revision, round, dead-letter position and
+review ID. The Kafka offsets of a batch are stored
 in the ``offsets`` table in the same DuckDB transaction, and committed to Kafka only after that
 transaction commits; on start the projector resumes from the offsets in DuckDB (the file is the
 truth; a new file starts at the beginning of each topic), so a crash between the two commits
@@ -11,6 +12,7 @@ repeats at most one batch, which de-duplication absorbs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -20,9 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from projections.reviews import review_row
 from projections.store import BatchCounts, Store
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
+from schemas.reviews import REVIEW_ADAPTER
 from streams.kafka import client_config, key_mismatch
 
 if TYPE_CHECKING:
@@ -67,6 +71,21 @@ def _dead_row(value: bytes) -> dict[str, Any]:
     }
 
 
+def _review_row(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """The ``reviews`` row of a record of the reviews topic.
+
+    Raises:
+        ValueError: not a review event, or keyed by something other than its finding ID.
+    """
+    if not value:
+        raise ValueError("an empty record on the reviews topic")
+    review = REVIEW_ADAPTER.validate_json(value)
+    if key != review.finding_id.encode():
+        shown = key.decode("utf-8", "replace")[:80] if key is not None else None
+        raise ValueError(f"review_key_mismatch: keyed {shown!r}, not by its finding ID {review.finding_id}")
+    return review_row(review)
+
+
 def project(
     settings: Settings,
     store: Store,
@@ -77,6 +96,8 @@ def project(
     schedule: Schedule | None = None,
     reports: Path | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    write_lock: contextlib.AbstractContextManager[Any] | None = None,
+    on_batch: Callable[[BatchCounts], None] | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -91,6 +112,11 @@ def project(
             from this process's own connection, after each batch and when idle.
         reports: the folder of the scheduled reports.
         clock: the current time (tests pass their own).
+        write_lock: held around each batch's transaction and each scheduled report, when other
+            threads of this process write through the store's connection too (the console and
+            notifier of ``dealtrail project --serve``); None: this thread is the only one.
+        on_batch: called with what each batch added, once its transaction has committed (the
+            notifier of ``project --serve`` wakes on it instead of waiting out its period).
 
     Returns:
         The rows written.
@@ -102,7 +128,14 @@ def project(
     from kafka import KafkaConsumer, TopicPartition
 
     topics = settings.topics
-    names = [topics.events.name, topics.findings.name, topics.rounds.name, topics.dead_letter.name]
+    names = [
+        topics.events.name,
+        topics.findings.name,
+        topics.rounds.name,
+        topics.dead_letter.name,
+        topics.reviews.name,
+    ]
+    lock = write_lock if write_lock is not None else contextlib.nullcontext()
     group = topics.projector_group
     consumer = KafkaConsumer(
         **client_config(settings.kafka, "dealtrail-projector", one_shot=True),
@@ -132,11 +165,15 @@ def project(
         while True:
             polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
             if polled:
-                _write(store, consumer, group, polled, names, summary)
+                with lock:
+                    added = _write(store, consumer, group, polled, names, summary)
+                if on_batch is not None:
+                    on_batch(added)
             if schedule is not None and reports is not None:
                 from dealtrail.schedule import run_due
 
-                summary.reports += run_due(store.con, reports, schedule, clock())
+                with lock:
+                    summary.reports += run_due(store.con, reports, schedule, clock())
             if (
                 not polled
                 and once
@@ -153,14 +190,15 @@ def project(
 
 def _write(
     store: Store, consumer: Any, group: str, polled: dict[Any, list[Any]], names: list[str], summary: ProjectSummary
-) -> None:
+) -> BatchCounts:
     from kafka import OffsetAndMetadata
 
-    events_name, findings_name, rounds_name, dead_name = names
+    events_name, findings_name, rounds_name, dead_name, reviews_name = names
     raw_events: list[tuple[int, bytes]] = []
     findings: list[Finding] = []
     rounds: list[dict[str, Any]] = []
     dead: list[dict[str, Any]] = []
+    review_rows: list[dict[str, Any]] = []
     offsets: list[dict[str, Any]] = []
     commit: dict[Any, Any] = {}
     for tp, records in polled.items():
@@ -185,6 +223,8 @@ def _write(
                     rounds.append(_round_row(r.value))
                 elif tp.topic == dead_name:
                     dead.append(_dead_row(r.value))
+                elif tp.topic == reviews_name:
+                    review_rows.append(_review_row(r.key, r.value))
             except ValueError as exc:  # a record this projector cannot read: keep it as a dead letter
                 summary.bad_records += 1
                 dead.append(
@@ -199,6 +239,8 @@ def _write(
         last = records[-1].offset + 1
         offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
         commit[tp] = OffsetAndMetadata(last, "", -1)
-    summary.written.add(store.write_batch(raw_events, findings, rounds, dead, offsets))
+    added = store.write_batch(raw_events, findings, rounds, dead, offsets, reviews=review_rows)
+    summary.written.add(added)
     summary.batches += 1
     consumer.commit(commit)
+    return added

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened, ReviewStatus
 
@@ -150,13 +151,26 @@ def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, A
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
-def append_review(con: duckdb.DuckDBPyConnection, review: ReviewEvent) -> bool:
-    """Store one review event (the writer's connection); a review ID stored before adds nothing.
+REVIEWS_SCHEMA = pa.schema(
+    [
+        ("review_id", pa.string()),
+        ("finding_id", pa.string()),
+        ("type", pa.string()),
+        ("user_name", pa.string()),
+        ("reviewed_at", pa.timestamp("us", tz="UTC")),
+        ("assignee", pa.string()),
+        ("cause", pa.string()),
+        ("corrective_action", pa.string()),
+        ("note", pa.string()),
+        ("payload", pa.string()),
+    ]
+)
+"""The columns of the ``reviews`` table, in order (the projector's batches are Arrow tables of it)."""
 
-    Returns:
-        True if the review was stored now, False if it was there already (a redelivery).
-    """
-    row = {
+
+def review_row(review: ReviewEvent) -> dict[str, Any]:
+    """The ``reviews`` table's row of one review event (see :data:`REVIEWS_SCHEMA`)."""
+    return {
         "review_id": review.review_id,
         "finding_id": review.finding_id,
         "type": review.type,
@@ -168,6 +182,15 @@ def append_review(con: duckdb.DuckDBPyConnection, review: ReviewEvent) -> bool:
         "note": review.note,
         "payload": review.model_dump_json(),
     }
+
+
+def append_review(con: duckdb.DuckDBPyConnection, review: ReviewEvent) -> bool:
+    """Store one review event (the writer's connection); a review ID stored before adds nothing.
+
+    Returns:
+        True if the review was stored now, False if it was there already (a redelivery).
+    """
+    row = review_row(review)
     cur = con.execute(
         """INSERT INTO reviews
            SELECT $review_id, $finding_id, $type, $user_name, $reviewed_at, $assignee, $cause,

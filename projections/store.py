@@ -188,9 +188,11 @@ class BatchCounts:
     findings: int = 0
     rounds: int = 0
     dead_letters: int = 0
+    reviews: int = 0
 
     def add(self, other: BatchCounts) -> None:
         """Accumulate another batch's counts."""
+        self.reviews += other.reviews
         self.events += other.events
         self.findings += other.findings
         self.rounds += other.rounds
@@ -421,6 +423,7 @@ class Store:
         events_file: Path | None = None,
         table_states: Sequence[dict[str, Any]] = (),
         snapshots: Sequence[dict[str, Any]] = (),
+        reviews: Sequence[dict[str, Any]] = (),
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -442,6 +445,8 @@ class Store:
                 an event of this batch or an earlier one; stored with ``events_through``, the
                 table's stored events up to its ``last_seq`` once this batch's events are in. A
                 snapshot already stored (same table, last event and engine version) is kept.
+            reviews: rows of the ``reviews`` table (``projections.reviews.review_row``), from the
+                reviews topic; a review ID already stored is skipped (a redelivery).
 
         Returns:
             How many rows each table gained.
@@ -504,6 +509,17 @@ class Store:
                                  PARTITION BY table_id, last_seq, last_event_id, engine_version) = 1) b
                        ANTI JOIN table_snapshots s USING (table_id, last_seq, last_event_id, engine_version)"""
                 )
+            if reviews:
+                from projections.reviews import REVIEWS_SCHEMA
+
+                con.register("reviews_batch", pa.Table.from_pylist(list(reviews), schema=REVIEWS_SCHEMA))
+                counts.reviews = self._count(
+                    """INSERT INTO reviews SELECT b.* FROM (
+                           SELECT * FROM reviews_batch QUALIFY row_number() OVER (PARTITION BY review_id) = 1) b
+                       ANTI JOIN (SELECT review_id FROM reviews
+                                  WHERE review_id IN (SELECT review_id FROM reviews_batch)) r
+                       USING (review_id)"""
+                )
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
@@ -517,7 +533,8 @@ class Store:
             raise
         finally:
             for view in (
-                "findings_batch", "rounds_batch", "dead_batch", "states_batch", "snapshots_batch", "offsets_batch"
+                "findings_batch", "rounds_batch", "dead_batch", "states_batch", "snapshots_batch", "offsets_batch",
+                "reviews_batch",
             ):  # fmt: skip
                 con.unregister(view)
         return counts

@@ -7,6 +7,7 @@
 | ``<ns>.rounds.v1`` | table ID | the worker | completed rounds (JSON rows of the ``rounds`` table) |
 | ``<ns>.dead-letter.v1`` | table ID if known | publisher and worker | rejected input with its reason |
 | ``<ns>.chain-heads.v1`` | table ID | the publisher | each table's hash-chain head (compacted) |
+| ``<ns>.reviews.v1`` | finding ID | the console | review events (JSON, ``schemas.reviews``): kept forever |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -64,6 +65,13 @@ class Topics:
         return TopicSpec(f"{self.namespace}.chain-heads.v1", 1, {"cleanup.policy": "compact"})
 
     @property
+    def reviews(self) -> TopicSpec:
+        """Review events of findings (``FindingAcknowledged`` ...), keyed by finding ID (one
+        partition holds a finding's reviews in order); the console writes them in the streaming
+        deployment and the projector stores them. Kept forever, like the events."""
+        return TopicSpec(f"{self.namespace}.reviews.v1", self.partitions, {"retention.ms": "-1"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -75,4 +83,4 @@ class Topics:
 
     def all(self) -> list[TopicSpec]:
         """The topics ``dealtrail topics create`` makes (Faust makes its own changelog)."""
-        return [self.events, self.findings, self.rounds, self.dead_letter, self.chain_heads]
+        return [self.events, self.findings, self.rounds, self.dead_letter, self.chain_heads, self.reviews]

@@ -1,8 +1,11 @@
 """The compliance console: a FastAPI application over one dealtrail store.
 
 Server-rendered pages (Jinja2, autoescaped) and a JSON API under ``/api/v1``. The process that
-runs it is the store's one writer (``dealtrail serve``): reviews, users and tokens are written
-through the store's connection under a lock; every read takes its own cursor. No page, asset or
+runs it is the store's one writer (``dealtrail serve``, or the projector of ``dealtrail project
+--serve``): users and tokens are written through the store's connection under a lock (the
+projector holds the same lock around its batches); every read takes its own cursor. Reviews are
+written to the store the same way under ``serve``, and published to the reviews topic under
+``project --serve`` (a review sink), from which the projector stores them. No page, asset or
 API call is served without authentication. Every response carries a strict
 Content-Security-Policy (scripts and styles only from the console itself); the one script,
 ``/static/console.js``, refreshes the floor and needs no third party.
@@ -301,12 +304,23 @@ def page_query(
 Filters = Annotated[FindingsQuery, Depends(page_query)]
 
 
-def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
+def create_app(
+    store: Store,
+    config: ConsoleConfig,
+    review_sink: Callable[[reviews.ReviewEvent], None] | None = None,
+    write_lock: threading.Lock | None = None,
+) -> FastAPI:
     """Build the console over ``store`` (this process is its one writer).
 
     Args:
-        store: the open store; reviews, users and tokens are written through its connection.
+        store: the open store; users and tokens (and, without a sink, reviews) are written
+            through its connection.
         config: see :class:`ConsoleConfig`.
+        review_sink: where a review event goes instead of the store (the streaming deployment:
+            a producer of the reviews topic that returns once the broker has it); it raises on
+            failure, which the console answers with 503. None: reviews are stored directly.
+        write_lock: the lock every writer of ``store.con`` in this process holds (the projector
+            shares it); None: a new one (``app.state.write_lock``).
 
     Returns:
         The FastAPI application (serve it with uvicorn).
@@ -323,7 +337,7 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
     app.state.store = store
     app.state.config = config
     env = _env()
-    write_lock = threading.Lock()
+    write_lock = write_lock or threading.Lock()
     app.state.write_lock = write_lock
     store.con.execute("SET GLOBAL TimeZone = 'UTC'").fetchall()
     app.add_middleware(
@@ -511,6 +525,7 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
             causes=[c.value for c in Cause],
             users=choices(con)["users"],
             done=done if done in ACTIONS else "",
+            queued=review_sink is not None,
             error=None,
         )
 
@@ -569,6 +584,12 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
             )
         else:
             event = FindingReopened.model_validate(common)
+        if review_sink is not None:
+            try:
+                review_sink(event)
+            except Exception as exc:  # the broker did not take it: say so, store nothing
+                raise HTTPException(503, f"the review was not recorded, try again: {exc}") from None
+            return event
         with write_lock:
             reviews.append_review(store.con, event)
         return event
@@ -693,7 +714,14 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
         if not user.is_admin:
             raise HTTPException(403, "only an admin manages users")
         return render(
-            request, "admin.html.j2", user, users=access.users(con), roles=reviews.ROLES, token=None, message=None
+            request,
+            "admin.html.j2",
+            user,
+            users=access.users(con),
+            tokens=access.tokens(con),
+            roles=reviews.ROLES,
+            token=None,
+            message=None,
         )
 
     @app.post("/admin/users", include_in_schema=False)
@@ -702,10 +730,11 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
         user: PageUser,
         con: Cursor,
         csrf: Annotated[str, Form()],
-        op: Annotated[Literal["add", "role", "deactivate", "token"], Form()],
+        op: Annotated[Literal["add", "role", "password", "deactivate", "token", "revoke"], Form()],
         name: Annotated[str, Form(max_length=64)],
         role: Annotated[str, Form()] = "viewer",
         password: Annotated[str, Form(max_length=1024)] = "",
+        token_hash: Annotated[str, Form(max_length=64)] = "",
     ) -> HTMLResponse:
         check_csrf(request, csrf)
         if not user.is_admin:
@@ -726,6 +755,15 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
                             raise auth.AccessError(f"role must be one of {', '.join(reviews.ROLES)}")
                         access.put_user(store.con, name, role, None, bool(current["active"]), now, user.name)
                         message = f"{name} is now {role}"
+                    elif op == "password":
+                        auth.add_user(store.con, name, current["role"], password, now, by=user.name)
+                        message = f"password of {name} reset"
+                    elif op == "revoke":
+                        held = [t for t in access.tokens(store.con) if t["token_hash"] == token_hash]
+                        if not held or held[0]["user_name"] != name:
+                            raise auth.AccessError(f"no active token {token_hash[:12]} of {name}")
+                        access.put_token(store.con, token_hash, name, False, now)
+                        message = f"token {token_hash[:12]} of {name} revoked: it no longer opens the API"
                     elif op == "deactivate":
                         if name == user.name:
                             raise auth.AccessError("you cannot deactivate yourself")
@@ -741,12 +779,20 @@ def create_app(store: Store, config: ConsoleConfig) -> FastAPI:
                 user,
                 422,
                 users=access.users(con),
+                tokens=access.tokens(con),
                 roles=reviews.ROLES,
                 token=None,
                 message=str(exc),
             )
         return render(
-            request, "admin.html.j2", user, users=access.users(con), roles=reviews.ROLES, token=token, message=message
+            request,
+            "admin.html.j2",
+            user,
+            users=access.users(con),
+            tokens=access.tokens(con),
+            roles=reviews.ROLES,
+            token=token,
+            message=message,
         )
 
     # -- JSON API --------------------------------------------------------------------------
