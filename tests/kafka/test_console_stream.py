@@ -39,13 +39,13 @@ class Hook:
         received = self.bodies
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length", "0"))
                 received.append(json.loads(self.rfile.read(n)))
                 self.send_response(204)
                 self.end_headers()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -196,9 +196,7 @@ def test_reviews_go_through_the_topic_and_new_findings_reach_the_floor_and_the_w
             return list(got["findings"])
 
         done = wait_for("the review reaches the store", reviewed, 60, projector_log)
-        assert [(f["finding_id"], f["last_reviewed_by"], f["cause"]) for f in done] == [
-            (fid, "rita", "DEALER_ERROR")
-        ]
+        assert [(f["finding_id"], f["last_reviewed_by"], f["cause"]) for f in done] == [(fid, "rita", "DEALER_ERROR")]
         one = api.get(f"/api/v1/findings/{fid}", headers=tokens["ada"]).json()
         assert [(h["review_id"], h["user_name"]) for h in one["reviews"]] == [(review_id, "rita")]
 
@@ -206,7 +204,9 @@ def test_reviews_go_through_the_topic_and_new_findings_reach_the_floor_and_the_w
         from kafka import KafkaConsumer, TopicPartition
 
         topic = cluster.settings().topics.reviews.name
-        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+        consumer = KafkaConsumer(
+            bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000
+        )
         try:
             parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
             consumer.assign(parts)
