@@ -3,10 +3,13 @@
 Each dealtrail service's own command (the image's ``dealtrail`` entrypoint, or the publisher's
 ``sh -c`` script) runs as a subprocess with that service's resolved environment (compose's
 ``${VAR:-default}`` rules, from tests/unit/test_compose.py) plus the Dockerfile's ``ENV``, with
-the broker host ``kafka:9092`` mapped to the test broker and ``/data`` (the volume, and the
-container user's home) to a temporary folder. Order as ``depends_on`` gives it: ``topics``,
-then the ``worker`` replicas and the ``projector`` (with its scheduled reports), then the
-``publisher``. The publisher runs its real script with one change: the simulated shift is a
+the broker host ``kafka:9092`` mapped to the test broker, ``/data`` (the volume, and the
+container user's home) to a temporary folder and the console's ``--serve 0.0.0.0:8000`` to a free
+port of 127.0.0.1. Order as ``depends_on`` and the README give it: ``topics``, the first admin
+(the ``users`` service's own command, password on stdin) and its API token, then the ``worker``
+replicas and the ``projector`` (with its scheduled reports and the console), then the
+``publisher``; the console must answer (login page, 401 without a token, the stack's findings
+with one). The publisher runs its real script with one change: the simulated shift is a
 quarter of an hour (``--hours 0.25``, about 7,500 events at the 8 tables) instead of 2 hours
 (about 60,000 events, more than two workers on a shared 2-core machine audit in the few
 minutes this test may take).
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx
 import pytest
 
 from tests.kafka.conftest import Cluster, findings_of, stop
@@ -109,10 +113,47 @@ def stack(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[Cluster, Path,
         cluster.delete_topics()
 
 
-def _start(service: dict[str, Any], user: dict[str, str], data: Path, bootstrap: str, log: Path) -> Any:
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def console_argv(argv: list[str], port: int) -> list[str]:
+    """The projector's arguments with its ``--serve`` address on this host's loopback."""
+    i = argv.index("--serve")
+    assert argv[i + 1] == "0.0.0.0:8000", argv
+    return [*argv[: i + 1], f"127.0.0.1:{port}", *argv[i + 2 :]]
+
+
+def _run(
+    service: dict[str, Any], user: dict[str, str], data: Path, bootstrap: str, argv: list[str], stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        env=service_env(service, user, data, bootstrap),
+        cwd=data,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _start(
+    service: dict[str, Any],
+    user: dict[str, str],
+    data: Path,
+    bootstrap: str,
+    log: Path,
+    argv: list[str] | None = None,
+) -> Any:
     with log.open("ab") as fh:
         return subprocess.Popen(
-            service_argv(service, data, bootstrap),
+            argv or service_argv(service, data, bootstrap),
             env=service_env(service, user, data, bootstrap),
             cwd=data,  # the image's WORKDIR
             stdout=fh,
@@ -164,14 +205,26 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     assert topics.returncode == 0, topics.stdout + topics.stderr
     assert f"Kafka at {bootstrap} (brokers: {bootstrap})" in topics.stdout, topics.stdout
 
-    # 2. the workers (deploy.replicas) and the projector, with its scheduled reports
+    # 2. the first admin, as the README says: the users service's own command, password on stdin,
+    # then an API token for it (the last word of its output)
+    users = services["users"]
+    made = _run(users, user, data, bootstrap, service_argv(users, data, bootstrap), stdin="admin-long-password\n")
+    assert made.returncode == 0 and "user admin added with role admin" in made.stdout, made.stdout + made.stderr
+    token_argv = [*service_argv(users, data, bootstrap)[:2], "token", "admin"]
+    issued = _run(users, user, data, bootstrap, token_argv)
+    assert issued.returncode == 0, issued.stderr
+    bearer = {"Authorization": "Bearer " + issued.stdout.split()[-1]}
+
+    # 3. the workers (deploy.replicas) and the projector, with its scheduled reports and the console
     replicas = int((services["worker"].get("deploy") or {}).get("replicas", 1))
     assert replicas == 2
     workers = [_start(services["worker"], user, data, bootstrap, logs / f"worker-{i}.log") for i in range(replicas)]
-    projector = _start(services["projector"], user, data, bootstrap, logs / "projector.log")
+    port = free_port()
+    projector_argv = console_argv(service_argv(services["projector"], data, bootstrap), port)
+    projector = _start(services["projector"], user, data, bootstrap, logs / "projector.log", projector_argv)
     procs = [*workers, projector]
     try:
-        # 3. the publisher's own sh -c script: simulate a shift and publish it
+        # 4. the publisher's own sh -c script: simulate a shift and publish it
         publisher = _start(services["publisher"], user, data, bootstrap, logs / "publisher.log")
         try:
             code = publisher.wait(timeout=150)
@@ -187,6 +240,14 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
             assert time.monotonic() < deadline, (logs / "projector.log").read_text()
             assert projector.poll() is None, (logs / "projector.log").read_text()
             time.sleep(1)
+        # 5. the console in the projector's process
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as web:
+            assert web.get("/login").status_code == 200
+            assert web.get("/api/v1/findings").status_code == 401
+            listed = web.get("/api/v1/findings", params={"limit": 10_000}, headers=bearer)
+            assert listed.status_code == 200, listed.text
+            served = {f["finding_id"] for f in listed.json()["findings"]}
+            assert listed.json()["total"] == len(served)
     finally:
         for w in workers:
             assert stop(w, signal.SIGTERM) == 0, [log.read_text() for log in logs.iterdir()]
@@ -197,6 +258,7 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     assert db.is_file(), (logs / "projector.log").read_text()
     stream = findings_of(db)
     assert stream, "findings arrived in the projected store"
+    assert served == {fid for fid, _, _ in stream}, "the console lists the findings the stack produced"
     con = duckdb.connect(str(db), read_only=True)
     try:
         events = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]

@@ -567,3 +567,18 @@ def test_the_dockerfile_sets_only_real_settings_and_keeps_secrets_out() -> None:
     assert {n.upper() for n in dealtrail_names} <= set(known)
     ignored = set((ROOT / ".dockerignore").read_text(encoding="utf-8").split())
     assert {".env", ".venv", ".git"} <= ignored
+
+
+def test_the_projector_serves_the_console_on_this_host_only_and_users_run_on_demand() -> None:
+    compose = load_compose()
+    services = dealtrail_services(compose)
+    (run,) = invocations(services["projector"])
+    serve = run[run.index("--serve") + 1]
+    host, _, port = serve.rpartition(":")
+    assert host == "0.0.0.0"  # inside the container; published below on the host's loopback only
+    published = [str(p) for p in services["projector"]["ports"]]
+    assert published and all(p.startswith("127.0.0.1:") and p.endswith(f":{port}") for p in published)
+    (users,) = invocations(services["users"])
+    assert users[:2] == ["users", "add"] and "--role" in users and users[users.index("--role") + 1] == "admin"
+    assert "profiles" in services["users"], "users are made on demand, not with `up`"
+    assert services["users"]["volumes"] == services["projector"]["volumes"]
