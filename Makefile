@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lint typecheck schemas bench bench-stream soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lint typecheck schemas bench bench-stream bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(STAMP)
 
 bench-stream: $(STAMP)
 	$(BIN)/python bench/bench_stream.py
+
+bench-console: $(STAMP)
+	$(BIN)/python bench/bench_console.py $(BENCH_CONSOLE_ARGS)
 
 # Soak: 3,000 events/s for 10 minutes through two workers and the projector (broker up first);
 # SOAK_ARGS="--rate 1000 --minutes 2" for a shorter run.

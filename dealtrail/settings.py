@@ -121,7 +121,7 @@ class ConsoleSettings(BaseModel):
 
     session_secret: SecretStr | None = None
     reports_dir: Path | None = None
-    poll_seconds: float = Field(default=2.0, ge=0.2, le=600)
+    poll_seconds: float = Field(default=1.0, ge=0.2, le=600)
 
 
 class NotifyRuleSettings(BaseModel):
