@@ -60,6 +60,7 @@ def query(
     start: datetime | None = None,
     end: datetime | None = None,
     table_id: str | None = None,
+    **extra: Any,
 ) -> pa.Table:
     """Run ``projections/sql/<name>.sql`` for the period [start, end) as an Arrow table.
 
@@ -69,8 +70,9 @@ def query(
         start: start of the period, inclusive (timezone-aware); None means unbounded.
         end: end of the period, exclusive; None means unbounded.
         table_id: restrict to one table (bound as a parameter, never spliced into SQL).
+        **extra: further parameters the query names (e.g. ``consequences`` of ``rpt_by_dealer``).
     """
-    params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id}
+    params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id, **extra}
     return con.sql(_sql(f"{name}.sql"), params=params).to_arrow_table()
 
 
@@ -137,8 +139,30 @@ def _env(tz: tzinfo = UTC) -> jinja2.Environment:
     return env
 
 
+CONSEQUENCE_RULES = ("DT-remedy-overdue", "DT-chain-broken")
+"""Rules whose finding can be the consequence of another (``cause_finding_id`` in ``rpt_findings``)."""
+
+
+def incidents(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The finding rows that count as incidents: every row but the consequences shown under
+    their cause (a DT-remedy-overdue under the voiding finding whose remedy was skipped, a
+    DT-chain-broken under the DT-sequence-gap that broke the chain; see ``rpt_findings.sql``)."""
+    return [f for f in findings if not f.get("cause_finding_id")]
+
+
+def consequences_by_cause(findings: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The consequence rows of ``findings`` keyed by the finding ID of their cause."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in findings:
+        if f.get("cause_finding_id"):
+            out[f["cause_finding_id"]].append(f)
+    return dict(out)
+
+
 def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report's aggregates over finding rows (as from ``rpt_findings``)."""
+    """The report's aggregates over finding rows (as from ``rpt_findings``), counting incidents:
+    a consequence (``cause_finding_id`` set) is left out here and shown under its cause."""
+    findings = incidents(findings)
     by_rule: dict[str, Counter[str]] = defaultdict(Counter)
     revisions: dict[str, set[int]] = defaultdict(set)
     for f in findings:
@@ -218,17 +242,22 @@ def build_summary(
 
     Keys: ``period`` (``start`` and ``end`` as asked, None when unbounded; ``first_event`` and
     ``last_event``: the first and last dealing event in it), ``rounds`` (total, voided, by game,
-    by table), ``findings`` (total, by severity, status, game, rule, table; ``by_status.open``
-    counts every open finding, split into ``open_remedy_owed``, a remedy owed and the next round
-    not started yet, and ``open_no_remedy``, no remedy prescribed and left for review, plus the
-    open DT-remedy-overdue records; ``remedy_overdue_records`` counts those records, each the
+    by table), ``findings`` (``total`` counts incidents: every finding but the consequences shown
+    under their cause, see :func:`incidents`; ``records`` counts every finding row, as in the CSV;
+    ``consequences``: rule -> consequences left out of the counts; by severity, status, game,
+    rule and table count incidents; ``by_status.open``
+    counts every open incident, split into ``open_remedy_owed``, a remedy owed and the next round
+    not started yet, and ``open_no_remedy``, no remedy prescribed and left for review;
+    ``remedy_overdue_records`` counts the DT-remedy-overdue records, each the
     consequence of a finding counted ``overdue``, not another incident; ``per_1000_rounds``:
     findings per 1,000 rounds dealt by game and by table, None without a round), ``dealers``
     (rounds and findings per dealer, with ``per_1000_rounds``),
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
-    gaps, unverifiable rounds, dead letters dated in the period and undated, and both by reason
+    gaps, chain breaks caused by one of them (``chain_breaks_after_gap``) and without one
+    (``chain_breaks_alone``), ``incidents``: the gaps plus the chain breaks alone, unverifiable
+    rounds, dead letters dated in the period and undated, and both by reason
     in ``dead_letters_by_reason``: reason -> ``{"in_period": n, "undated": n}``). Times are ISO
     8601 in UTC; ``period.events`` counts the dealing events in the period, and
     ``period.no_events`` is true when there is none (nothing was audited: no finding and no
@@ -249,17 +278,23 @@ def build_summary(
         for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
     }
     span = query(con, "rpt_span", start, end).to_pylist()[0]
-    dealers = query(con, "rpt_by_dealer", start, end).to_pylist()
+    consequence_ids = [f["finding_id"] for f in findings if f.get("cause_finding_id")]
+    dealers = query(con, "rpt_by_dealer", start, end, consequences=consequence_ids).to_pylist()
     for d in dealers:
         d["per_1000_rounds"] = per_1000(d["findings"], d["rounds"])
     by_table_rounds = {r["table_id"]: r["rounds"] for r in rounds}
     game_findings = {g: sum(c.values()) for g, c in agg["by_game"].items()}
     # a DT-remedy-overdue is the consequence of its cause's overdue remedy, not a remedy owed itself
     consequences = [f for f in findings if f["rule_id"] == "DT-remedy-overdue"]
+    gaps = {f["finding_id"] for f in findings if f["rule_id"] == "DT-sequence-gap"}
+    breaks = [f for f in findings if f["rule_id"] == "DT-chain-broken"]
+    quality["chain_breaks_after_gap"] = sum(1 for f in breaks if f.get("cause_finding_id") in gaps)
+    quality["chain_breaks_alone"] = sum(1 for f in breaks if not f.get("cause_finding_id"))
+    quality["incidents"] = len(gaps) + quality["chain_breaks_alone"]
     open_owed = sum(
         1 for f in findings if f["status"] == "open" and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
     )
-    open_none = sum(1 for f in findings if f["status"] == "open" and not f["required_remedy"])
+    open_none = sum(1 for f in incidents(findings) if f["status"] == "open" and not f["required_remedy"])
     figures: dict[str, Any] = _jsonable(
         {
             "period": {
@@ -278,6 +313,11 @@ def build_summary(
             },
             "findings": {
                 "total": agg["total"],
+                "records": len(findings),
+                "consequences": {
+                    rule: sum(1 for f in findings if f["rule_id"] == rule and f.get("cause_finding_id"))
+                    for rule in CONSEQUENCE_RULES
+                },
                 "by_severity": {s: agg["by_severity"][s] for s in SEVERITIES},
                 "by_status": dict(sorted(agg["by_status"].items())),
                 "open_remedy_owed": open_owed,
@@ -462,8 +502,8 @@ def write_report(
             rounds=rounds,
             rounds_total=sum(r["rounds"] for r in rounds),
             remedies=remedies,
-            chart_svg=_chart_svg(findings, tz),
-            rule_chart_svg=_rule_chart_svg(findings),
+            chart_svg=_chart_svg(incidents(findings), tz),
+            rule_chart_svg=_rule_chart_svg(incidents(findings)),
             severities=SEVERITIES,
             severity_meaning=SEVERITY_MEANING,
             rulebook_revision=RULEBOOK_REVISION,

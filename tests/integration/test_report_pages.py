@@ -123,3 +123,38 @@ def test_report_rule_chart_is_grouped_by_game_with_readable_rule_names(audited_s
     assert "TCP-679a.9-d-stub-count-due" not in chart  # labelled by requirement, not internal ID
     assert rule_label("TCP-679a.9-d-stub-count-due") != "TCP-679a.9-d-stub-count-due"
     assert all(len(rule_label(r)) <= 70 for r in ("TCP-679a.9-d-stub-count-due", "DT-sequence-gap"))
+
+
+def test_report_counts_a_skipped_remedy_and_a_gap_with_its_chain_break_as_one_incident_each(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    import csv
+
+    files = write_report(audited_shift, tmp_path / "r", generated_at=STAMP)
+    with files.csv.open() as fh:
+        rows = {r["finding_id"]: r for r in csv.DictReader(fh)}
+    summary = json.loads(files.summary.read_text())
+    f, dq = summary["findings"], summary["data_quality"]
+    overdue = [r for r in rows.values() if r["rule_id"] == "DT-remedy-overdue"]
+    breaks = [r for r in rows.values() if r["rule_id"] == "DT-chain-broken"]
+    assert overdue and breaks  # the shift has both cases
+    # before: every record counted; after: each consequence under its cause
+    assert f["records"] == len(rows) == files.findings
+    assert f["consequences"]["DT-remedy-overdue"] == len(overdue)
+    assert f["total"] == len(rows) - sum(f["consequences"].values())
+    assert sum(f["by_severity"].values()) == sum(f["by_rule"].values()) == f["total"]
+    assert "DT-remedy-overdue" not in f["by_rule"]
+    for r in overdue:
+        cause = rows[r["cause_finding_id"]]
+        assert cause["severity"] == "voiding" and cause["status"] == "overdue" and cause["table_id"] == r["table_id"]
+    for r in breaks:
+        if r["cause_finding_id"]:
+            gap = rows[r["cause_finding_id"]]
+            assert gap["rule_id"] == "DT-sequence-gap" and gap["evidence_event_ids"] == r["evidence_event_ids"]
+    assert dq["chain_breaks_after_gap"] == f["consequences"]["DT-chain-broken"] > 0
+    assert dq["incidents"] == dq["sequence_gaps"] + dq["chain_breaks_alone"]
+    assert f["by_rule"].get("DT-chain-broken", 0) == dq["chain_breaks_alone"]
+    # per-1000 rates and dealers count incidents too
+    assert sum(d["findings"] for d in summary["dealers"]) <= f["total"]
+    html = files.html.read_text()
+    assert "<dt>Incidents counted once</dt>" in html and "Data-quality incidents" in html
