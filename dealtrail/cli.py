@@ -615,6 +615,8 @@ def project(
                 max_records=batch,
                 schedule=spec,
                 reports=reports or settings.out / "periods",
+                property_name=settings.property_name,
+                review_due=review_due(settings),
             )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
@@ -828,7 +830,13 @@ def schedule(
     try:
         if once or fixed is not None:
             written = run_due(
-                db, out, spec, fixed or datetime.now(UTC), force=force, property_name=settings.property_name
+                db,
+                out,
+                spec,
+                fixed or datetime.now(UTC),
+                force=force,
+                property_name=settings.property_name,
+                review_due=review_due(settings),
             )
             console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
             return
@@ -841,7 +849,16 @@ def schedule(
         def busy(message: str) -> None:
             err.print(f"[yellow]{message}[/]")
 
-        run_forever(db, out, spec, poll_seconds=poll, on_written=announce, on_busy=busy)
+        run_forever(
+            db,
+            out,
+            spec,
+            poll_seconds=poll,
+            on_written=announce,
+            on_busy=busy,
+            property_name=settings.property_name,
+            review_due=review_due(settings),
+        )
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:

@@ -28,6 +28,7 @@ from streams.kafka import client_config, key_mismatch
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
+    from projections.reviews import ReviewDue
 
 log = logging.getLogger("dealtrail.projector")
 ROUND_TIMES = ("started_at", "completed_at")
@@ -77,6 +78,8 @@ def project(
     schedule: Schedule | None = None,
     reports: Path | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    property_name: str | None = None,
+    review_due: ReviewDue | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -91,6 +94,10 @@ def project(
             from this process's own connection, after each batch and when idle.
         reports: the folder of the scheduled reports.
         clock: the current time (tests pass their own).
+        property_name: the casino property the scheduled reports' headers name (the resolved
+            ``DEALTRAIL_PROPERTY``); None: none shown.
+        review_due: review due times per severity for the scheduled reports (resolved
+            settings); None: lateness not judged.
 
     Returns:
         The rows written.
@@ -136,7 +143,9 @@ def project(
             if schedule is not None and reports is not None:
                 from dealtrail.schedule import run_due
 
-                summary.reports += run_due(store.con, reports, schedule, clock())
+                summary.reports += run_due(
+                    store.con, reports, schedule, clock(), property_name=property_name, review_due=review_due
+                )
             if (
                 not polled
                 and once
