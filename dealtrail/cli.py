@@ -419,6 +419,7 @@ def report(
             review_due=review_due(settings),
             property_name=settings.property_name,
             generated_at=stamp,
+            console_url=settings.console_url,
         )
     except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None
@@ -461,7 +462,9 @@ def demo(
         )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
-    files = write_report(db, out, property_name=settings.property_name, generated_at=datetime.now(UTC))
+    files = write_report(
+        db, out, property_name=settings.property_name, generated_at=datetime.now(UTC), console_url=settings.console_url
+    )
     console.print(
         f"audited {summary.events:,} events: {sum(summary.detections.values()):,} findings "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(statuses.items()))})"
@@ -617,6 +620,7 @@ def project(
                 reports=reports or settings.out / "periods",
                 property_name=settings.property_name,
                 review_due=review_due(settings),
+                console_url=settings.console_url,
             )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
@@ -837,6 +841,7 @@ def schedule(
                 force=force,
                 property_name=settings.property_name,
                 review_due=review_due(settings),
+                console_url=settings.console_url,
             )
             console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
             return
@@ -858,6 +863,7 @@ def schedule(
             on_busy=busy,
             property_name=settings.property_name,
             review_due=review_due(settings),
+            console_url=settings.console_url,
         )
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
@@ -1136,7 +1142,7 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
         store.con,  # type: ignore[attr-defined]
         rules,
         smtp,
-        n.console_url,
+        settings.console_url,
         lock,  # type: ignore[arg-type]
         lambda: datetime.now(UTC),
         n.max_attempts,

@@ -115,10 +115,15 @@ class ConsoleSettings(BaseModel):
         reports_dir: folder of scheduled reports (``dealtrail schedule --out``) the Reports page
             lists; unset: none listed.
         poll_seconds: how often the floor page refreshes itself (seconds).
+        url: the console's public address (``DEALTRAIL_CONSOLE__URL``, e.g.
+            ``https://console.example``): reports link findings, dealers and tables to its pages,
+            notifications link findings; unset: reports carry no console links (see
+            :attr:`Settings.console_url`).
     """
 
     model_config = ConfigDict(frozen=True)
 
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
     session_secret: SecretStr | None = None
     reports_dir: Path | None = None
     poll_seconds: float = Field(default=2.0, ge=0.2, le=600)
@@ -237,6 +242,12 @@ class Settings(BaseSettings):
     snapshot_every: int = Field(default=5000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
+
+    @property
+    def console_url(self) -> str | None:
+        """The console's address links use: ``console.url``, else the older
+        ``notify.console_url``; None when neither is set."""
+        return self.console.url or self.notify.console_url
 
     @property
     def topics(self) -> Topics:

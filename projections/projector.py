@@ -80,6 +80,7 @@ def project(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
+    console_url: str | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -98,6 +99,7 @@ def project(
             ``DEALTRAIL_PROPERTY``); None: none shown.
         review_due: review due times per severity for the scheduled reports (resolved
             settings); None: lateness not judged.
+        console_url: the console's address the scheduled reports link to; None: no links.
 
     Returns:
         The rows written.
@@ -144,7 +146,13 @@ def project(
                 from dealtrail.schedule import run_due
 
                 summary.reports += run_due(
-                    store.con, reports, schedule, clock(), property_name=property_name, review_due=review_due
+                    store.con,
+                    reports,
+                    schedule,
+                    clock(),
+                    property_name=property_name,
+                    review_due=review_due,
+                    console_url=console_url,
                 )
             if (
                 not polled

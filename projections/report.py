@@ -12,11 +12,13 @@ import io
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import duckdb
 import jinja2
@@ -358,6 +360,47 @@ def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datet
 
 
 GAME_NAMES = {"C691": "Chapter 691 games", "PGP": "Pai Gow Poker", "TCP": "Three Card Poker"}
+LISTED_SEVERITIES = ("voiding", "integrity")
+"""Severities whose incidents the report lists one by one; procedural ones are summarised by rule."""
+TOP = 5
+"""How many tables and dealers "Where to look first" shows."""
+
+
+@dataclass(frozen=True)
+class ConsoleLinks:
+    """Links from a report to the compliance console's pages.
+
+    ``base`` is the console's address (``DEALTRAIL_CONSOLE__URL``, e.g.
+    ``https://console.example``), or ``""`` for paths relative to the page's own host (the
+    console serving a report itself), or None: no console, no links (a report read from a mail
+    or a shared folder would otherwise link to nothing).
+    """
+
+    base: str | None
+
+    def _url(self, path: str, query: Mapping[str, str] | None = None) -> str:
+        if self.base is None:
+            return ""
+        q = {k: v for k, v in (query or {}).items() if v}
+        return self.base.rstrip("/") + path + ("?" + urlencode(q) if q else "")
+
+    def finding(self, finding_id: str) -> str:
+        """The finding's page (``/findings/{id}``), or "" without a console."""
+        return self._url(f"/findings/{quote(finding_id, safe='')}")
+
+    def dealer(self, dealer_id: str | None) -> str:
+        """The dealer's page (``/dealers/{id}``), or "" without a console or a dealer."""
+        return self._url(f"/dealers/{quote(dealer_id, safe='')}") if dealer_id else ""
+
+    def table(self, table_id: str) -> str:
+        """The table's page (``/tables/{id}``), or "" without a console."""
+        return self._url(f"/tables/{quote(table_id, safe='')}")
+
+    def findings(self, start: datetime | None, end: datetime | None, **filters: str) -> str:
+        """The console's findings list filtered to the period and ``filters`` (its query names:
+        rule, severity, table, dealer, ...), or "" without a console."""
+        period = {"from": iso_utc(start) if start else "", "to": iso_utc(end) if end else ""}
+        return self._url("/findings", {**period, **filters})
 
 
 def rule_label(rule_id: str, width: int = 70) -> str:
@@ -418,6 +461,7 @@ def write_report(
     review_due: reviews.ReviewDue | None = None,
     property_name: str | None = None,
     generated_at: datetime | None = None,
+    console_url: str | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -442,6 +486,8 @@ def write_report(
         generated_at: when the report was generated, shown in the header in UTC (timezone-aware;
             the CLI passes the current time, the schedule its period's end so that a re-run
             writes the same bytes); None: not shown.
+        console_url: the console's address the page links findings, dealers and tables to (see
+            :class:`ConsoleLinks`; ``""``: paths on the page's own host); None: no links.
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -466,6 +512,15 @@ def write_report(
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
         figures = build_summary(con, findings, start, end, review_due)
+        review_rows: dict[str, dict[str, Any]] = {}
+        if reviews.has_console_tables(con):
+            rows, _ = reviews.find(
+                con,
+                reviews.FindingFilter(start=start, end=end),
+                review_due or reviews.ReviewDue(0, 0, 0),
+                _review_as_of(findings, end),
+            )
+            review_rows = {r["finding_id"]: r for r in rows}
         con.register("rpt_export", table)
         try:
             for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
@@ -484,6 +539,8 @@ def write_report(
         for f in findings
         if f["status"] in ("open", "overdue") and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
     ]
+    links = ConsoleLinks(console_url)
+    listed, procedural = _finding_list(findings, review_rows, review_due is not None)
     html = (
         _env(tz)
         .get_template("report.html.j2")
@@ -509,6 +566,14 @@ def write_report(
             rulebook_revision=RULEBOOK_REVISION,
             generation=info,
             generation_diff=diff,
+            links=links,
+            period=(start, end),
+            listed=listed,
+            procedural=procedural,
+            top_tables=_top_tables(figures),
+            top_dealers=_top_dealers(figures),
+            rule_label=rule_label,
+            top=TOP,
         )
     )
     html_path = out_dir / "report.html"
@@ -518,3 +583,60 @@ def write_report(
     for p in (csv_path, parquet_path):
         make_private(p)
     return ReportFiles(html_path, csv_path, parquet_path, len(findings), summary_path)
+
+
+def _finding_list(
+    findings: list[dict[str, Any]], review_rows: Mapping[str, Mapping[str, Any]], judge_late: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The report's list of individual findings: every voiding and integrity incident, oldest
+    first, each with its consequences, review status (``unreviewed`` in a store without review
+    tables), assignee and late flag; and the procedural incidents summarised per rule (count,
+    tables, first and last detection), most frequent first."""
+    under = consequences_by_cause(findings)
+    listed = []
+    by_rule: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in incidents(findings):
+        if f["severity"] not in LISTED_SEVERITIES:
+            by_rule[f["rule_id"]].append(f)
+            continue
+        rv = review_rows.get(f["finding_id"], {})
+        listed.append(
+            {
+                **f,
+                "consequences": under.get(f["finding_id"], []),
+                "review_status": rv.get("review_status", "unreviewed"),
+                "assignee": rv.get("assignee"),
+                "review_late": bool(judge_late and rv.get("review_late")),
+            }
+        )
+    procedural = [
+        {
+            "rule_id": rule_id,
+            "count": len(rows),
+            "tables": len({r["table_id"] for r in rows}),
+            "first": rows[0]["detected_at"],
+            "last": rows[-1]["detected_at"],
+        }
+        for rule_id, rows in sorted(by_rule.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    return listed, procedural
+
+
+def _top_tables(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tables with the most incidents per 1,000 rounds (then the most incidents)."""
+    rates = figures["findings"]["per_1000_rounds"]["by_table"]
+    counts = figures["findings"]["by_table"]
+    rows = [
+        {"table_id": t, "rounds": n, "incidents": counts.get(t, 0), "per_1000_rounds": rates.get(t)}
+        for t, n in figures["rounds"]["by_table"].items()
+        if counts.get(t, 0)
+    ]
+    rows.sort(key=lambda r: (-(r["per_1000_rounds"] or 0), -r["incidents"], r["table_id"]))
+    return rows[:TOP]
+
+
+def _top_dealers(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The dealers with the most incidents per 1,000 rounds dealt (then the most incidents)."""
+    rows = [d for d in figures["dealers"] if d["findings"]]
+    rows = sorted(rows, key=lambda d: (-(d["per_1000_rounds"] or 0), -d["findings"], d["dealer_id"]))
+    return rows[:TOP]
