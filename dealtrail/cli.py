@@ -1113,7 +1113,20 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
     from dealtrail.notify import Notifier, NotifyRule, SmtpConfig
 
     n = settings.notify
-    if not n.rules:
+    digest = None
+    if n.digest_at is not None and n.digest_to:
+        from zoneinfo import ZoneInfo
+
+        from dealtrail.notify import DigestConfig, digest_target
+
+        digest = DigestConfig(
+            n.digest_at,
+            ZoneInfo(n.digest_tz),
+            tuple(digest_target(t) for t in n.digest_to),
+            review_due(settings),
+            settings.property_name,
+        )
+    if not n.rules and digest is None:
         return
     smtp = (
         SmtpConfig(
@@ -1147,6 +1160,7 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
         lambda: datetime.now(UTC),
         n.max_attempts,
         n.backoff_seconds,
+        digest=digest,
     )
 
     def loop() -> None:
