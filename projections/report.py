@@ -137,7 +137,12 @@ def _env(tz: tzinfo = UTC) -> jinja2.Environment:
     def when(value: datetime | str) -> str:
         return show(datetime.fromisoformat(value) if isinstance(value, str) else value, tz)
 
+    def stamp(value: datetime) -> str:
+        # the date and time with its offset; the column header names the zone
+        return show(value, tz).rsplit(" ", 1)[0]
+
     env.filters["when"] = when
+    env.filters["stamp"] = stamp
     return env
 
 
@@ -573,6 +578,7 @@ def write_report(
             top_tables=_top_tables(figures),
             top_dealers=_top_dealers(figures),
             rule_label=rule_label,
+            rule_name=lambda rule_id: rule_label(rule_id, 400),
             top=TOP,
         )
     )
@@ -588,14 +594,16 @@ def write_report(
 def _finding_list(
     findings: list[dict[str, Any]], review_rows: Mapping[str, Mapping[str, Any]], judge_late: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The report's list of individual findings: every voiding and integrity incident, oldest
-    first, each with its consequences, review status (``unreviewed`` in a store without review
-    tables), assignee and late flag; and the procedural incidents summarised per rule (count,
+    """The report's list of individual findings: every voiding and integrity incident (voiding
+    first, each severity oldest first), each with its consequences, review status
+    (``unreviewed`` in a store without review tables), assignee and late flag; and the procedural incidents summarised per rule (count,
     tables, first and last detection), most frequent first."""
     under = consequences_by_cause(findings)
     listed = []
     by_rule: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for f in incidents(findings):
+    rank = {sev: i for i, sev in enumerate(LISTED_SEVERITIES)}
+    ordered = sorted(incidents(findings), key=lambda f: rank.get(f["severity"], len(rank)))  # stable: time kept
+    for f in ordered:
         if f["severity"] not in LISTED_SEVERITIES:
             by_rule[f["rule_id"]].append(f)
             continue
