@@ -596,8 +596,9 @@ def _finding_list(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The report's list of individual findings: every voiding and integrity incident (voiding
     first, each severity oldest first), each with its consequences, review status
-    (``unreviewed`` in a store without review tables), assignee and late flag; and the procedural incidents summarised per rule (count,
-    tables, first and last detection), most frequent first."""
+    (``unreviewed`` in a store without review tables), assignee and late flag; and the
+    procedural incidents summarised per rule (count, tables, first and last detection), most
+    frequent first."""
     under = consequences_by_cause(findings)
     listed = []
     by_rule: dict[str, list[dict[str, Any]]] = defaultdict(list)
