@@ -421,6 +421,7 @@ def report(
             review_due=review_due(settings),
             property_name=settings.property_name,
             generated_at=stamp,
+            console_url=settings.console_url,
         )
     except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None
@@ -463,7 +464,9 @@ def demo(
         )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
-    files = write_report(db, out, property_name=settings.property_name, generated_at=datetime.now(UTC))
+    files = write_report(
+        db, out, property_name=settings.property_name, generated_at=datetime.now(UTC), console_url=settings.console_url
+    )
     console.print(
         f"audited {summary.events:,} events: {sum(summary.detections.values()):,} findings "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(statuses.items()))})"
@@ -645,6 +648,9 @@ def project(
                 reports=reports or settings.out / "periods",
                 write_lock=lock,
                 on_batch=hosted.batch_stored if hosted is not None else None,
+                property_name=settings.property_name,
+                review_due=review_due(settings),
+                console_url=settings.console_url,
             )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
@@ -862,7 +868,14 @@ def schedule(
     try:
         if once or fixed is not None:
             written = run_due(
-                db, out, spec, fixed or datetime.now(UTC), force=force, property_name=settings.property_name
+                db,
+                out,
+                spec,
+                fixed or datetime.now(UTC),
+                force=force,
+                property_name=settings.property_name,
+                review_due=review_due(settings),
+                console_url=settings.console_url,
             )
             console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
             return
@@ -875,7 +888,17 @@ def schedule(
         def busy(message: str) -> None:
             err.print(f"[yellow]{message}[/]")
 
-        run_forever(db, out, spec, poll_seconds=poll, on_written=announce, on_busy=busy)
+        run_forever(
+            db,
+            out,
+            spec,
+            poll_seconds=poll,
+            on_written=announce,
+            on_busy=busy,
+            property_name=settings.property_name,
+            review_due=review_due(settings),
+            console_url=settings.console_url,
+        )
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -1237,11 +1260,25 @@ class _NotifyLoop:
 
 
 def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> _NotifyLoop | None:
-    """Send notifications from a background thread of the console's process, if rules are set."""
+    """Send notifications (and the daily digest of late reviews) from a background thread of the
+    console's process, if rules or a digest are set."""
     from dealtrail.notify import Notifier, NotifyRule, SmtpConfig
 
     n = settings.notify
-    if not n.rules:
+    digest = None
+    if n.digest_at is not None and n.digest_to:
+        from zoneinfo import ZoneInfo
+
+        from dealtrail.notify import DigestConfig, digest_target
+
+        digest = DigestConfig(
+            n.digest_at,
+            ZoneInfo(n.digest_tz),
+            tuple(digest_target(t) for t in n.digest_to),
+            review_due(settings),
+            settings.property_name,
+        )
+    if not n.rules and digest is None:
         return None
     smtp = (
         SmtpConfig(
@@ -1270,11 +1307,12 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
         store.con,  # type: ignore[attr-defined]
         rules,
         smtp,
-        n.console_url,
+        settings.console_url,
         lock,  # type: ignore[arg-type]
         lambda: datetime.now(UTC),
         n.max_attempts,
         n.backoff_seconds,
+        digest=digest,
     )
     return _NotifyLoop(notifier, every)
 

@@ -7,6 +7,14 @@ a target until one attempt succeeds, a failed attempt is retried after a backoff
 each time, and after the last attempt the delivery is recorded as ``gave_up`` and shown on the
 console, never dropped silently. Only findings stored after notifications were first switched on
 for a store are sent (the store keeps that mark), so turning them on does not mail the backlog.
+
+The daily digest of late reviews (:class:`DigestConfig`) goes the same way: once a local day, at
+a wall-clock time in a configured zone, one message per target lists the findings whose review
+is late (not disposed within its due time), or says that none is. It is sent every day, late
+reviews or not, so that a missing digest means a broken notifier, never a quiet day. Its
+deliveries are rows of the same table keyed ``digest:<local date>`` per target: de-duplicated per
+(day, target), retried with the same backoff, given up and shown like any other delivery. A
+digest missed while the notifier was down is sent when it next runs (the latest day only).
 """
 
 from __future__ import annotations
@@ -16,13 +24,16 @@ import smtplib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from email.message import EmailMessage
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import duckdb
 import httpx
 
+from projections import reviews
+from projections.timefmt import show
 from streams.engine.catalog import RULES_BY_ID
 
 NOTIFY_SQL = """
@@ -105,6 +116,100 @@ class SmtpConfig:
     timeout: float = 10.0
 
 
+DIGEST = "digest:"
+"""Prefix of a digest delivery's key in ``notifications.finding_id`` (``digest:<local date>``)."""
+
+
+@dataclass(frozen=True)
+class DigestConfig:
+    """The daily digest of late reviews (resolved from the settings by the entry point).
+
+    Attributes:
+        at: the local wall-clock time it is sent at.
+        zone: the zone of ``at`` and of the day (a day has 23, 24 or 25 hours).
+        targets: ``webhook:<url>`` and ``email:<address>``.
+        due: review due times per severity (hours).
+        property_name: the casino property the message names, or None.
+    """
+
+    at: time
+    zone: ZoneInfo
+    targets: tuple[str, ...]
+    due: reviews.ReviewDue
+    property_name: str | None = None
+
+    def send_instant(self, day: date) -> datetime:
+        """When ``day``'s digest is due (UTC): ``at`` on ``day`` in ``zone``. A time the clocks
+        skip (spring forward) is taken with the offset before the change, so it falls just after
+        the gap; a time that occurs twice (fall back) is the first one."""
+        return datetime.combine(day, self.at, tzinfo=self.zone).astimezone(UTC)
+
+    def latest_day(self, now: datetime) -> date | None:
+        """The latest local day whose digest time has passed at ``now`` (None: none yet, which
+        cannot happen after the first day)."""
+        today = now.astimezone(self.zone).date()
+        for day in (today, today - timedelta(days=1)):
+            if self.send_instant(day) <= now:
+                return day
+        return None
+
+
+def digest_target(value: str) -> str:
+    """A digest target as given in the settings (a webhook URL or an email address) as a
+    delivery target, ``webhook:<url>`` or ``email:<address>``.
+
+    Raises:
+        ValueError: neither an http(s) URL nor an address with one ``@``.
+    """
+    v = value.strip()
+    if v.startswith(("http://", "https://")):
+        return f"webhook:{v}"
+    local, at, domain = v.partition("@")
+    if at and local and domain and "@" not in domain and not any(c.isspace() for c in v):
+        return f"email:{v}"
+    raise ValueError(f"digest target {value!r} is neither an http(s) URL nor an email address")
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    return (f"{days} d " if days else "") + f"{hours} h {mins:02d} min"
+
+
+def digest_text(
+    day: date, late: Sequence[Mapping[str, Any]], config: DigestConfig, now: datetime, console_url: str | None
+) -> str:
+    """The digest's text (the webhook's ``text``, the email's body): one line per late review,
+    most overdue first, with the finding, rule, table, due time, how late and the assignee."""
+    where = f" at {config.property_name}" if config.property_name else ""
+    head = f"dealtrail: late reviews{where} for {day.isoformat()}, as of {show(now, config.zone)}"
+    if not late:
+        return f"{head}\nNo review is late."
+    lines = [f"{head}\n{len(late)} review{'s' if len(late) != 1 else ''} late (not disposed within the due time):"]
+    for f in late:
+        spec = RULES_BY_ID.get(str(f["rule_id"]))
+        line = (
+            f"- {f['severity']} at table {f['table_id']}"
+            + (f", round {f['round_id']}" if f.get("round_id") else "")
+            + f": {spec.summary.rstrip('.') if spec else f['rule_id']} ({f['rule_id']});"
+            + f" due {show(f['review_due_at'], config.zone)}, {_duration((now - f['review_due_at']).total_seconds())}"
+            + " late;"
+            + f" {('assigned to ' + str(f['assignee'])) if f.get('assignee') else 'unassigned'}"
+            + f" ({f['review_status']})"
+        )
+        if console_url:
+            line += f"\n  {console_url.rstrip('/')}/findings/{f['finding_id']}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def late_reviews(con: duckdb.DuckDBPyConnection, due: reviews.ReviewDue, now: datetime) -> list[dict[str, Any]]:
+    """Findings whose review is late at ``now`` and not disposed yet, most overdue first."""
+    rows, _ = reviews.find(con, reviews.FindingFilter(), due, now, sort="due", descending=False)
+    return [r for r in rows if r["review_late"] and r["review_status"] != "disposed"]
+
+
 def message(finding: Mapping[str, Any], console_url: str | None) -> str:
     """The one-paragraph text of a notification (the webhook's ``text``, the email's body)."""
     spec = RULES_BY_ID.get(str(finding["rule_id"]))
@@ -135,6 +240,7 @@ class Notifier:
         max_attempts: attempts per delivery before it is given up (attempts).
         backoff: the wait after the first failed attempt; it doubles after each (seconds).
         http_timeout: seconds a webhook may take (seconds).
+        digest: the daily digest of late reviews, or None.
     """
 
     def __init__(
@@ -148,8 +254,10 @@ class Notifier:
         max_attempts: int,
         backoff: float,
         http_timeout: float = 5.0,
+        digest: DigestConfig | None = None,
     ) -> None:
         self.con, self.rules, self.smtp, self.console_url = con, list(rules), smtp, console_url
+        self.digest = digest
         self.lock, self.clock = lock, clock
         self.max_attempts, self.backoff, self.http_timeout = max_attempts, backoff, http_timeout
         # one client for every webhook call: a new one per call rebuilt its TLS context each time
@@ -197,20 +305,62 @@ class Notifier:
                     out.append((f, target, attempt + 1))
         return out
 
+    def _retry_due(self, last: tuple[str, int, datetime] | None, now: datetime) -> int | None:
+        """The attempt number to make now for a delivery whose latest attempt is ``last``
+        (None: never attempted), or None when it is delivered, given up or backing off."""
+        if last is None:
+            return 1
+        outcome, attempt, at = last
+        wait = timedelta(seconds=self.backoff * 2 ** (attempt - 1))
+        return attempt + 1 if outcome == "failed" and now >= at + wait else None
+
+    def digests_due(self) -> list[tuple[str, str, int]]:
+        """The digest deliveries to attempt now: ``(key, target, attempt number)``, ``key``
+        being ``digest:<local date>``: the latest day whose digest time has passed, and any
+        earlier day's digest still being retried."""
+        if self.digest is None or not self.digest.targets:
+            return []
+        now = self.clock()
+        cur = self.con.cursor()
+        try:
+            state = {
+                (key, target): (outcome, attempt, at)
+                for key, target, outcome, attempt, at in cur.execute(
+                    "SELECT finding_id, target, outcome, attempt, attempted_at FROM dim_notifications"
+                    " WHERE starts_with(finding_id, ?)",
+                    [DIGEST],
+                ).fetchall()
+            }
+        finally:
+            cur.close()
+        day = self.digest.latest_day(now)
+        keys = {key for key, _ in state} | ({f"{DIGEST}{day.isoformat()}"} if day else set())
+        out = []
+        for key in sorted(keys):
+            for target in self.digest.targets:
+                attempt = self._retry_due(state.get((key, target)), now)
+                if attempt is not None and (attempt > 1 or key == f"{DIGEST}{day}"):
+                    out.append((key, target, attempt))
+        return out
+
     def run_once(self) -> int:
-        """Attempt every due delivery once; returns how many were delivered.
+        """Attempt every due delivery once (findings, then the digest); returns how many were
+        delivered.
 
         The attempts of a round are recorded together, in one write under the lock, after the
         round (the projector's batches hold the same lock); a crash before that write sends
-        them again (at-least-once: a receiver de-duplicates by finding ID).
+        them again (at-least-once: a receiver de-duplicates by finding ID, or by digest day).
         """
         delivered = 0
         rows: list[list[Any]] = []
         for finding, target, attempt in self.due():
             error = self._send(finding, target)
-            outcome = "delivered" if error is None else ("gave_up" if attempt >= self.max_attempts else "failed")
             delivered += error is None
-            rows.append([finding["finding_id"], target, attempt, outcome, self.clock(), error])
+            rows.append(self._row(finding["finding_id"], target, attempt, error))
+        for key, target, attempt in self.digests_due():
+            error = self._send_digest(key, target)
+            delivered += error is None
+            rows.append(self._row(key, target, attempt, error))
         if rows:
             with self.lock:
                 self.con.execute("BEGIN TRANSACTION")
@@ -223,29 +373,76 @@ class Notifier:
                     raise
         return delivered
 
+    def _row(self, key: str, target: str, attempt: int, error: str | None) -> list[Any]:
+        """The ``notifications`` row of one attempt (``error`` None: delivered)."""
+        outcome = "delivered" if error is None else ("gave_up" if attempt >= self.max_attempts else "failed")
+        return [key, target, attempt, outcome, self.clock(), error]
+
+    def _send_digest(self, key: str, target: str) -> str | None:
+        assert self.digest is not None
+        day = date.fromisoformat(key.removeprefix(DIGEST))
+        now = self.clock()
+        cur = self.con.cursor()
+        try:
+            late = late_reviews(cur, self.digest.due, now)
+        finally:
+            cur.close()
+        text = digest_text(day, late, self.digest, now, self.console_url)
+        where = f" at {self.digest.property_name}" if self.digest.property_name else ""
+        subject = f"[dealtrail] late reviews{where}, {day.isoformat()}: " + (
+            f"{len(late)} late" if late else "none late"
+        )
+        body = {
+            "text": text,
+            "digest": {
+                "day": day.isoformat(),
+                "as_of": now.astimezone(UTC).isoformat(),
+                "late": [
+                    {
+                        "finding_id": f["finding_id"],
+                        "rule_id": f["rule_id"],
+                        "severity": f["severity"],
+                        "table_id": f["table_id"],
+                        "round_id": f["round_id"],
+                        "review_status": f["review_status"],
+                        "assignee": f["assignee"],
+                        "review_due_at": f["review_due_at"].astimezone(UTC).isoformat(),
+                        "late_seconds": round((now - f["review_due_at"]).total_seconds()),
+                    }
+                    for f in late
+                ],
+            },
+        }
+        return self._deliver(target, text, subject, body)
+
     def _send(self, finding: Mapping[str, Any], target: str) -> str | None:
-        kind, _, where = target.partition(":")
         text = message(finding, self.console_url)
+        body = {
+            "text": text,
+            "finding": {
+                k: finding[k].isoformat() if isinstance(finding[k], datetime) else finding[k]
+                for k in (
+                    "finding_id",
+                    "rule_id",
+                    "citation",
+                    "severity",
+                    "game",
+                    "table_id",
+                    "round_id",
+                    "message",
+                    "required_remedy",
+                    "observed_at",
+                )
+            },
+        }
+        subject = f"[dealtrail] {finding['severity']} finding at {finding['table_id']}: {finding['rule_id']}"
+        return self._deliver(target, text, subject, body)
+
+    def _deliver(self, target: str, text: str, subject: str, body: Mapping[str, Any]) -> str | None:
+        """Send one message to ``target``; None on success, else the error (type and text)."""
+        kind, _, where = target.partition(":")
         try:
             if kind == "webhook":
-                body = {
-                    "text": text,
-                    "finding": {
-                        k: finding[k].isoformat() if isinstance(finding[k], datetime) else finding[k]
-                        for k in (
-                            "finding_id",
-                            "rule_id",
-                            "citation",
-                            "severity",
-                            "game",
-                            "table_id",
-                            "round_id",
-                            "message",
-                            "required_remedy",
-                            "observed_at",
-                        )
-                    },
-                }
                 r = self._http.post(
                     where,
                     content=json.dumps(body),
@@ -256,9 +453,7 @@ class Notifier:
                 return "no SMTP server configured"
             mail = EmailMessage()
             mail["From"], mail["To"] = self.smtp.sender, where
-            mail["Subject"] = (
-                f"[dealtrail] {finding['severity']} finding at {finding['table_id']}: {finding['rule_id']}"
-            )
+            mail["Subject"] = subject
             mail.set_content(text)
             with smtplib.SMTP(self.smtp.host, self.smtp.port, timeout=self.smtp.timeout) as smtp:
                 if self.smtp.starttls:

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from projections.report import write_report
+from projections.reviews import ReviewDue
 from projections.store import connect_read_only
 
 SHIFT_STARTS = (6, 14, 22)
@@ -171,6 +172,8 @@ def run_due(
     now: datetime,
     force: bool = False,
     property_name: str | None = None,
+    review_due: ReviewDue | None = None,
+    console_url: str | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet.
 
@@ -181,6 +184,8 @@ def run_due(
         now: the current time (timezone-aware).
         force: rewrite periods already written.
         property_name: the casino property the report headers name (resolved settings).
+        review_due: review due times per severity (resolved settings); None: lateness not judged.
+        console_url: the console's address the reports link to (resolved settings); None: no links.
 
     A report's header gives its period's end as its generation time (not the clock), so that a
     period re-written with ``force`` comes out byte for byte the same.
@@ -210,7 +215,9 @@ def run_due(
                 title,
                 tz=schedule.zone,
                 property_name=property_name,
+                review_due=review_due,
                 generated_at=period.end,
+                console_url=console_url,
             )
             written.append(folder)
     finally:
@@ -230,6 +237,8 @@ def run_forever(
     iterations: int | None = None,
     on_busy: Callable[[str], None] | None = None,
     property_name: str | None = None,
+    review_due: ReviewDue | None = None,
+    console_url: str | None = None,
 ) -> None:
     """Write each period's report as it closes; check every ``poll_seconds`` (seconds).
 
@@ -248,6 +257,8 @@ def run_forever(
         iterations: bounds the loop (tests); None runs until interrupted.
         on_busy: told, once per busy spell, that the store could not be opened and why.
         property_name: the casino property the report headers name.
+        review_due: review due times per severity; None: lateness not judged.
+        console_url: the console's address the reports link to; None: no links.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
@@ -256,7 +267,9 @@ def run_forever(
     busy = False
     while iterations is None or n < iterations:
         try:
-            written = run_due(db, out, schedule, clock(), property_name=property_name)
+            written = run_due(
+                db, out, schedule, clock(), property_name=property_name, review_due=review_due, console_url=console_url
+            )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:
                 on_busy(f"{db} is busy (a writer holds it); trying again every {poll_seconds:g} s: {exc}")

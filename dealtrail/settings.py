@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import time
 from pathlib import Path
 from typing import Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.topics import Topics
@@ -115,10 +117,15 @@ class ConsoleSettings(BaseModel):
         reports_dir: folder of scheduled reports (``dealtrail schedule --out``) the Reports page
             lists; unset: none listed.
         poll_seconds: how often the floor page refreshes itself (seconds).
+        url: the console's public address (``DEALTRAIL_CONSOLE__URL``, e.g.
+            ``https://console.example``): reports link findings, dealers and tables to its pages,
+            notifications link findings; unset: reports carry no console links (see
+            :attr:`Settings.console_url`).
     """
 
     model_config = ConfigDict(frozen=True)
 
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
     session_secret: SecretStr | None = None
     reports_dir: Path | None = None
     poll_seconds: float = Field(default=1.0, ge=0.2, le=600)
@@ -157,7 +164,14 @@ class NotifySettings(BaseModel):
         smtp_sender: the From address.
         max_attempts: attempts per delivery before it is given up and shown (attempts).
         backoff_seconds: wait after the first failed attempt, doubled after each (seconds).
-        console_url: the console's public address, for links in messages.
+        console_url: the console's public address, for links in messages (the older name of
+            ``DEALTRAIL_CONSOLE__URL``, which wins when both are set).
+        digest_at: the local time of the daily digest of late reviews
+            (``DEALTRAIL_NOTIFY__DIGEST_AT=08:00``); unset: no digest.
+        digest_tz: the IANA zone of ``digest_at`` and of the digest's day
+            (``DEALTRAIL_NOTIFY__DIGEST_TZ``, default UTC).
+        digest_to: where the digest goes, as JSON: webhook URLs and email addresses
+            (``DEALTRAIL_NOTIFY__DIGEST_TO='["https://hooks.example/x", "compliance@casino.example"]'``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -172,6 +186,34 @@ class NotifySettings(BaseModel):
     max_attempts: int = Field(default=5, ge=1, le=100)
     backoff_seconds: float = Field(default=30, gt=0, le=86_400)
     console_url: str | None = None
+    digest_at: time | None = None
+    digest_tz: str = "UTC"
+    digest_to: list[str] = []
+
+    @field_validator("digest_tz")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as America/New_York)") from None
+        return value
+
+    @field_validator("digest_to")
+    @classmethod
+    def _targets(cls, value: list[str]) -> list[str]:
+        from dealtrail.notify import digest_target
+
+        for v in value:
+            digest_target(v)
+        return value
+
+    @field_validator("digest_at")
+    @classmethod
+    def _naive(cls, value: time | None) -> time | None:
+        if value is not None and value.tzinfo is not None:
+            raise ValueError("digest_at is a wall-clock time without an offset; the zone is digest_tz")
+        return value
 
 
 class Settings(BaseSettings):
@@ -237,6 +279,12 @@ class Settings(BaseSettings):
     snapshot_every: int = Field(default=5000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
+
+    @property
+    def console_url(self) -> str | None:
+        """The console's address links use: ``console.url``, else the older
+        ``notify.console_url``; None when neither is set."""
+        return self.console.url or self.notify.console_url
 
     @property
     def topics(self) -> Topics:

@@ -32,6 +32,7 @@ from streams.kafka import client_config, key_mismatch
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
+    from projections.reviews import ReviewDue
 
 log = logging.getLogger("dealtrail.projector")
 ROUND_TIMES = ("started_at", "completed_at")
@@ -98,6 +99,9 @@ def project(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     write_lock: contextlib.AbstractContextManager[Any] | None = None,
     on_batch: Callable[[BatchCounts], None] | None = None,
+    property_name: str | None = None,
+    review_due: ReviewDue | None = None,
+    console_url: str | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -117,6 +121,11 @@ def project(
             notifier of ``dealtrail project --serve``); None: this thread is the only one.
         on_batch: called with what each batch added, once its transaction has committed (the
             notifier of ``project --serve`` wakes on it instead of waiting out its period).
+        property_name: the casino property the scheduled reports' headers name (the resolved
+            ``DEALTRAIL_PROPERTY``); None: none shown.
+        review_due: review due times per severity for the scheduled reports (resolved
+            settings); None: lateness not judged.
+        console_url: the console's address the scheduled reports link to; None: no links.
 
     Returns:
         The rows written.
@@ -173,7 +182,15 @@ def project(
                 from dealtrail.schedule import run_due
 
                 with lock:
-                    summary.reports += run_due(store.con, reports, schedule, clock())
+                    summary.reports += run_due(
+                        store.con,
+                        reports,
+                        schedule,
+                        clock(),
+                        property_name=property_name,
+                        review_due=review_due,
+                        console_url=console_url,
+                    )
             if (
                 not polled
                 and once

@@ -12,11 +12,13 @@ import io
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import duckdb
 import jinja2
@@ -60,6 +62,7 @@ def query(
     start: datetime | None = None,
     end: datetime | None = None,
     table_id: str | None = None,
+    **extra: Any,
 ) -> pa.Table:
     """Run ``projections/sql/<name>.sql`` for the period [start, end) as an Arrow table.
 
@@ -69,8 +72,9 @@ def query(
         start: start of the period, inclusive (timezone-aware); None means unbounded.
         end: end of the period, exclusive; None means unbounded.
         table_id: restrict to one table (bound as a parameter, never spliced into SQL).
+        **extra: further parameters the query names (e.g. ``consequences`` of ``rpt_by_dealer``).
     """
-    params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id}
+    params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id, **extra}
     return con.sql(_sql(f"{name}.sql"), params=params).to_arrow_table()
 
 
@@ -133,12 +137,39 @@ def _env(tz: tzinfo = UTC) -> jinja2.Environment:
     def when(value: datetime | str) -> str:
         return show(datetime.fromisoformat(value) if isinstance(value, str) else value, tz)
 
+    def stamp(value: datetime) -> str:
+        # the date and time with its offset; the column header names the zone
+        return show(value, tz).rsplit(" ", 1)[0]
+
     env.filters["when"] = when
+    env.filters["stamp"] = stamp
     return env
 
 
+CONSEQUENCE_RULES = ("DT-remedy-overdue", "DT-chain-broken")
+"""Rules whose finding can be the consequence of another (``cause_finding_id`` in ``rpt_findings``)."""
+
+
+def incidents(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The finding rows that count as incidents: every row but the consequences shown under
+    their cause (a DT-remedy-overdue under the voiding finding whose remedy was skipped, a
+    DT-chain-broken under the DT-sequence-gap that broke the chain; see ``rpt_findings.sql``)."""
+    return [f for f in findings if not f.get("cause_finding_id")]
+
+
+def consequences_by_cause(findings: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The consequence rows of ``findings`` keyed by the finding ID of their cause."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in findings:
+        if f.get("cause_finding_id"):
+            out[f["cause_finding_id"]].append(f)
+    return dict(out)
+
+
 def summarise(findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report's aggregates over finding rows (as from ``rpt_findings``)."""
+    """The report's aggregates over finding rows (as from ``rpt_findings``), counting incidents:
+    a consequence (``cause_finding_id`` set) is left out here and shown under its cause."""
+    findings = incidents(findings)
     by_rule: dict[str, Counter[str]] = defaultdict(Counter)
     revisions: dict[str, set[int]] = defaultdict(set)
     for f in findings:
@@ -218,17 +249,22 @@ def build_summary(
 
     Keys: ``period`` (``start`` and ``end`` as asked, None when unbounded; ``first_event`` and
     ``last_event``: the first and last dealing event in it), ``rounds`` (total, voided, by game,
-    by table), ``findings`` (total, by severity, status, game, rule, table; ``by_status.open``
-    counts every open finding, split into ``open_remedy_owed``, a remedy owed and the next round
-    not started yet, and ``open_no_remedy``, no remedy prescribed and left for review, plus the
-    open DT-remedy-overdue records; ``remedy_overdue_records`` counts those records, each the
+    by table), ``findings`` (``total`` counts incidents: every finding but the consequences shown
+    under their cause, see :func:`incidents`; ``records`` counts every finding row, as in the CSV;
+    ``consequences``: rule -> consequences left out of the counts; by severity, status, game,
+    rule and table count incidents; ``by_status.open``
+    counts every open incident, split into ``open_remedy_owed``, a remedy owed and the next round
+    not started yet, and ``open_no_remedy``, no remedy prescribed and left for review;
+    ``remedy_overdue_records`` counts the DT-remedy-overdue records, each the
     consequence of a finding counted ``overdue``, not another incident; ``per_1000_rounds``:
     findings per 1,000 rounds dealt by game and by table, None without a round), ``dealers``
     (rounds and findings per dealer, with ``per_1000_rounds``),
     ``stub_compliance`` (per table: rounds, exempt, with a count, longest run without one),
     ``remedies`` (owed, done on time, done late, open, overdue, delays in seconds),
     ``device_faults`` (each fault and the findings that followed), ``data_quality`` (sequence
-    gaps, unverifiable rounds, dead letters dated in the period and undated, and both by reason
+    gaps, chain breaks caused by one of them (``chain_breaks_after_gap``) and without one
+    (``chain_breaks_alone``), ``incidents``: the gaps plus the chain breaks alone, unverifiable
+    rounds, dead letters dated in the period and undated, and both by reason
     in ``dead_letters_by_reason``: reason -> ``{"in_period": n, "undated": n}``). Times are ISO
     8601 in UTC; ``period.events`` counts the dealing events in the period, and
     ``period.no_events`` is true when there is none (nothing was audited: no finding and no
@@ -249,17 +285,23 @@ def build_summary(
         for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
     }
     span = query(con, "rpt_span", start, end).to_pylist()[0]
-    dealers = query(con, "rpt_by_dealer", start, end).to_pylist()
+    consequence_ids = [f["finding_id"] for f in findings if f.get("cause_finding_id")]
+    dealers = query(con, "rpt_by_dealer", start, end, consequences=consequence_ids).to_pylist()
     for d in dealers:
         d["per_1000_rounds"] = per_1000(d["findings"], d["rounds"])
     by_table_rounds = {r["table_id"]: r["rounds"] for r in rounds}
     game_findings = {g: sum(c.values()) for g, c in agg["by_game"].items()}
     # a DT-remedy-overdue is the consequence of its cause's overdue remedy, not a remedy owed itself
     consequences = [f for f in findings if f["rule_id"] == "DT-remedy-overdue"]
+    gaps = {f["finding_id"] for f in findings if f["rule_id"] == "DT-sequence-gap"}
+    breaks = [f for f in findings if f["rule_id"] == "DT-chain-broken"]
+    quality["chain_breaks_after_gap"] = sum(1 for f in breaks if f.get("cause_finding_id") in gaps)
+    quality["chain_breaks_alone"] = sum(1 for f in breaks if not f.get("cause_finding_id"))
+    quality["incidents"] = len(gaps) + quality["chain_breaks_alone"]
     open_owed = sum(
         1 for f in findings if f["status"] == "open" and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
     )
-    open_none = sum(1 for f in findings if f["status"] == "open" and not f["required_remedy"])
+    open_none = sum(1 for f in incidents(findings) if f["status"] == "open" and not f["required_remedy"])
     figures: dict[str, Any] = _jsonable(
         {
             "period": {
@@ -278,6 +320,11 @@ def build_summary(
             },
             "findings": {
                 "total": agg["total"],
+                "records": len(findings),
+                "consequences": {
+                    rule: sum(1 for f in findings if f["rule_id"] == rule and f.get("cause_finding_id"))
+                    for rule in CONSEQUENCE_RULES
+                },
                 "by_severity": {s: agg["by_severity"][s] for s in SEVERITIES},
                 "by_status": dict(sorted(agg["by_status"].items())),
                 "open_remedy_owed": open_owed,
@@ -318,6 +365,47 @@ def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datet
 
 
 GAME_NAMES = {"C691": "Chapter 691 games", "PGP": "Pai Gow Poker", "TCP": "Three Card Poker"}
+LISTED_SEVERITIES = ("voiding", "integrity")
+"""Severities whose incidents the report lists one by one; procedural ones are summarised by rule."""
+TOP = 5
+"""How many tables and dealers "Where to look first" shows."""
+
+
+@dataclass(frozen=True)
+class ConsoleLinks:
+    """Links from a report to the compliance console's pages.
+
+    ``base`` is the console's address (``DEALTRAIL_CONSOLE__URL``, e.g.
+    ``https://console.example``), or ``""`` for paths relative to the page's own host (the
+    console serving a report itself), or None: no console, no links (a report read from a mail
+    or a shared folder would otherwise link to nothing).
+    """
+
+    base: str | None
+
+    def _url(self, path: str, query: Mapping[str, str] | None = None) -> str:
+        if self.base is None:
+            return ""
+        q = {k: v for k, v in (query or {}).items() if v}
+        return self.base.rstrip("/") + path + ("?" + urlencode(q) if q else "")
+
+    def finding(self, finding_id: str) -> str:
+        """The finding's page (``/findings/{id}``), or "" without a console."""
+        return self._url(f"/findings/{quote(finding_id, safe='')}")
+
+    def dealer(self, dealer_id: str | None) -> str:
+        """The dealer's page (``/dealers/{id}``), or "" without a console or a dealer."""
+        return self._url(f"/dealers/{quote(dealer_id, safe='')}") if dealer_id else ""
+
+    def table(self, table_id: str) -> str:
+        """The table's page (``/tables/{id}``), or "" without a console."""
+        return self._url(f"/tables/{quote(table_id, safe='')}")
+
+    def findings(self, start: datetime | None, end: datetime | None, **filters: str) -> str:
+        """The console's findings list filtered to the period and ``filters`` (its query names:
+        rule, severity, table, dealer, ...), or "" without a console."""
+        period = {"from": iso_utc(start) if start else "", "to": iso_utc(end) if end else ""}
+        return self._url("/findings", {**period, **filters})
 
 
 def rule_label(rule_id: str, width: int = 70) -> str:
@@ -378,6 +466,7 @@ def write_report(
     review_due: reviews.ReviewDue | None = None,
     property_name: str | None = None,
     generated_at: datetime | None = None,
+    console_url: str | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -402,6 +491,8 @@ def write_report(
         generated_at: when the report was generated, shown in the header in UTC (timezone-aware;
             the CLI passes the current time, the schedule its period's end so that a re-run
             writes the same bytes); None: not shown.
+        console_url: the console's address the page links findings, dealers and tables to (see
+            :class:`ConsoleLinks`; ``""``: paths on the page's own host); None: no links.
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -426,6 +517,15 @@ def write_report(
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
         figures = build_summary(con, findings, start, end, review_due)
+        review_rows: dict[str, dict[str, Any]] = {}
+        if reviews.has_console_tables(con):
+            rows, _ = reviews.find(
+                con,
+                reviews.FindingFilter(start=start, end=end),
+                review_due or reviews.ReviewDue(0, 0, 0),
+                _review_as_of(findings, end),
+            )
+            review_rows = {r["finding_id"]: r for r in rows}
         con.register("rpt_export", table)
         try:
             for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
@@ -444,6 +544,8 @@ def write_report(
         for f in findings
         if f["status"] in ("open", "overdue") and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
     ]
+    links = ConsoleLinks(console_url)
+    listed, procedural = _finding_list(findings, review_rows, review_due is not None)
     html = (
         _env(tz)
         .get_template("report.html.j2")
@@ -462,13 +564,22 @@ def write_report(
             rounds=rounds,
             rounds_total=sum(r["rounds"] for r in rounds),
             remedies=remedies,
-            chart_svg=_chart_svg(findings, tz),
-            rule_chart_svg=_rule_chart_svg(findings),
+            chart_svg=_chart_svg(incidents(findings), tz),
+            rule_chart_svg=_rule_chart_svg(incidents(findings)),
             severities=SEVERITIES,
             severity_meaning=SEVERITY_MEANING,
             rulebook_revision=RULEBOOK_REVISION,
             generation=info,
             generation_diff=diff,
+            links=links,
+            period=(start, end),
+            listed=listed,
+            procedural=procedural,
+            top_tables=_top_tables(figures),
+            top_dealers=_top_dealers(figures),
+            rule_label=rule_label,
+            rule_name=lambda rule_id: rule_label(rule_id, 400),
+            top=TOP,
         )
     )
     html_path = out_dir / "report.html"
@@ -478,3 +589,63 @@ def write_report(
     for p in (csv_path, parquet_path):
         make_private(p)
     return ReportFiles(html_path, csv_path, parquet_path, len(findings), summary_path)
+
+
+def _finding_list(
+    findings: list[dict[str, Any]], review_rows: Mapping[str, Mapping[str, Any]], judge_late: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The report's list of individual findings: every voiding and integrity incident (voiding
+    first, each severity oldest first), each with its consequences, review status
+    (``unreviewed`` in a store without review tables), assignee and late flag; and the
+    procedural incidents summarised per rule (count, tables, first and last detection), most
+    frequent first."""
+    under = consequences_by_cause(findings)
+    listed = []
+    by_rule: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    rank = {sev: i for i, sev in enumerate(LISTED_SEVERITIES)}
+    ordered = sorted(incidents(findings), key=lambda f: rank.get(f["severity"], len(rank)))  # stable: time kept
+    for f in ordered:
+        if f["severity"] not in LISTED_SEVERITIES:
+            by_rule[f["rule_id"]].append(f)
+            continue
+        rv = review_rows.get(f["finding_id"], {})
+        listed.append(
+            {
+                **f,
+                "consequences": under.get(f["finding_id"], []),
+                "review_status": rv.get("review_status", "unreviewed"),
+                "assignee": rv.get("assignee"),
+                "review_late": bool(judge_late and rv.get("review_late")),
+            }
+        )
+    procedural = [
+        {
+            "rule_id": rule_id,
+            "count": len(rows),
+            "tables": len({r["table_id"] for r in rows}),
+            "first": rows[0]["detected_at"],
+            "last": rows[-1]["detected_at"],
+        }
+        for rule_id, rows in sorted(by_rule.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    return listed, procedural
+
+
+def _top_tables(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tables with the most incidents per 1,000 rounds (then the most incidents)."""
+    rates = figures["findings"]["per_1000_rounds"]["by_table"]
+    counts = figures["findings"]["by_table"]
+    rows = [
+        {"table_id": t, "rounds": n, "incidents": counts.get(t, 0), "per_1000_rounds": rates.get(t)}
+        for t, n in figures["rounds"]["by_table"].items()
+        if counts.get(t, 0)
+    ]
+    rows.sort(key=lambda r: (-(r["per_1000_rounds"] or 0), -r["incidents"], r["table_id"]))
+    return rows[:TOP]
+
+
+def _top_dealers(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The dealers with the most incidents per 1,000 rounds dealt (then the most incidents)."""
+    rows = [d for d in figures["dealers"] if d["findings"]]
+    rows = sorted(rows, key=lambda d: (-(d["per_1000_rounds"] or 0), -d["findings"], d["dealer_id"]))
+    return rows[:TOP]

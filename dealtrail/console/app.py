@@ -692,6 +692,7 @@ def create_app(
                 review_due=config.review_due,
                 property_name=config.property_name,
                 generated_at=config.clock(),
+                console_url="",  # served by the console: its own paths
             )
             html = files.html.read_text(encoding="utf-8")
         return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})

@@ -239,3 +239,159 @@ def test_notification_rules_are_read_from_the_environment(monkeypatch: pytest.Mo
     s = Settings()
     assert [r.webhook for r in s.notify.rules] == ["http://127.0.0.1:9/hook", None]
     assert s.notify.rules[1].emails == ["a@b.test"] and "s3cret" not in repr(s)
+
+
+@pytest.fixture()
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The host's zone is America/New_York (the digest must not depend on it)."""
+    import time as _time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    _time.tzset()
+    yield
+    monkeypatch.undo()
+    _time.tzset()
+
+
+def _digest(targets: tuple[str, ...], at: str = "08:00") -> Any:
+    from datetime import time as wall
+    from zoneinfo import ZoneInfo
+
+    from dealtrail.notify import DigestConfig
+    from projections.reviews import ReviewDue
+
+    return DigestConfig(
+        wall.fromisoformat(at), ZoneInfo("America/New_York"), targets, ReviewDue(24, 24, 72), "Riverfront"
+    )
+
+
+def test_the_daily_digest_of_late_reviews_goes_to_each_target_once_a_local_day(
+    store: Store, receiver: Receiver, smtp: tuple[SmtpConfig, list[Any]], new_york: None
+) -> None:
+    from dealtrail.notify import digest_target
+    from projections import reviews
+    from schemas.reviews import FindingAssigned, FindingDisposed
+
+    config, mails = smtp
+    targets = (digest_target(receiver.url), digest_target("compliance@casino.test"))
+    ids = [r[0] for r in store.con.execute("SELECT finding_id FROM dim_findings ORDER BY finding_id").fetchall()]
+    assigned, disposed = ids[0], ids[1]
+    t = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    reviews.append_review(
+        store.con, FindingAssigned(review_id="R1", finding_id=assigned, user="ann", reviewed_at=t, assignee="bob")
+    )
+    done = FindingDisposed(review_id="R2", finding_id=disposed, user="ann", reviewed_at=t, cause="DEALER_ERROR")
+    reviews.append_review(store.con, done)
+    clock = Clock()
+    clock.now = datetime(2026, 12, 1, 12, 59, tzinfo=UTC)  # 07:59 in New York: Nov 30's digest was missed
+    n = Notifier(store.con, [], config, "http://console.test", threading.Lock(), clock, 3, 60, digest=_digest(targets))
+    assert n.run_once() == 2
+    assert receiver.bodies[0]["digest"]["day"] == "2026-11-30" and len(mails) == 1
+    clock.now = datetime(2026, 12, 1, 12, 59, 59, tzinfo=UTC)
+    assert n.run_once() == 0  # de-duplicated per (day, target)
+    clock.now = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)  # 08:00 EST
+    assert n.run_once() == 2
+    body = receiver.bodies[-1]
+    late = body["digest"]["late"]
+    undisposed = len(ids) - 1
+    assert body["digest"]["day"] == "2026-12-01" and len(late) == undisposed
+    assert disposed not in {x["finding_id"] for x in late}
+    row = next(x for x in late if x["finding_id"] == assigned)
+    assert row["assignee"] == "bob" and row["late_seconds"] > 0
+    assert f"{undisposed} reviews late" in body["text"] and "assigned to bob" in body["text"]
+    assert f"http://console.test/findings/{assigned}" in body["text"]
+    assert "-05:00" in body["text"]  # due times shown in the digest's zone, with the offset
+    assert mails[-1].rcpt_tos == ["compliance@casino.test"]
+    assert "late reviews at Riverfront, 2026-12-01" in mails[-1].content.decode()
+    clock.now += timedelta(hours=20)
+    assert n.run_once() == 0
+
+
+def test_the_digest_follows_local_time_across_the_spring_dst_change_and_says_when_none_is_late(
+    store: Store, receiver: Receiver, new_york: None
+) -> None:
+    from dealtrail.notify import digest_target
+
+    clock = Clock()
+    n = Notifier(
+        store.con, [], None, None, threading.Lock(), clock, 3, 60, digest=_digest((digest_target(receiver.url),))
+    )
+    sent = []
+    # 08:00 EST is 13:00 UTC on 7 March 2026; clocks go forward on 8 March: 08:00 EDT is 12:00 UTC
+    for hour_utc in [(7, 12, 59), (7, 13, 0), (8, 11, 59), (8, 12, 0), (8, 13, 0), (9, 12, 0)]:
+        day, h, m = hour_utc
+        clock.now = datetime(2026, 3, day, h, m, tzinfo=UTC)
+        before = len(receiver.bodies)
+        n.run_once()
+        sent += [(clock.now, b["digest"]["day"]) for b in receiver.bodies[before:]]
+    assert [(when.day, when.hour, d) for when, d in sent] == [
+        (7, 12, "2026-03-06"),  # the missed digest of the day before, once
+        (7, 13, "2026-03-07"),
+        (8, 12, "2026-03-08"),  # 08:00 EDT, an hour earlier in UTC
+        (9, 12, "2026-03-09"),
+    ]
+    assert "No review is late." in receiver.bodies[-1]["text"]  # the findings were detected later
+    assert receiver.bodies[-1]["digest"]["late"] == []
+
+
+def test_a_failing_digest_is_retried_with_backoff_and_shown_when_given_up(store: Store, receiver: Receiver) -> None:
+    from dealtrail.notify import digest_target
+
+    receiver.status = 500
+    clock = Clock()
+    clock.now = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
+    n = Notifier(
+        store.con, [], None, None, threading.Lock(), clock, 2, 60, digest=_digest((digest_target(receiver.url),))
+    )
+    n.run_once()
+    clock.now += timedelta(seconds=30)
+    n.run_once()
+    assert len(receiver.bodies) == 1  # backing off
+    clock.now += timedelta(seconds=31)
+    n.run_once()
+    assert len(receiver.bodies) == 2
+    clock.now += timedelta(hours=1)
+    n.run_once()
+    assert len(receiver.bodies) == 2
+    assert [(x["finding_id"], x["outcome"], x["error"]) for x in failures(store.con)] == [
+        ("digest:2026-12-01", "gave_up", "HTTP 500")
+    ]
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from dealtrail.console import auth
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.reviews import ReviewDue
+
+    auth.add_user(store.con, "vic", "viewer", "vic-viewer-pass", clock())
+    client = TestClient(create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "n" * 48, clock=clock)))
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+    assert csrf
+    client.post("/login", data={"username": "vic", "password": "vic-viewer-pass", "csrf": csrf.group(1)})
+    floor = client.get("/").text
+    assert "late-review digest 2026-12-01" in floor and "given up" in floor and "/findings/digest:" not in floor
+
+
+def test_digest_settings_are_read_from_the_environment_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from dealtrail.notify import digest_target
+    from dealtrail.settings import Settings
+
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_AT", "08:00")
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_TZ", "America/New_York")
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_TO", '["https://hooks.casino.test/x", "compliance@casino.test"]')
+    s = Settings()
+    assert s.notify.digest_at is not None and s.notify.digest_at.hour == 8
+    assert [digest_target(t) for t in s.notify.digest_to] == [
+        "webhook:https://hooks.casino.test/x",
+        "email:compliance@casino.test",
+    ]
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_TZ", "Mars/Olympus")
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        Settings()
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_TZ", "UTC")
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_TO", '["not a target"]')
+    with pytest.raises(ValidationError, match="neither an http"):
+        Settings()

@@ -136,9 +136,14 @@ def test_summary_figures_match_the_injected_errors(small_shift: tuple[Path, Path
     truth = [json.loads(line) for line in truth_path.read_text().splitlines()]
     files = write_report(store, tmp_path / "r")
     summary = json.loads(files.summary.read_text())
-    assert summary["findings"]["total"] == len(truth)
-    assert summary["findings"]["by_rule"] == dict(Counter(t["rule_id"] for t in truth))
-    assert summary["findings"]["by_table"] == dict(Counter(t["table_id"] for t in truth))
+    assert summary["findings"]["records"] == len(truth)
+    # every skipped remedy and every chain break the simulator caused has its cause: counted once
+    consequences = ("DT-remedy-overdue", "DT-chain-broken")
+    incidents = [t for t in truth if t["rule_id"] not in consequences]
+    assert summary["findings"]["consequences"] == {r: sum(t["rule_id"] == r for t in truth) for r in consequences}
+    assert summary["findings"]["total"] == len(incidents)
+    assert summary["findings"]["by_rule"] == dict(Counter(t["rule_id"] for t in incidents))
+    assert summary["findings"]["by_table"] == dict(Counter(t["table_id"] for t in incidents))
     gaps = sum(1 for t in truth if t["rule_id"] == "DT-sequence-gap")
     assert summary["data_quality"]["sequence_gaps"] == gaps
     overdue = sum(1 for t in truth if t["rule_id"] == "DT-remedy-overdue")
@@ -197,3 +202,22 @@ def test_the_incident_page_lays_cards_out_as_cards_and_folds_ids_and_hashes_away
     assert "Seat " in html and "SEAT_" not in html.split("<h2>Timeline</h2>")[1].split("<th>Seq</th>")[0]
     assert "hash=" not in html and "prev_hash=" not in html  # not in the details column
     assert html.count("<details") > 10 and "ID and hashes" in html
+
+
+def test_scheduled_reports_name_the_property_and_judge_review_lateness_from_the_settings(
+    store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "periods"
+    env = {"DEALTRAIL_PROPERTY": "Riverfront Downs", "DEALTRAIL_REVIEW__DUE_HOURS_PROCEDURAL": "0.01"}
+    now = (START + timedelta(hours=3)).isoformat()
+    args = ["schedule", "--every", "0 * * * *", "--db", str(store), "--out", str(out), "--now", now]
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 0, result.output
+    folder = out / "2026-11-27T1800+0000_UTC"
+    assert "Riverfront Downs" in (folder / "report.html").read_text()
+    assert json.loads((folder / "summary.json").read_text())["reviews"]["late"] > 0
+    ticks = iter([START + timedelta(hours=3)])
+    again = tmp_path / "forever"
+    run_forever(store, again, Schedule("0 * * * *"), clock=lambda: next(ticks), sleep=lambda s: None,
+                iterations=1, property_name="Keystone Park")  # fmt: skip
+    assert "Keystone Park" in (again / "2026-11-27T1800+0000_UTC" / "report.html").read_text()
