@@ -6,6 +6,7 @@ from schemas.config import TableConfig
 from schemas.events import DealingEvent, RoundCompleted
 from schemas.findings import Finding, finding_id_for
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
+from streams.engine.reducer import DEAL_CLOSERS
 from streams.engine.state import RoundState, TableState
 
 
@@ -38,6 +39,8 @@ class Step:
         The deal ends at the first ``DEAL_CLOSERS`` event after a card was dealt; when that is
         the ``RoundCompleted`` itself, the round is read from the state before it.
         """
+        if type(self.event) not in DEAL_CLOSERS:  # no other event ends a deal
+            return None
         before = self.before.round
         if before is None or before.deal_closed or before.cards_dealt == 0:
             return None

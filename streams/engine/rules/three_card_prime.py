@@ -15,7 +15,7 @@ from schemas.findings import Finding
 from streams.engine.context import Step
 from streams.engine.reducer import DEAL_CLOSERS
 from streams.engine.rules import hand_deal
-from streams.engine.state import RoundState
+from streams.engine.state import RoundState, WagerInfo
 
 IDS = hand_deal.HandDealIds(
     shuffler_required="TCP-679a.9-a1-shuffler-required",
@@ -109,8 +109,7 @@ def _wager(step: Step, rnd: RoundState, event: ev.WagerPlaced | ev.WagerChanged 
     return out
 
 
-def _expected_order(rnd: RoundState, seats: tuple[str, ...]) -> list[str]:
-    antes = rnd.seats_with("ANTE")
+def _expected_order(antes: dict[str, WagerInfo], seats: tuple[str, ...]) -> list[str]:
     recipients = [s for s in seats if s in antes] + ["DEALER"]
     return recipients * 3
 
@@ -122,9 +121,10 @@ def _card(step: Step, rnd: RoundState, event: ev.CardDealt) -> list[Finding]:
     assert before is not None
     area = event.to_area
     if (area.startswith("SEAT_") or area == "DEALER") and not step.fired(DEAL_ORDER):
-        order = _expected_order(before, step.config.seats)
+        antes = before.seats_with("ANTE")
+        order = _expected_order(antes, step.config.seats)
         idx = before.hand_cards
-        no_ante = area.startswith("SEAT_") and area not in before.seats_with("ANTE")
+        no_ante = area.startswith("SEAT_") and area not in antes
         if no_ante or (idx < len(order) and order[idx] != area):
             why = (
                 f"card to {area}, which has no Ante Wager"
