@@ -6,6 +6,7 @@ from schemas.config import TableConfig
 from schemas.events import DealingEvent, RoundCompleted
 from schemas.findings import Finding, finding_id_for
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
+from streams.engine.reducer import DEAL_CLOSERS
 from streams.engine.state import RoundState, TableState
 
 
@@ -16,26 +17,21 @@ class Step:
     Treat it as read-only.
     """
 
-    __slots__ = ("after", "before", "event")
+    __slots__ = ("after", "before", "config", "event", "round")
 
     def __init__(self, before: TableState, after: TableState, event: DealingEvent) -> None:
         self.before = before
         self.after = after
         self.event = event
-
-    @property
-    def config(self) -> TableConfig:
+        self.config: TableConfig = after.config
         """The table's configuration."""
-        return self.after.config
-
-    @property
-    def round(self) -> RoundState | None:
+        rnd = after.round if after.round is not None else before.round
+        if rnd is not None and event.round_id is not None and event.round_id != rnd.round_id:
+            rnd = None
+        self.round: RoundState | None = rnd
         """The round the event belongs to: the round in progress after it (or the one it
-        completed); None between rounds and for a late event stamped with another round."""
-        rnd = self.after.round if self.after.round is not None else self.before.round
-        if rnd is not None and self.event.round_id is not None and self.event.round_id != rnd.round_id:
-            return None
-        return rnd
+        completed); None between rounds and for a late event stamped with another round.
+        Computed once per event (every rule reads it)."""
 
     def deal_closed(self) -> RoundState | None:
         """The round whose deal ends with this event, as it stands then, else None.
@@ -43,13 +39,15 @@ class Step:
         The deal ends at the first ``DEAL_CLOSERS`` event after a card was dealt; when that is
         the ``RoundCompleted`` itself, the round is read from the state before it.
         """
+        if type(self.event) not in DEAL_CLOSERS:  # no other event ends a deal
+            return None
         before = self.before.round
         if before is None or before.deal_closed or before.cards_dealt == 0:
             return None
         after = self.after.round
         if after is not None and after.round_id == before.round_id:
             return after if after.deal_closed else None
-        return before if isinstance(self.event, RoundCompleted) else None
+        return before if type(self.event) is RoundCompleted else None
 
     def fired(self, rule_id: str) -> bool:
         """True if a once-per-round rule already fired in this round."""

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable, Iterable
 
 from schemas import events as ev
-from schemas.base import Game
+from schemas.base import Envelope, Game
 from schemas.codec import encode
 from schemas.findings import Finding
 from streams.engine import remedies
@@ -117,13 +117,14 @@ def apply(
         state = TableState(table_id=event.table_id, game=event.game, config=event.config)
     elif event.table_id != state.table_id:
         raise EventRejected("table_mismatch", f"event of {event.table_id!r} applied to {state.table_id!r}")
-    elif event.game != state.game or (isinstance(event, ev.TableConfigured) and event.config.game != state.game):
+    elif event.game != state.game or (type(event) is ev.TableConfigured and event.config.game != state.game):
         raise EventRejected("game_mismatch", f"table {state.table_id!r} deals {state.game}, event says {event.game}")
 
-    digest = event_digest(event, raw)
+    digest = zlib.crc32(encode(event) if raw is None else raw.rstrip(b"\r\n"))  # as event_digest
     findings: list[Finding] = []
-    if event.seq <= state.last_seq:
-        prior = _lookup(state.recent, event.seq)
+    seq = event.seq
+    if seq <= state.last_seq:
+        prior = _lookup(state.recent, seq)
         if prior is not None and prior[1] == event.event_id and prior[2] == digest:
             return state, []
         step = Step(state, state, event)
@@ -134,55 +135,86 @@ def apply(
             step.finding(
                 GAP,
                 (prior[1] if prior else None, event.event_id),
-                f"seq {event.seq} arrived again with {what}; the trail is contradictory here.",
+                f"seq {seq} arrived again with {what}; the trail is contradictory here.",
             )
         )
         return state, findings
-    if event.seq != state.last_seq + 1:
+    if seq != state.last_seq + 1:
         step = Step(state, state, event)
         findings.append(
             step.finding(
                 GAP,
                 (state.last_event_id, event.event_id),
-                f"seq jumped from {state.last_seq} to {event.seq}: {event.seq - state.last_seq - 1} events missing.",
+                f"seq jumped from {state.last_seq} to {seq}: {seq - state.last_seq - 1} events missing.",
             )
         )
 
-    chain: dict[str, object] = {}
-    if event.hash is not None or state.last_hash is not None:
+    # the draft: a shallow copy of the state with the sequence log advanced (cf. Draft.__init__)
+    fields = state.__dict__.copy()
+    fields["last_seq"] = seq
+    fields["last_event_id"] = event.event_id
+    fields["recent"] = _remember(state.recent, (seq, event.event_id, digest))
+    event_hash = event.hash
+    if event_hash is not None or state.last_hash is not None:
         if state.last_hash is not None and event.prev_hash != state.last_hash:
             step = Step(state, state, event)
-            what = "carries no hash" if event.hash is None else "does not link to the event before it"
+            what = "carries no hash" if event_hash is None else "does not link to the event before it"
             findings.append(
-                step.finding(
-                    CHAIN, (state.last_event_id, event.event_id), f"Hash chain broken: seq {event.seq} {what}."
-                )
+                step.finding(CHAIN, (state.last_event_id, event.event_id), f"Hash chain broken: seq {seq} {what}.")
             )
-        if event.hash is not None:
-            chain["last_hash"] = event.hash
-    draft = Draft(
-        state,
-        last_seq=event.seq,
-        last_event_id=event.event_id,
-        recent=_remember(state.recent, (event.seq, event.event_id, digest)),
-        **chain,
-    )
+        if event_hash is not None:
+            fields["last_hash"] = event_hash
+    draft = Draft.of(fields)
     reduce(draft, event)
     after = draft.state
     step = Step(state, after, event)
-    for check in GAME_RULES[after.game]:
+    for check in _checks(after.game, type(event)):
         found = check(step)
         if found:
             findings.extend(found)
-    if not after.config.provisional_rules:
-        findings = [f for f in findings if not f.provisional]
-    after = _mark(step, after, findings)
+    if findings:
+        if not after.config.provisional_rules:
+            findings = [f for f in findings if not f.provisional]
+        after = _mark(step, after, findings)
+    if not after.obligations:
+        if findings:
+            new_obligations = remedies.open_obligations(step, findings)
+            if new_obligations:
+                after = after.model_copy(update={"obligations": new_obligations})
+        return after, findings
     after, revisions = remedies.progress(after, event)
     after, overdue = remedies.deadline(step, after)
     new_obligations = remedies.open_obligations(step, findings)
     if new_obligations:
         after = after.model_copy(update={"obligations": (*after.obligations, *new_obligations)})
     return after, findings + revisions + overdue
+
+
+Check = Callable[[Step], list[Finding]]
+READS: dict[Check, frozenset[type[Envelope]]] = {
+    three_card_prime.check: three_card_prime.READS,
+    chapter_691.check: chapter_691.READS,
+    pai_gow_poker.check: pai_gow_poker.READS,
+    integrity.check: integrity.READS,
+}
+"""The event types each rule module reads: :func:`apply` calls a module only for those (a
+check not listed here is called for every event)."""
+_dispatch: dict[tuple[Game, type[Envelope]], tuple[Check, ...]] = {}
+_dispatch_of: object = None
+
+
+def _checks(game: Game, etype: type[Envelope]) -> tuple[Check, ...]:
+    """The checks of ``game`` that read events of ``etype``, in ``GAME_RULES`` order (memoised;
+    rebuilt if ``GAME_RULES`` is replaced)."""
+    global _dispatch_of  # noqa: PLW0603  # a memo of GAME_RULES, not state: same input, same answer
+    if _dispatch_of is not GAME_RULES:
+        _dispatch.clear()
+        _dispatch_of = GAME_RULES
+    checks = _dispatch.get((game, etype))
+    if checks is None:
+        checks = tuple(c for c in GAME_RULES[game] if etype in READS.get(c, (etype,)))
+        _dispatch[game, etype] = checks
+    return checks
 
 
 def _mark(step: Step, state: TableState, findings: list[Finding]) -> TableState:

@@ -63,6 +63,18 @@ class Draft:
         self._round_copied = False
         self._decks_copied = False
 
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> Draft:
+        """A draft whose state takes ``fields`` (a copy of a table state's fields, with changes)
+        as its own; the caller must not touch ``fields`` again."""
+        draft = cls.__new__(cls)
+        state = object.__new__(TableState)
+        object.__setattr__(state, "__dict__", fields)
+        draft.state = state
+        draft._round_copied = False
+        draft._decks_copied = False
+        return draft
+
     @property
     def round(self) -> RoundState | None:
         """The round in progress in the draft."""
@@ -421,10 +433,9 @@ def _deck_held(d: Draft, rnd: RoundState, e: ev.DeckHeld) -> None:
 
 def _card_dealt(d: Draft, rnd: RoundState, e: ev.CardDealt) -> None:
     area = e.to_area
-    update: dict[str, Any] = {
-        "cards": {**rnd.cards, area: (*rnd.cards.get(area, ()), e.event_id)},
-        "cards_dealt": rnd.cards_dealt + 1,
-    }
+    cards = dict(rnd.cards)
+    cards[area] = (*cards.get(area, ()), e.event_id)
+    update: dict[str, Any] = {"cards": cards, "cards_dealt": rnd.cards_dealt + 1}
     if area.startswith("SEAT_") or area == "DEALER":
         update["hand_cards"] = rnd.hand_cards + 1
     if rnd.first_card_event_id is None:

@@ -56,10 +56,10 @@ def _track_wagers(ob: Obligation, state: TableState, event: ev.DealingEvent) -> 
     round_id = event.round_id or (state.round.round_id if state.round else None)
     if round_id != ob.round_id:
         return ob
-    if isinstance(event, ev.WagersReturned):
+    if type(event) is ev.WagersReturned:
         got = ob.owed_wagers & frozenset(event.wager_ids)
         return ob.model_copy(update={"returned_wagers": ob.returned_wagers | got}) if got else ob
-    if isinstance(event, ev.WagerSettled) and event.wager_id in ob.owed_wagers:
+    if type(event) is ev.WagerSettled and event.wager_id in ob.owed_wagers:
         if event.outcome == "PUSH":
             return ob.model_copy(update={"returned_wagers": ob.returned_wagers | {event.wager_id}})
         return ob.model_copy(update={"settled_instead": True})
@@ -72,34 +72,33 @@ def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.Dealing
         round_id = event.round_id or (state.round.round_id if state.round else None)
         if round_id != ob.round_id:
             return False
-    match event:
-        case ev.RoundVoided():
-            if remedy == Remedy.VOID_ALL:
-                return event.scope == "ALL_HANDS"
-            if remedy == Remedy.VOID_SEAT:
-                return event.scope in ("ALL_HANDS", ob.seat)
-            return remedy == Remedy.WAGERS_RETURNED and _all_returned(ob)
-        case ev.WagersReturned() | ev.WagerSettled():
-            return remedy == Remedy.WAGERS_RETURNED and _all_returned(ob)
-        case ev.DeckRemoved():
-            return remedy == Remedy.DECK_REMOVED and (ob.deck_id is None or round_deck_id(state, event) == ob.deck_id)
-        case ev.ShuffleCompleted():
-            if remedy != Remedy.RESHUFFLE or event.mode != "SHUFFLE":
-                return False
-            deck_id = round_deck_id(state, event)
-            deck = state.decks.get(deck_id) if deck_id else None
-            return deck is not None and deck.last_shuffle is not None and deck.last_shuffle.started_seq > ob.trigger_seq
-        case ev.NoRollCalled():
-            return remedy == Remedy.NO_ROLL_CALLED
-        case ev.DiceShaken():
-            return remedy == Remedy.RESHAKEN and Remedy.NO_ROLL_CALLED not in ob.pending
-        case ev.PlayerVoidDecided():
-            return remedy == Remedy.PLAYER_DECISION and event.seat == ob.seat
-        case ev.HandReset():
-            settled = state.round is not None and state.round.settled_any
-            return remedy == Remedy.HAND_RESET and event.owner == ob.owner and not settled
-        case ev.CardsRemovedFromDevice():
-            return remedy == Remedy.REMOVED_FROM_DEVICE and event.device_id == ob.device_id
+    if type(event) is ev.RoundVoided:
+        if remedy == Remedy.VOID_ALL:
+            return event.scope == "ALL_HANDS"
+        if remedy == Remedy.VOID_SEAT:
+            return event.scope in ("ALL_HANDS", ob.seat)
+        return remedy == Remedy.WAGERS_RETURNED and _all_returned(ob)
+    elif type(event) is ev.WagersReturned or type(event) is ev.WagerSettled:
+        return remedy == Remedy.WAGERS_RETURNED and _all_returned(ob)
+    elif type(event) is ev.DeckRemoved:
+        return remedy == Remedy.DECK_REMOVED and (ob.deck_id is None or round_deck_id(state, event) == ob.deck_id)
+    elif type(event) is ev.ShuffleCompleted:
+        if remedy != Remedy.RESHUFFLE or event.mode != "SHUFFLE":
+            return False
+        deck_id = round_deck_id(state, event)
+        deck = state.decks.get(deck_id) if deck_id else None
+        return deck is not None and deck.last_shuffle is not None and deck.last_shuffle.started_seq > ob.trigger_seq
+    elif type(event) is ev.NoRollCalled:
+        return remedy == Remedy.NO_ROLL_CALLED
+    elif type(event) is ev.DiceShaken:
+        return remedy == Remedy.RESHAKEN and Remedy.NO_ROLL_CALLED not in ob.pending
+    elif type(event) is ev.PlayerVoidDecided:
+        return remedy == Remedy.PLAYER_DECISION and event.seat == ob.seat
+    elif type(event) is ev.HandReset:
+        settled = state.round is not None and state.round.settled_any
+        return remedy == Remedy.HAND_RESET and event.owner == ob.owner and not settled
+    elif type(event) is ev.CardsRemovedFromDevice:
+        return remedy == Remedy.REMOVED_FROM_DEVICE and event.device_id == ob.device_id
     return False
 
 
@@ -133,7 +132,7 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
             kept.append(ob)
             continue
         changed = True
-        if isinstance(event, ev.PlayerVoidDecided) and event.decision == "VOID":
+        if type(event) is ev.PlayerVoidDecided and event.decision == "VOID":
             pending.append(Remedy.VOID_SEAT)
         if pending:
             kept.append(ob.model_copy(update={"pending": tuple(pending), "done": tuple(dict.fromkeys(done))}))
@@ -168,7 +167,7 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
     turns ``overdue``; for voiding rules it also raises DT-remedy-overdue (evidence: the
     trigger's evidence and the ``RoundStarted``), as rulebook section 8a defines it."""
     event = step.event
-    if not isinstance(event, ev.RoundStarted) or not state.obligations:
+    if type(event) is not ev.RoundStarted or not state.obligations:
         return state, []
     out: list[Finding] = []
     kept = []

@@ -8,8 +8,10 @@ Rule IDs: C691-DH-a1-shuffler-required, -a2-same-hand, -a3-no-more-bets, -b-burn
 from __future__ import annotations
 
 from schemas import events as ev
+from schemas.base import Envelope
 from schemas.findings import Finding
 from streams.engine.context import Step
+from streams.engine.reducer import DEAL_CLOSERS
 from streams.engine.rules import hand_deal
 
 IDS = hand_deal.HandDealIds(
@@ -28,6 +30,8 @@ BURN_FIRST = "C691-DH-b-burn-first"
 FIVE_COMMUNITY = "C691-DH-b-five-community"
 COMMUNITY_CARDS = 5
 """Community cards per round (cards), subsection (b)."""
+READS: frozenset[type[Envelope]] = hand_deal.READS | {ev.CardDealt} | DEAL_CLOSERS
+"""The event types :func:`check` reads (the deal is judged at a ``DEAL_CLOSERS`` event)."""
 
 
 def check(step: Step) -> list[Finding]:
@@ -37,7 +41,7 @@ def check(step: Step) -> list[Finding]:
     event = step.event
     if rnd is None or rnd.method != "HAND":
         return out
-    if isinstance(event, ev.CardDealt):
+    if type(event) is ev.CardDealt:
         area = event.to_area
         if rnd.first_card_event_id == event.event_id and area != "BURN":
             out.append(step.finding(BURN_FIRST, (event.event_id,), f"First card went to {area}, not to the burn."))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schemas import events as ev
+from schemas.base import Envelope
 from schemas.findings import Finding
 from streams.engine.context import Step
 
@@ -31,6 +32,10 @@ class HandDealIds:
 
 
 STUB_COUNT_DUE_PROV = "TCP-679a.8/10-stub-count-PROV"
+READS: frozenset[type[Envelope]] = frozenset(
+    {ev.CardDealt, ev.DeckHeld, ev.CardExposed, ev.StubCounted, ev.StubDiscarded, ev.RoundCompleted}
+)
+"""The event types :func:`check` reads; the engine calls it for no other (no finding is lost)."""
 
 
 def check(step: Step, ids: HandDealIds) -> list[Finding]:
@@ -50,96 +55,95 @@ def check(step: Step, ids: HandDealIds) -> list[Finding]:
     event = step.event
     rnd = step.round
     out: list[Finding] = []
-    if isinstance(event, ev.RoundCompleted):
+    if type(event) is ev.RoundCompleted:
         out.extend(_stub_count_due(step, ids))
     if rnd is None or rnd.method != "HAND":
         return out
-    match event:
-        case ev.CardDealt():
-            if rnd.first_card_event_id == event.event_id:
-                if rnd.nmb_event_id is None:
-                    out.append(
-                        step.finding(
-                            ids.no_more_bets,
-                            (rnd.started_event_id, event.event_id),
-                            'First card dealt before "no more bets" was announced.',
-                        )
+    if type(event) is ev.CardDealt:
+        if rnd.first_card_event_id == event.event_id:
+            if rnd.nmb_event_id is None:
+                out.append(
+                    step.finding(
+                        ids.no_more_bets,
+                        (rnd.started_event_id, event.event_id),
+                        'First card dealt before "no more bets" was announced.',
                     )
-                deck = step.after.decks.get(rnd.deck_id) if rnd.deck_id else None
-                shuffle = deck.last_shuffle if deck is not None else None
-                dealt = step.before.decks.get(rnd.deck_id) if rnd.deck_id else None
-                if dealt is not None and dealt.dealt_round_id not in (None, rnd.round_id):
-                    out.append(
-                        step.finding(
-                            ids.shuffler_required,
-                            (rnd.started_event_id, dealt.dealt_event_id, event.event_id),
-                            f"Deck {rnd.deck_id} dealt again after round {dealt.dealt_round_id} with no shuffle "
-                            "since; an automated shuffling device is required.",
-                        )
-                    )
-                elif shuffle is None or shuffle.method != "AUTOMATED":
-                    how = "no recorded shuffle" if shuffle is None else f"a {shuffle.method.lower()} shuffle"
-                    out.append(
-                        step.finding(
-                            ids.shuffler_required,
-                            (rnd.started_event_id, shuffle.event_id if shuffle else None, event.event_id),
-                            f"Cards dealt from the hand after {how}; an automated shuffling device is required.",
-                        )
-                    )
-            if event.face == "UP":
-                out.append(step.finding(ids.face_down, (event.event_id,), f"Card to {event.to_area} dealt face up."))
-        case ev.DeckHeld():
-            prior = step.before.round.deck_hand if step.before.round else None
-            problems = []
-            if prior is not None and prior != event.hand:
-                problems.append(f"deck moved from the {prior.lower()} hand to the {event.hand.lower()} hand")
-            if not event.over_inventory_container:
-                problems.append("deck not held over the table inventory container")
-            if not event.in_front_of_dealer:
-                problems.append("deck not held in front of the dealer")
-            deck = step.before.decks.get(rnd.deck_id) if rnd.deck_id else None
-            unshuffled = None
-            if ids.same_hand.startswith("C691") and deck is not None and deck.shuffle_started_seq is not None:
-                problems.append("deck taken into the hand before the § 691.4 shuffle and cut was completed")
-                unshuffled = deck.shuffle_started_event_id
-            elif ids.same_hand.startswith("C691") and deck is not None and deck.cut_due is not None:
-                problems.append("deck taken into the hand before the § 691.4 cut")
-                unshuffled = deck.cut_due
-            if problems:
-                evidence = (
-                    unshuffled,
-                    rnd.deck_hand_event_id if prior not in (None, event.hand) else None,
-                    event.event_id,
                 )
-                out.append(step.finding(ids.same_hand, evidence, "; ".join(problems).capitalize() + "."))
-        case ev.CardExposed() if event.location == "STUB":
-            out.append(step.finding(ids.stub_unexposed, (event.event_id,), "A card of the stub was exposed."))
-        case ev.StubDiscarded() if event.exposed:
-            out.append(step.finding(ids.stub_unexposed, (event.event_id,), "Stub placed in the discard rack exposed."))
-        case ev.StubCounted():
-            if event.method != "FACE_DOWN_ON_LAYOUT" or event.exposed:
-                how = "with cards exposed" if event.exposed else "not face down on the layout"
-                out.append(step.finding(ids.count_method, (event.event_id,), f"Stub counted {how}."))
-            out.extend(_wrong_count(step, ids, event))
-        case ev.RoundCompleted():
-            before = step.before.round
-            if before is not None and not before.stub_discarded and not before.voided_all:
-                if before.stub_correct:
-                    out.append(
-                        step.finding(
-                            ids.stub_not_discarded_after_correct_count,
-                            (before.stub_event_id, event.event_id),
-                            "Stub count was correct but the stub was not placed in the discard rack.",
-                        )
+            deck = step.after.decks.get(rnd.deck_id) if rnd.deck_id else None
+            shuffle = deck.last_shuffle if deck is not None else None
+            dealt = step.before.decks.get(rnd.deck_id) if rnd.deck_id else None
+            if dealt is not None and dealt.dealt_round_id not in (None, rnd.round_id):
+                out.append(
+                    step.finding(
+                        ids.shuffler_required,
+                        (rnd.started_event_id, dealt.dealt_event_id, event.event_id),
+                        f"Deck {rnd.deck_id} dealt again after round {dealt.dealt_round_id} with no shuffle "
+                        "since; an automated shuffling device is required.",
                     )
-                else:
-                    out.append(
-                        step.finding(
-                            ids.stub_unexposed,
-                            (before.started_event_id, event.event_id),
-                            "Round completed without the stub being placed in the discard rack.",
-                        )
+                )
+            elif shuffle is None or shuffle.method != "AUTOMATED":
+                how = "no recorded shuffle" if shuffle is None else f"a {shuffle.method.lower()} shuffle"
+                out.append(
+                    step.finding(
+                        ids.shuffler_required,
+                        (rnd.started_event_id, shuffle.event_id if shuffle else None, event.event_id),
+                        f"Cards dealt from the hand after {how}; an automated shuffling device is required.",
                     )
+                )
+        if event.face == "UP":
+            out.append(step.finding(ids.face_down, (event.event_id,), f"Card to {event.to_area} dealt face up."))
+    elif type(event) is ev.DeckHeld:
+        prior = step.before.round.deck_hand if step.before.round else None
+        problems = []
+        if prior is not None and prior != event.hand:
+            problems.append(f"deck moved from the {prior.lower()} hand to the {event.hand.lower()} hand")
+        if not event.over_inventory_container:
+            problems.append("deck not held over the table inventory container")
+        if not event.in_front_of_dealer:
+            problems.append("deck not held in front of the dealer")
+        deck = step.before.decks.get(rnd.deck_id) if rnd.deck_id else None
+        unshuffled = None
+        if ids.same_hand.startswith("C691") and deck is not None and deck.shuffle_started_seq is not None:
+            problems.append("deck taken into the hand before the § 691.4 shuffle and cut was completed")
+            unshuffled = deck.shuffle_started_event_id
+        elif ids.same_hand.startswith("C691") and deck is not None and deck.cut_due is not None:
+            problems.append("deck taken into the hand before the § 691.4 cut")
+            unshuffled = deck.cut_due
+        if problems:
+            evidence = (
+                unshuffled,
+                rnd.deck_hand_event_id if prior not in (None, event.hand) else None,
+                event.event_id,
+            )
+            out.append(step.finding(ids.same_hand, evidence, "; ".join(problems).capitalize() + "."))
+    elif type(event) is ev.CardExposed and event.location == "STUB":
+        out.append(step.finding(ids.stub_unexposed, (event.event_id,), "A card of the stub was exposed."))
+    elif type(event) is ev.StubDiscarded and event.exposed:
+        out.append(step.finding(ids.stub_unexposed, (event.event_id,), "Stub placed in the discard rack exposed."))
+    elif type(event) is ev.StubCounted:
+        if event.method != "FACE_DOWN_ON_LAYOUT" or event.exposed:
+            how = "with cards exposed" if event.exposed else "not face down on the layout"
+            out.append(step.finding(ids.count_method, (event.event_id,), f"Stub counted {how}."))
+        out.extend(_wrong_count(step, ids, event))
+    elif type(event) is ev.RoundCompleted:
+        before = step.before.round
+        if before is not None and not before.stub_discarded and not before.voided_all:
+            if before.stub_correct:
+                out.append(
+                    step.finding(
+                        ids.stub_not_discarded_after_correct_count,
+                        (before.stub_event_id, event.event_id),
+                        "Stub count was correct but the stub was not placed in the discard rack.",
+                    )
+                )
+            else:
+                out.append(
+                    step.finding(
+                        ids.stub_unexposed,
+                        (before.started_event_id, event.event_id),
+                        "Round completed without the stub being placed in the discard rack.",
+                    )
+                )
     return out
 
 

@@ -8,6 +8,7 @@ DT-sequence-gap and DT-remedy-overdue are raised by :mod:`streams.engine.engine`
 from __future__ import annotations
 
 from schemas import events as ev
+from schemas.base import Envelope
 from schemas.findings import Finding
 from streams.engine.context import Step
 from streams.engine.reducer import round_deck_id
@@ -15,6 +16,17 @@ from streams.engine.reducer import round_deck_id
 COMPOSITION = "DT-deck-composition"
 DEAL_AFTER_FAULT = "DT-deal-after-device-fault"
 COUNT_MISMATCH = "ALL-shuffle-count-mismatch-PROV"
+READS: frozenset[type[Envelope]] = frozenset(
+    {
+        ev.CardDealt,
+        ev.CardFoundFaceUp,
+        ev.DeckVerified,
+        ev.CardAddedToDeck,
+        ev.CardRemovedFromDeck,
+        ev.ShuffleCompleted,
+    }
+)
+"""The event types :func:`check` reads; the engine calls it for no other (no finding is lost)."""
 
 
 def check(step: Step) -> list[Finding]:
@@ -37,40 +49,38 @@ def check(step: Step) -> list[Finding]:
     """
     event = step.event
     out: list[Finding] = []
-    match event:
-        case ev.CardDealt() | ev.CardFoundFaceUp():
-            if isinstance(event, ev.CardDealt) and step.before.shuffler_fault and not step.before.fault_flagged:
-                out.append(
-                    step.finding(
-                        DEAL_AFTER_FAULT,
-                        (step.before.shuffler_fault, event.event_id),
-                        "Card dealt after a device fault with no complete full-deck shuffle since.",
-                    )
-                )
-            if event.card != "UNKNOWN":
-                out.extend(_composition(step, event))
-        case ev.DeckVerified() if event.result != "OK":
-            if not _flagged(step, event):
-                out.append(
-                    step.finding(
-                        COMPOSITION,
-                        (event.event_id,),
-                        f"Deck {event.deck_id or step.after.current_deck_id} verified {event.result}: "
-                        f"{event.count} cards.",
-                    )
-                )
-        case ev.CardAddedToDeck() | ev.CardRemovedFromDeck() if event.authorised_by is None:
-            if not _flagged(step, event):
-                what = "added to" if isinstance(event, ev.CardAddedToDeck) else "taken out of"
-                deck_id = round_deck_id(step.after, event)
-                out.append(
-                    step.finding(COMPOSITION, (event.event_id,), f"{event.card} {what} deck {deck_id} unauthorised.")
-                )
-        case ev.ShuffleCompleted() if event.device_full_deck_ok is False:
-            count = "" if event.device_card_count is None else f" ({event.device_card_count} cards)"
+    if type(event) is ev.CardDealt or type(event) is ev.CardFoundFaceUp:
+        if type(event) is ev.CardDealt and step.before.shuffler_fault and not step.before.fault_flagged:
             out.append(
-                step.finding(COUNT_MISMATCH, (event.event_id,), f"Shuffler reported the deck is not complete{count}.")
+                step.finding(
+                    DEAL_AFTER_FAULT,
+                    (step.before.shuffler_fault, event.event_id),
+                    "Card dealt after a device fault with no complete full-deck shuffle since.",
+                )
             )
+        if event.card != "UNKNOWN":
+            out.extend(_composition(step, event))
+    elif type(event) is ev.DeckVerified and event.result != "OK":
+        if not _flagged(step, event):
+            out.append(
+                step.finding(
+                    COMPOSITION,
+                    (event.event_id,),
+                    f"Deck {event.deck_id or step.after.current_deck_id} verified {event.result}: {event.count} cards.",
+                )
+            )
+    elif (type(event) is ev.CardAddedToDeck or type(event) is ev.CardRemovedFromDeck) and event.authorised_by is None:
+        if not _flagged(step, event):
+            what = "added to" if type(event) is ev.CardAddedToDeck else "taken out of"
+            deck_id = round_deck_id(step.after, event)
+            out.append(
+                step.finding(COMPOSITION, (event.event_id,), f"{event.card} {what} deck {deck_id} unauthorised.")
+            )
+    elif type(event) is ev.ShuffleCompleted and event.device_full_deck_ok is False:
+        count = "" if event.device_card_count is None else f" ({event.device_card_count} cards)"
+        out.append(
+            step.finding(COUNT_MISMATCH, (event.event_id,), f"Shuffler reported the deck is not complete{count}.")
+        )
     return out
 
 

@@ -12,7 +12,7 @@ PGP-645c.2-g-announce-dice; PGP-645a.9-shake-3x-PROV, -start-position-PROV, -rng
 from __future__ import annotations
 
 from schemas import events as ev
-from schemas.base import DICE_WAGERS
+from schemas.base import DICE_WAGERS, Envelope
 from schemas.findings import Finding
 from streams.engine.context import Step
 from streams.engine.reducer import is_showdown
@@ -22,6 +22,29 @@ SHUFFLER_FAULTS = frozenset({"JAM", "STOPPED", "INCOMPLETE_CYCLE"})
 """§ 645a.14(l): the device jams, stops shuffling or fails to complete a cycle."""
 MIN_SHAKES = 3
 """§ 621a.6(a)(2) (analog): shake at least three times."""
+READS: frozenset[type[Envelope]] = frozenset(
+    {
+        ev.ShufflerFaulted,
+        ev.ShuffleStarted,
+        ev.RoundStarted,
+        ev.CardDealt,
+        ev.AutoShoeFaulted,
+        ev.DiceShaken,
+        ev.DiceRevealed,
+        ev.RngNumberDisplayed,
+        ev.WagerPlaced,
+        ev.StackDelivered,
+        ev.CardExposed,
+        ev.PlayerViewedCards,
+        ev.CardFoundFaceUp,
+        ev.CardDrawnInError,
+        ev.HandSet,
+        ev.WagerSettled,
+        ev.StubDiscarded,
+        ev.RoundCompleted,
+    }
+)
+"""The event types :func:`check` reads; the engine calls it for no other (no finding is lost)."""
 
 
 def starting_position(step: Step, total: int) -> str:
@@ -34,116 +57,108 @@ def check(step: Step) -> list[Finding]:
     """All Pai Gow Poker rules for one event (see the module docstring for the IDs)."""
     event = step.event
     out: list[Finding] = []
-    match event:
-        case ev.ShufflerFaulted() if event.fault in SHUFFLER_FAULTS and event.during in (None, "SHUFFLE"):
-            out.append(
-                step.finding(
-                    "PGP-645a.14-l-shuffler-fault",
-                    (event.event_id,),
-                    f"Shuffler {event.device_id} reported {event.fault}; the cards must be reshuffled.",
-                )
+    if type(event) is ev.ShufflerFaulted and event.fault in SHUFFLER_FAULTS and event.during in (None, "SHUFFLE"):
+        out.append(
+            step.finding(
+                "PGP-645a.14-l-shuffler-fault",
+                (event.event_id,),
+                f"Shuffler {event.device_id} reported {event.fault}; the cards must be reshuffled.",
             )
-        case ev.ShuffleStarted():
-            out.extend(_out_of_order(step, event, shuffler=True))
+        )
+    elif type(event) is ev.ShuffleStarted:
+        out.extend(_out_of_order(step, event, shuffler=True))
     rnd = step.round
     if rnd is None:
         return out
     before = step.before.round
-    match event:
-        case ev.RoundStarted():
-            if event.dealing_method != "AUTO_SHOE":
-                out.extend(_out_of_order(step, event, shuffler=False))
-        case ev.CardDealt() if event.dealt_from != "AUTO_SHOE":
+    if type(event) is ev.RoundStarted:
+        if event.dealing_method != "AUTO_SHOE":
             out.extend(_out_of_order(step, event, shuffler=False))
-        case ev.AutoShoeFaulted():
+    elif type(event) is ev.CardDealt and event.dealt_from != "AUTO_SHOE":
+        out.extend(_out_of_order(step, event, shuffler=False))
+    elif type(event) is ev.AutoShoeFaulted:
+        out.append(
+            step.finding(
+                "PGP-645a.14-m-shoe-fault",
+                (event.event_id,),
+                f"Automated dealing shoe {event.device_id} reported {event.fault} during the round.",
+            )
+        )
+    elif type(event) is ev.DiceShaken:
+        out.extend(_shaken(step, rnd, event))
+    elif type(event) is ev.DiceRevealed:
+        if not event.all_flat:
+            out.append(step.finding("PGP-645a.14-a-no-roll-not-flat", (event.event_id,), "Dice did not all land flat."))
+        if event.die_out_of_shaker:
+            out.append(step.finding("PGP-645a.14-b-no-roll-out", (event.event_id,), "A die fell out of the shaker."))
+    elif type(event) is ev.RngNumberDisplayed and step.config.shaker_mode != "RNG":
+        out.append(
+            step.finding(
+                "PGP-645a.9-rng-PROV",
+                (event.event_id,),
+                "RNG number used but the Rules Submission provides manual dice.",
+            )
+        )
+    elif type(event) is ev.WagerPlaced and event.wager_type in DICE_WAGERS and before is not None:
+        if before.shaken_event_id is not None and not step.fired("PGP-645c.2-f-wager-before-shake"):
             out.append(
                 step.finding(
-                    "PGP-645a.14-m-shoe-fault",
+                    "PGP-645c.2-f-wager-before-shake",
+                    (before.shaken_event_id, event.event_id),
+                    f"{event.wager_type} wager placed after the shaker was used.",
+                )
+            )
+    elif type(event) is ev.StackDelivered:
+        out.extend(_stack(step, rnd, event))
+    elif type(event) is ev.CardExposed and not (before is not None and is_showdown(before, event)):
+        out.extend(_exposed(step, event))
+    elif type(event) is ev.PlayerViewedCards and before is not None and event.seat in before.exposed_seats:
+        out.append(
+            step.finding(
+                "PGP-645a.14-d-decision-after-look",
+                (before.exposed_seats[event.seat], event.event_id),
+                f"Player at {event.seat} looked at the cards before deciding on the exposed hand.",
+            )
+        )
+    elif type(event) is ev.CardFoundFaceUp:
+        found = rnd.found_face_up
+        if len(found) == 1:
+            out.append(
+                step.finding(
+                    "PGP-645a.14-f-one-face-up",
                     (event.event_id,),
-                    f"Automated dealing shoe {event.device_id} reported {event.fault} during the round.",
+                    f"Card found face up in the {event.location.lower()}.",
                 )
             )
-        case ev.DiceShaken():
-            out.extend(_shaken(step, rnd, event))
-        case ev.DiceRevealed():
-            if not event.all_flat:
-                out.append(
-                    step.finding("PGP-645a.14-a-no-roll-not-flat", (event.event_id,), "Dice did not all land flat.")
-                )
-            if event.die_out_of_shaker:
-                out.append(
-                    step.finding("PGP-645a.14-b-no-roll-out", (event.event_id,), "A die fell out of the shaker.")
-                )
-        case ev.RngNumberDisplayed() if step.config.shaker_mode != "RNG":
+        elif len(found) == 2:
+            out.append(step.finding("PGP-645a.14-f-two-face-up", found, "A second card found face up while dealing."))
+    elif type(event) is ev.CardDrawnInError and not event.face_exposed and event.disposition != "USED_AS_NEXT":
+        out.append(
+            step.finding(
+                "PGP-645a.14-g-drawn-in-error",
+                (event.event_id,),
+                "Card drawn in error, unexposed, was not used as the next card.",
+            )
+        )
+    elif type(event) is ev.HandSet and event.owner in ("DEALER", "BANK") and event.matches_house_way is False:
+        out.append(
+            step.finding("PGP-645a.14-i-house-way", (event.event_id,), f"{event.owner} hand not set the house way.")
+        )
+    elif type(event) is ev.WagerSettled and before is not None:
+        wager = before.wagers.get(event.wager_id)
+        unannounced = wager is not None and wager.wager_type in DICE_WAGERS and not before.values_announced
+        if unannounced and not step.fired("PGP-645c.2-g-announce-dice"):
             out.append(
                 step.finding(
-                    "PGP-645a.9-rng-PROV",
-                    (event.event_id,),
-                    "RNG number used but the Rules Submission provides manual dice.",
+                    "PGP-645c.2-g-announce-dice",
+                    (before.reveal_event_id, event.event_id),
+                    "Dice wager settled before each die's value was announced.",
                 )
             )
-        case ev.WagerPlaced() if event.wager_type in DICE_WAGERS and before is not None:
-            if before.shaken_event_id is not None and not step.fired("PGP-645c.2-f-wager-before-shake"):
-                out.append(
-                    step.finding(
-                        "PGP-645c.2-f-wager-before-shake",
-                        (before.shaken_event_id, event.event_id),
-                        f"{event.wager_type} wager placed after the shaker was used.",
-                    )
-                )
-        case ev.StackDelivered():
-            out.extend(_stack(step, rnd, event))
-        case ev.CardExposed() if not (before is not None and is_showdown(before, event)):
-            out.extend(_exposed(step, event))
-        case ev.PlayerViewedCards() if before is not None and event.seat in before.exposed_seats:
-            out.append(
-                step.finding(
-                    "PGP-645a.14-d-decision-after-look",
-                    (before.exposed_seats[event.seat], event.event_id),
-                    f"Player at {event.seat} looked at the cards before deciding on the exposed hand.",
-                )
-            )
-        case ev.CardFoundFaceUp():
-            found = rnd.found_face_up
-            if len(found) == 1:
-                out.append(
-                    step.finding(
-                        "PGP-645a.14-f-one-face-up",
-                        (event.event_id,),
-                        f"Card found face up in the {event.location.lower()}.",
-                    )
-                )
-            elif len(found) == 2:
-                out.append(
-                    step.finding("PGP-645a.14-f-two-face-up", found, "A second card found face up while dealing.")
-                )
-        case ev.CardDrawnInError() if not event.face_exposed and event.disposition != "USED_AS_NEXT":
-            out.append(
-                step.finding(
-                    "PGP-645a.14-g-drawn-in-error",
-                    (event.event_id,),
-                    "Card drawn in error, unexposed, was not used as the next card.",
-                )
-            )
-        case ev.HandSet() if event.owner in ("DEALER", "BANK") and event.matches_house_way is False:
-            out.append(
-                step.finding("PGP-645a.14-i-house-way", (event.event_id,), f"{event.owner} hand not set the house way.")
-            )
-        case ev.WagerSettled() if before is not None:
-            wager = before.wagers.get(event.wager_id)
-            unannounced = wager is not None and wager.wager_type in DICE_WAGERS and not before.values_announced
-            if unannounced and not step.fired("PGP-645c.2-g-announce-dice"):
-                out.append(
-                    step.finding(
-                        "PGP-645c.2-g-announce-dice",
-                        (before.reveal_event_id, event.event_id),
-                        "Dice wager settled before each die's value was announced.",
-                    )
-                )
-        case ev.StubDiscarded() if event.exposed:
-            out.append(step.finding("PGP-645a.9-stacks-PROV", (event.event_id,), "Leftover cards discarded exposed."))
-        case ev.RoundCompleted() if before is not None:
-            out.extend(_completed(step, before, event))
+    elif type(event) is ev.StubDiscarded and event.exposed:
+        out.append(step.finding("PGP-645a.9-stacks-PROV", (event.event_id,), "Leftover cards discarded exposed."))
+    elif type(event) is ev.RoundCompleted and before is not None:
+        out.extend(_completed(step, before, event))
     return out
 
 

@@ -10,10 +10,12 @@ and TCP-679a.8/10-stub-count-PROV (provisional).
 from __future__ import annotations
 
 from schemas import events as ev
+from schemas.base import Envelope
 from schemas.findings import Finding
 from streams.engine.context import Step
+from streams.engine.reducer import DEAL_CLOSERS
 from streams.engine.rules import hand_deal
-from streams.engine.state import RoundState
+from streams.engine.state import RoundState, WagerInfo
 
 IDS = hand_deal.HandDealIds(
     shuffler_required="TCP-679a.9-a1-shuffler-required",
@@ -33,6 +35,14 @@ THREE_EACH = "TCP-679a.9-b-three-each"
 PAIR_4TH = "TCP-679a.9-b-pair-bonus-4th"
 PAIR_COMMUNITY = "TCP-679a.9-g-pair-bonus-community"
 MISMATCH = "TCP-679a.9-f-finding-mismatch"
+READS: frozenset[type[Envelope]] = (
+    hand_deal.READS
+    | frozenset[type[Envelope]](
+        {ev.WagerPlaced, ev.WagerChanged, ev.WagerWithdrawn, ev.CardDealt, ev.MisdealDetermined}
+    )
+    | DEAL_CLOSERS
+)
+"""The event types :func:`check` reads (the deal is judged at a ``DEAL_CLOSERS`` event)."""
 
 
 def check(step: Step) -> list[Finding]:
@@ -42,13 +52,12 @@ def check(step: Step) -> list[Finding]:
     rnd = step.round
     if rnd is None:
         return out
-    match event:
-        case ev.WagerPlaced() | ev.WagerChanged() | ev.WagerWithdrawn():
-            out.extend(_wager(step, rnd, event))
-        case ev.CardDealt() if rnd.method == "HAND":
-            out.extend(_card(step, rnd, event))
-        case ev.MisdealDetermined():
-            out.extend(_mismatch(step, rnd, event))
+    if type(event) is ev.WagerPlaced or type(event) is ev.WagerChanged or type(event) is ev.WagerWithdrawn:
+        out.extend(_wager(step, rnd, event))
+    elif type(event) is ev.CardDealt and rnd.method == "HAND":
+        out.extend(_card(step, rnd, event))
+    elif type(event) is ev.MisdealDetermined:
+        out.extend(_mismatch(step, rnd, event))
     closed = step.deal_closed()
     if closed is not None and closed.method == "HAND":
         out.extend(_deal_closed(step, closed))
@@ -59,7 +68,7 @@ def _wager(step: Step, rnd: RoundState, event: ev.WagerPlaced | ev.WagerChanged 
     """§ 679a.7(a)-(d): how, by whom, when and how much."""
     out = []
     wager_type = event.wager_type
-    if isinstance(event, ev.WagerPlaced):
+    if type(event) is ev.WagerPlaced:
         if event.instrument == "CASH_VERBAL":
             out.append(
                 step.finding("TCP-679a.7-a-instrument", (event.event_id,), "Verbal wager backed by cash accepted.")
@@ -85,7 +94,7 @@ def _wager(step: Step, rnd: RoundState, event: ev.WagerPlaced | ev.WagerChanged 
                 "TCP-679a.7-c-late-wager", (nmb, event.event_id), f'{wager_type} wager {verb} after "no more bets".'
             )
         )
-    if wager_type == "PLAY" and not isinstance(event, ev.WagerWithdrawn):
+    if wager_type == "PLAY" and (type(event) is ev.WagerPlaced or type(event) is ev.WagerChanged):
         after = step.after.round
         ante = after.seats_with("ANTE").get(event.seat) if after is not None else None
         if ante is None or ante.amount != event.amount:
@@ -100,8 +109,7 @@ def _wager(step: Step, rnd: RoundState, event: ev.WagerPlaced | ev.WagerChanged 
     return out
 
 
-def _expected_order(rnd: RoundState, seats: tuple[str, ...]) -> list[str]:
-    antes = rnd.seats_with("ANTE")
+def _expected_order(antes: dict[str, WagerInfo], seats: tuple[str, ...]) -> list[str]:
     recipients = [s for s in seats if s in antes] + ["DEALER"]
     return recipients * 3
 
@@ -113,9 +121,10 @@ def _card(step: Step, rnd: RoundState, event: ev.CardDealt) -> list[Finding]:
     assert before is not None
     area = event.to_area
     if (area.startswith("SEAT_") or area == "DEALER") and not step.fired(DEAL_ORDER):
-        order = _expected_order(before, step.config.seats)
+        antes = before.seats_with("ANTE")
+        order = _expected_order(antes, step.config.seats)
         idx = before.hand_cards
-        no_ante = area.startswith("SEAT_") and area not in before.seats_with("ANTE")
+        no_ante = area.startswith("SEAT_") and area not in antes
         if no_ante or (idx < len(order) and order[idx] != area):
             why = (
                 f"card to {area}, which has no Ante Wager"
