@@ -8,8 +8,12 @@ Prints, in one run over the same lines:
   memory (RSS of a fresh process)
   engine us/event: the engine's `apply` alone over the decoded events, given each event's line
   as the audit gives it (CPU time of this process: the machine is shared, wall time lies)
-  store us/event: the DuckDB write alone (the events staged as the audit stages them, with the
-  findings and rounds the engine raised), on the same events
+  store us/event: the DuckDB write alone, CPU time of the writer process (DuckDB's threads
+  included): the events staged as the audit's workers stage them (Arrow IPC files of the
+  events rows), with the findings and rounds the engine raised, on the same events
+  staging us/event: building those Arrow rows in a worker (CPU time), on the same events
+  audit writer CPU us/event, audit workers CPU us/event: the audit's CPU time per event split
+  by process (getrusage of the writer and of its workers, start-up included)
   audit 1 worker events/s, audit 2 workers events/s: the audit with 1 and 2 worker processes
   replay ms (8 h store), replay ms (10 day store): `dealtrail replay --round` of one round near
   the end of a single table simulated for 8 hours and for 10 days (``--quick``: 2 days),
@@ -83,16 +87,20 @@ dt = time.perf_counter() - t0
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 peak = (me.ru_maxrss + kids.ru_maxrss) / 1024
-print(json.dumps({{"events": s.events, "seconds": dt, "cpu": cpu, "peak_mb": peak, "workers": s.workers}}))
+out = {{"events": s.events, "seconds": dt, "cpu": cpu, "peak_mb": peak, "workers": s.workers}}
+out["writer_cpu"], out["workers_cpu"] = me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+print(json.dumps(out))
 """
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def engine_and_store(path: Path) -> tuple[float, float]:
-    """Microseconds per event of the engine alone and of the DuckDB write alone, same events."""
+def engine_and_store(path: Path) -> tuple[float, float, float]:
+    """Microseconds of CPU per event of the engine alone, of the DuckDB write alone and of
+    staging (building the Arrow rows), same events."""
     from dealtrail.audit import Auditor
-    from projections.store import Store, stage_line
+    from projections.event_rows import EventRowsFile, read_event_rows
+    from projections.store import Store
     from schemas.codec import decode, encode
     from streams.engine import TableState, apply
 
@@ -114,22 +122,25 @@ def engine_and_store(path: Path) -> tuple[float, float]:
         auditor.apply(event)
     folder = Path(tempfile.mkdtemp())
     batches = []
+    datas = [encode(event) for event in events]  # the canonical bytes the worker holds anyway
+    t0 = time.process_time()
     for k in range(0, len(events), 50_000):  # the audit's batch (BATCH_LINES)
-        stage = folder / f"stage-{k}.jsonl"
-        with stage.open("wb") as out:
-            for i, event in enumerate(events[k : k + 50_000], k + 1):
-                out.write(stage_line(i, encode(event)))
-        batches.append(stage)
+        rows = EventRowsFile(folder / f"stage-{k}.arrow")
+        for i in range(k, min(k + 50_000, len(events))):
+            rows.add(i + 1, events[i], datas[i])
+        rows.close()
+        batches.append(rows.path)
+    staging_us = (time.process_time() - t0) / len(events) * 1e6
     findings, rounds = auditor.findings, auditor.rounds
     n = len(events)
-    del events, auditor
+    del events, datas, auditor
     with Store(folder / "store.duckdb", "200MB") as store:
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # this process's CPU, DuckDB's threads included
         for i, stage in enumerate(batches):
             last = i == len(batches) - 1
-            store.write_batch((), findings if last else (), rounds if last else (), events_file=stage)
-        seconds = time.perf_counter() - t0
-    return engine_us, seconds / n * 1e6
+            store.write_batch((), findings if last else (), rounds if last else (), event_rows=read_event_rows(stage))
+        seconds = time.process_time() - t0
+    return engine_us, seconds / n * 1e6, staging_us
 
 
 def single_table(hours: float, seed: int = 3) -> Path:
@@ -224,9 +235,16 @@ def main() -> None:
     cpu_us = result["cpu"] / result["events"] * 1e6
     print(f"audit CPU us/event: {cpu_us:.0f}  (all processes; the ceiling's: {1e6 / ceil:.1f})")
     print(f"audit peak memory MB: {result['peak_mb']:.0f}  (writer process + largest worker)")
-    engine_us, store_us = engine_and_store(path)
+    for workers in (1, 2):
+        r = runs[workers]
+        print(
+            f"audit {workers} worker{'s' if workers > 1 else ''} CPU us/event: writer "
+            f"{r['writer_cpu'] / r['events'] * 1e6:.1f}, workers {r['workers_cpu'] / r['events'] * 1e6:.1f}"
+        )
+    engine_us, store_us, staging_us = engine_and_store(path)
     print(f"engine us/event: {engine_us:.1f}")
     print(f"store us/event: {store_us:.1f}")
+    print(f"staging us/event: {staging_us:.1f}")
     for workers in (1, 2):
         r = runs[workers]
         print(f"audit {workers} worker{'s' if workers > 1 else ''} events/s: {r['events'] / r['seconds']:,.0f}")

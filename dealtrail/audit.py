@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from dealtrail.settings import DEFAULT_MAX_RECORD_BYTES
-from projections.store import BatchCounts, Store, snapshot_row, stage_line
+from projections.event_rows import EventRowsFile, read_event_rows
+from projections.store import BatchCounts, Store, snapshot_row
 from schemas import events as ev
 from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
@@ -122,7 +123,8 @@ def load_resume(stored: tuple[str, str] | str | None) -> tuple[TableState, Stamp
 
 @dataclass
 class Batch:
-    """What one worker hands the writer: a staged events file and the rest as rows."""
+    """What one worker hands the writer: its events as an Arrow IPC stage file of ``events``
+    rows (:class:`projections.event_rows.EventRowsFile`), the rest as rows."""
 
     shard: int
     events_file: Path | None
@@ -290,11 +292,10 @@ def scan(
     staged = 0
     batch_no = 0
     lines = events = bytes_read = 0
-    stage = stage_dir / f"w{shard}-{batch_no}.jsonl"
-    out = stage.open("wb")
+    out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
     def flush(final: bool) -> None:
-        nonlocal out, stage, staged, batch_no, lines, events, bytes_read, dead
+        nonlocal out, staged, batch_no, lines, events, bytes_read, dead
         out.close()
         states = []
         if final:
@@ -313,7 +314,7 @@ def scan(
         emit(
             Batch(
                 shard=shard,
-                events_file=stage if staged else None,
+                events_file=out.path if out.rows else None,
                 findings=auditor.findings,
                 rounds=auditor.rounds,
                 dead=dead,
@@ -328,15 +329,14 @@ def scan(
                 final=final,
             )
         )
-        if not staged:
-            stage.unlink(missing_ok=True)
+        if not out.rows:
+            out.path.unlink(missing_ok=True)
         auditor.findings, auditor.rounds, dead = [], [], []
         auditor.duplicates = 0
         staged = lines = events = bytes_read = 0
         batch_no += 1
         if not final:
-            stage = stage_dir / f"w{shard}-{batch_no}.jsonl"
-            out = stage.open("wb")
+            out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
     check = IntakeCheck(source)
     try:
@@ -397,14 +397,13 @@ def scan(
                     dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
                     continue
                 events += 1
-                out.write(stage_line(line_no, data))
+                out.add(line_no, event, data)  # an in-batch copy of an event is left out here
                 staged += 1
                 if staged >= batch_lines:
                     flush(final=False)
             check.end()
     except BaseException:  # a refused file, a read error: the stage file goes too
-        out.close()
-        stage.unlink(missing_ok=True)
+        out.discard()
         raise
     flush(final=True)
 
@@ -582,9 +581,9 @@ def audit_file(
                     }
                     for d in batch.dead
                 ],
-                events_file=batch.events_file,
                 table_states=batch.states,
                 snapshots=batch.snapshots,
+                event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
             )
         )
         if batch.events_file is not None:

@@ -6,7 +6,8 @@ Writes are idempotent: a batch inserts only rows whose keys are not yet stored (
 ``event_id`` + payload hash, findings by ``finding_id`` + ``revision``, rounds by table and
 round, dead letters by source, position and content, table states by table and seq range,
 snapshots by table, last event and engine version), so
-at-least-once delivery and re-audits add nothing twice. Bulk paths only: events go through
+at-least-once delivery and re-audits add nothing twice. Bulk paths only: the audit's events come as
+Arrow rows its workers built (:mod:`projections.event_rows`), the projector's through
 ``read_json`` over a staging file, the other tables through Arrow tables; never row-by-row
 ``executemany``.
 """
@@ -424,6 +425,7 @@ class Store:
         table_states: Sequence[dict[str, Any]] = (),
         snapshots: Sequence[dict[str, Any]] = (),
         reviews: Sequence[dict[str, Any]] = (),
+        event_rows: pa.Table | None = None,
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -447,6 +449,11 @@ class Store:
                 snapshot already stored (same table, last event and engine version) is kept.
             reviews: rows of the ``reviews`` table (``projections.reviews.review_row``), from the
                 reviews topic; a review ID already stored is skipped (a redelivery).
+            event_rows: rows of ``events`` already built (the audit's workers build them:
+                :class:`projections.event_rows.EventRowsFile`), in
+                :data:`projections.event_rows.EVENTS_ARROW_SCHEMA`, distinct by ``event_id`` and
+                ``payload_hash``; appended by DuckDB's Arrow scan, without parsing the payloads
+                again. Rows already stored are skipped.
 
         Returns:
             How many rows each table gained.
@@ -459,6 +466,8 @@ class Store:
                 counts.events = self._insert_events(raw_events)
             if events_file is not None:
                 counts.events += self._insert_events_file(events_file)
+            if event_rows is not None and event_rows.num_rows:
+                counts.events += self._insert_event_rows(event_rows)
             rows = [finding_row(f) for f in findings]
             if rows:
                 con.register("findings_batch", pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
@@ -535,6 +544,7 @@ class Store:
             for view in (
                 "findings_batch", "rounds_batch", "dead_batch", "states_batch", "snapshots_batch", "offsets_batch",
                 "reviews_batch",
+                "event_rows_batch",
             ):  # fmt: skip
                 con.unregister(view)
         return counts
@@ -576,6 +586,21 @@ class Store:
                     WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM b) AND (SELECT max(occurred_at) FROM b)
                       AND event_id IN (SELECT event_id FROM b)
                 ) e USING (event_id, payload_hash)"""
+        )
+
+    def _insert_event_rows(self, rows: pa.Table) -> int:
+        self.con.register("event_rows_batch", rows)
+        # The rows are distinct already (the builder leaves out in-batch copies), so no window
+        # over the batch: only the stored events of the batch's time span can be copies (the
+        # payload hash covers occurred_at), which the zone maps find without a full scan.
+        return self._count(
+            """INSERT INTO events BY NAME
+               SELECT b.* FROM event_rows_batch b ANTI JOIN (
+                   SELECT event_id, payload_hash FROM events
+                   WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM event_rows_batch)
+                                         AND (SELECT max(occurred_at) FROM event_rows_batch)
+                     AND event_id IN (SELECT event_id FROM event_rows_batch)
+               ) e USING (event_id, payload_hash)"""
         )
 
     def state_before(self, table_id: str, seq: int, window: int) -> tuple[str, str] | None:

@@ -21,6 +21,7 @@ from dealtrail.audit import AuditSummary, AuditWorkerError, audit_file
 from dealtrail.cli import app
 from projections.report import write_report
 from projections.store import Store
+from schemas.codec import decode, encode
 
 
 def _truth(path: Path) -> Counter[tuple[str, str, str | None]]:
@@ -378,3 +379,32 @@ def test_a_large_file_is_audited_by_one_worker_per_usable_core(tmp_path: Path, m
     monkeypatch.delattr(audit_module.os, "sched_getaffinity", raising=False)
     monkeypatch.setattr(audit_module.os, "cpu_count", lambda: 3)
     assert audit_module.default_workers(large) == 3
+
+
+def test_the_audits_arrow_rows_store_what_the_json_staging_stored(
+    small_shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # The workers build the events rows in Arrow (no JSON parsed in the writer); the store must
+    # hold the rows the JSON staging path (the projector's read_json path, as the audit used it
+    # before) makes of the same accepted events: every column, the payload bytes and hashes.
+    events, _ = small_shift
+    lines = events.read_bytes().splitlines()
+    again = tmp_path / "again.jsonl"  # redelivered lines across batches, one with other spacing
+    spaced = json.dumps(json.loads(lines[40]), indent=1).replace("\n", " ").encode()
+    again.write_bytes(b"\n".join([*lines, lines[10], lines[2000], spaced, b"not json"]) + b"\n")
+    db = tmp_path / "arrow.duckdb"
+    with Store(db) as store:
+        summary = audit_file(again, store, workers=2, batch_lines=700)
+        assert audit_file(again, store, workers=2, batch_lines=700).written.events == 0  # idempotent
+    assert sum(summary.dead_letters.values()) == 1
+    with duckdb.connect(str(db), read_only=True) as con:
+        accepted = con.execute("SELECT arrival, payload::VARCHAR FROM events ORDER BY arrival").fetchall()
+    by_line = dict(enumerate(again.read_bytes().splitlines(), 1))
+    assert accepted and all(encode(decode(by_line[a])) == p.encode() for a, p in accepted)
+    assert len(accepted) == len(set(lines))
+    reference = tmp_path / "json.duckdb"
+    with Store(reference) as store:
+        store.write_batch([(a, p.encode()) for a, p in accepted])
+    query = "SELECT * EXCLUDE (payload), payload::VARCHAR FROM events ORDER BY event_id, payload_hash"
+    with duckdb.connect(str(db), read_only=True) as a, duckdb.connect(str(reference), read_only=True) as b:
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()

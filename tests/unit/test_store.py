@@ -4,16 +4,19 @@ the same rows, and nothing twice."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import tempfile
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
 import pytest
 
+from projections.event_rows import EventRowsFile, read_event_rows
 from projections.store import NotAStoreError, Store, check_store_path, stage_line
 from schemas.base import Game
-from schemas.codec import encode
+from schemas.codec import decode, encode
 from tests.unit.rules.conftest import SEATS, Trail
 
 
@@ -138,3 +141,36 @@ def test_a_store_written_before_findings_had_a_rulebook_revision_opens_and_reads
         rows = con.execute("SELECT finding_id, rulebook_revision FROM findings ORDER BY finding_id").fetchall()
     assert rows == sorted([(finding.finding_id, 1), ("f" * 32, 2)])
     assert again.rulebook_revision == 2
+
+
+def _arrow_stage(path: Path, arrivals_and_lines: list[tuple[int, bytes]]) -> int:
+    rows = EventRowsFile(path)
+    for arrival, raw in arrivals_and_lines:
+        rows.add(arrival, decode(raw), raw)
+    rows.close()
+    return rows.rows
+
+
+def test_arrow_rows_store_the_same_rows_as_the_staged_json_path(tmp_path: Path) -> None:
+    # the audit's workers build the events rows in Arrow; the values must be those the writer
+    # derived from the JSON before, also for an instant written with another offset
+    events = [decode(raw) for raw in _events()]
+    new_york = events[1].occurred_at.astimezone(ZoneInfo("America/New_York"))
+    events[1] = events[1].model_copy(update={"occurred_at": new_york})
+    lines = [encode(e) for e in events]
+    assert b"-05:00" in lines[1] or b"-04:00" in lines[1]
+    staged = tmp_path / "staged.jsonl"
+    staged.write_bytes(b"".join(stage_line(i, raw) for i, raw in enumerate(lines, 1)))
+    with Store(tmp_path / "json.duckdb") as s:
+        assert s.write_batch((), events_file=staged).events == len(lines)
+    # an exact copy later in the batch is left out (the first arrival is kept)
+    stage = tmp_path / "rows.arrow"
+    assert _arrow_stage(stage, [*enumerate(lines, 1), (len(lines) + 1, lines[0])]) == len(lines)
+    with Store(tmp_path / "arrow.duckdb") as s:
+        assert s.write_batch((), event_rows=read_event_rows(stage)).events == len(lines)
+        assert s.write_batch((), event_rows=read_event_rows(stage)).events == 0  # written twice, stored once
+    assert _rows(tmp_path / "json.duckdb") == _rows(tmp_path / "arrow.duckdb")
+    with duckdb.connect(str(tmp_path / "arrow.duckdb"), read_only=True) as con:
+        stored = con.execute("SELECT payload::VARCHAR, payload_hash FROM events ORDER BY arrival").fetchall()
+    assert [p.encode() for p, _ in stored] == lines  # the canonical bytes, as they were hashed
+    assert [h for _, h in stored] == [hashlib.md5(raw).hexdigest() for raw in lines]
