@@ -7,6 +7,7 @@
 | ``<ns>.rounds.v1`` | table ID | the worker | completed rounds (JSON rows of the ``rounds`` table) |
 | ``<ns>.dead-letter.v1`` | table ID if known | publisher and worker | rejected input with its reason |
 | ``<ns>.chain-heads.v1`` | table ID | the publisher | each table's hash-chain head (compacted) |
+| ``<ns>.snapshots.v1`` | table ID | the worker | a table's engine state every ``snapshot_every`` seqs |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -64,6 +65,12 @@ class Topics:
         return TopicSpec(f"{self.namespace}.chain-heads.v1", 1, {"cleanup.policy": "compact"})
 
     @property
+    def snapshots(self) -> TopicSpec:
+        """Tables' engine states (JSON ``TableSnapshot``), keyed by table ID, for the projector to
+        store in ``table_snapshots`` (a replay starts from the nearest one)."""
+        return TopicSpec(f"{self.namespace}.snapshots.v1", self.partitions, {"retention.ms": "-1"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -75,4 +82,4 @@ class Topics:
 
     def all(self) -> list[TopicSpec]:
         """The topics ``dealtrail topics create`` makes (Faust makes its own changelog)."""
-        return [self.events, self.findings, self.rounds, self.dead_letter, self.chain_heads]
+        return [self.events, self.findings, self.rounds, self.dead_letter, self.chain_heads, self.snapshots]
