@@ -74,6 +74,11 @@ class WorkerSettings(BaseModel):
     Attributes:
         batch: events per ``stream.take`` batch (events).
         within: seconds to wait for a batch to fill (seconds).
+        state_interval: seconds between two writes of the changed tables' states to the
+            worker's table and its changelog (seconds; ``DEALTRAIL_WORKER__STATE_INTERVAL``,
+            default 1.0). The events applied in between stay unacknowledged until their
+            tables' states are written, so no offset is committed before the state that holds
+            it; findings and rounds are sent as soon as each event is applied, whatever this is.
         loglevel: the worker's log level.
         datadir: the folder under which each worker process keeps its own Faust data folder
             (``<app id>-<pid>``, owner-only, removed when the worker stops cleanly);
@@ -84,6 +89,7 @@ class WorkerSettings(BaseModel):
 
     batch: int = Field(default=500, ge=1, le=100_000)
     within: float = Field(default=0.05, gt=0, le=60)
+    state_interval: float = Field(default=1.0, gt=0, le=60)
     loglevel: str = "warning"
     datadir: Path = Field(default_factory=default_datadir)
 

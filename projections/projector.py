@@ -1,9 +1,10 @@
 """The projector: Kafka topics -> the DuckDB store (the only writer of the file).
 
-It consumes the dealing-events, findings, rounds, dead-letter and reviews topics in batches and
-writes them into the same tables the embedded audit (and the embedded console) fill,
-de-duplicated on event ID (and payload), finding ID + revision, round, dead-letter position and
-review ID. The Kafka offsets of a batch are stored
+It consumes the dealing-events, findings, rounds, dead-letter, reviews and snapshots topics in
+batches and writes them into the same tables the embedded audit (and the embedded console) fill
+(a snapshot once the events it covers are stored: :class:`SnapshotGate`), de-duplicated on event
+ID (and payload), finding ID + revision, round, dead-letter position and review ID. The Kafka
+offsets of a batch are stored
 in the ``offsets`` table in the same DuckDB transaction, and committed to Kafka only after that
 transaction commits; on start the projector resumes from the offsets in DuckDB (the file is the
 truth; a new file starts at the beginning of each topic), so a crash between the two commits
@@ -27,6 +28,7 @@ from projections.store import BatchCounts, Store
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
+from schemas.snapshots import TableSnapshot
 from streams.kafka import client_config, key_mismatch
 
 if TYPE_CHECKING:
@@ -145,6 +147,7 @@ def project(
         topics.reviews.name,
     ]
     lock = write_lock if write_lock is not None else contextlib.nullcontext()
+    gate = SnapshotGate(topics.snapshots.name)
     group = topics.projector_group
     consumer = KafkaConsumer(
         **client_config(settings.kafka, "dealtrail-projector", one_shot=True),
@@ -161,11 +164,13 @@ def project(
     started = time.monotonic()
     try:
         parts = []
-        for name in names:
+        for name in [*names, gate.topic]:
             for p in sorted(consumer.partitions_for_topic(name) or ()):
                 parts.append(TopicPartition(name, p))
         consumer.assign(parts)
+        gate.partitions.update(tp.partition for tp in parts if tp.topic == names[0])
         stored = store.offsets(group)
+        gate.projected.update({p: o for (t, p), o in stored.items() if t == names[0]})
         for tp in parts:
             if (tp.topic, tp.partition) in stored:
                 consumer.seek(tp, stored[(tp.topic, tp.partition)])
@@ -175,7 +180,7 @@ def project(
             polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
             if polled:
                 with lock:
-                    added = _write(store, consumer, group, polled, names, summary)
+                    added = _write(store, consumer, group, polled, names, summary, gate)
                 if on_batch is not None:
                     on_batch(added)
             if schedule is not None and reports is not None:
@@ -205,8 +210,68 @@ def project(
         consumer.close(autocommit=False)
 
 
+class SnapshotGate:
+    """Holds back each snapshot of the snapshots topic until the events it covers are stored.
+
+    The store counts, with each snapshot, the table's stored events up to its seq
+    (``events_through``, which a replay checks); the worker's snapshot can arrive before the
+    projector has read the event it was taken after, so a snapshot is stored only once the
+    events topic is projected past that event (``TableSnapshot.partition`` and ``offset``), and
+    the snapshots partition is read again from it until then. A snapshot naming an offset the
+    events topic does not have (yet) is kept waiting; one naming a partition it does not have
+    is stored as a dead letter.
+
+    Args:
+        topic: the snapshots topic's name.
+    """
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.projected: dict[int, int] = {}  # events partition -> next offset stored
+        self.partitions: set[int] = set()  # the events topic's partitions
+
+    def admit(
+        self, records: list[Any], batch_events: dict[int, int], dead: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The ``table_snapshots`` rows of ``records`` (one partition's, in order) that can be
+        stored with this batch (whose events reach ``batch_events``: partition -> next offset),
+        and the offset to resume that partition from. Unreadable records go to ``dead``."""
+        rows: list[dict[str, Any]] = []
+        for r in records:
+            try:
+                snap = TableSnapshot.model_validate_json(r.value)
+            except ValueError as exc:
+                dead.append(_unreadable(self.topic, r, exc))
+                continue
+            if snap.partition not in self.partitions:
+                why = ValueError(f"the events topic has no partition {snap.partition}")
+                dead.append(_unreadable(self.topic, r, why))
+                continue
+            reached = max(self.projected.get(snap.partition, 0), batch_events.get(snap.partition, 0))
+            if snap.offset >= reached:
+                return rows, r.offset  # its events are not all stored yet: read it again later
+            rows.append(snap.row())
+        return rows, records[-1].offset + 1
+
+
+def _unreadable(topic: str, r: Any, exc: Exception) -> dict[str, Any]:
+    return {
+        "source": topic,
+        "position": f"{topic}[{r.partition}]@{r.offset}",
+        "reason": "unreadable_record",
+        "detail": str(exc)[:500],
+        "raw": r.value.decode("utf-8", "replace") if r.value else "",
+    }
+
+
 def _write(
-    store: Store, consumer: Any, group: str, polled: dict[Any, list[Any]], names: list[str], summary: ProjectSummary
+    store: Store,
+    consumer: Any,
+    group: str,
+    polled: dict[Any, list[Any]],
+    names: list[str],
+    summary: ProjectSummary,
+    gate: SnapshotGate | None = None,
 ) -> BatchCounts:
     from kafka import OffsetAndMetadata
 
@@ -218,7 +283,20 @@ def _write(
     review_rows: list[dict[str, Any]] = []
     offsets: list[dict[str, Any]] = []
     commit: dict[Any, Any] = {}
+    snapshots: list[dict[str, Any]] = []
+    batch_events = {
+        tp.partition: recs[-1].offset + 1 for tp, recs in polled.items() if tp.topic == events_name and recs
+    }
     for tp, records in polled.items():
+        if gate is not None and tp.topic == gate.topic:
+            summary.records += len(records)
+            rows, last = gate.admit(records, batch_events, dead)
+            snapshots += rows
+            if last <= records[-1].offset:
+                consumer.seek(tp, last)
+            offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
+            commit[tp] = OffsetAndMetadata(last, "", -1)
+            continue
         for r in records:
             summary.records += 1
             try:
@@ -256,8 +334,11 @@ def _write(
         last = records[-1].offset + 1
         offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
         commit[tp] = OffsetAndMetadata(last, "", -1)
-    added = store.write_batch(raw_events, findings, rounds, dead, offsets, reviews=review_rows)
+    added = store.write_batch(raw_events, findings, rounds, dead, offsets, snapshots=snapshots, reviews=review_rows)
     summary.written.add(added)
     summary.batches += 1
     consumer.commit(commit)
+    if gate is not None:
+        for p, end in batch_events.items():
+            gate.projected[p] = max(gate.projected.get(p, 0), end)
     return added

@@ -1,9 +1,13 @@
 """The Faust worker: a thin adapter around the pure engine.
 
 One agent consumes the dealing-events topic in batches (``stream.take_events``), decodes each
-message at the edge, applies :func:`streams.engine.apply` to the table's state, sends findings
-and completed rounds to their topics, and writes each touched table's state to a Faust table
-(backed by its changelog) once per batch. A message that fails validation goes to the
+message at the edge, applies :func:`streams.engine.apply` to the table's state, and sends
+findings and completed rounds to their topics at once. The states of the tables changed are
+written to a Faust table (backed by its changelog) every ``worker.state_interval`` seconds, not
+per batch (a state is a whole table's JSON, 15 KB and more): the events applied in between are
+held unacknowledged until then, so Faust never commits an offset before the state that holds
+it. Every ``snapshot_every`` seqs of a table the worker also sends the table's engine state to
+the snapshots topic (:func:`snapshot_value`), which the projector stores for replays. A message that fails validation goes to the
 dead-letter topic with its reason; the agent goes on. Delivery is at-least-once: findings have
 deterministic IDs and the engine ignores exact duplicates, so a redelivered batch is harmless.
 """
@@ -12,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import shutil
 import socket
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -25,7 +32,10 @@ from pydantic import TypeAdapter
 
 from schemas import events as ev
 from schemas.codec import DecodeError, decode
+from schemas.snapshots import TableSnapshot
 from streams.engine import EventRejected, TableState, apply
+from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
+from streams.engine.state import dump_state
 from streams.engine.summaries import round_row
 from streams.kafka import faust_credentials, key_mismatch, read_range
 from streams.publish import dead_letter_value
@@ -58,7 +68,9 @@ class Stored:
     worker that loads an entry from the table (after a restart or a rebalance) sends its outbox
     again, so a crash between writing the state and delivering the findings loses nothing; the
     copies are absorbed downstream (deterministic finding IDs, rounds deduplicated on the
-    completing event).
+    completing event). ``unfit`` is set once an event of the table came out of seq order: its
+    state may then differ from a replay's (which applies the trail in seq order), so the table
+    gets no more snapshots (:func:`snapshot_value`).
     """
 
     offset: int
@@ -66,15 +78,18 @@ class Stored:
     findings: tuple[bytes, ...] = ()
     rounds: tuple[bytes, ...] = ()
     partition: int | None = None
+    unfit: bool = False
 
 
 class Applied(NamedTuple):
     """Where a table stands in the worker: the partition and offset of the last message applied
-    (``partition`` None for an entry stored before partitions were kept) and the engine state."""
+    (``partition`` None for an entry stored before partitions were kept), the engine state, and
+    whether the table is unfit for snapshots (see :class:`Stored`)."""
 
     partition: int | None
     offset: int
     state: TableState
+    unfit: bool = False
 
     def same_partition(self, partition: int) -> bool:
         """True if ``offset`` is an offset of ``partition`` (an entry without one is assumed to be)."""
@@ -122,6 +137,38 @@ def _delivered(sent: Any) -> bool:
 
 
 STORED = TypeAdapter(Stored)
+
+
+def snapshot_value(state: TableState, occurred_at: datetime, partition: int, offset: int) -> bytes:
+    """The snapshots-topic record (JSON :class:`~schemas.snapshots.TableSnapshot`) of ``state``,
+    the state after the event at ``offset`` of ``partition`` of the events topic, which happened
+    at ``occurred_at``: the same state JSON, SHA-256 and engine tags as the embedded audit's
+    ``table_snapshots`` rows (``projections.store.snapshot_row``)."""
+    text = dump_state(state)
+    return (
+        TableSnapshot(
+            table_id=state.table_id,
+            last_seq=state.last_seq,
+            last_event_id=state.last_event_id or "",
+            last_hash=state.last_hash,
+            last_occurred_at=occurred_at,
+            engine_version=ENGINE_VERSION,
+            rulebook_revision=RULEBOOK_REVISION,
+            state_sha256=hashlib.sha256(text.encode()).hexdigest(),
+            state=text,
+            partition=partition,
+            offset=offset,
+        )
+        .model_dump_json()
+        .encode()
+    )
+
+
+def snapshot_due(before: TableState | None, after: TableState, every: int) -> bool:
+    """True if the table's seq crossed a multiple of ``every`` with this event: the worker
+    keeps a snapshot of a table every ``every`` seqs (``settings.snapshot_every``), at the
+    same points whichever worker applies the event and however often it is redelivered."""
+    return after.last_seq // every > (before.last_seq if before is not None else 0) // every
 
 
 class StateCache:
@@ -269,6 +316,10 @@ def create_app(settings: Settings) -> faust.App:
     dead_topic = app.topic(
         topics.dead_letter.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
     )
+    snapshots_topic = app.topic(
+        topics.snapshots.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+    snapshot_every = settings.snapshot_every
     states = app.Table(
         TABLE_NAME,
         key_type=bytes,
@@ -320,7 +371,7 @@ def create_app(settings: Settings) -> faust.App:
                 await send(key, True, value)
             for value in entry.rounds:
                 await send(key, False, value)
-        return Applied(entry.partition, entry.offset, entry.state)
+        return Applied(entry.partition, entry.offset, entry.state, entry.unfit)
 
     async def step(
         key: bytes, current: Applied | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
@@ -328,16 +379,17 @@ def create_app(settings: Settings) -> faust.App:
         """Apply one message of table ``key``; returns where the table stands after it."""
         position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
         before = current.state if current is not None else None
+        unfit = current.unfit if current is not None else False
         try:
             state, found = apply(before, dealing, raw)
         except EventRejected as exc:
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
-            return Applied(msg.partition, msg.offset, before) if before is not None else None
+            return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None
         except Exception as exc:
             log.exception("engine error at %s", position)
             detail = f"{type(exc).__name__}: {exc}"[:500]
             await dead_letter(msg.topic, msg.key, position, "engine_error", detail, raw)
-            return Applied(msg.partition, msg.offset, before) if before is not None else None
+            return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None
         for f in found:
             await send(key, True, f.model_dump_json().encode())
         if (
@@ -347,7 +399,12 @@ def create_app(settings: Settings) -> faust.App:
             and state.last_event_id == dealing.event_id
         ):
             await send(key, False, round_json(round_row(before.round, state, dealing)))
-        return Applied(msg.partition, msg.offset, state)
+        if before is not None and dealing.seq < before.last_seq:
+            unfit = True  # out of seq order: a replay applies it earlier, and may differ from here on
+        elif not unfit and state is not before and snapshot_due(before, state, snapshot_every):
+            value = snapshot_value(state, dealing.occurred_at, msg.partition, msg.offset)
+            await snapshots_topic.send(key=key, value=value)
+        return Applied(msg.partition, msg.offset, state, unfit)
 
     async def mismatched(msg: Any, dealing: ev.DealingEvent, raw: bytes) -> bool:
         """True (after dead-lettering it as ``key_mismatch``) if the message's key is not its table."""
@@ -381,39 +438,74 @@ def create_app(settings: Settings) -> faust.App:
                 state = await step(key, state, rec, dealing, raw)
         return state
 
+    # Tables whose state changed since it was last written, and the events applied since then,
+    # held unacknowledged (an extra reference each) until the states that hold them are written:
+    # Faust commits the offset of an acknowledged event only, after flushing the producer, so
+    # the state is always in the changelog before the offsets it holds are committed.
+    live: dict[bytes, Applied | None] = {}
+    held: list[Any] = []
+    lock = asyncio.Lock()
+    interval = settings.worker.state_interval
+    last_write = [time.monotonic()]
+
+    async def load_live(key: bytes) -> Applied | None:
+        return live[key] if key in live else await load(key)
+
+    async def write_states() -> None:
+        """Write the state of every table changed since the last write (its Faust table entry
+        and changelog record, with its outbox), then acknowledge the events applied since.
+        Called with ``lock`` held."""
+        for key, current in live.items():
+            if current is None:
+                continue
+            findings, rounds = outbox.undelivered(key)
+            entry = Stored(current.offset, current.state, findings, rounds, current.partition, current.unfit)
+            stored = STORED.dump_json(entry)
+            await write_state(states, key, stored)
+            cache.put(key, stored, entry)
+        live.clear()
+        for event in held:
+            event.ack()
+        held.clear()
+        last_write[0] = time.monotonic()
+
+    @app.timer(interval)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped
+    async def write_states_on_time() -> None:
+        """Write the changed states every ``interval`` even when no batch comes (a rebalance
+        waits for every held event to be acknowledged)."""
+        async with lock:
+            if held:
+                await write_states()
+
     @app.agent(source)
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
-            touched: dict[bytes, Applied | None] = {}
-            for event in events:
-                msg = event.message
-                raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
-                dealing = await decoded(msg, raw)
-                if dealing is None or await mismatched(msg, dealing, raw):
-                    continue
-                key = dealing.table_id.encode()
-                current = touched[key] if key in touched else await load(key)
-                if current is not None and current.holds(msg.partition, msg.offset):
-                    continue  # a redelivery of a message this state already holds
-                if (
-                    current is not None
-                    and current.same_partition(msg.partition)
-                    and dealing.seq > current.state.last_seq + 1
-                    and msg.offset > current.offset + 1
-                ):
-                    # A seq jump: either the trail has a gap (the engine reports it) or the
-                    # consumer passed over messages of this table (a Faust rebalance can skip
-                    # prefetched messages and still commit past them); read them again first.
-                    current = await catch_up(key, current, msg, dealing.seq)
-                touched[key] = await step(key, current, msg, dealing, raw)
-            for key, current in touched.items():
-                if current is None:
-                    continue
-                findings, rounds = outbox.undelivered(key)
-                entry = Stored(current.offset, current.state, findings, rounds, current.partition)
-                stored = STORED.dump_json(entry)
-                await write_state(states, key, stored)
-                cache.put(key, stored, entry)
+            async with lock:
+                for event in events:
+                    event.message.incref()  # acknowledged by write_states, not by take_events
+                    held.append(event)
+                    msg = event.message
+                    raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
+                    dealing = await decoded(msg, raw)
+                    if dealing is None or await mismatched(msg, dealing, raw):
+                        continue
+                    key = dealing.table_id.encode()
+                    current = await load_live(key)
+                    if current is not None and current.holds(msg.partition, msg.offset):
+                        continue  # a redelivery of a message this state already holds
+                    if (
+                        current is not None
+                        and current.same_partition(msg.partition)
+                        and dealing.seq > current.state.last_seq + 1
+                        and msg.offset > current.offset + 1
+                    ):
+                        # A seq jump: either the trail has a gap (the engine reports it) or the
+                        # consumer passed over messages of this table (a Faust rebalance can skip
+                        # prefetched messages and still commit past them); read them again first.
+                        current = await catch_up(key, current, msg, dealing.seq)
+                    live[key] = await step(key, current, msg, dealing, raw)
+                if time.monotonic() - last_write[0] >= interval:
+                    await write_states()
 
     return app
 

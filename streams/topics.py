@@ -8,6 +8,7 @@
 | ``<ns>.dead-letter.v1`` | table ID if known | publisher and worker | rejected input with its reason |
 | ``<ns>.chain-heads.v1`` | table ID | the publisher | each table's hash-chain head (compacted) |
 | ``<ns>.reviews.v1`` | finding ID | the console | review events (JSON, ``schemas.reviews``): kept forever |
+| ``<ns>.snapshots.v1`` | table ID | the worker | a table's engine state every ``snapshot_every`` seqs |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -72,6 +73,12 @@ class Topics:
         return TopicSpec(f"{self.namespace}.reviews.v1", self.partitions, {"retention.ms": "-1"})
 
     @property
+    def snapshots(self) -> TopicSpec:
+        """Tables' engine states (JSON ``TableSnapshot``), keyed by table ID, for the projector to
+        store in ``table_snapshots`` (a replay starts from the nearest one)."""
+        return TopicSpec(f"{self.namespace}.snapshots.v1", self.partitions, {"retention.ms": "-1"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -83,4 +90,12 @@ class Topics:
 
     def all(self) -> list[TopicSpec]:
         """The topics ``dealtrail topics create`` makes (Faust makes its own changelog)."""
-        return [self.events, self.findings, self.rounds, self.dead_letter, self.chain_heads, self.reviews]
+        return [
+            self.events,
+            self.findings,
+            self.rounds,
+            self.dead_letter,
+            self.chain_heads,
+            self.reviews,
+            self.snapshots,
+        ]
