@@ -1082,7 +1082,7 @@ def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
     except NotAStoreError as exc:
         raise _fail(str(exc)) from None
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        if users:
+        if users and "lock" in str(exc).lower():  # DuckDB: "Could not set lock on file ..."
             raise _fail(
                 f"{db} is held by another process (the projector?): manage users on the console's admin page "
                 "(one writer per file)",
