@@ -126,7 +126,7 @@ class EventRowsFile:
                 event.recorded_at,
                 event.actor.role.value,
                 event.actor.id,
-                data.decode("utf-8"),
+                data,  # UTF-8 JSON: Arrow takes the bytes as they are into the string column
                 arrival,
             )
         )
