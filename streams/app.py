@@ -7,9 +7,10 @@ written to a Faust table (backed by its changelog) every ``worker.state_interval
 per batch (a state is a whole table's JSON, 15 KB and more): the events applied in between are
 held unacknowledged until then, so Faust never commits an offset before the state that holds
 it. Every ``snapshot_every`` seqs of a table the worker also sends the table's engine state to
-the snapshots topic (:func:`snapshot_value`), which the projector stores for replays. A message that fails validation goes to the
-dead-letter topic with its reason; the agent goes on. Delivery is at-least-once: findings have
-deterministic IDs and the engine ignores exact duplicates, so a redelivered batch is harmless.
+the snapshots topic (:func:`snapshot_value`), which the projector stores for replays. A message
+that fails validation goes to the dead-letter topic with its reason; the agent goes on.
+Delivery is at-least-once: findings have deterministic IDs and the engine ignores exact
+duplicates, so a redelivered batch is harmless.
 """
 
 from __future__ import annotations
