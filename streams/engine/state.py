@@ -13,13 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import TypeAdapter
+from pydantic import PlainSerializer, TypeAdapter
 
 from schemas.base import DealingMethod, Game
 from schemas.config import TableConfig
 from schemas.findings import Finding
+
+
+def _sorted(values: frozenset[str]) -> list[str]:
+    return sorted(values)
+
+
+#: A set of IDs in a state. Its JSON form is a sorted list, so the same state dumps to the same
+#: text in every process (a set iterates in an order that changes with Python's hash seed, which
+#: made stored states and snapshot hashes differ between two audits of the same file).
+StrSet = Annotated[frozenset[str], PlainSerializer(_sorted, return_type=list[str], when_used="json")]
 
 
 class _State:
@@ -171,12 +181,12 @@ class RoundState(_State):
     stub_discarded: bool = False
     deal_closed: bool = False
     voided_all: bool = False
-    voided_seats: frozenset[str] = frozenset()
+    voided_seats: StrSet = frozenset()
     settled_any: bool = False
     found_face_up: tuple[str, ...] = ()
-    fired: frozenset[str] = frozenset()
+    fired: StrSet = frozenset()
     revealed: bool = False
-    hands_set: frozenset[str] = frozenset()
+    hands_set: StrSet = frozenset()
     # Pai Gow Poker dice and stacks
     shaken_event_id: str | None = None
     reveal: tuple[int, int, int] | None = None
@@ -226,8 +236,8 @@ class Obligation(_State):
     seat: str | None = None
     device_id: str | None = None
     owner: str | None = None
-    owed_wagers: frozenset[str] = frozenset()
-    returned_wagers: frozenset[str] = frozenset()
+    owed_wagers: StrSet = frozenset()
+    returned_wagers: StrSet = frozenset()
     settled_instead: bool = False
     deadline_passed: bool = False
     overdue_finding: Finding | None = None
@@ -266,7 +276,7 @@ class TableState(_State):
     fault_deck_id: str | None = None
     fault_flagged: bool = False
     unusable: Mapping[str, str] = field(default_factory=dict)
-    unusable_flagged: frozenset[str] = frozenset()
+    unusable_flagged: StrSet = frozenset()
     rounds_completed: int = 0
 
 
