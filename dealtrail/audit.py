@@ -175,7 +175,7 @@ class Auditor:
         elif state is before:  # the engine keeps the state object for an exact duplicate
             self.duplicates += 1
         applied = state is not before  # an ignored copy leaves the very same state
-        if isinstance(event, ev.RoundCompleted) and applied and before is not None and before.round is not None:
+        if type(event) is ev.RoundCompleted and applied and before is not None and before.round is not None:
             self.rounds.append(round_row(before.round, state, event))
         return found
 
