@@ -24,6 +24,7 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -289,6 +290,30 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _app_class() -> type[faust.App]:
+    """``faust.App`` with a hook run before the consumer waits for every started event to be
+    acknowledged (Faust's ``_consumer_wait_empty``, faust-streaming 0.15.3), at a rebalance's
+    revocation and at a clean stop, after the flow of new events has been stopped.
+
+    The worker holds the events it applied unacknowledged until the states that hold them are
+    written (:func:`create_app`); its timer writes them every ``state_interval``, but a stopping
+    app ends its timers first, so without the hook a clean stop with held events waited for an
+    acknowledgement that never came (and was killed). The hook writes the states and
+    acknowledges the events there, so a stop or a rebalance goes on at once.
+    """
+    import faust
+
+    class WorkerApp(faust.App):
+        before_drain: Callable[[], Awaitable[None]] | None = None
+
+        async def _consumer_wait_empty(self, consumer: Any, logger: Any) -> None:
+            if self.before_drain is not None:
+                await self.before_drain()
+            await super()._consumer_wait_empty(consumer, logger)
+
+    return WorkerApp
+
+
 def create_app(settings: Settings) -> faust.App:
     """Build the Faust application of the dealtrail worker.
 
@@ -298,10 +323,8 @@ def create_app(settings: Settings) -> faust.App:
     Returns:
         The app, with the ``audit`` agent and the ``table-states`` table registered.
     """
-    import faust
-
     topics = settings.topics
-    app = faust.App(topics.app_id, **faust_settings(settings))
+    app = _app_class()(topics.app_id, **faust_settings(settings))
     # Faust makes <datadir>/v<version>/tables on start (mode masked by the umask only): made
     # here first, owner-only, Faust finds them there
     private_folder(Path(app.conf.tabledir))
@@ -478,6 +501,25 @@ def create_app(settings: Settings) -> faust.App:
             if held:
                 await write_states()
 
+    # Set while a stop or a rebalance waits for every started event to be acknowledged: a batch
+    # taken before the flow stopped may still be applied then, and its states are written (and
+    # its events acknowledged) at its end instead of at the next interval.
+    draining = [False]
+
+    async def drain() -> None:
+        """Write the states of the events held (a stop or a rebalance waits for them)."""
+        draining[0] = True
+        async with lock:
+            if held:
+                await write_states()
+
+    app.before_drain = drain  # type: ignore[attr-defined]  # WorkerApp's hook (see _app_class)
+
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode types receivers as returning None
+    async def drained(sender: Any, *args: Any, **kwargs: Any) -> None:
+        """The rebalance is over: states are written every ``interval`` again."""
+        draining[0] = False
+
     @app.agent(source)
     async def audit(stream: Any) -> None:
         async for events in stream.take_events(batch, within=within):
@@ -505,7 +547,7 @@ def create_app(settings: Settings) -> faust.App:
                         # prefetched messages and still commit past them); read them again first.
                         current = await catch_up(key, current, msg, dealing.seq)
                     live[key] = await step(key, current, msg, dealing, raw)
-                if time.monotonic() - last_write[0] >= interval:
+                if draining[0] or time.monotonic() - last_write[0] >= interval:
                     await write_states()
 
     return app

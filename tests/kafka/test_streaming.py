@@ -19,6 +19,7 @@ import pytest
 from tests.kafka.conftest import (
     Cluster,
     assert_stream_equals_replay,
+    consume_all,
     count_rows,
     project_all,
     publish_lines,
@@ -206,3 +207,38 @@ def test_the_projector_writes_scheduled_reports_from_its_own_connection(
     assert periods == ["2026-11-27T1800+0000_UTC"]
     summary = json.loads((reports / periods[0] / "summary.json").read_text())
     assert summary["findings"]["total"] > 0
+
+
+def test_a_worker_stopped_while_it_holds_events_writes_their_states_and_exits_cleanly(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The states of held events are written at a clean stop, not only by the worker's timer
+    (which a stopping worker ends first): the stop does not hang, and nothing is lost."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    events, replay = shift
+    cluster.cli("publish", str(events))
+    log = tmp_path / "held.log"
+    # the timer would write the states after a minute: every event applied is still held at the stop
+    worker = cluster.start_worker(log, DEALTRAIL_WORKER__STATE_INTERVAL="60")
+    rounds = cluster.settings().topics.rounds.name
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + 120
+        out = 0
+        while time.monotonic() < deadline and out < 20 and worker.poll() is None:
+            out = sum(consumer.end_offsets([TopicPartition(rounds, p) for p in range(cluster.partitions)]).values())
+            time.sleep(0.5)
+        assert out >= 20, f"the worker should have completed rounds:\n{log.read_text()}"
+        assert cluster.consumed()[0] == 0, "nothing should be committed or in the changelog yet"
+        started = time.monotonic()
+        assert stop(worker, timeout=45) == 0, log.read_text()
+        assert time.monotonic() - started < 30, "a clean stop should not wait for the state timer"
+    finally:
+        consumer.close()
+        stop(worker)
+    assert cluster.consumed()[0] > 0, "the stop should have written the held events' states"
+    consume_all(cluster, tmp_path / "rest.log")
+    db = tmp_path / "stream.duckdb"
+    project_all(cluster, db)
+    assert_stream_equals_replay(db, replay)
