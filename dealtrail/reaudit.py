@@ -16,6 +16,7 @@ Rounds (what was dealt) are not re-derived: they are kept as stored.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import shutil
@@ -39,6 +40,11 @@ from streams.engine.state import load_state
 
 EXPORT_ROWS = 20_000
 """Events per Parquet row group of a worker's export (and per batch a worker reads)."""
+SORT_ROWS = 50_000
+"""Events per export file at most (about): each file is one sort of its events' payloads by
+table and seq, and DuckDB's sort of long strings ran out of a 200MB memory limit on some
+150,000 events. A worker's share is cut into files by seq ranges of about this many events
+(quantiles of seq), applied one after the other: every table's events still in seq order."""
 
 
 class ReauditError(ValueError):
@@ -77,15 +83,16 @@ _EXPORT = pa.schema([("table_id", pa.string()), ("payload", pa.string())])
 
 
 def _apply_part(
-    events_path: str,
+    events_paths: list[str],
     out_path: str,
     starts: dict[str, str],
     period: tuple[datetime | None, datetime | None],
     snapshot_every: int | None = None,
 ) -> tuple[int, list[tuple[str, str]], list[dict[str, Any]]]:
-    """Re-apply one worker's share: the tables' events of ``events_path`` (in table and seq
-    order) from the states in ``starts`` (table -> state JSON; a table absent starts at its
-    first event); write the findings observed in ``period`` to ``out_path`` (Parquet).
+    """Re-apply one worker's share: the tables' events of ``events_paths`` (files one after the
+    other in seq; each in table and seq order) from the states in ``starts`` (table -> state
+    JSON; a table absent starts at its first event); write the findings observed in ``period``
+    to ``out_path`` (Parquet).
 
     Returns:
         Events applied, events refused (event ID, reason), and the snapshots of this engine
@@ -103,7 +110,7 @@ def _apply_part(
     applied = 0
     writer = pq.ParquetWriter(out_path, FINDINGS_SCHEMA)
     try:
-        for batch in pq.ParquetFile(events_path).iter_batches(batch_size=EXPORT_ROWS):
+        for batch in (b for p in events_paths for b in pq.ParquetFile(p).iter_batches(batch_size=EXPORT_ROWS)):
             for table_id, payload in zip(
                 batch.column("table_id").to_pylist(), batch.column("payload").to_pylist(), strict=True
             ):
@@ -218,6 +225,7 @@ def reaudit(
         spans[table_id] = (after, int(last[0][0]) if last and last[0][0] is not None else 0)
     shares = _plan(counts, workers or os.cpu_count() or 1)
     stage = Path(tempfile.mkdtemp(prefix="dealtrail-reaudit-"))
+    rows_of = dict(counts)
     try:
         jobs = []
         for k, share in enumerate(shares):
@@ -231,16 +239,9 @@ def reaudit(
                     }
                 ),
             )
-            path = stage / f"events-{k}.parquet"
-            con.execute(
-                f"""COPY (SELECT e.table_id, e.payload::VARCHAR AS payload
-                          FROM events e JOIN span_batch s
-                            ON e.table_id = s.table_id AND e.seq > s.after AND e.seq <= s.upto
-                          ORDER BY e.table_id, e.seq, e.arrival)
-                    TO '{_quoted(path)}' (FORMAT parquet, ROW_GROUP_SIZE {EXPORT_ROWS})"""
-            )
+            paths = _export(con, stage, k, sum(rows_of[t] for t in share))
             con.unregister("span_batch")
-            jobs.append((str(path), str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
+            jobs.append((paths, str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
         if len(jobs) == 1:
             results = [_apply_part(*jobs[0], (start, end), snapshot_every)]
         else:
@@ -273,6 +274,46 @@ def reaudit(
         rejected,
         generation_diff(con, generation, previous),
     )
+
+
+def _export(con: Any, stage: Path, k: int, rows: int) -> list[str]:
+    """Export the events of the tables in the registered ``span_batch`` (table, seq after, seq
+    up to) to Parquet files of about :data:`SORT_ROWS` events, cut at seq quantiles; each file
+    is in table, seq and arrival order, and the files follow each other in seq.
+
+    Args:
+        con: the writer's connection.
+        stage: the folder of the files.
+        k: the worker the files are for (in their names).
+        rows: the share's stored events (to choose how many files).
+
+    Returns:
+        The files' paths, in the order they are to be applied.
+    """
+    join = """FROM events e JOIN span_batch s
+                ON e.table_id = s.table_id AND e.seq > s.after AND e.seq <= s.upto"""
+    pieces = -(-rows // SORT_ROWS)
+    cuts: list[int] = []
+    if pieces > 1:
+        found = con.execute(
+            f"SELECT quantile_disc(e.seq, $q) {join}", {"q": [i / pieces for i in range(1, pieces)]}
+        ).fetchone()
+        cuts = sorted({int(c) for c in (found[0] if found and found[0] else [])})
+    edges = [None, *cuts, None]
+    paths = []
+    for i, (lo, hi) in enumerate(itertools.pairwise(edges)):
+        where = " AND ".join(
+            [*([f"e.seq > {int(lo)}"] if lo is not None else []), *([f"e.seq <= {int(hi)}"] if hi is not None else [])]
+        )
+        path = stage / f"events-{k}-{i:05d}.parquet"
+        con.execute(
+            f"""COPY (SELECT e.table_id, e.payload::VARCHAR AS payload {join}
+                      {"WHERE " + where if where else ""}
+                      ORDER BY e.table_id, e.seq, e.arrival)
+                TO '{_quoted(path)}' (FORMAT parquet, ROW_GROUP_SIZE {EXPORT_ROWS})"""
+        )
+        paths.append(str(path))
+    return paths
 
 
 def _quoted(path: Path) -> str:
