@@ -270,6 +270,8 @@ def utc_session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     extension that owns the setting is loaded.
     """
     con.execute("SET TimeZone = 'UTC'")
+    # no progress bar: DuckDB draws one on the terminal for a query over 2 s (a re-audit's export)
+    con.execute("SET enable_progress_bar = false")
     return con
 
 
