@@ -7,6 +7,7 @@ status ``remedied``); if the next round at the table starts first, the finding t
 from __future__ import annotations
 
 from schemas import events as ev
+from schemas.base import Envelope
 from schemas.findings import Finding, FindingStatus, Severity, finding_id_for
 from streams.engine.catalog import REMEDY_TEXT, RULEBOOK_REVISION, RULES_BY_ID, Remedy
 from streams.engine.context import Step
@@ -102,6 +103,26 @@ def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.Dealing
     return False
 
 
+REMEDY_EVENTS: frozenset[type[Envelope]] = frozenset(
+    {
+        ev.RoundVoided,
+        ev.WagersReturned,
+        ev.WagerSettled,
+        ev.DeckRemoved,
+        ev.ShuffleCompleted,
+        ev.NoRollCalled,
+        ev.DiceShaken,
+        ev.PlayerVoidDecided,
+        ev.HandReset,
+        ev.CardsRemovedFromDevice,
+    }
+)
+"""The event types that can carry out a remedy or follow owed wagers (:func:`_satisfies`,
+:func:`_track_wagers`): any other event leaves every obligation as it is, so
+:func:`progress` returns at once for it (a table's open obligations are not looked at for
+each card dealt; an obligation whose round is over can stay open for the rest of the trail)."""
+
+
 def _all_returned(ob: Obligation) -> bool:
     return not ob.settled_instead and ob.owed_wagers <= ob.returned_wagers
 
@@ -112,7 +133,7 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
     Returns:
         The state with updated ``obligations`` and the new finding revisions (``remedied``).
     """
-    if not state.obligations:
+    if not state.obligations or type(event) not in REMEDY_EVENTS:
         return state, []
     revisions: list[Finding] = []
     kept: list[Obligation] = []
