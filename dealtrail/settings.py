@@ -252,7 +252,7 @@ class Settings(BaseSettings):
         property_name: the casino property the reports are about, shown in their header
             (``DEALTRAIL_PROPERTY``, default ``Casino``).
         snapshot_every: the audit keeps a table's engine state every this many of its events
-            (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 5000), and at each UTC day boundary,
+            (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 1000), and at each UTC day boundary,
             so that a replay re-applies at most about this many events before its window.
     """
 
@@ -282,7 +282,7 @@ class Settings(BaseSettings):
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )
-    snapshot_every: int = Field(default=5000, ge=100, le=10_000_000)
+    snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
 
