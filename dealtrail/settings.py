@@ -88,7 +88,7 @@ class WorkerSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     batch: int = Field(default=500, ge=1, le=100_000)
-    within: float = Field(default=0.05, gt=0, le=60)
+    within: float = Field(default=0.02, gt=0, le=60)
     state_interval: float = Field(default=1.0, gt=0, le=60)
     loglevel: str = "warning"
     datadir: Path = Field(default_factory=default_datadir)

@@ -277,7 +277,7 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
         "topic_replication_factor": topics.replication,
         "consumer_auto_offset_reset": "earliest",
         "processing_guarantee": "at_least_once",
-        "producer_linger": 0.05,
+        "producer_linger": 0.01,
         "producer_acks": -1,
         "table_cleanup_interval": 3600.0,
         # A crashed worker's partitions move to the others after this many seconds (Faust's
