@@ -47,7 +47,7 @@ Prints exactly these lines on stdout (details and cross-checks go to stderr)::
                           topic live and notes when each round record (``completed_event_id``)
                           arrives. Latency = arrival at that downstream consumer - publish time, so
                           it includes the publisher's linger (5 ms), the worker's batching window
-                          (``within``), its producer linger (50 ms), acks and the fetch. Round
+                          (``within``), its producer linger (10 ms), acks and the fetch. Round
                           records whose RoundCompleted was not published in this phase cannot
                           occur; RoundCompleted events that make no round record (rejected) are
                           counted on stderr. The CreateTime-based figure is on stderr too.
