@@ -8,11 +8,29 @@ WITH t AS (
            max(completed_at) AS last_round_at
     FROM rounds GROUP BY table_id
 ), dev AS (
-    -- the latest device event of the table says its state
-    SELECT table_id, arg_max(type, seq) AS device_event, max(occurred_at) AS device_since
-    FROM events
-    WHERE type IN ('DeviceRegistered', 'ShufflerFaulted', 'AutoShoeFaulted', 'CardsRemovedFromDevice',
-                   'DeviceTakenOutOfService', 'DeviceReturnedToService')
+    -- A device is out of service from DeviceTakenOutOfService to DeviceReturnedToService. It is
+    -- faulted from ShufflerFaulted / AutoShoeFaulted, or a completed shuffle in another mode or
+    -- short of cards, until a good completed shuffle (mode SHUFFLE, the device not reporting a
+    -- short deck) or its return to service, as the engine clears a fault (rulebook 10.1.2; its
+    -- further conditions, the faulted deck and a shuffle started after the fault, are not
+    -- checked here). Cards taken out of a jammed device leave it faulted, since the fault.
+    SELECT table_id,
+           count(*) FILTER (WHERE kind NOT LIKE 'ShuffleCompleted%') > 0 AS has_device,
+           arg_max(kind, seq) FILTER (WHERE kind LIKE 'Device%Service') AS service_event,
+           arg_max(occurred_at, seq) FILTER (WHERE kind LIKE 'Device%Service') AS service_since,
+           arg_max(kind, seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_event,
+           arg_max(occurred_at, seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_since
+    FROM (
+        SELECT table_id, seq, occurred_at,
+               CASE WHEN type <> 'ShuffleCompleted' THEN type
+                    WHEN coalesce(payload->>'mode', 'SHUFFLE') = 'SHUFFLE'
+                         AND coalesce(payload->>'device_full_deck_ok', 'true') <> 'false' THEN 'ShuffleCompletedGood'
+                    ELSE 'ShuffleCompletedBad'
+               END AS kind
+        FROM events
+        WHERE type IN ('DeviceRegistered', 'ShufflerFaulted', 'AutoShoeFaulted', 'ShuffleCompleted',
+                       'DeviceTakenOutOfService', 'DeviceReturnedToService')
+    )
     GROUP BY table_id
 ), f AS (
     SELECT d.table_id,
@@ -26,16 +44,14 @@ WITH t AS (
     GROUP BY d.table_id
 )
 SELECT t.table_id, t.game, r.dealer_id, coalesce(r.rounds, 0) AS rounds, t.last_event_at,
-       CASE dev.device_event
-           WHEN 'ShufflerFaulted' THEN 'faulted'
-           WHEN 'AutoShoeFaulted' THEN 'faulted'
-           WHEN 'CardsRemovedFromDevice' THEN 'faulted'
-           WHEN 'DeviceTakenOutOfService' THEN 'out of service'
-           WHEN 'DeviceReturnedToService' THEN 'in service'
-           WHEN 'DeviceRegistered' THEN 'in service'
-           ELSE 'no device'
+       CASE WHEN NOT coalesce(dev.has_device, false) THEN 'no device'
+            WHEN dev.service_event = 'DeviceTakenOutOfService' THEN 'out of service'
+            WHEN dev.fault_event IN ('ShufflerFaulted', 'AutoShoeFaulted', 'ShuffleCompletedBad') THEN 'faulted'
+            ELSE 'in service'
        END AS device_state,
-       dev.device_since,
+       CASE WHEN dev.service_event = 'DeviceTakenOutOfService' THEN dev.service_since
+            ELSE dev.fault_since
+       END AS device_since,
        coalesce(f.open_voiding, 0) AS open_voiding,
        coalesce(f.open_integrity, 0) AS open_integrity,
        coalesce(f.open_procedural, 0) AS open_procedural,

@@ -504,3 +504,27 @@ def test_users_commands_store_hashes_print_the_token_last_and_refuse_a_held_stor
         assert held.exit_code == 1 and "one writer per file" in held.output and "Traceback" not in held.output
     r = runner.invoke(cli, ["users", "token", "nobody", "--db", str(db)])
     assert r.exit_code == 1 and "no active user" in r.output
+
+
+def test_floor_device_state_is_the_engines_a_fault_cleared_by_a_good_shuffle_is_not_shown(
+    client: TestClient, store: Store
+) -> None:
+    """The floor's device column follows the engine: a fault ends with a good completed shuffle
+    (rulebook 10.1.2), so a table whose last device fault was cleared shows in service."""
+    login(client, "vic")
+    tables = {t["table_id"]: t for t in client.get("/api/v1/floor").json()["tables"]}
+    faults = store.con.execute("SELECT DISTINCT table_id FROM events WHERE type = 'ShufflerFaulted'").fetchall()
+    assert faults, "the shift should have shuffler faults"
+    for table_id, text in store.con.execute(
+        """SELECT table_id, state::VARCHAR FROM table_states
+           QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC) = 1"""
+    ).fetchall():
+        state = json.loads(text)
+        devices = state["devices"].values()
+        if any(d["out_of_service"] for d in devices):
+            expected = "out of service"
+        elif state["shuffler_fault"]:
+            expected = "faulted"
+        else:
+            expected = "in service" if devices else "no device"
+        assert tables[table_id]["device_state"] == expected, table_id
