@@ -364,7 +364,7 @@ def _review_as_of(findings: list[dict[str, Any]], end: datetime | None) -> datet
     return min(end, last) if end is not None else last
 
 
-GAME_NAMES = {"C691": "Chapter 691 games", "PGP": "Pai Gow Poker", "TCP": "Three Card Poker"}
+GAME_NAMES = {"C691": "Chapter 691 games", "PGP": "Pai Gow Poker", "TCP": "Three Card Prime"}
 LISTED_SEVERITIES = ("voiding", "integrity")
 """Severities whose incidents the report lists one by one; procedural ones are summarised by rule."""
 TOP = 5

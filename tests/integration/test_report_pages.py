@@ -118,7 +118,7 @@ def test_report_rule_chart_is_grouped_by_game_with_readable_rule_names(audited_s
 
     html = write_report(audited_shift, tmp_path / "r", generated_at=STAMP).html.read_text()
     chart = html[html.index("Findings by rule, per game") : html.index("Regulation findings by rule")]
-    for title in ("Chapter 691 games", "Pai Gow Poker", "Three Card Poker"):
+    for title in ("Chapter 691 games", "Pai Gow Poker", "Three Card Prime"):
         assert title in chart, title
     assert "TCP-679a.9-d-stub-count-due" not in chart  # labelled by requirement, not internal ID
     assert rule_label("TCP-679a.9-d-stub-count-due") != "TCP-679a.9-d-stub-count-due"
