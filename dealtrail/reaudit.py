@@ -225,7 +225,6 @@ def reaudit(
         spans[table_id] = (after, int(last[0][0]) if last and last[0][0] is not None else 0)
     shares = _plan(counts, workers or os.cpu_count() or 1)
     stage = Path(tempfile.mkdtemp(prefix="dealtrail-reaudit-"))
-    rows_of = dict(counts)
     try:
         jobs = []
         for k, share in enumerate(shares):
@@ -239,7 +238,7 @@ def reaudit(
                     }
                 ),
             )
-            paths = _export(con, stage, k, sum(rows_of[t] for t in share))
+            paths = _export(con, stage, k)
             con.unregister("span_batch")
             jobs.append((paths, str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
         if len(jobs) == 1:
@@ -276,7 +275,7 @@ def reaudit(
     )
 
 
-def _export(con: Any, stage: Path, k: int, rows: int) -> list[str]:
+def _export(con: Any, stage: Path, k: int) -> list[str]:
     """Export the events of the tables in the registered ``span_batch`` (table, seq after, seq
     up to) to Parquet files of about :data:`SORT_ROWS` events, cut at seq quantiles; each file
     is in table, seq and arrival order, and the files follow each other in seq.
@@ -285,13 +284,16 @@ def _export(con: Any, stage: Path, k: int, rows: int) -> list[str]:
         con: the writer's connection.
         stage: the folder of the files.
         k: the worker the files are for (in their names).
-        rows: the share's stored events (to choose how many files).
 
     Returns:
         The files' paths, in the order they are to be applied.
     """
     join = """FROM events e JOIN span_batch s
                 ON e.table_id = s.table_id AND e.seq > s.after AND e.seq <= s.upto"""
+    # the events exported, not those of the period: without a snapshot of this engine before
+    # it, a table's whole trail is applied
+    counted = con.execute(f"SELECT count(*) {join}").fetchone()
+    rows = int(counted[0]) if counted else 0
     pieces = -(-rows // SORT_ROWS)
     cuts: list[int] = []
     if pieces > 1:
