@@ -196,6 +196,14 @@ def utc(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
 
 
+def utc_short(value: datetime | None) -> str:
+    """A time as ``MM-DD HH:MM:SS`` in UTC, for the floor's narrow columns (the column heads say
+    UTC; the full time is the cell's title); ``-`` for None."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%m-%d %H:%M:%S")
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("dealtrail.console", "templates"),
@@ -205,6 +213,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["utc"] = utc
+    env.filters["utc_short"] = utc_short
     return env
 
 
