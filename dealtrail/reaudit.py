@@ -6,10 +6,11 @@ dealtrail after a rule change. The events are never altered. The new generation 
 the whole store: the tables (and the part of their trail) re-applied get the findings the
 engine raises now, everything else is carried over from the previous generation unchanged.
 Earlier generations stay stored and queryable (``report --generation N``); the views read the
-latest. The writer process exports each worker's tables' events to a Parquet file (no other
-process may open the store while it writes), the workers apply them in parallel, one table
-per worker at a time in seq order, and hand their findings back as Parquet files, which the
-writer appends in one transaction with the new ``generations`` row.
+latest. The writer process exports each worker's tables' events to Parquet files of about
+:data:`SORT_ROWS` events, cut at seq quantiles of the events exported (no other process may
+open the store while it writes); the workers apply them in parallel, each its files in turn
+(every table's events in seq order across them), and hand their findings back as Parquet
+files, which the writer appends in one transaction with the new ``generations`` row.
 
 Rounds (what was dealt) are not re-derived: they are kept as stored.
 """
