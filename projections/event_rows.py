@@ -117,14 +117,14 @@ class EventRowsFile:
                 event.event_id,
                 digest,
                 event.table_id,
-                event.game.value,
+                event.game,  # a StrEnum member is its value (Arrow takes it as the str it is)
                 event.round_id,
                 event.deck_id,
                 event.seq,
                 event.type,  # type: ignore[attr-defined]  # every concrete event has its tag
                 event.occurred_at,
                 event.recorded_at,
-                event.actor.role.value,
+                event.actor.role,
                 event.actor.id,
                 data,  # UTF-8 JSON: Arrow takes the bytes as they are into the string column
                 arrival,

@@ -232,6 +232,32 @@ def test_audit_keeps_a_snapshot_at_each_utc_day_boundary(tmp_path: Path) -> None
     assert rows[0][1] == first_after[0] - 1  # type: ignore[index]
 
 
+def test_the_day_boundary_is_utcs_when_events_carry_another_offset(tmp_path: Path) -> None:
+    """Events stamped in New York time (-05:00) cross their local midnight at 05:00 UTC, and UTC
+    midnight at 19:00 local: the snapshot is kept at UTC midnight only."""
+    from zoneinfo import ZoneInfo
+
+    from dealtrail.simulator.floor import FloorSpec, simulate
+    from schemas.codec import encode
+
+    local = ZoneInfo("America/New_York")
+    midnight = datetime(2026, 11, 28, tzinfo=UTC)
+    events = tmp_path / "events.jsonl"
+    spec = FloorSpec(tables=1, hours=2.0, seed=3, error_rate=0.0, start=midnight - timedelta(hours=1))
+    with events.open("wb") as fh:
+        for e in simulate(spec):
+            moved = e.model_copy(update={"occurred_at": e.occurred_at.astimezone(local)})
+            fh.write(encode(moved) + b"\n")
+    assert b"-05:00" in events.read_bytes()[:2000]
+    with Store(tmp_path / "s.duckdb") as store:
+        audit_file(events, store, snapshot_every=10**9)
+        rows = store.con.execute("SELECT last_occurred_at, last_seq FROM table_snapshots").fetchall()
+        first_after = store.con.execute("SELECT min(seq) FROM events WHERE occurred_at >= ?", [midnight]).fetchone()
+    assert len(rows) == 1
+    assert rows[0][0] < midnight
+    assert rows[0][1] == first_after[0] - 1  # type: ignore[index]
+
+
 def test_dealtrail_audit_takes_snapshots_every_dealtrail_snapshot_every_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
