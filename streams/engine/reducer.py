@@ -86,13 +86,7 @@ class Draft:
 
     def set_round(self, **changes: Any) -> None:
         """Change fields of the round in progress (copied on first change)."""
-        rnd = self.state.round
-        assert rnd is not None
-        if self._round_copied:
-            rnd.__dict__.update(changes)
-        else:
-            self.state.__dict__["round"] = rnd.model_copy(update=changes)
-            self._round_copied = True
+        self.update_round(changes)
 
     def update_round(self, changes: dict[str, Any]) -> None:
         """:meth:`set_round` with the changes as a dict (the caller's; not kept)."""
