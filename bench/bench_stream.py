@@ -493,6 +493,7 @@ def phase_latency(
     time.sleep(2.0)  # let it finish its (empty) table recovery
 
     arrivals: dict[str, tuple[float, float]] = {}  # completed_event_id -> (arrival wall time, CreateTime)
+    in_topic: dict[str, float] = {}  # RoundCompleted event_id -> when this reader got it from the events topic
     stop = threading.Event()
     ready = threading.Event()
     errors: list[BaseException] = []
@@ -506,16 +507,21 @@ def phase_latency(
             )
             try:
                 tps = k.tps(t.rounds.name)
-                c.assign(tps)
-                c.seek_to_beginning(*tps)
-                for tp in tps:
+                event_tps = k.tps(t.events.name)  # the published events too: when a reader gets them
+                c.assign(tps + event_tps)
+                c.seek_to_beginning(*tps, *event_tps)
+                for tp in tps + event_tps:
                     c.position(tp)
                 ready.set()
                 while not stop.is_set():
                     polled = c.poll(timeout_ms=100)
                     now = time.time()
-                    for recs in polled.values():
+                    for tp, recs in polled.items():
                         for r in recs:
+                            if tp.topic == t.events.name:
+                                if b'"RoundCompleted"' in r.value:
+                                    in_topic[json.loads(r.value)["event_id"]] = now
+                                continue
                             arrivals[json.loads(r.value)["completed_event_id"]] = (now, r.timestamp / 1000)
             finally:
                 c.close()
@@ -564,6 +570,11 @@ def phase_latency(
         raise RuntimeError("no round record matched a published RoundCompleted")
     recv = sorted(m[0] * 1000 for m in matched)
     created = sorted(m[1] * 1000 for m in matched)
+    # kafka-python stamps CreateTime in send() itself, so when this reader gets the event tells
+    # how long the publisher's producer and the broker took; the worker's share is from then to
+    # the round record's CreateTime
+    queued = sorted((in_topic[e] - p) * 1000 for e, p in published.items() if e in in_topic)
+    worker = sorted((arrivals[e][1] - in_topic[e]) * 1000 for e in published if e in in_topic and e in arrivals)
 
     def pct(xs: list[float], q: float) -> float:
         return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
@@ -574,6 +585,12 @@ def phase_latency(
         f"max {recv[-1]:.0f} mean {statistics.fmean(recv):.0f}; "
         f"CreateTime latency ms p50 {pct(created, 0.5):.0f} p99 {pct(created, 0.99):.0f}"
     )
+    if queued and worker:
+        log(
+            f"  of which: publish call -> event read from its topic ms p50 {pct(queued, 0.5):.0f} "
+            f"p99 {pct(queued, 0.99):.0f}; event read -> round record CreateTime ms p50 {pct(worker, 0.5):.0f} "
+            f"p99 {pct(worker, 0.99):.0f}"
+        )
     return pct(recv, 0.5), pct(recv, 0.99)
 
 
