@@ -122,7 +122,7 @@ CREATE TABLE IF NOT EXISTS table_states (
 -- was written (a later event with such a seq makes the snapshot unfit, and a replay skips it).
 -- `state` is stored uncompressed: DuckDB decompresses a ZSTD string column a whole vector at a
 -- time, so fetching one 64 KB state of a 10-day table (869 snapshots) took 25 to 65 ms against
--- 2 ms uncompressed (bench/bench_audit.py's replay lines); it costs about 30 MB more in a 10-day
+-- 2 ms uncompressed (bench/bench_audit.py's replay lines); it costs about 55 MB more in a 10-day
 -- table's 140 MB store. A store made before keeps its ZSTD column.
 CREATE TABLE IF NOT EXISTS table_snapshots (
     table_id          VARCHAR NOT NULL,
