@@ -16,7 +16,7 @@ from schemas.codec import encode
 from schemas.findings import Finding
 from streams.engine import remedies
 from streams.engine.context import Step
-from streams.engine.reducer import TABLE_HANDLERS, Draft, in_round, round_deck_id
+from streams.engine.reducer import Draft, reduce, round_deck_id
 from streams.engine.rules import chapter_691, integrity, pai_gow_poker, three_card_prime
 from streams.engine.state import TableState
 
@@ -72,6 +72,14 @@ def _lookup(recent: tuple[tuple[tuple[int, str, int], ...], ...], seq: int) -> t
                 if entry[0] == seq:
                     return entry
     return None
+
+
+def _remember(
+    recent: tuple[tuple[tuple[int, str, int], ...], ...], entry: tuple[int, str, int]
+) -> tuple[tuple[tuple[int, str, int], ...], ...]:
+    if recent and len(recent[-1]) < CHUNK:
+        return (*recent[:-1], (*recent[-1], entry))
+    return (*recent[-(CHUNKS - 1) :], (entry,))
 
 
 def apply(
@@ -145,12 +153,7 @@ def apply(
     fields = state.__dict__.copy()
     fields["last_seq"] = seq
     fields["last_event_id"] = event.event_id
-    recent = state.recent
-    entry = (seq, event.event_id, digest)
-    if recent and len(recent[-1]) < CHUNK:
-        fields["recent"] = (*recent[:-1], (*recent[-1], entry))
-    else:
-        fields["recent"] = (*recent[-(CHUNKS - 1) :], (entry,))  # a new chunk; the oldest goes
+    fields["recent"] = _remember(state.recent, (seq, event.event_id, digest))
     event_hash = event.hash
     if event_hash is not None or state.last_hash is not None:
         if state.last_hash is not None and event.prev_hash != state.last_hash:
@@ -162,18 +165,10 @@ def apply(
         if event_hash is not None:
             fields["last_hash"] = event_hash
     draft = Draft.of(fields)
-    etype = type(event)
-    handler = TABLE_HANDLERS.get(etype)  # as reduce(draft, event), one call fewer
-    if handler is not None:
-        handler(draft, event)
-    else:
-        in_round(draft, event)
+    reduce(draft, event)
     after = draft.state
     step = Step(state, after, event)
-    checks = _dispatch.get((after.game, etype)) if _dispatch_of is GAME_RULES else None
-    if checks is None:
-        checks = _checks(after.game, etype)
-    for check in checks:
+    for check in _checks(after.game, type(event)):
         found = check(step)
         if found:
             findings.extend(found)
@@ -187,20 +182,12 @@ def apply(
             if new_obligations:
                 after = after.model_copy(update={"obligations": new_obligations})
         return after, findings
-    # the remedies' own early exits, without their calls (most events carry out no remedy)
-    revisions: list[Finding] = []
-    overdue: list[Finding] = []
-    if etype in remedies.REMEDY_EVENTS:
-        after, revisions = remedies.progress(after, event)
-    if etype is ev.RoundStarted:
-        after, overdue = remedies.deadline(step, after)
-    if findings:
-        new_obligations = remedies.open_obligations(step, findings)
-        if new_obligations:
-            after = after.model_copy(update={"obligations": (*after.obligations, *new_obligations)})
-    if revisions or overdue:
-        return after, findings + revisions + overdue
-    return after, findings
+    after, revisions = remedies.progress(after, event)
+    after, overdue = remedies.deadline(step, after)
+    new_obligations = remedies.open_obligations(step, findings)
+    if new_obligations:
+        after = after.model_copy(update={"obligations": (*after.obligations, *new_obligations)})
+    return after, findings + revisions + overdue
 
 
 Check = Callable[[Step], list[Finding]]

@@ -86,10 +86,6 @@ class Draft:
 
     def set_round(self, **changes: Any) -> None:
         """Change fields of the round in progress (copied on first change)."""
-        self.update_round(changes)
-
-    def update_round(self, changes: dict[str, Any]) -> None:
-        """:meth:`set_round` with the changes as a dict (the caller's; not kept)."""
         rnd = self.state.round
         assert rnd is not None
         if self._round_copied:
@@ -436,39 +432,20 @@ def _deck_held(d: Draft, rnd: RoundState, e: ev.DeckHeld) -> None:
 
 
 def _card_dealt(d: Draft, rnd: RoundState, e: ev.CardDealt) -> None:
-    # the commonest event: the round and the deck are each copied once, without keyword packing
     area = e.to_area
-    event_id = e.event_id
     cards = dict(rnd.cards)
-    cards[area] = (*cards.get(area, ()), event_id)
+    cards[area] = (*cards.get(area, ()), e.event_id)
     update: dict[str, Any] = {"cards": cards, "cards_dealt": rnd.cards_dealt + 1}
     if area.startswith("SEAT_") or area == "DEALER":
         update["hand_cards"] = rnd.hand_cards + 1
-    first = rnd.first_card_event_id is None
-    if first:
-        update["first_card_event_id"] = event_id
-    d.update_round(update)
-    card = e.card
-    deck_id = e.deck_id if e.deck_id is not None else rnd.deck_id
-    if deck_id is None:
-        deck_id = d.state.current_deck_id  # as round_deck_id
-    if deck_id is None:
-        return
-    deck = _deck(d.state, deck_id)
-    changes: dict[str, Any] = {}
-    if first and deck_id == rnd.deck_id and deck.dealt_round_id is None:
-        # rulebook 10.1.1: the deck has now been dealt since its shuffle
-        changes["dealt_round_id"] = rnd.round_id
-        changes["dealt_event_id"] = event_id
-    elif first and rnd.deck_id is not None and rnd.deck_id != deck_id:
-        dealt = _deck(d.state, rnd.deck_id)
-        if dealt.dealt_round_id is None:
-            d.put_deck(dealt.model_copy(update={"dealt_round_id": rnd.round_id, "dealt_event_id": event_id}))
-    if card != "UNKNOWN":  # as _see_card (DT-deck-composition)
-        changes["seen_cards"] = f"{deck.seen_cards} {card}"
-        changes["seen_ids"] = (*deck.seen_ids, event_id)
-    if changes:
-        d.put_deck(deck.model_copy(update=changes))
+    if rnd.first_card_event_id is None:
+        update["first_card_event_id"] = e.event_id
+        if rnd.deck_id is not None:  # rulebook 10.1.1: the deck has now been dealt since its shuffle
+            deck = _deck(d.state, rnd.deck_id)
+            if deck.dealt_round_id is None:
+                d.put_deck(deck.model_copy(update={"dealt_round_id": rnd.round_id, "dealt_event_id": e.event_id}))
+    d.set_round(**update)
+    _see_card(d, e, e.card)
 
 
 def _found_face_up(d: Draft, rnd: RoundState, e: ev.CardFoundFaceUp) -> None:
@@ -632,9 +609,7 @@ ROUND_HANDLERS: dict[type[Envelope], Callable[[Draft, RoundState, Any], None]] =
 another round's ID (a late event must not change the current round)."""
 
 
-def in_round(d: Draft, event: Envelope) -> None:
-    """Apply an event that changes no table-level state to the round in progress, if it is
-    the event's round (:data:`ROUND_HANDLERS`); the rest of :func:`reduce`."""
+def _in_round(d: Draft, event: Envelope) -> None:
     rnd = d.round
     if rnd is None or (event.round_id is not None and event.round_id != rnd.round_id):
         return
@@ -658,7 +633,7 @@ def reduce(d: Draft, event: ev.DealingEvent) -> None:
     if handler is not None:
         handler(d, event)
     else:
-        in_round(d, event)
+        _in_round(d, event)
 
 
 def expected_cards_dealt(state: TableState, rnd: RoundState) -> int:
