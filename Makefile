@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lint typecheck schemas bench bench-stream bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lint typecheck schemas bench bench-stream bench-engine bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ bench: $(STAMP)
 
 bench-stream: $(STAMP)
 	$(BIN)/python bench/bench_stream.py
+
+# The engine as it is, with its state changed in place (an upper bound) and compiled by mypyc,
+# on copies of the code: instructions (valgrind) and CPU time per event.
+bench-engine: $(STAMP)
+	$(BIN)/python bench/engine_variants.py $(BENCH_ENGINE_ARGS)
 
 bench-console: $(STAMP)
 	$(BIN)/python bench/bench_console.py $(BENCH_CONSOLE_ARGS)

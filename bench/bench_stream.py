@@ -43,14 +43,17 @@ Prints exactly these lines on stdout (details and cross-checks go to stderr)::
   p50 / p99 latency ms    A fresh namespace and one worker (started and Stable first); events are
                           published one by one at a steady ``--rate`` (1,000/s) for ``--seconds``
                           (25; 8 with --quick). For each ``RoundCompleted`` the wall time just before
-                          ``Publisher.send`` is kept by event ID; a consumer thread reads the rounds
-                          topic live and notes when each round record (``completed_event_id``)
-                          arrives. Latency = arrival at that downstream consumer - publish time, so
-                          it includes the publisher's linger (5 ms), the worker's batching window
-                          (``within``), its producer linger (10 ms), acks and the fetch. Round
-                          records whose RoundCompleted was not published in this phase cannot
-                          occur; RoundCompleted events that make no round record (rejected) are
-                          counted on stderr. The CreateTime-based figure is on stderr too.
+                          ``Publisher.send`` is kept by event ID; a consumer in a process of its own
+                          (``_latency_reader``) reads the rounds topic live and notes when each round
+                          record (``completed_event_id``) arrives. Latency = arrival at that
+                          downstream consumer - publish time, so it includes the publisher's linger
+                          (5 ms), the worker's batching window (``within``), its producer linger
+                          (10 ms), acks and the fetch. Round records whose RoundCompleted was not
+                          published in this phase cannot occur; RoundCompleted events that make no
+                          round record (rejected) are counted on stderr. On stderr too: the
+                          CreateTime-based figure, and the split at the moment the reader got each
+                          RoundCompleted back from the events topic (publisher and broker before it,
+                          the worker after it, by quarter of the phase and by partition).
 
 Options: ``--events N`` (200,000), ``--quick`` (20,000 events, 8 s latency phase),
 ``--partitions`` (8), ``--profile FILE`` (afterwards, run one more worker in-process under
@@ -68,7 +71,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 import warnings
@@ -182,6 +184,63 @@ def run_bare(args: argparse.Namespace) -> None:
     worker = faust.Worker(app, loglevel="warning", quiet=True)
     worker.spinner = None
     worker.execute_from_commandline()
+
+
+def run_latency_reader(args: argparse.Namespace) -> None:
+    """The latency phase's downstream consumer, in a process of its own: notes when each round
+    record arrives (wall time, and its CreateTime) and when each published RoundCompleted can be
+    read back from the events topic. Touches ``DIR/ready`` once it is assigned and at the start
+    of both topics; once ``DIR/expect.json`` (the published RoundCompleted event IDs) appears, it
+    stops when every one has its round record, or 10 s later, and writes ``DIR/result.json``."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from streams.kafka import client_config
+
+    settings = make_settings(args.namespace, args.partitions)
+    t = settings.topics
+    folder = Path(args.dir)
+    c = KafkaConsumer(**client_config(settings.kafka, "bench-stream-latency"), enable_auto_commit=False,
+                      fetch_max_wait_ms=100)  # fmt: skip
+    arrivals: dict[str, tuple[float, float]] = {}
+    in_topic: dict[str, float] = {}
+    partition_of: dict[str, int] = {}
+    try:
+        tps = []
+        for topic in (t.rounds.name, t.events.name):
+            deadline = time.monotonic() + 30
+            while not (parts := c.partitions_for_topic(topic)):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"latency reader: no partitions of {topic}")
+                time.sleep(0.2)
+            tps += [TopicPartition(topic, p) for p in sorted(parts)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        for tp in tps:
+            c.position(tp)
+        (folder / "ready").touch()
+        expected: set[str] | None = None
+        stop_at = 0.0
+        while True:
+            polled = c.poll(timeout_ms=100)
+            now = time.time()
+            for tp, recs in polled.items():
+                for r in recs:
+                    if tp.topic == t.events.name:
+                        if b'"RoundCompleted"' in r.value:
+                            event_id = json.loads(r.value)["event_id"]
+                            in_topic[event_id] = now
+                            partition_of[event_id] = tp.partition
+                        continue
+                    arrivals[json.loads(r.value)["completed_event_id"]] = (now, r.timestamp / 1000)
+            if expected is None and (folder / "expect.json").exists():
+                expected = set(json.loads((folder / "expect.json").read_text()))
+                stop_at = time.monotonic() + 10
+            if expected is not None and (expected <= arrivals.keys() or time.monotonic() > stop_at):
+                break
+    finally:
+        c.close()
+    done = {"arrivals": arrivals, "in_topic": in_topic, "partition_of": partition_of}
+    (folder / "result.json").write_text(json.dumps(done))
 
 
 def run_profiled_worker(args: argparse.Namespace) -> None:
@@ -479,10 +538,9 @@ def phase_bare(k: Kafka, procs: Procs, settings: Any, mode: str, expect: int, ti
 def phase_latency(
     k: Kafka, procs: Procs, settings: Any, path: Path, rate: float, seconds: float, timeout: float
 ) -> tuple[float, float]:
-    from kafka import KafkaConsumer
 
     from schemas.events import RoundCompleted
-    from streams.kafka import client_config, create_topics
+    from streams.kafka import create_topics
     from streams.publish import Publisher
 
     t = settings.topics
@@ -492,50 +550,25 @@ def phase_latency(
     k.wait_group(t.app_id, 1, 90, [w])
     time.sleep(2.0)  # let it finish its (empty) table recovery
 
-    arrivals: dict[str, tuple[float, float]] = {}  # completed_event_id -> (arrival wall time, CreateTime)
-    in_topic: dict[str, float] = {}  # RoundCompleted event_id -> when this reader got it from the events topic
-    stop = threading.Event()
-    ready = threading.Event()
-    errors: list[BaseException] = []
-
-    def consume() -> None:
-        try:
-            c = KafkaConsumer(
-                **client_config(settings.kafka, "bench-stream-latency"),
-                enable_auto_commit=False,
-                fetch_max_wait_ms=100,
-            )
-            try:
-                tps = k.tps(t.rounds.name)
-                event_tps = k.tps(t.events.name)  # the published events too: when a reader gets them
-                c.assign(tps + event_tps)
-                c.seek_to_beginning(*tps, *event_tps)
-                for tp in tps + event_tps:
-                    c.position(tp)
-                ready.set()
-                while not stop.is_set():
-                    polled = c.poll(timeout_ms=100)
-                    now = time.time()
-                    for tp, recs in polled.items():
-                        for r in recs:
-                            if tp.topic == t.events.name:
-                                if b'"RoundCompleted"' in r.value:
-                                    in_topic[json.loads(r.value)["event_id"]] = now
-                                continue
-                            arrivals[json.loads(r.value)["completed_event_id"]] = (now, r.timestamp / 1000)
-            finally:
-                c.close()
-        except BaseException as exc:
-            errors.append(exc)
-            ready.set()
-
-    th = threading.Thread(target=consume, daemon=True)
-    th.start()
+    # The reader is a process of its own: as a thread beside the publisher it waited for the GIL,
+    # and up to 200 ms of its own delay went into the figures (arrival - CreateTime p99).
+    folder = procs.workdir / "latency-reader"
+    folder.mkdir(parents=True, exist_ok=True)
+    ready, expect, result = folder / "ready", folder / "expect.json", folder / "result.json"
+    reader = procs.start(
+        "latency-reader",
+        [sys.executable, str(Path(__file__).resolve()), "_latency_reader", "--namespace", settings.namespace,
+         "--partitions", str(settings.partitions), "--dir", str(folder)],
+        {},
+    )  # fmt: skip
     published: dict[str, float] = {}
     publisher = Publisher(settings.kafka, t)
     try:
-        if not ready.wait(30) or errors:
-            raise RuntimeError(f"rounds consumer did not start: {errors}")
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if reader.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the latency reader did not start:\n{procs.tail(reader)}")
+            time.sleep(0.05)
         step = 1.0 / rate
         t0 = time.perf_counter()
         behind = 0.0
@@ -555,16 +588,19 @@ def phase_latency(
             f"  published {len(events):,} events in {pub_secs:.1f}s ({len(events) / pub_secs:,.0f}/s, "
             f"max {behind * 1000:.0f} ms behind schedule), {len(published):,} RoundCompleted"
         )
-        # wait for the worker to finish (committed == end), then for the last round records
+        # wait for the worker to finish (committed == end), then for the reader to see the last
+        # round records (it stops when it has them all, or 10 s after it is told which they are)
         k.wait_committed(t.app_id, t.events.name, len(events), timeout, [w])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not published.keys() <= arrivals.keys():
-            time.sleep(0.2)
+        expect.write_text(json.dumps(sorted(published)))
+        reader.wait(40)
+        seen = json.loads(result.read_text())
     finally:
-        stop.set()
         publisher.close()
-        th.join(10)
+        procs.stop(reader)
         procs.stop(w)
+    arrivals: dict[str, tuple[float, float]] = {e: (a, c) for e, (a, c) in seen["arrivals"].items()}
+    in_topic: dict[str, float] = seen["in_topic"]
+    partition_of: dict[str, int] = seen["partition_of"]
     matched = [(arrivals[e][0] - p, arrivals[e][1] - p) for e, p in published.items() if e in arrivals]
     if not matched:
         raise RuntimeError("no round record matched a published RoundCompleted")
@@ -590,6 +626,19 @@ def phase_latency(
             f"  of which: publish call -> event read from its topic ms p50 {pct(queued, 0.5):.0f} "
             f"p99 {pct(queued, 0.99):.0f}; event read -> round record CreateTime ms p50 {pct(worker, 0.5):.0f} "
             f"p99 {pct(worker, 0.99):.0f}"
+        )
+        # is a slow worker slow from the start and catching up, all along, or on some partitions?
+        shares = [(arrivals[e][1] - in_topic[e]) * 1000 for e in published if e in in_topic and e in arrivals]
+        quarter = max(1, len(shares) // 4)
+        by_time = [sorted(shares[i : i + quarter]) for i in range(0, len(shares), quarter)]
+        log("  worker's share by quarter of the phase, p50 ms: " + ", ".join(f"{pct(q, 0.5):.0f}" for q in by_time))
+        parts: dict[int, list[float]] = {}
+        for e in published:
+            if e in in_topic and e in arrivals:
+                parts.setdefault(partition_of[e], []).append((arrivals[e][1] - in_topic[e]) * 1000)
+        log(
+            "  worker's share by events partition, p50 ms: "
+            + ", ".join(f"{p}: {pct(sorted(v), 0.5):.0f}" for p, v in sorted(parts.items()))
         )
     return pct(recv, 0.5), pct(recv, 0.99)
 
@@ -743,6 +792,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.add_argument("--result", required=True)
     elif sub == "_profile_worker":
         p.add_argument("--result", required=True)
+    elif sub == "_latency_reader":
+        p.add_argument("--namespace", required=True)
+        p.add_argument("--partitions", type=int, required=True)
+        p.add_argument("--dir", required=True)
     else:
         p.add_argument("--events", type=int, default=None, help="events to publish and consume (200,000)")
         p.add_argument("--quick", action="store_true", help="20,000 events and an 8 s latency phase")
@@ -761,5 +814,7 @@ if __name__ == "__main__":
         run_bare(ns)
     elif ns.sub == "_profile_worker":
         run_profiled_worker(ns)
+    elif ns.sub == "_latency_reader":
+        run_latency_reader(ns)
     else:
         sys.exit(main(ns))
