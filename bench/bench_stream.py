@@ -538,7 +538,6 @@ def phase_bare(k: Kafka, procs: Procs, settings: Any, mode: str, expect: int, ti
 def phase_latency(
     k: Kafka, procs: Procs, settings: Any, path: Path, rate: float, seconds: float, timeout: float
 ) -> tuple[float, float]:
-
     from schemas.events import RoundCompleted
     from streams.kafka import create_topics
     from streams.publish import Publisher
@@ -592,12 +591,15 @@ def phase_latency(
         # round records (it stops when it has them all, or 10 s after it is told which they are)
         k.wait_committed(t.app_id, t.events.name, len(events), timeout, [w])
         expect.write_text(json.dumps(sorted(published)))
-        reader.wait(40)
+        if reader.wait(40) != 0 or not result.exists():
+            raise RuntimeError(f"the latency reader failed (exit {reader.returncode}):\n{procs.tail(reader)}")
         seen = json.loads(result.read_text())
     finally:
         publisher.close()
         procs.stop(reader)
         procs.stop(w)
+    # completed_event_id -> (arrival wall time, CreateTime); RoundCompleted event_id -> when the
+    # reader got it back from the events topic, and its partition there
     arrivals: dict[str, tuple[float, float]] = {e: (a, c) for e, (a, c) in seen["arrivals"].items()}
     in_topic: dict[str, float] = seen["in_topic"]
     partition_of: dict[str, int] = seen["partition_of"]
