@@ -33,7 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_audit.py $(BENCH_ARGS)
 
 bench-stream: $(STAMP)
-	$(BIN)/python bench/bench_stream.py
+	$(BIN)/python bench/bench_stream.py $(BENCH_STREAM_ARGS)
 
 # The engine as it is, with its state changed in place (an upper bound) and compiled by mypyc,
 # on copies of the code: instructions (valgrind) and CPU time per event.

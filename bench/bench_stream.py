@@ -10,7 +10,7 @@ and every wait is bounded.
 Prints exactly these lines on stdout (details and cross-checks go to stderr)::
 
   publisher events/s      ``Publisher`` + ``publish_file`` over N simulated events (the cached
-                          ``bench/data/events-N.jsonl``, 48 tables): read, validate, send, and the
+                          ``bench/data/events-chained-N.jsonl``, 48 tables): read, validate, send, and the
                           final ``flush`` (every record acknowledged, acks=all), wall time.
   bare agent events/s     A bare Faust agent (own app, own consumer group, in a subprocess, the
                           worker's Faust settings: memory store, web off, earliest, at-least-once,
@@ -66,6 +66,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -631,8 +632,8 @@ def phase_latency(
         )
         # is a slow worker slow from the start and catching up, all along, or on some partitions?
         shares = [(arrivals[e][1] - in_topic[e]) * 1000 for e in published if e in in_topic and e in arrivals]
-        quarter = max(1, len(shares) // 4)
-        by_time = [sorted(shares[i : i + quarter]) for i in range(0, len(shares), quarter)]
+        by_time = [sorted(shares[len(shares) * i // 4 : len(shares) * (i + 1) // 4]) for i in range(4)]
+        by_time = [q for q in by_time if q]
         log("  worker's share by quarter of the phase, p50 ms: " + ", ".join(f"{pct(q, 0.5):.0f}" for q in by_time))
         parts: dict[int, list[float]] = {}
         for e in published:
@@ -697,6 +698,7 @@ def main(args: argparse.Namespace) -> int:
     t_start = time.monotonic()
     k = Kafka(one)
     procs = Procs(Path(tempfile.mkdtemp(prefix="bench-stream-")))
+    ok = False
     figures: dict[str, Any] = {}
     try:
         # 1. publisher
@@ -774,6 +776,7 @@ def main(args: argparse.Namespace) -> int:
             log("profiled worker ...")
             phase_profile(k, procs, prof, path, Path(args.profile).resolve(), wait * 3)
         log(f"done in {time.monotonic() - t_start:.0f}s")
+        ok = True
         return 0
     finally:
         procs.stop_all()
@@ -781,6 +784,10 @@ def main(args: argparse.Namespace) -> int:
             k.cleanup(namespaces, groups)
         finally:
             k.close()
+            if ok:  # the subprocesses' logs stay for a run that failed
+                shutil.rmtree(procs.workdir, ignore_errors=True)
+            else:
+                log(f"logs of the subprocesses kept in {procs.workdir}")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -21,8 +21,10 @@ N; counts repeat within about 1 % from run to run, timings on this machine by a 
 ``engine us/event (<variant>): N`` (CPU time of ``apply`` over the same events, held decoded
 and frozen out of the garbage collector, best of three). Without valgrind, only the timings.
 
-Options: ``--events N`` (10,000 for the instruction count, from the cached bench file;
-the timings use 10 times as many), ``--keep DIR`` (build the variants in DIR and keep them).
+Options: ``--events N`` (10,000 for the instruction count, from the cached bench file, simulated
+first if missing, which takes minutes; the timings use 10 times as many), ``--keep DIR`` (build
+the variants in DIR/as-is, DIR/in-place and DIR/mypyc, replacing those folders if they are
+there, and keep them).
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def _variant(folder: Path, name: str, patches: tuple[tuple[str, str, str], ...],
             update the patch), or mypyc failed.
     """
     dest = folder / name
+    shutil.rmtree(dest, ignore_errors=True)  # a variant kept by an earlier --keep is built again
     for pkg in PACKAGES:
         shutil.copytree(ROOT / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     for rel, old, new in patches:
