@@ -502,12 +502,18 @@ class Store:
                        ANTI JOIN dead_letters d USING (source, position, raw_hash)"""
                 )
             if table_states:
-                con.register("states_batch", pa.Table.from_pylist(list(table_states), schema=STATES_SCHEMA))
+                states = pa.Table.from_pylist(list(table_states), schema=STATES_SCHEMA)
+                con.register("states_batch", states.append_column("n", pa.array(range(len(states)), pa.int64())))
+                # Rows go in in the order given (ORDER BY n): state_before takes the latest written
+                # among equals by rowid, and the window and the anti-join do not keep the order
+                # they read (two states of a table in one batch came out either way round).
                 con.execute(
-                    """INSERT INTO table_states SELECT b.* FROM (
+                    """INSERT INTO table_states SELECT b.* EXCLUDE (n) FROM (
                            SELECT * FROM states_batch
-                           QUALIFY row_number() OVER (PARTITION BY table_id, first_seq, last_seq, last_event_id) = 1) b
-                       ANTI JOIN table_states s USING (table_id, first_seq, last_seq, last_event_id)"""
+                           QUALIFY row_number() OVER (PARTITION BY table_id, first_seq, last_seq, last_event_id
+                                                      ORDER BY n) = 1) b
+                       ANTI JOIN table_states s USING (table_id, first_seq, last_seq, last_event_id)
+                       ORDER BY b.n"""
                 )
             if snapshots:
                 con.register("snapshots_batch", pa.Table.from_pylist(list(snapshots), schema=SNAPSHOTS_SCHEMA))
