@@ -193,7 +193,7 @@ def run_latency_reader(args: argparse.Namespace) -> None:
     read back from the events topic. Touches ``DIR/ready`` once it is assigned and at the start
     of both topics; once ``DIR/expect.json`` (the published RoundCompleted event IDs) appears, it
     stops when every one has its round record, or 10 s later, and writes ``DIR/result.json``."""
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import KafkaConsumer
 
     from streams.kafka import client_config
 
@@ -206,14 +206,11 @@ def run_latency_reader(args: argparse.Namespace) -> None:
     in_topic: dict[str, float] = {}
     partition_of: dict[str, int] = {}
     try:
-        tps = []
-        for topic in (t.rounds.name, t.events.name):
-            deadline = time.monotonic() + 30
-            while not (parts := c.partitions_for_topic(topic)):
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"latency reader: no partitions of {topic}")
-                time.sleep(0.2)
-            tps += [TopicPartition(topic, p) for p in sorted(parts)]
+        k = Kafka(settings)
+        try:
+            tps = k.tps(t.rounds.name) + k.tps(t.events.name)
+        finally:
+            k.close()
         c.assign(tps)
         c.seek_to_beginning(*tps)
         for tp in tps:
@@ -613,7 +610,10 @@ def phase_latency(
     # how long the publisher's producer and the broker took; the worker's share is from then to
     # the round record's CreateTime
     queued = sorted((in_topic[e] - p) * 1000 for e, p in published.items() if e in in_topic)
-    worker = sorted((arrivals[e][1] - in_topic[e]) * 1000 for e in published if e in in_topic and e in arrivals)
+    # the worker's share of each round, in publish order
+    both = [e for e in published if e in in_topic and e in arrivals]
+    shares = [(arrivals[e][1] - in_topic[e]) * 1000 for e in both]
+    worker = sorted(shares)
 
     def pct(xs: list[float], q: float) -> float:
         return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
@@ -631,14 +631,12 @@ def phase_latency(
             f"p99 {pct(worker, 0.99):.0f}"
         )
         # is a slow worker slow from the start and catching up, all along, or on some partitions?
-        shares = [(arrivals[e][1] - in_topic[e]) * 1000 for e in published if e in in_topic and e in arrivals]
         by_time = [sorted(shares[len(shares) * i // 4 : len(shares) * (i + 1) // 4]) for i in range(4)]
         by_time = [q for q in by_time if q]
         log("  worker's share by quarter of the phase, p50 ms: " + ", ".join(f"{pct(q, 0.5):.0f}" for q in by_time))
         parts: dict[int, list[float]] = {}
-        for e in published:
-            if e in in_topic and e in arrivals:
-                parts.setdefault(partition_of[e], []).append((arrivals[e][1] - in_topic[e]) * 1000)
+        for e, share in zip(both, shares, strict=True):
+            parts.setdefault(partition_of[e], []).append(share)
         log(
             "  worker's share by events partition, p50 ms: "
             + ", ".join(f"{p}: {pct(sorted(v), 0.5):.0f}" for p, v in sorted(parts.items()))
