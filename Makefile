@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lint typecheck schemas bench bench-stream bench-engine bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ lint: $(STAMP)
 
 schemas: $(STAMP)
 	$(BIN)/dealtrail export-schemas --out schemas/json
+
+# docs/settings.md, docs/rules.md and docs/events.md from the code (a test fails while they are stale)
+docs: $(STAMP)
+	$(BIN)/python -m dealtrail.docgen docs
+
+# docs/img/report.png and docs/img/finding.png from the demo's output (make demo first)
+screenshots: $(STAMP)
+	$(BIN)/python ops/screenshots.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_audit.py $(BENCH_ARGS)

@@ -66,6 +66,8 @@ class Rule:
         summary: the rule in one sentence (a paraphrase; the seed text is the authority).
         remedies: the steps the regulation requires after the trigger, checked by remedy tracking.
         provisional: True for section 7 rules (analog text; behind ``TableConfig.provisional_rules``).
+        revised_in: the rulebook revision that last changed the rule's trigger or remedy (1 for a
+            rule as first written; see :data:`LAST_REVISED`).
     """
 
     rule_id: str
@@ -75,6 +77,11 @@ class Rule:
     summary: str
     remedies: tuple[Remedy, ...] = ()
     provisional: bool = False
+
+    @property
+    def revised_in(self) -> int:
+        """The rulebook revision that last changed this rule (:data:`LAST_REVISED`, else 1)."""
+        return LAST_REVISED.get(self.rule_id, 1)
 
     @property
     def required_remedy(self) -> str | None:
@@ -87,6 +94,22 @@ RULEBOOK_REVISION = 2
 decisions (a deck re-dealt unshuffled, what clears a device fault, the composition window,
 showdown is not an exposure, a verified deck ends a composition suspicion). Every finding
 carries it (``Finding.rulebook_revision``)."""
+
+LAST_REVISED: dict[str, int] = {
+    # revision 2 (rulebook section 10.1): a deck re-dealt unshuffled (10.1.1), what clears a device
+    # fault (10.1.2), the composition window and a verified deck (10.1.3, 10.1.5), showdown is not
+    # an exposure (10.1.4), the Chapter 691 cut (section 10.2's DeckCut)
+    "TCP-679a.9-a1-shuffler-required": 2,
+    "C691-DH-a1-shuffler-required": 2,
+    "C691-DH-a2-same-hand": 2,
+    "PGP-645a.14-d-player-card-exposed": 2,
+    "PGP-645a.14-e-dealer-bank-exposed": 2,
+    "PGP-645a.14-l-shuffler-fault": 2,
+    "DT-deck-composition": 2,
+    "DT-deal-after-device-fault": 2,
+}
+"""Rule ID -> the rulebook revision that last changed it, for the rules changed after revision 1
+(``docs/rules.md`` shows it; a test checks every key is a rule of the catalogue)."""
 
 V, INTEG, P = Severity.VOIDING, Severity.INTEGRITY, Severity.PROCEDURAL
 TCP, C691, PGP = Game.TCP, Game.C691, Game.PGP

@@ -23,6 +23,7 @@ import typer
 import yaml
 from pydantic import AliasChoices, BaseModel
 
+from dealtrail import docgen
 from dealtrail.cli import app
 from dealtrail.settings import Settings
 
@@ -257,6 +258,24 @@ def check_environment_names(compose: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def image_settings() -> set[str]:
+    """The DEALTRAIL_* variables the image sets itself (its ``ENV``)."""
+    return set(re.findall(r"\b(DEALTRAIL_[A-Z0-9_]+)=", (ROOT / "Dockerfile").read_text()))
+
+
+def check_settings_reach_readers(compose: Mapping[str, Any]) -> list[str]:
+    """Every setting a service's commands read (``dealtrail.docgen.READERS``) reaches its container."""
+    problems, fixed = [], image_settings()
+    for name, svc in dealtrail_services(compose).items():
+        commands = {run[0] for run in invocations(svc) if run}
+        passed = {k.upper() for k in declared_environment(svc)} | fixed
+        for path, _info, _model in docgen.settings_fields():
+            if commands & set(docgen.readers(path)) and not set(docgen.env_names(path)) & passed:
+                wanted = " or ".join(docgen.env_names(path))
+                problems.append(f"{name}: runs {', '.join(sorted(commands))}, which reads {wanted}, not passed")
+    return problems
+
+
 def check_defaults(compose: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Each DEALTRAIL_ default, alone in the environment, must load and mean what the Settings mean."""
     known, problems = settings_env_names(), []
@@ -381,6 +400,7 @@ def test_the_compose_file_passes_every_check(clean_env: pytest.MonkeyPatch) -> N
     problems = (
         check_commands(compose)
         + check_environment_names(compose)
+        + check_settings_reach_readers(compose)
         + check_defaults(compose, clean_env)
         + check_single_writer(compose)
         + check_kafka(compose)
@@ -403,6 +423,15 @@ def test_every_dealtrail_service_is_checked() -> None:
     assert {"topics", "worker", "projector", "report"} <= set(runs)
     assert all(runs.values())
     assert len(runs["publisher"]) == 2  # both halves of the sh -c script
+
+
+def test_the_settings_check_catches_a_setting_a_service_reads_but_does_not_get() -> None:
+    compose = load_compose()
+    env = dict(compose["x-dealtrail"]["environment"])
+    env.pop("DEALTRAIL_WORKER__STATE_INTERVAL")
+    compose = _mutated(["services", "worker", "environment"], env)
+    problems = check_settings_reach_readers(compose)
+    assert problems == ["worker: runs worker, which reads DEALTRAIL_WORKER__STATE_INTERVAL, not passed"]
 
 
 def _mutated(path: list[str], value: Any) -> dict[str, Any]:

@@ -1,0 +1,297 @@
+"""Reference documents generated from the code: settings, rules and events (``make docs``).
+
+``docs/settings.md`` comes from the settings model (:class:`dealtrail.settings.Settings`),
+``docs/rules.md`` from the rule catalogue (:data:`streams.engine.catalog.RULES`) and
+``docs/events.md`` from the event schemas (:data:`schemas.events.EVENT_TYPES`). Tests compare the
+committed files with what this module writes, so a setting, rule or event changed without its
+document fails the suite.
+
+Run ``python -m dealtrail.docgen [FOLDER]`` (default ``docs``) to write the three files.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from dealtrail.settings import Settings
+from schemas.base import SCHEMA_VERSION
+from schemas.events import EVENT_TYPES
+from streams.engine.catalog import RULEBOOK_REVISION, RULES
+
+KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify")
+"""The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``)."""
+WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users")
+"""The commands that open the store for writing."""
+REPORTERS = ("report", "demo", "schedule", "project", "serve")
+"""The commands that write or show compliance reports."""
+
+READERS: dict[str, tuple[str, ...]] = {
+    "kafka": KAFKA_CLIENTS,
+    "db": ("audit", "reaudit", "report", "project", "replay", "schedule", "verify", "digest", "serve", "users"),
+    "out": ("report", "project", "schedule"),
+    "property_name": REPORTERS,
+    "namespace": KAFKA_CLIENTS,
+    "partitions": ("topics",),
+    "replication": ("topics",),
+    "worker": ("worker",),
+    "review": REPORTERS,
+    "console.url": (*REPORTERS, "serve"),
+    "console": ("serve", "project"),
+    "notify": ("serve", "project"),
+    "notify.console_url": (*REPORTERS, "serve"),
+    "duckdb_memory_limit": WRITERS,
+    "snapshot_every": ("audit", "demo", "reaudit", "worker"),
+    "max_record_bytes": ("audit", "demo", "publish", "worker"),
+}
+"""Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
+stands for all its fields unless a field has an entry of its own. A test checks that every
+setting has readers and that docker-compose.yml passes each setting to the services whose
+command reads it."""
+
+
+def env_names(field_path: str) -> tuple[str, ...]:
+    """The environment variables of a dotted settings path, the documented one first.
+
+    Args:
+        field_path: ``kafka.bootstrap``, ``property_name``, ...
+
+    Returns:
+        One or two names: ``DEALTRAIL_KAFKA__BOOTSTRAP``; an alias such as ``DEALTRAIL_PROPERTY``.
+    """
+    if field_path == "kafka.bootstrap":  # the short form wins when both are set (dealtrail.settings)
+        return ("DEALTRAIL_KAFKA_BOOTSTRAP", "DEALTRAIL_KAFKA__BOOTSTRAP")
+    parts = field_path.split(".")
+    top = Settings.model_fields[parts[0]]
+    if len(parts) == 1:
+        aliases = _aliases(top)
+        if aliases:
+            return aliases
+    return ("DEALTRAIL_" + "__".join(p.upper() for p in parts),)
+
+
+def _aliases(info: FieldInfo) -> tuple[str, ...]:
+    alias = info.validation_alias
+    choices = getattr(alias, "choices", None)
+    if not choices:
+        return ()
+    return tuple(c for c in choices if isinstance(c, str) and c.startswith("DEALTRAIL_"))
+
+
+def _section(annotation: Any) -> type[BaseModel] | None:
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def settings_fields() -> Iterator[tuple[str, FieldInfo, type[BaseModel]]]:
+    """Every leaf setting as ``(dotted path, field, the model that declares it)``, in model order.
+
+    ``kafka_bootstrap`` is left out: it is the short form of ``kafka.bootstrap`` (see :func:`env_names`).
+    """
+    for name, info in Settings.model_fields.items():
+        if name == "kafka_bootstrap":
+            continue
+        section = _section(info.annotation)
+        if section is None:
+            yield name, info, Settings
+            continue
+        for sub, sub_info in section.model_fields.items():
+            yield f"{name}.{sub}", sub_info, section
+
+
+def readers(field_path: str) -> tuple[str, ...]:
+    """The commands that read a setting (:data:`READERS`, the field's own entry first).
+
+    Raises:
+        KeyError: the setting has no entry (a new setting must say who reads it).
+    """
+    if field_path in READERS:
+        return READERS[field_path]
+    return READERS[field_path.split(".", maxsplit=1)[0]]
+
+
+def _attributes(model: type) -> dict[str, str]:
+    """The ``Attributes:`` section of a class docstring as ``{name: text}`` (``a / b: text`` gives both)."""
+    doc = inspect.getdoc(model) or ""
+    out: dict[str, str] = {}
+    m = re.search(r"^(?:Attributes|Fields):\n(.*?)(?:\n\S|\Z)", doc, flags=re.S | re.M)
+    if not m:
+        return out
+    current: list[str] = []
+    for line in m.group(1).splitlines():
+        head = re.match(r"^    ([a-z_][a-z0-9_ /]*):\s*(.*)$", line)
+        if head:
+            current = [n.strip() for n in head.group(1).split("/")]
+            for n in current:
+                out[n] = head.group(2).strip()
+        elif line.strip() and current:
+            for n in current:
+                out[n] = f"{out[n]} {line.strip()}"
+    return out
+
+
+def _type_name(annotation: Any) -> str:
+    origin = get_origin(annotation)
+    if origin is None:
+        name = getattr(annotation, "__name__", str(annotation))
+        return {"NoneType": "none", "SecretStr": "secret", "Path": "path", "time": "time (HH:MM)"}.get(name, name)
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    inner = " or ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"JSON list of {inner}"
+    if len(args) < len(get_args(annotation)):
+        return f"{inner} (optional)"
+    return inner
+
+
+def _default(info: FieldInfo, path: str) -> str:
+    if path == "worker.datadir":
+        return "`$XDG_STATE_HOME/dealtrail/faust`, else `~/.local/state/dealtrail/faust`"
+    value = info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
+    if value is None:
+        return "unset"
+    if value == []:
+        return "`[]`"
+    return f"`{value}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("``", "`").replace("|", "\\|").replace("\n", " ")
+
+
+def settings_markdown() -> str:
+    """``docs/settings.md``: every ``DEALTRAIL_*`` variable with its type, default, meaning and readers."""
+    lines = [
+        "# Settings reference",
+        "",
+        "Generated from `dealtrail/settings.py` by `make docs`; do not edit by hand (a test compares it).",
+        "Every setting is an environment variable, read once by the command that starts and passed down.",
+        "Sections use `__` between section and name (`DEALTRAIL_KAFKA__SECURITY_PROTOCOL`). The **read by**",
+        "column names the `dealtrail` commands that use the setting; docker-compose.yml passes each",
+        "setting to the services that run those commands.",
+        "",
+        "| variable | type | default | meaning | read by |",
+        "|---|---|---|---|---|",
+    ]
+    docs: dict[type, dict[str, str]] = {}
+    for path, info, model in settings_fields():
+        meaning = docs.setdefault(model, _attributes(model)).get(path.split(".")[-1], "")
+        names = " or ".join(f"`{n}`" for n in env_names(path))
+        lines.append(
+            f"| {names} | {_type_name(info.annotation)} | {_cell(_default(info, path))} | {_cell(meaning)} "
+            f"| {', '.join(readers(path))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def rules_markdown() -> str:
+    """``docs/rules.md``: the rule catalogue (ID, citation, game, severity, trigger, remedy, revision)."""
+    lines = [
+        "# Rules reference",
+        "",
+        "Generated from `streams/engine/catalog.py` by `make docs`; do not edit by hand (a test compares it).",
+        f"dealtrail applies **revision {RULEBOOK_REVISION}** of the rulebook (`../shared/rulebook.md`); what each",
+        "revision's decisions add and withdraw is in [rule-decisions.md](rule-decisions.md). *Revised* is the",
+        "rulebook revision that last changed the rule's trigger or remedy. Provisional rules (rulebook",
+        "section 7) are on by default and can be switched off per table (`TableConfig.provisional_rules`).",
+        "",
+        "| rule | citation | game | severity | trigger | required remedy | revised |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in RULES:
+        game = r.game.value if r.game else "all"
+        rid = f"`{r.rule_id}`" + (" (provisional)" if r.provisional else "")
+        lines.append(
+            f"| {rid} | {_cell(r.citation)} | {game} | {r.severity.value} | {_cell(r.summary)} "
+            f"| {_cell(r.required_remedy or '')} | {r.revised_in} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _json_type(prop: dict[str, Any]) -> str:
+    if "$ref" in prop:
+        return str(prop["$ref"]).rsplit("/", 1)[-1]
+    if "anyOf" in prop:
+        kinds = [_json_type(p) for p in prop["anyOf"] if p.get("type") != "null"]
+        return " or ".join(kinds) + (" or null" if len(kinds) < len(prop["anyOf"]) else "")
+    if prop.get("type") == "array":
+        return f"list of {_json_type(prop.get('items', {}))}"
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    kind = str(prop.get("type", "any"))
+    bounds = [
+        f"{label} {prop[key]}"
+        for key, label in (("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"), ("maxLength", "length ≤"))
+        if key in prop
+    ]
+    if "maxItems" in prop:
+        bounds.append(f"at most {prop['maxItems']} items")
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def events_markdown() -> str:
+    """``docs/events.md``: every event type with its own fields (beyond the envelope) and its version."""
+    from schemas.base import Envelope
+
+    envelope = set(Envelope.model_fields)
+    lines = [
+        "# Events reference",
+        "",
+        "Generated from `schemas/events.py` by `make docs`; do not edit by hand (a test compares it). The JSON",
+        "Schema of each event is in `schemas/json/`; the rulebook's names for them are in",
+        f"[event-mapping.md](event-mapping.md). Events made now carry `schema_version` {SCHEMA_VERSION}; a",
+        "version 1 event is read as it is, and an event of a newer version than this is dead-lettered as",
+        "`unsupported_schema_version`.",
+        "",
+        "## The envelope (every event)",
+        "",
+        "| field | type | required | meaning |",
+        "|---|---|---|---|",
+    ]
+    schema = EVENT_TYPES[0].model_json_schema()
+    required = set(schema.get("required", []))
+    meaning = _attributes(Envelope)
+    for name in Envelope.model_fields:
+        kind = _cell(_json_type(schema["properties"][name]))
+        lines.append(f"| `{name}` | {kind} | {'yes' if name in required else ''} | {_cell(meaning.get(name, ''))} |")
+    for cls in EVENT_TYPES:
+        schema = cls.model_json_schema()
+        required = set(schema.get("required", []))
+        doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+        lines += ["", f"## {cls.__name__}", "", doc, ""]
+        own = [n for n in cls.model_fields if n not in envelope and n != "type"]
+        if not own:
+            lines.append("No fields beyond the envelope.")
+            continue
+        lines += ["| field | type | required |", "|---|---|---|"]
+        for name in own:
+            prop = schema["properties"][name]
+            lines.append(f"| `{name}` | {_cell(_json_type(prop))} | {'yes' if name in required else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+DOCUMENTS = {"settings.md": settings_markdown, "rules.md": rules_markdown, "events.md": events_markdown}
+"""File name in ``docs/`` -> the function that writes it."""
+
+
+def write(folder: Path) -> list[Path]:
+    """Write the generated documents into ``folder``; returns the paths written."""
+    written = []
+    for name, make in DOCUMENTS.items():
+        path = folder / name
+        path.write_text(make(), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover - `make docs`
+    for p in write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs")):
+        print(f"wrote {p}")
