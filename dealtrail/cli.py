@@ -34,6 +34,23 @@ console = Console()
 err = Console(stderr=True)
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from dealtrail import __version__
+
+        console.print(f"dealtrail {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Audit trail for casino table-game dealing procedures (58 Pa. Code): simulate, audit, report."""
+
+
 _DB = f"$DEALTRAIL_DB, else {Settings.model_fields['db'].default}"
 _OUT = f"$DEALTRAIL_OUT, else {Settings.model_fields['out'].default}"
 _PERIODS = f"$DEALTRAIL_OUT/periods, else {Settings.model_fields['out'].default / 'periods'}"
