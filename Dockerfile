@@ -1,19 +1,24 @@
 # dealtrail image: the `dealtrail` command line (worker, projector, publisher, report ...).
 # Build: docker build -t dealtrail:local .     Run: docker run --rm dealtrail:local --help
-FROM python:3.11-slim
+# The base image pinned to a patch release (the Python the lock files are resolved for).
+FROM python:3.11.7-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Only what `pip install .` needs (pyproject.toml reads README.md; package data lives in the packages).
+# The locked dependencies first, checked against their hashes (a layer that changes only with the
+# lock); then only what `pip install .` needs (pyproject.toml reads README.md; package data lives
+# in the packages), without dependencies: the image runs exactly the locked versions.
 WORKDIR /src
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas
 COPY streams ./streams
 COPY projections ./projections
 COPY dealtrail ./dealtrail
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps .
 
 # Unprivileged user; /data (DuckDB store, reports, event files) belongs to it, so a named
 # volume mounted there starts out writable.

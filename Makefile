@@ -5,15 +5,30 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
 
-$(STAMP): pyproject.toml
+PIP_VERSION := 26.3
+
+# The locked versions, checked against their hashes, then dealtrail itself without dependencies:
+# two installs a month apart are the same program. `make lock` after a change of dependencies.
+$(STAMP): pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet pip==$(PIP_VERSION)
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# requirements.lock (what the image installs) and requirements-dev.lock (make install, CI), with
+# hashes, for Python 3.11 (the Dockerfile's base image)
+LOCK := $(BIN)/pip-compile --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url \
+	--no-emit-find-links --upgrade
+lock:
+	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet pip-tools
+	$(LOCK) -o requirements.lock pyproject.toml
+	$(LOCK) --extra dev -o requirements-dev.lock pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/dealtrail demo --out out

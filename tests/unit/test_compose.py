@@ -576,15 +576,16 @@ def _dockerfile_lines() -> Iterator[str]:
 
 def test_the_dockerfile_installs_every_package_and_runs_unprivileged() -> None:
     lines = [line.strip() for line in _dockerfile_lines() if line.strip() and not line.lstrip().startswith("#")]
-    assert lines[0] == "FROM python:3.11-slim"
+    assert re.fullmatch(r"FROM python:3\.11\.\d+-slim-bookworm", lines[0]), "the base image pinned to a patch release"
     assert image_entrypoint() == ["dealtrail"]
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
-    assert any(re.search(r"pip install --no-cache-dir \.(\s|$)", line) for line in lines)
+    assert any(re.search(r"pip install --no-cache-dir --require-hashes -r requirements\.lock$", line) for line in lines)
+    assert any(re.search(r"pip install --no-cache-dir --no-deps \.(\s|$)", line) for line in lines)
     copied = {Path(part).name for line in lines if line.startswith("COPY ") for part in line.split()[1:-1]}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert packages | {"pyproject.toml", project["project"]["readme"]} <= copied
+    assert packages | {"pyproject.toml", project["project"]["readme"], "requirements.lock"} <= copied
 
 
 def test_the_dockerfile_sets_only_real_settings_and_keeps_secrets_out() -> None:
@@ -611,3 +612,13 @@ def test_the_projector_serves_the_console_on_this_host_only_and_users_run_on_dem
     assert users[:2] == ["users", "add"] and "--role" in users and users[users.index("--role") + 1] == "admin"
     assert "profiles" in services["users"], "users are made on demand, not with `up`"
     assert services["users"]["volumes"] == services["projector"]["volumes"]
+
+
+def test_compose_and_the_native_broker_run_the_same_kafka() -> None:
+    native = re.search(
+        r'KAFKA_VERSION="\$\{DEALTRAIL_KAFKA_VERSION:-([0-9.]+)\}"', (ROOT / "ops/kafka/broker").read_text()
+    )
+    assert native, "ops/kafka/broker names no default Kafka version"
+    image = load_compose()["services"]["kafka"]["image"]
+    assert image == f"apache/kafka:{native.group(1)}"
+    assert f"<kafka.version>{native.group(1)}</kafka.version>" in (ROOT / "ops/kafka/pom.xml").read_text()
