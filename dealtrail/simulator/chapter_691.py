@@ -1,0 +1,163 @@
+"""The simulator's Chapter 691 community-card game, dealt from the hand: how a round is dealt
+and the errors it can carry."""
+
+from __future__ import annotations
+
+from dealtrail.simulator.table import (
+    COMMON,
+    FAULT_DEALS,
+    SEATS,
+    WRONG_DECKS,
+    GameSim,
+    Injection,
+    Plan,
+    TableSim,
+    not_counting,
+    redeal_ready,
+    remedy_void,
+    reveal,
+    suppress_counts,
+    wager_amount,
+)
+from schemas import events as ev
+from schemas.base import ActorRole, Source
+
+
+def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
+    """Deal one round of the Chapter 691 game: burn 1, five community cards. Returns True if counted."""
+    k = plan.kind
+    rng = sim.rng
+    seats = sorted(rng.sample(SEATS, rng.randint(1, 6)), key=SEATS.index)
+    wagers = []
+    for i, seat in enumerate(seats):
+        w = f"{round_id}-W{i + 1:02d}"
+        wagers.append(w)
+        sim.emit(
+            ev.WagerPlaced,
+            wager_id=w,
+            seat=seat,
+            wager_type="MAIN",
+            amount=wager_amount(sim),
+            role=ActorRole.PLAYER,
+            actor_id=f"P-{seat}",
+        )
+    if k == "no-more-bets-skipped":
+        plan.expect.append("C691-DH-a3-no-more-bets")
+    else:
+        sim.emit(ev.NoMoreBetsAnnounced)
+    if k == "manual-shuffle":
+        plan.expect.append("C691-DH-a1-shuffler-required")
+    sim.emit(ev.DeckHeld, hand="LEFT", in_front_of_dealer=k != "deck-not-in-front")
+    if k in ("deck-not-in-front", "cut-skipped"):
+        plan.expect.append("C691-DH-a2-same-hand")
+    cards = iter(deck)
+    dealt: list[str] = []
+    board: list[str] = []
+    idx = 0
+
+    def deal(area: str, face: str = "DOWN", card: str | None = None) -> None:
+        nonlocal idx
+        idx += 1
+        c = card if card is not None else next(cards)
+        dealt.append(c)
+        if area.startswith("COMMUNITY_"):
+            board.append(c)
+        sim.emit(
+            ev.CardDealt,
+            deal_index=idx,
+            to_area=area,
+            face=face,
+            card=c,
+            source=Source.RFID,
+            after=rng.uniform(0.3, 1.0),
+        )
+
+    misdeal = k in ("misdeal", "misdeal-unremedied")
+    if k != "burn-skipped":
+        deal("BURN")
+    if misdeal:
+        deal("BURN")
+    community = 4 if k == "four-community" else 5
+    for j in range(community):
+        face = "UP" if (k == "face-up-card" and j == 2) else "DOWN"
+        dup = next(c for c in dealt if c != "JK") if (k == "duplicate-card" and j == 3) else None
+        deal(f"COMMUNITY_{j + 1}", face, dup)
+        if k == "same-hand-switched" and j == 1:
+            sim.emit(ev.DeckHeld, hand="RIGHT")
+    for rule, kind in (
+        ("C691-DH-b-burn-first", "burn-skipped"),
+        ("C691-DH-b-five-community", "four-community"),
+        ("C691-DH-b-face-down", "face-up-card"),
+        ("DT-deck-composition", "duplicate-card"),
+        ("C691-DH-a2-same-hand", "same-hand-switched"),
+    ):
+        if k == kind:
+            plan.expect.append(rule)
+    if k in FAULT_DEALS:
+        plan.expect.append("DT-deal-after-device-fault")
+    if misdeal:
+        plan.expect += ["C691-DH-b-burn-first", "C691-DH-f-misdeal-full-deck"]
+    counted = sim.count_due(plan)
+    voided = False
+    if counted:
+        sim.emit(
+            ev.StubCounted,
+            count=len(deck) - len(dealt),
+            method="OTHER" if k == "count-not-face-down" else "FACE_DOWN_ON_LAYOUT",
+        )
+        if k == "count-not-face-down":
+            plan.expect.append("C691-DH-d-count-method")
+        if k == "misdeal":
+            sim.emit(ev.MisdealDetermined, misdealt=True, dealer_reconciled_total=54)
+            remedy_void(sim, wagers, "C691-DH-f-misdeal-full-deck")
+            voided = True
+        if k in WRONG_DECKS:
+            plan.expect.append("C691-DH-f-wrong-deck")
+            sim.emit(ev.MisdealDetermined, misdealt=False, dealer_reconciled_total=len(deck))
+            remedy_void(sim, wagers, "C691-DH-f-wrong-deck", deck=True)
+            voided = True
+    if k == "misdeal-unremedied":
+        plan.expect.append("DT-remedy-overdue")
+    if not voided:
+        if k == "stub-exposed":
+            sim.emit(ev.StubDiscarded, exposed=True)
+            plan.expect.append("C691-DH-c-stub-unexposed")
+        elif k == "stub-kept":
+            plan.expect.append("C691-DH-c-stub-unexposed")
+        else:
+            sim.emit(ev.StubDiscarded)
+        reveal(sim, [("COMMUNITY", board)])
+        for w in wagers:
+            outcome = rng.choice(("WIN", "LOSS", "LOSS"))
+            sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
+    sim.emit(ev.RoundCompleted)
+    if k in WRONG_DECKS:
+        sim.new_deck()
+    return counted
+
+
+INJECTIONS: dict[str, Injection] = {
+    **COMMON,
+    "manual-shuffle": Injection(count=True),
+    "deck-not-in-front": Injection(),
+    "same-hand-switched": Injection(),
+    "no-more-bets-skipped": Injection(),
+    "burn-skipped": Injection(count=False),
+    "four-community": Injection(count=False),
+    "face-up-card": Injection(),
+    "stub-exposed": Injection(),
+    "stub-kept": Injection(),
+    "count-not-face-down": Injection(count=True),
+    "misdeal": Injection(count=True),
+    "misdeal-unremedied": Injection(count=True),
+    "wrong-deck": Injection(applies=not_counting, count=True),
+    "long-deck": Injection(applies=not_counting, count=True),
+    "short-deck": Injection(applies=not_counting, count=True),
+    "redealt-unshuffled": Injection(ready=redeal_ready),
+    "cut-skipped": Injection(),
+    "stub-count-skipped": Injection(applies=not_counting, before_shuffle=suppress_counts),
+    "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
+}
+"""Every kind of error injected at a C691 table: the common ones first, then the game's."""
+
+GAME = GameSim(deal_c691, INJECTIONS)

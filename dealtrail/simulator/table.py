@@ -1,0 +1,553 @@
+"""The simulator's table: one table's shift, its decks, devices, stub counts and injected errors.
+
+The games' own dealing lives in a module each (:mod:`three_card_prime`, :mod:`chapter_691`,
+:mod:`pai_gow_poker`), like the engine's rules; :mod:`dealtrail.simulator.floor` puts the tables of
+a floor together. A table is given its game (:class:`GameSim`): how a round is dealt and which
+errors can be injected into it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ulid import ULID
+
+from dealtrail.simulator.builder import TableWriter
+from schemas import events as ev
+from schemas.base import ActorRole, Envelope, Game, Source, WagerType
+from schemas.config import PairBonusMode, TableConfig
+
+RANKS = "23456789TJQKA"
+SUITS = "CDHS"
+STANDARD = tuple(r + s for s in SUITS for r in RANKS)
+SEATS = ("SEAT_1", "SEAT_2", "SEAT_3", "SEAT_4", "SEAT_5", "SEAT_6")
+DEFAULT_START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
+WRONG_DECKS = frozenset({"wrong-deck", "wrong-deck-mismatch", "long-deck", "short-deck"})
+"""Kinds dealt from a deck that is not whole; a forced stub count finds it (subsection (f))."""
+FAULT_DEALS = frozenset({"device-fault-deal", "countless-shuffle-after-fault", "fault-during-shuffle"})
+"""Kinds that deal on a device fault no shuffle cleared (DT-deal-after-device-fault)."""
+
+
+@dataclass(frozen=True)
+class FloorSpec:
+    """What to simulate.
+
+    Attributes:
+        tables: number of tables (games assigned TCP, C691, PGP in turn).
+        hours: length of the shift (hours).
+        seed: seed of every random choice.
+        error_rate: probability (0..1) that a round carries an injected error.
+        start: the shift's start time (timezone-aware).
+        duplicate_rate: probability that an event is delivered twice, byte-identical (the audit
+            must absorb it without a finding).
+        floor_visit_rate: probability that, before a round without an injected error, a
+            floorperson verifies the deck (half the visits) or replaces a damaged card with a new
+            one of the same face (the other half); neither raises a finding.
+    """
+
+    tables: int = 24
+    hours: float = 8.0
+    seed: int = 7
+    error_rate: float = 0.05
+    start: datetime = DEFAULT_START
+    duplicate_rate: float = 0.0
+    floor_visit_rate: float = 0.08
+
+
+@dataclass(frozen=True)
+class Truth:
+    """One finding the audit must produce: rule, table, round and the error kind injected."""
+
+    rule_id: str
+    table_id: str
+    round_id: str | None
+    injected: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (one line of the truth file)."""
+        return {
+            "rule_id": self.rule_id,
+            "table_id": self.table_id,
+            "round_id": self.round_id,
+            "injected": self.injected,
+        }
+
+
+@dataclass
+class Plan:
+    """The flags one round is dealt with (all False: a correct round)."""
+
+    kind: str | None = None
+    expect: list[str] = field(default_factory=list)
+
+
+def table_ids(n: int) -> list[tuple[str, Game]]:
+    """Table IDs and games for a floor of ``n`` tables: TCP-01, C691-01, PGP-01, TCP-02, ..."""
+    games = (Game.TCP, Game.C691, Game.PGP)
+    out = []
+    for i in range(n):
+        game = games[i % 3]
+        out.append((f"{game.value}-{i // 3 + 1:02d}", game))
+    return out
+
+
+class TableSim:
+    """Plays one table's shift. Iterate :meth:`events` to get its events in order."""
+
+    def __init__(
+        self, spec: FloorSpec, table_id: str, game: Game, index: int, truth: list[Truth], rules: GameSim
+    ) -> None:
+        self.spec = spec
+        self.rules = rules
+        self.table_id = table_id
+        self.game = game
+        self.rng = random.Random(f"{spec.seed}:{table_id}")
+        self.truth = truth
+        self.end = spec.start + timedelta(hours=spec.hours)
+        start = spec.start + timedelta(seconds=self.rng.uniform(0, 60))
+        self.w = TableWriter(table_id, game, start, new_id=self._new_id, chained=True)
+        self.index = index
+        self.counting = index % 2 == 0 if game is not Game.PGP else index % 4 == 2
+        self.method = "HAND"
+        if game is Game.TCP and index % 4 == 3:
+            self.method = "MANUAL_SHOE"
+        if game is Game.PGP and index % 3 == 1:
+            self.method = "AUTO_SHOE"
+        self.pair_mode = PairBonusMode.COMMUNITY if (game is Game.TCP and index % 2 == 1) else PairBonusMode.PER_PLAYER
+        self.prime = game is Game.TCP and index % 3 != 0
+        self.dice_wagers = game is Game.PGP and index % 2 == 0
+        self.shuffler = f"{table_id}-SHF"
+        self.shoe = f"{table_id}-SHOE"
+        self.deck_no = 0
+        self.round_no = 0
+        self.stub_run = 0
+        self.count_after = self.rng.randint(1, 4)
+        self.suppress = 0
+        self.kinds = [k for k, inj in rules.injections.items() if inj.applies(self)]
+        self.kind_cursor = self.rng.randrange(len(self.kinds))
+        self.pending: list[Envelope] = []
+        self.last_order: list[str] | None = None
+        """The order of the current deck as last dealt since its shuffle (None: not dealt yet)."""
+        self.cut_pending = False
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _new_id(self, _table: str, _seq: int, when: datetime) -> str:
+        ms = int(when.timestamp() * 1000)
+        return str(ULID.from_bytes(ms.to_bytes(6, "big") + self.rng.randbytes(10)))
+
+    def emit(self, cls: type[Envelope], **fields: Any) -> Envelope:
+        """Emit the next event of this table (stamped by the writer) into the output queue."""
+        if "after" not in fields:
+            fields["after"] = self.rng.uniform(0.5, 2.5)
+        event = self.w.emit(cls, **fields)
+        self.pending.append(event)
+        if self.spec.duplicate_rate and self.rng.random() < self.spec.duplicate_rate:
+            self.pending.append(event)
+        return event
+
+    def expect(self, rule_id: str, round_id: str | None, kind: str) -> None:
+        """Record a finding the audit must raise."""
+        self.truth.append(Truth(rule_id, self.table_id, round_id, kind))
+
+    @property
+    def config(self) -> TableConfig:
+        """This table's configuration."""
+        wagers = {WagerType.ANTE, WagerType.PLAY}
+        if self.game is Game.TCP:
+            wagers.add(WagerType.PAIR_BONUS)
+            if self.prime:
+                wagers.add(WagerType.PRIME)
+        elif self.game is Game.C691:
+            wagers = {WagerType.MAIN}
+        else:
+            wagers = {WagerType.MAIN} | ({WagerType.SUM} if self.dice_wagers else set())
+        return TableConfig(
+            game=self.game,
+            rules_submission_id=f"RS-{self.game.value}-2026-01",
+            seats=SEATS,
+            dealing_methods_allowed=frozenset({self.method}),
+            wagers_enabled=frozenset(wagers),
+            pair_bonus_mode=self.pair_mode if self.game is Game.TCP else PairBonusMode.OFF,
+            house_way_id="HW-1" if self.game is Game.PGP else None,
+        )
+
+    def deck_cards(self) -> list[str]:
+        """A fresh deck for this game: 52 cards plus 0, 2 or 1 jokers."""
+        jokers = {Game.TCP: 0, Game.C691: 2, Game.PGP: 1}[self.game]
+        return list(STANDARD) + ["JK"] * jokers
+
+    # -- the shift ----------------------------------------------------------------------------
+    def events(self) -> Iterator[Envelope]:
+        """Yield this table's events in seq order until the shift ends."""
+        self.emit(
+            ev.TableConfigured, source=Source.SYSTEM, role=ActorRole.FLOOR, actor_id="FLOOR-1", config=self.config
+        )
+        self.emit(
+            ev.DeviceRegistered,
+            source=Source.SYSTEM,
+            role=ActorRole.FLOOR,
+            actor_id="FLOOR-1",
+            device_id=self.shuffler,
+            device_type="SHUFFLER",
+            counts_each_shuffle=self.counting,
+            indicates_full_deck=self.counting,
+        )
+        if self.method == "AUTO_SHOE":
+            self.emit(
+                ev.DeviceRegistered,
+                source=Source.SYSTEM,
+                role=ActorRole.FLOOR,
+                actor_id="FLOOR-1",
+                device_id=self.shoe,
+                device_type="AUTO_SHOE",
+            )
+        self.new_deck()
+        yield from self._drain()
+        while self.w.clock < self.end - timedelta(minutes=3):
+            self.play_round()
+            yield from self._drain()
+
+    def _drain(self) -> Iterator[Envelope]:
+        out, self.pending = self.pending, []
+        yield from out
+
+    def new_deck(self) -> None:
+        """Bring a new deck to the table."""
+        self.last_order = None
+        self.deck_no += 1
+        self.w.deck_id = f"{self.table_id}-DK{self.deck_no:03d}"
+        cards = self.deck_cards()
+        self.emit(
+            ev.DeckIntroduced,
+            round_id=None,
+            role=ActorRole.FLOOR,
+            actor_id="FLOOR-1",
+            declared_count=len(cards),
+            jokers=cards.count("JK"),
+        )
+
+    def shuffle(self, deck: list[str], plan: Plan) -> None:
+        """Shuffle ``deck`` in place and record it (automated; counting shuffler reports)."""
+        self.rng.shuffle(deck)
+        manual = plan.kind == "manual-shuffle"
+        kwargs: dict[str, Any] = {"round_id": None}
+        if manual:
+            self.emit(ev.ShuffleStarted, method="MANUAL", **kwargs)
+            self.emit(ev.ShuffleCompleted, method="MANUAL", **kwargs)
+            self.cut(plan)
+            return
+        if plan.kind == "countless-shuffle-after-fault":
+            self.device_fault("COUNT_ERROR", "IDLE")
+        self.emit(ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs)
+        if plan.kind == "fault-during-shuffle":
+            self.device_fault("COUNT_ERROR", "SHUFFLE")
+        if plan.kind in ("shuffler-jam", "shuffler-jam-uncovered"):
+            self.device_fault("JAM", "SHUFFLE")
+            self.expect("PGP-645a.14-l-shuffler-fault", None, plan.kind)
+            if plan.kind == "shuffler-jam-uncovered":
+                self.expect("PGP-645a.14-n-out-of-order", None, plan.kind)
+            if plan.kind == "shuffler-jam":
+                self.emit(
+                    ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs
+                )
+            else:
+                self.emit(ev.ShuffleStarted, method="MANUAL", **kwargs)
+                self.emit(ev.ShuffleCompleted, method="MANUAL", **kwargs)
+                self.cut(plan)
+                return
+        count = len(deck) if self.counting else None
+        full = (len(deck) == len(self.deck_cards())) if self.counting else None
+        if plan.kind == "countless-shuffle-after-fault":
+            count = full = None  # the counting device reported nothing for this shuffle
+        self.emit(
+            ev.ShuffleCompleted,
+            method="AUTOMATED",
+            device_id=self.shuffler,
+            device_card_count=count,
+            device_full_deck_ok=full,
+            source=Source.SHUFFLER,
+            role=ActorRole.DEVICE,
+            actor_id=self.shuffler,
+            **kwargs,
+        )
+        if full is not False:
+            self.cut(plan)
+
+    def cut(self, plan: Plan) -> None:
+        """Chapter 691: the deck is cut after each shuffle (§ 691.4), unless the error is to skip it."""
+        if self.game is not Game.C691:
+            return
+        if plan.kind == "cut-skipped":
+            self.cut_pending = True
+            return
+        self.cut_pending = False
+        self.emit(ev.DeckCut, round_id=None, cut_by="PLAYER", role=ActorRole.PLAYER, actor_id="P-CUT")
+
+    def device_fault(self, fault: str, during: str) -> None:
+        """The shuffler signals a fault on the deck in it (its deck and what it was doing)."""
+        self.emit(
+            ev.ShufflerFaulted,
+            round_id=None,
+            device_id=self.shuffler,
+            fault=fault,
+            indicator="RED_LIGHT",
+            during=during,
+            source=Source.SHUFFLER,
+            role=ActorRole.DEVICE,
+            actor_id=self.shuffler,
+        )
+
+    def floor_visit(self) -> None:
+        """Now and then, between rounds, a floorperson verifies the deck or replaces a damaged card
+        with a new one of the same face (authorised): neither may raise a finding."""
+        roll = self.rng.random()
+        rate = self.spec.floor_visit_rate
+        if roll < rate / 2:
+            self.verify_deck()
+        elif roll < rate:
+            card = self.rng.choice(STANDARD)
+            for cls, reason in ((ev.CardRemovedFromDeck, "DAMAGED"), (ev.CardAddedToDeck, "REPLACEMENT")):
+                self.emit(
+                    cls,
+                    round_id=None,
+                    card=card,
+                    reason=reason,
+                    authorised_by="FLOOR-1",
+                    role=ActorRole.FLOOR,
+                    actor_id="FLOOR-1",
+                )
+
+    def verify_deck(self) -> None:
+        """A floorperson counts and checks the deck: complete."""
+        self.emit(
+            ev.DeckVerified,
+            round_id=None,
+            count=len(self.deck_cards()),
+            composition_ok=True,
+            result="OK",
+            verified_by="FLOOR-1",
+            role=ActorRole.FLOOR,
+            actor_id="FLOOR-1",
+        )
+
+    def pick_plan(self) -> Plan:
+        """Choose whether this round carries an error, and which."""
+        plan = Plan()
+        if self.suppress:
+            return plan
+        if self.w.clock > self.end - timedelta(minutes=12):
+            return plan
+        if self.rng.random() >= self.spec.error_rate:
+            return plan
+        for _ in range(len(self.kinds)):
+            kind = self.kinds[self.kind_cursor % len(self.kinds)]
+            self.kind_cursor += 1
+            inj = self.rules.injections[kind]
+            if inj.applies(self) and inj.ready(self):
+                plan.kind = kind
+                break
+        return plan
+
+    def play_round(self) -> None:
+        """Shuffle and deal one round (with its injected error, if any)."""
+        plan = self.pick_plan()
+        inj = self.rules.injections.get(plan.kind) if plan.kind else None
+        if plan.kind is None:
+            self.floor_visit()
+        if inj is not None and inj.before_shuffle is not None:
+            inj.before_shuffle(self, plan)
+        deck = self.deck_cards()
+        if plan.kind in ("wrong-deck", "wrong-deck-mismatch", "shuffle-count-mismatch"):
+            deck.remove(self.rng.choice([c for c in deck if c != "JK"]))
+        if plan.kind in ("long-deck", "short-deck"):
+            card = self.rng.choice(STANDARD)
+            if plan.kind == "long-deck":
+                deck.append(card)
+            else:
+                deck.remove(card)
+            cls = ev.CardAddedToDeck if plan.kind == "long-deck" else ev.CardRemovedFromDeck
+            self.emit(cls, round_id=None, card=card, reason="OTHER", role=ActorRole.DEALER)
+            self.expect("DT-deck-composition", None, plan.kind)
+        if plan.kind == "redealt-unshuffled":
+            assert self.last_order is not None
+            deck = list(self.last_order)
+        else:
+            self.shuffle(deck, plan)
+        if plan.kind == "shuffle-count-mismatch":
+            self.expect("ALL-shuffle-count-mismatch-PROV", None, plan.kind)
+            self.emit(
+                ev.DeckRemoved,
+                round_id=None,
+                reason_code="COUNT_MISMATCH",
+                rule_id="ALL-shuffle-count-mismatch-PROV",
+                role=ActorRole.FLOOR,
+                actor_id="FLOOR-1",
+            )
+            self.new_deck()
+            deck = self.deck_cards()
+            self.shuffle(deck, Plan())
+        if plan.kind == "device-fault-deal":
+            self.device_fault("COUNT_ERROR", "IDLE")  # logged after the completion, before the deal
+        self.round_no += 1
+        self.w.dealer_id = self.dealer_on_duty()
+        round_id = f"{self.table_id}-R{self.round_no:05d}"
+        self.w.round_id = round_id
+        if plan.kind == "sequence-gap":
+            self.w.emit(ev.NoMoreBetsAnnounced, round_id=None)  # an event lost before it reached us
+            self.expect("DT-sequence-gap", round_id, plan.kind)
+            self.expect("DT-chain-broken", round_id, plan.kind)
+        self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
+        if plan.kind == "redealt-unshuffled":
+            a1 = {Game.TCP: "TCP-679a.9-a1-shuffler-required", Game.C691: "C691-DH-a1-shuffler-required"}[self.game]
+            plan.expect += [a1, "DT-deck-composition"]  # the same faces again, in the same order
+        counted = self.rules.deal(self, plan, deck, round_id)
+        for rule_id in plan.expect:
+            self.expect(rule_id, round_id, plan.kind or "")
+        self.close_stub_window(plan, counted, round_id)
+        self.w.round_id = None
+        if plan.kind not in WRONG_DECKS:
+            self.last_order = deck
+        if plan.kind in ("duplicate-card", "redealt-unshuffled"):
+            self.verify_deck()  # the floor checks the deck the duplicate came from: it is whole
+
+    def dealer_on_duty(self) -> str:
+        """Dealers rotate every 45 minutes; each table has its own three."""
+        stint = int((self.w.clock - self.spec.start).total_seconds() // 2700)
+        return f"D-{self.table_id}-{stint % 3 + 1}"
+
+    def exempt(self, plan: Plan) -> bool:
+        """True if this round's shuffle came from a counting shuffler (no stub-count duty)."""
+        return self.counting and plan.kind not in (
+            "manual-shuffle",
+            "shuffler-jam-uncovered",
+            "countless-shuffle-after-fault",
+        )
+
+    def stub_in_scope(self) -> bool:
+        """True if rounds of this table count toward the 5-round stub window."""
+        return self.game is not Game.PGP
+
+    def count_due(self, plan: Plan) -> bool:
+        """Whether the dealer counts the stub this round."""
+        inj = self.rules.injections.get(plan.kind) if plan.kind else None
+        if inj is not None and inj.count is not None:
+            return inj.count
+        if self.suppress:
+            return False
+        if self.exempt(plan):
+            return self.rng.random() < 0.05
+        return self.stub_run >= self.count_after
+
+    def close_stub_window(self, plan: Plan, counted: bool, round_id: str) -> None:
+        """Mirror the engine's stub window (rulebook decision 1) to know when the count is overdue."""
+        if self.suppress:
+            self.suppress -= 1
+        if not self.stub_in_scope() or self.exempt(plan):
+            return
+        if counted:
+            self.stub_run = 0
+            self.count_after = self.rng.randint(1, 4)
+            return
+        self.stub_run += 1
+        if self.stub_run % 5 == 0:
+            rule = {Game.TCP: "TCP-679a.9-d-stub-count-due", Game.C691: "C691-DH-d-stub-count-due"}[self.game]
+            if self.method != "HAND":
+                rule = "TCP-679a.8/10-stub-count-PROV"
+            self.expect(rule, round_id, plan.kind or "stub-count-skipped")
+
+
+# -- shared by the games --------------------------------------------------------------------
+
+
+def wager_amount(sim: TableSim) -> int:
+    """A wager's amount in cents, drawn from the table's generator (500 to 2,500)."""
+    return sim.rng.choice((500, 1000, 1500, 2500))
+
+
+def remedy_void(sim: TableSim, wager_ids: list[str], rule_id: str, *, deck: bool = False) -> None:
+    """The floor voids every hand and returns the wagers (and removes the deck with ``deck``)."""
+    sim.emit(
+        ev.RoundVoided,
+        scope="ALL_HANDS",
+        reason_code="IRREGULARITY",
+        rule_id=rule_id,
+        role=ActorRole.FLOOR,
+        actor_id="FLOOR-1",
+    )
+    sim.emit(ev.WagersReturned, wager_ids=tuple(wager_ids))
+    if deck:
+        sim.emit(ev.DeckRemoved, reason_code="WRONG_COUNT", rule_id=rule_id, role=ActorRole.FLOOR, actor_id="FLOOR-1")
+
+
+def reveal(sim: TableSim, hands: list[tuple[str, list[str]]]) -> None:
+    """Settlement: the hands are turned face up (rulebook 10.1.4: a showdown, not an exposure)."""
+    sim.emit(
+        ev.HandsRevealed,
+        hands=tuple(ev.RevealedHand(owner=owner, cards=tuple(cards)) for owner, cards in hands),
+    )
+
+
+@dataclass(frozen=True)
+class Injection:
+    """One kind of error: where it applies (``applies``: the table; ``ready``: the table's state
+    now), and whether it forces the stub count (True/False)."""
+
+    applies: Callable[[TableSim], bool] = lambda _s: True
+    ready: Callable[[TableSim], bool] = lambda _s: True
+    count: bool | None = None
+    before_shuffle: Callable[[TableSim, Plan], None] | None = None
+
+
+def hand_dealt(s: TableSim) -> bool:
+    """The table deals from the dealer's hand (an injection only such tables can carry)."""
+    return s.method == "HAND"
+
+
+def not_counting(s: TableSim) -> bool:
+    """The table's shuffler does not count each shuffle (so the stub count is due)."""
+    return not s.counting
+
+
+def suppress_counts(s: TableSim, _plan: Plan) -> None:
+    """Skip the stub count for the next 5 rounds (the stub-count-due rules fire)."""
+    s.suppress = 5
+
+
+def sequence_conflict(s: TableSim, plan: Plan) -> None:
+    """Re-send an old seq with other content (the conflicting duplicate kind of DT-sequence-gap)."""
+    s.w.seq -= 1
+    s.emit(ev.NoMoreBetsAnnounced, round_id=None)
+    s.expect("DT-sequence-gap", None, plan.kind or "")
+
+
+def redeal_ready(s: TableSim) -> bool:
+    """The deck in use was dealt since its shuffle and is not waiting for its cut."""
+    return s.last_order is not None and not s.cut_pending
+
+
+COMMON: dict[str, Injection] = {
+    "duplicate-card": Injection(),
+    "device-fault-deal": Injection(),
+    "fault-during-shuffle": Injection(),
+    "countless-shuffle-after-fault": Injection(applies=lambda s: s.counting),
+    "sequence-gap": Injection(),
+    "sequence-conflict": Injection(before_shuffle=sequence_conflict),
+}
+
+
+@dataclass(frozen=True)
+class GameSim:
+    """What the simulator knows of one game.
+
+    Attributes:
+        deal: deals one round ``(table, plan, deck, round_id)`` and returns True if the stub was
+            counted.
+        injections: every kind of error it can inject, in the order a table cycles through them.
+    """
+
+    deal: Callable[[TableSim, Plan, list[str], str], bool]
+    injections: dict[str, Injection]
