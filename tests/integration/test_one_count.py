@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,37 @@ def test_every_surface_gives_the_same_incident_open_and_late_counts(
         text = digest_text(AS_OF.date(), waiting, DigestConfig(time(8), ZoneInfo("UTC"), (), DUE), AS_OF, None)
         assert len(waiting) == totals["late_not_disposed"] == late - made["disposed_late"]
         assert f"{len(waiting)} reviews late" in text
+
+
+def test_the_read_model_counts_reviews_made_up_to_its_as_of_and_judges_lateness_then(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    from projections import incidents
+    from projections.reviews import FindingFilter
+
+    db = tmp_path / "as-of.duckdb"
+    shutil.copy(audited_shift, db)
+    with Store(db) as store:
+        con = store.con.cursor()
+        first = incidents.records(con, FindingFilter(incident=True, severity="voiding"), DUE, AS_OF, sort="detected")
+        f = first[0][-1]  # the earliest voiding incident
+        due_at, disposed_at = f["review_due_at"], f["review_due_at"] + timedelta(hours=5)
+        assert reviews.append_review(
+            store.con,
+            FindingDisposed(review_id="late", finding_id=f["finding_id"], user="rita", reviewed_at=disposed_at,
+                            cause=Cause.DEALER_ERROR),
+        )  # fmt: skip
+        one = FindingFilter(finding_id=f["finding_id"])
+        before_due = incidents.counts(con, DUE, due_at - timedelta(minutes=1), one, reviews_until=due_at)
+        after_due = incidents.counts(
+            con, DUE, due_at + timedelta(hours=1), one, reviews_until=due_at + timedelta(hours=1)
+        )
+        everything = incidents.counts(con, DUE, disposed_at + timedelta(days=30), one)
+        assert (before_due.late, before_due.by_review_status["disposed"]) == (0, 0)
+        assert (after_due.late, after_due.late_not_disposed, after_due.by_review_status["disposed"]) == (1, 1, 0)
+        assert (everything.late, everything.late_not_disposed, everything.by_review_status["disposed"]) == (1, 0, 1)
+        assert incidents.counts(con, None, AS_OF, one).late is None  # no due times: not judged
+        # the store's view of review status says what the model says with every review counted
+        rows, _ = incidents.records(con, FindingFilter(), DUE, AS_OF)
+        view = dict(con.execute("SELECT finding_id, review_status FROM dim_review_status").fetchall())
+        assert {r["finding_id"]: r["review_status"] for r in rows} == view
