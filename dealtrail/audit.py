@@ -705,9 +705,3 @@ def _parallel(
             if p.is_alive() and len(finished) < shards:
                 p.terminate()
             p.join(timeout=10)
-
-
-def latest_statuses(store: Store) -> Counter[str]:
-    """Count the latest status of every finding in the store."""
-    rows = store.con.execute("SELECT status, count(*) FROM dim_findings GROUP BY status").fetchall()
-    return Counter({str(s): int(n) for s, n in rows})

@@ -206,7 +206,8 @@ def audit(
     ] = True,
 ) -> None:
     """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
-    from dealtrail.audit import AuditWorkerError, audit_file, latest_statuses
+    from dealtrail.audit import AuditWorkerError, audit_file
+    from projections import incidents
     from projections.private import make_private_dirs
     from projections.store import Store
     from schemas.lines import NotEventsError
@@ -248,7 +249,7 @@ def audit(
             if str(exc) != _DUCKDB_INTERRUPTED:
                 raise
             raise _fail(_INTERRUPTED, code=130) from None
-        statuses = latest_statuses(store)
+        counted = incidents.counts(store.con, review_due(settings), datetime.now(UTC))
     console.print(_summary_table(summary))
     by_sev: dict[str, int] = {}
     for (_g, _r, sev), n in summary.detections.items():
@@ -259,12 +260,11 @@ def audit(
         + f", {summary.tables} tables"
         + (f" ({summary.resumed} went on from an earlier audit)" if summary.resumed else "")
         + "; "
-        f"findings: {sum(summary.detections.values()):,} "
+        f"finding records raised by this run: {sum(summary.detections.values()):,} "
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )
-    latest = ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())) or "no findings"
     console.print(f"rulebook revision {RULEBOOK_REVISION} applied")
-    console.print(f"store {db}: {latest} (latest status)")
+    console.print(f"store {db}: {incidents.summary_line(counted)}")
     console.print(
         f"written: {summary.written.events:,} events, {summary.written.findings:,} finding revisions, "
         f"{summary.written.rounds:,} rounds (rows already stored are skipped)"
@@ -453,8 +453,9 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the simulated shift.")] = 2026,
 ) -> None:
     """Simulate a shift (24 tables, 8 of each game, 8 hours), audit it and write the report."""
-    from dealtrail.audit import audit_file, latest_statuses
+    from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
+    from projections import incidents
     from projections.private import make_private_dirs
     from projections.report import write_report
     from projections.store import Store
@@ -479,15 +480,18 @@ def demo(
             max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
         )
-        statuses = latest_statuses(store)
+        now = datetime.now(UTC)  # one instant for the summary and the report: the same late reviews
+        counted = incidents.counts(store.con, review_due(settings), now)
     console.print(_summary_table(summary))
     files = write_report(
-        db, out, property_name=settings.property_name, generated_at=datetime.now(UTC), console_url=settings.console_url
+        db,
+        out,
+        property_name=settings.property_name,
+        generated_at=now,
+        console_url=settings.console_url,
+        review_due=review_due(settings),
     )
-    console.print(
-        f"audited {summary.events:,} events: {sum(summary.detections.values()):,} findings "
-        f"({', '.join(f'{k} {v:,}' for k, v in sorted(statuses.items()))})"
-    )
+    console.print(f"audited {summary.events:,} events: {incidents.summary_line(counted)}")
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
     console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
 

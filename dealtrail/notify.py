@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 import httpx
 
-from projections import reviews
+from projections import incidents, reviews
 from projections.timefmt import show
 from streams.engine.catalog import RULES_BY_ID
 
@@ -186,7 +186,9 @@ def digest_text(
     head = f"dealtrail: late reviews{where} for {day.isoformat()}, as of {show(now, config.zone)}"
     if not late:
         return f"{head}\nNo review is late."
-    lines = [f"{head}\n{len(late)} review{'s' if len(late) != 1 else ''} late (not disposed within the due time):"]
+    lines = [
+        f"{head}\n{len(late)} review{'s' if len(late) != 1 else ''} late (incidents not disposed within the due time):"
+    ]
     for f in late:
         spec = RULES_BY_ID.get(str(f["rule_id"]))
         line = (
@@ -205,8 +207,10 @@ def digest_text(
 
 
 def late_reviews(con: duckdb.DuckDBPyConnection, due: reviews.ReviewDue, now: datetime) -> list[dict[str, Any]]:
-    """Findings whose review is late at ``now`` and not disposed yet, most overdue first."""
-    rows, _ = reviews.find(con, reviews.FindingFilter(), due, now, sort="due", descending=False)
+    """Incidents whose review is late at ``now`` and not disposed yet, most overdue first (the
+    incidents read model: as many as its ``late_not_disposed``, the floor's "review late"; a
+    consequence is reviewed with its cause and not listed again)."""
+    rows, _ = incidents.records(con, reviews.FindingFilter(incident=True), due, now, sort="due", descending=False)
     return [r for r in rows if r["review_late"] and r["review_status"] != "disposed"]
 
 

@@ -24,6 +24,7 @@ import duckdb
 import jinja2
 import pyarrow as pa
 
+from projections import incidents as incident_model
 from projections import reviews
 from projections.generations import generation_diff, generation_info
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
@@ -244,8 +245,14 @@ def build_summary(
     start: datetime | None,
     end: datetime | None,
     review_due: reviews.ReviewDue | None = None,
+    as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
+
+    The incident counts (``findings``: total, records, by severity, status and table, the open
+    split; ``reviews``) come from the incidents read model (:mod:`projections.incidents`), the
+    same as the CLI, the console, the API and the digest. ``as_of`` is the instant review
+    lateness is judged at (None: the period's end or its last detection, whichever is earlier).
 
     Keys: ``period`` (``start`` and ``end`` as asked, None when unbounded; ``first_event`` and
     ``last_event``: the first and last dealing event in it), ``rounds`` (total, voided, by game,
@@ -269,9 +276,9 @@ def build_summary(
     8601 in UTC; ``period.events`` counts the dealing events in the period, and
     ``period.no_events`` is true when there is none (nothing was audited: no finding and no
     remedy means nothing then). ``reviews``
-    (findings by review status, the NOT_A_VIOLATION dispositions apart, by cause, and how many
-    reviews are late as of the period's end or the last detection, whichever is earlier; late is
-    None without ``review_due``).
+    (incidents by review status, the NOT_A_VIOLATION dispositions apart, by cause, how many
+    reviews are late at ``reviews.as_of`` and how many of those are still not disposed; late is
+    None without ``review_due``). ``findings.open`` is every open incident.
     """
     rounds = query(con, "rpt_rounds", start, end).to_pylist()
     by_game: Counter[str] = Counter()
@@ -298,10 +305,10 @@ def build_summary(
     quality["chain_breaks_after_gap"] = sum(1 for f in breaks if f.get("cause_finding_id") in gaps)
     quality["chain_breaks_alone"] = sum(1 for f in breaks if not f.get("cause_finding_id"))
     quality["incidents"] = len(gaps) + quality["chain_breaks_alone"]
-    open_owed = sum(
-        1 for f in findings if f["status"] == "open" and f["required_remedy"] and f["rule_id"] != "DT-remedy-overdue"
-    )
-    open_none = sum(1 for f in incidents(findings) if f["status"] == "open" and not f["required_remedy"])
+    late_at = as_of if as_of is not None else _review_as_of(findings, end)
+    scope = reviews.FindingFilter(start=start, end=end)
+    counted = incident_model.counts(con, review_due, late_at, scope)
+    per_table = incident_model.counts_by_table(con, review_due, late_at, scope)
     figures: dict[str, Any] = _jsonable(
         {
             "period": {
@@ -319,24 +326,25 @@ def build_summary(
                 "by_table": {r["table_id"]: r["rounds"] for r in rounds},
             },
             "findings": {
-                "total": agg["total"],
-                "records": len(findings),
+                "total": counted.incidents,
+                "records": counted.records,
                 "consequences": {
                     rule: sum(1 for f in findings if f["rule_id"] == rule and f.get("cause_finding_id"))
                     for rule in CONSEQUENCE_RULES
                 },
-                "by_severity": {s: agg["by_severity"][s] for s in SEVERITIES},
-                "by_status": dict(sorted(agg["by_status"].items())),
-                "open_remedy_owed": open_owed,
-                "open_no_remedy": open_none,
+                "by_severity": {s: counted.by_severity[s] for s in SEVERITIES},
+                "by_status": dict(sorted(counted.by_status.items())),
+                "open": counted.open,
+                "open_remedy_owed": counted.open_remedy_owed,
+                "open_no_remedy": counted.open_no_remedy,
                 "remedy_overdue_records": len(consequences),
                 "by_game": agg["by_game"],
                 "by_rule": {r["rule_id"]: r["total"] for r in agg["rules"]},
-                "by_table": {t["table_id"]: t["total"] for t in agg["by_table"]},
+                "by_table": {t: c.incidents for t, c in per_table.items()},
                 "per_1000_rounds": {
                     "by_game": {g: per_1000(game_findings.get(g, 0), n) for g, n in sorted(by_game.items())},
                     "by_table": {
-                        t: per_1000(sum(c["total"] for c in agg["by_table"] if c["table_id"] == t), n)
+                        t: per_1000(per_table[t].incidents if t in per_table else 0, n)
                         for t, n in sorted(by_table_rounds.items())
                     },
                 },
@@ -346,7 +354,7 @@ def build_summary(
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
             "data_quality": quality,
-            "reviews": reviews.summary(con, start, end, _review_as_of(findings, end), review_due),
+            "reviews": {**reviews.summary(con, start, end, late_at, review_due), "as_of": late_at},
         }
     )
     return figures
@@ -516,14 +524,17 @@ def write_report(
         findings = _with_rulebook_revisions(con, table.to_pylist())
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
-        figures = build_summary(con, findings, start, end, review_due)
+        # lateness is judged when the report is generated (the console judges it at its now, so
+        # both say the same at the same instant); without a time, at the period's last detection
+        late_at = generated_at if generated_at is not None else _review_as_of(findings, end)
+        figures = build_summary(con, findings, start, end, review_due, as_of=late_at)
         review_rows: dict[str, dict[str, Any]] = {}
         if reviews.has_console_tables(con):
             rows, _ = reviews.find(
                 con,
                 reviews.FindingFilter(start=start, end=end),
                 review_due or reviews.ReviewDue(0, 0, 0),
-                _review_as_of(findings, end),
+                late_at,
             )
             review_rows = {r["finding_id"]: r for r in rows}
         con.register("rpt_export", table)
@@ -560,6 +571,7 @@ def write_report(
             zone=zone_name(tz),
             summary=summarise(findings),
             figures=figures,
+            review_as_of=show(late_at, tz),
             stub=stub,
             rounds=rounds,
             rounds_total=sum(r["rounds"] for r in rounds),

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened, ReviewStatus
+from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened
 
 ReviewEvent = FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened
 ROLES = ("viewer", "reviewer", "admin")
@@ -53,7 +53,7 @@ class ReviewDue:
     procedural: float
 
     def params(self) -> dict[str, float]:
-        """The SQL parameters of ``con_findings.sql``."""
+        """The SQL parameters of ``inc_findings.sql``."""
         return {"due_voiding": self.voiding, "due_integrity": self.integrity, "due_procedural": self.procedural}
 
 
@@ -61,7 +61,8 @@ class ReviewDue:
 class FindingFilter:
     """The filters of the findings page, the CSV export and ``GET /api/v1/findings``.
 
-    Every field None means "any". ``start``/``end`` bound the detection time, [start, end).
+    Every field None means "any". ``start``/``end`` bound the detection time, [start, end);
+    ``incident`` True keeps the incidents, False the consequences (see :mod:`projections.incidents`).
     """
 
     start: datetime | None = None
@@ -74,6 +75,7 @@ class FindingFilter:
     status: str | None = None
     review_status: str | None = None
     finding_id: str | None = None
+    incident: bool | None = None
 
 
 def _sql(name: str) -> str:
@@ -96,48 +98,27 @@ def find(
     limit: int | None = None,
     offset: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
-    """The findings that pass ``filters``, with review status, due time and late flag.
+    """The finding records that pass ``filters``, with cause, review status, due time and late flag:
+    :func:`projections.incidents.records` (the incidents read model), kept under this name for
+    its callers.
 
     Args:
         con: any connection to the store.
         filters: see :class:`FindingFilter`.
         due: review due times per severity (hours).
-        as_of: the instant an undisposed finding is late against (now, or a report's period end).
+        as_of: the instant an undisposed finding is late against (now, or a report's as-of time).
         sort: a key of :data:`SORTS` (anything else sorts by detection time).
         descending: newest / highest first.
         limit: rows per page (None: all).
         offset: rows to skip.
 
     Returns:
-        ``(rows, total)``: the page's rows as dicts (the columns of ``con_findings.sql``) and how
+        ``(rows, total)``: the page's rows as dicts (the columns of ``inc_findings.sql``) and how
         many rows pass the filters in all.
     """
-    params: dict[str, Any] = {
-        "start": filters.start or FAR_PAST,
-        "end": filters.end or FAR_FUTURE,
-        "game": filters.game,
-        "table_id": filters.table_id,
-        "dealer": filters.dealer,
-        "rule": filters.rule,
-        "severity": filters.severity,
-        "status": filters.status,
-        "review_status": filters.review_status,
-        "finding_id": filters.finding_id,
-        "as_of": as_of,
-        **due.params(),
-    }
-    base = _sql("con_findings.sql")
-    total_rows = con.execute(f"SELECT count(*) FROM ({base})", params).fetchall()
-    total = int(total_rows[0][0]) if total_rows else 0
-    order = SORTS.get(sort, SORTS["detected"])
-    direction = "DESC" if descending else "ASC"
-    page = f"SELECT * FROM ({base}) ORDER BY {order} {direction} NULLS LAST, detected_at DESC, finding_id"
-    if limit is not None:
-        page += " LIMIT $limit OFFSET $offset"
-        params |= {"limit": int(limit), "offset": int(offset)}
-    cur = con.execute(page, params)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()], total
+    from projections import incidents  # it builds on this module's filter and due times
+
+    return incidents.records(con, filters, due, as_of, sort, descending, limit, offset)
 
 
 def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
@@ -203,40 +184,49 @@ def append_review(con: duckdb.DuckDBPyConnection, review: ReviewEvent) -> bool:
 
 
 def summary(
-    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, as_of: datetime, due: ReviewDue | None
+    con: duckdb.DuckDBPyConnection,
+    start: datetime | None,
+    end: datetime | None,
+    as_of: datetime,
+    due: ReviewDue | None,
+    reviews_until: datetime | None = None,
 ) -> dict[str, Any]:
-    """Review figures of the findings detected in [start, end) for reports and ``summary.json``.
+    """Review figures of the incidents detected in [start, end) for reports and ``summary.json``,
+    from the incidents read model (:mod:`projections.incidents`).
 
     Args:
-        con: any connection (a store without review tables counts every finding unreviewed).
+        con: any connection (a store without review tables counts every incident unreviewed).
         start: start of the period, inclusive (None: unbounded).
         end: end of the period, exclusive (None: unbounded).
-        as_of: the instant lateness is judged at (a report's period end, capped by its last event).
+        as_of: the instant lateness is judged at (a report's as-of time).
         due: due times per severity; None leaves ``late`` out (unknown).
+        reviews_until: count only reviews made at or before this instant (None: every review).
 
     Returns:
         ``{"by_review_status": {status: n}, "not_a_violation": n, "late": n | None,
-        "by_cause": {cause: n}}``: ``not_a_violation`` findings are counted in ``disposed`` and
-        shown apart, never removed.
+        "late_not_disposed": n | None, "by_cause": {cause: n}}``, all counting incidents (a
+        consequence is reviewed under its cause): ``not_a_violation`` incidents are counted in
+        ``disposed`` and shown apart, never removed.
     """
-    statuses = {s.value: 0 for s in ReviewStatus}
-    if not has_console_tables(con):
-        counted = con.execute(
-            "SELECT count(*) FROM fct_detections WHERE observed_at >= ? AND observed_at < ?",
-            [start or FAR_PAST, end or FAR_FUTURE],
-        ).fetchall()
-        statuses["unreviewed"] = int(counted[0][0]) if counted else 0
-        return {"by_review_status": statuses, "not_a_violation": 0, "late": None, "by_cause": {}}
-    rows, _ = find(con, FindingFilter(start=start, end=end), due or ReviewDue(0, 0, 0), as_of)
+    from projections import incidents  # it builds on this module's filter and due times
+
+    c = incidents.counts(con, due, as_of, FindingFilter(start=start, end=end), reviews_until)
+    rows, _ = incidents.records(
+        con,
+        FindingFilter(start=start, end=end, incident=True),
+        due or ReviewDue(0, 0, 0),
+        as_of,
+        reviews_until=reviews_until,
+    )
     by_cause: dict[str, int] = {}
     for r in rows:
-        statuses[r["review_status"]] += 1
         if r["cause"]:
             by_cause[r["cause"]] = by_cause.get(r["cause"], 0) + 1
     return {
-        "by_review_status": statuses,
+        "by_review_status": dict(c.by_review_status),
         "not_a_violation": by_cause.get("NOT_A_VIOLATION", 0),
-        "late": sum(1 for r in rows if r["review_late"]) if due is not None else None,
+        "late": c.late,
+        "late_not_disposed": c.late_not_disposed,
         "by_cause": dict(sorted(by_cause.items())),
     }
 

@@ -24,7 +24,7 @@ import secrets
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -40,7 +40,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from ulid import ULID
 
 from dealtrail.console import auth
-from projections import access, reviews
+from projections import access, incidents, reviews
 from projections.cards import area_name, card_face
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
@@ -65,6 +65,8 @@ PAGE_SIZE = 50
 ACTIONS = ("acknowledge", "assign", "dispose", "reopen")
 SEVERITIES = ("voiding", "integrity", "procedural")
 _LABEL = re.compile(r"^[A-Za-z0-9._:+-]{1,80}$")
+KINDS = {"incidents": True, "consequences": False}
+"""The findings list's ``kind`` values -> ``FindingFilter.incident`` (absent: every record)."""
 _REPORT_FILES = {"report.html", "summary.json", "findings.csv", "findings.parquet"}
 
 
@@ -302,11 +304,17 @@ def page_query(
     review: str | None = None,
     sort: str = "detected",
     order: Literal["asc", "desc"] = "desc",
+    kind: str | None = None,
 ) -> FindingsQuery:
-    """The findings page's and its CSV export's query: one filter, one order."""
+    """The findings page's and its CSV export's query: one filter, one order. ``kind``
+    ``incidents`` keeps the incidents, ``consequences`` the consequences (anything else: every
+    finding record)."""
     given = {"from": from_, "to": to, "game": game, "table": table, "dealer": dealer, "rule": rule,
              "severity": severity, "status": status, "review": review}  # fmt: skip
     flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
+    incident = KINDS.get(kind or "")
+    given["kind"] = kind if incident is not None else None
+    flt = replace(flt, incident=incident)
     return FindingsQuery(flt, {k: v or "" for k, v in given.items()}, sort, order)
 
 
@@ -443,26 +451,41 @@ def create_app(
 
     # -- floor -----------------------------------------------------------------------------
 
-    def floor_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    def floor_rows(con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
+        """Each table's row: its devices and dealer (``con_floor.sql``) with its incidents not yet
+        disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
         cur = con.execute(_sql("con_floor.sql"))
         cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        fetched = cur.fetchall()
+        per_table = incidents.counts_by_table(con, config.review_due, now)
+        rows = []
+        for r in fetched:
+            row = dict(zip(cols, r, strict=True))
+            rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
+        return rows
+
+    def floor_context(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        now = config.clock()
+        return {
+            "tables": floor_rows(con, now),
+            "totals": incidents.counts(con, config.review_due, now),
+            "as_of": now,
+        }
 
     @app.get("/", include_in_schema=False)
     def floor(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
-        rows = floor_rows(con)
         return render(
             request,
             "floor.html.j2",
             user,
-            tables=rows,
+            **floor_context(con),
             poll_ms=int(config.poll_seconds * 1000),
             undelivered=_undelivered(con),
         )
 
     @app.get("/floor/tables", include_in_schema=False)
     def floor_fragment(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
-        return render(request, "floor_rows.html.j2", user, tables=floor_rows(con))
+        return render(request, "floor_rows.html.j2", user, **floor_context(con))
 
     # -- findings --------------------------------------------------------------------------
 
@@ -486,8 +509,9 @@ def create_app(
         q: Filters,
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     ) -> HTMLResponse:
+        now = config.clock()
         rows, total = reviews.find(
-            con, q.flt, config.review_due, config.clock(), q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
+            con, q.flt, config.review_due, now, q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
         )
         params, sort, order = q.params, q.sort, q.order
         return render(
@@ -496,6 +520,7 @@ def create_app(
             user,
             rows=[_decorate(r) for r in rows],
             total=total,
+            counted=incidents.counts(con, config.review_due, now, q.flt),
             page=page,
             pages=max(1, math.ceil(total / PAGE_SIZE)),
             params=params,
@@ -828,10 +853,20 @@ def create_app(
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> dict[str, Any]:
-        """Findings detected in [from, to) with their status, review status, due time and last reviewer."""
+        """Finding records detected in [from, to) with their status, review status, due time and
+        last reviewer; ``total`` counts the records, consequences included (a consequence names its
+        cause in ``cause_finding_id``; ``incident`` is false), ``counts`` the incidents among them
+        (the figures of the report and the floor: incidents, open, late reviews, ...)."""
         flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review_status)
-        rows, total = reviews.find(con, flt, config.review_due, config.clock(), limit=limit, offset=offset)
-        return {"total": total, "offset": offset, "findings": reviews.review_rows_json(rows)}
+        now = config.clock()
+        rows, total = reviews.find(con, flt, config.review_due, now, limit=limit, offset=offset)
+        counted = incidents.counts(con, config.review_due, now, flt)
+        return {
+            "total": total,
+            "offset": offset,
+            "counts": _counts_json(counted),
+            "findings": reviews.review_rows_json(rows),
+        }
 
     @app.get("/api/v1/findings/{finding_id}", tags=["findings"])
     def api_finding(finding_id: str, user: ApiUser, con: Cursor) -> dict[str, Any]:
@@ -851,10 +886,30 @@ def create_app(
 
     @app.get("/api/v1/floor", tags=["floor"])
     def api_floor(user: ApiUser, con: Cursor) -> dict[str, Any]:
-        """Every table: game, dealer, rounds, device state and findings not yet disposed by severity."""
-        return {"tables": reviews.review_rows_json(floor_rows(con))}
+        """Every table: game, dealer, rounds, device state, its incidents not yet disposed by severity
+        (``open_<severity>``), overdue remedies and late reviews; ``totals``: the incident figures of
+        the whole store, as the report and the findings list count them."""
+        ctx = floor_context(con)
+        return {"tables": reviews.review_rows_json(ctx["tables"]), "totals": _counts_json(ctx["totals"])}
 
     return app
+
+
+def _floor_counts(c: incidents.Counts) -> dict[str, Any]:
+    """A floor row's figures from the incidents read model (the keys the floor and its API use)."""
+    return {
+        "incidents": c.incidents,
+        "not_disposed": c.not_disposed,
+        **{f"open_{sev}": c.not_disposed_by_severity[sev] for sev in SEVERITIES},
+        "remedies_overdue": c.overdue_not_disposed,
+        "late_reviews": c.late_not_disposed,
+        "last_finding_at": c.last_not_disposed_at,
+    }
+
+
+def _counts_json(c: incidents.Counts) -> dict[str, Any]:
+    """Incident figures, JSON-ready (times in UTC, ISO 8601)."""
+    return reviews.review_rows_json([c.as_dict()])[0]
 
 
 def _undelivered(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

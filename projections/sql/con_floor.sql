@@ -1,6 +1,6 @@
 -- con_floor: the floor, one row per table that has events: game, the dealer of its latest round,
--- rounds dealt, the last event, its dealing devices' state and its findings not yet disposed by
--- severity. Grain: table_id. Upstream: events, rounds, dim_findings, dim_review_status.
+-- rounds dealt, the last event and its dealing devices' state. Grain: table_id. Upstream: events,
+-- rounds. Its incident counts come from the incidents read model (projections/incidents.py).
 WITH t AS (
     SELECT table_id, any_value(game) AS game, max(occurred_at) AS last_event_at FROM events GROUP BY table_id
 ), r AS (
@@ -32,16 +32,6 @@ WITH t AS (
                        'DeviceTakenOutOfService', 'DeviceReturnedToService')
     )
     GROUP BY table_id
-), f AS (
-    SELECT d.table_id,
-           count(*) FILTER (WHERE d.severity = 'voiding') AS open_voiding,
-           count(*) FILTER (WHERE d.severity = 'integrity') AS open_integrity,
-           count(*) FILTER (WHERE d.severity = 'procedural') AS open_procedural,
-           count(*) FILTER (WHERE d.status = 'overdue') AS remedies_overdue,
-           max(d.observed_at) AS last_finding_at
-    FROM dim_findings d JOIN dim_review_status s USING (finding_id)
-    WHERE s.review_status <> 'disposed'
-    GROUP BY d.table_id
 )
 SELECT t.table_id, t.game, r.dealer_id, coalesce(r.rounds, 0) AS rounds, t.last_event_at,
        CASE WHEN NOT coalesce(dev.has_device, false) THEN 'no device'
@@ -51,11 +41,6 @@ SELECT t.table_id, t.game, r.dealer_id, coalesce(r.rounds, 0) AS rounds, t.last_
        END AS device_state,
        CASE WHEN dev.service_event = 'DeviceTakenOutOfService' THEN dev.service_since
             ELSE dev.fault_since
-       END AS device_since,
-       coalesce(f.open_voiding, 0) AS open_voiding,
-       coalesce(f.open_integrity, 0) AS open_integrity,
-       coalesce(f.open_procedural, 0) AS open_procedural,
-       coalesce(f.remedies_overdue, 0) AS remedies_overdue,
-       f.last_finding_at
-FROM t LEFT JOIN r USING (table_id) LEFT JOIN dev USING (table_id) LEFT JOIN f USING (table_id)
+       END AS device_since
+FROM t LEFT JOIN r USING (table_id) LEFT JOIN dev USING (table_id)
 ORDER BY t.game, t.table_id

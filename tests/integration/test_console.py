@@ -22,7 +22,8 @@ from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, card_face, create_app
 from projections import access, reviews
-from projections.report import write_report
+from projections.report import incidents as report_incident_rows
+from projections.report import query, write_report
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.reviews import REVIEW_ADAPTER, Cause, FindingDisposed
@@ -214,7 +215,7 @@ def test_report_and_summary_json_give_review_status(store: Store, tmp_path: Path
     rv = figures["reviews"]
     assert rv["by_review_status"]["disposed"] == 1
     assert rv["not_a_violation"] == 1
-    assert sum(rv["by_review_status"].values()) == figures["findings"]["records"]  # every record is reviewed
+    assert sum(rv["by_review_status"].values()) == figures["findings"]["total"]  # review statuses count incidents
     assert isinstance(rv["late"], int)
     html = files.html.read_text()
     assert "<h2>Reviews</h2>" in html and "Disposed as not a violation" in html
@@ -379,11 +380,15 @@ def test_admin_page_manages_users_and_only_an_admin_sees_it(client: TestClient, 
 
 def test_floor_lists_every_table_with_open_findings_by_severity(client: TestClient, store: Store) -> None:
     login(client, "vic")
-    tables = client.get("/api/v1/floor").json()["tables"]
+    floor = client.get("/api/v1/floor").json()
+    tables = floor["tables"]
     stored = {r[0] for r in store.con.execute("SELECT DISTINCT table_id FROM events").fetchall()}
     assert {t["table_id"] for t in tables} == stored
     open_total = sum(t["open_voiding"] + t["open_integrity"] + t["open_procedural"] for t in tables)
-    assert open_total == store.con.execute("SELECT count(*) FROM dim_findings").fetchall()[0][0]
+    # nothing is disposed here: every incident is open on the floor, each consequence under its cause
+    report_incidents = report_incident_rows(query(store.con, "rpt_findings").to_pylist())
+    assert open_total == len(report_incidents) == floor["totals"]["incidents"]
+    assert floor["totals"]["records"] == store.con.execute("SELECT count(*) FROM dim_findings").fetchall()[0][0]
     assert all(t["dealer_id"] and t["rounds"] > 0 for t in tables)
     page = client.get("/").text
     assert 'data-refresh="/floor/tables"' in page and all(t["table_id"] in page for t in tables)
@@ -395,7 +400,7 @@ def test_findings_page_filters_sorts_paginates_and_exports_the_filtered_view_as_
     login(client, "vic")
     total = store.con.execute("SELECT count(*) FROM dim_findings").fetchall()[0][0]
     page = client.get("/findings").text
-    assert f">{total:,}<" in page
+    assert f">{total:,} finding records<" in page
     table = store.con.execute("SELECT table_id FROM dim_findings GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchall()[
         0
     ][0]

@@ -274,7 +274,10 @@ def test_the_daily_digest_of_late_reviews_goes_to_each_target_once_a_local_day(
 
     config, mails = smtp
     targets = (digest_target(receiver.url), digest_target("compliance@casino.test"))
-    ids = [r[0] for r in store.con.execute("SELECT finding_id FROM dim_findings ORDER BY finding_id").fetchall()]
+    from projections.report import incidents, query
+
+    # the digest lists incidents, as the report counts them: a consequence goes with its cause
+    ids = sorted(f["finding_id"] for f in incidents(query(store.con.cursor(), "rpt_findings").to_pylist()))
     assigned, disposed = ids[0], ids[1]
     t = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
     reviews.append_review(

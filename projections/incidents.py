@@ -1,0 +1,284 @@
+"""The incidents read model: the one place every surface takes its counts from.
+
+The CLI summary, ``summary.json`` and the report, the console's floor and findings pages, the API
+and the late-review digest all read ``projections/sql/inc_findings.sql`` through this module, so
+one question has one answer everywhere:
+
+* an **incident** is a finding that is not the consequence of another; a consequence (a
+  DT-remedy-overdue after a skipped remedy, a DT-chain-broken after a sequence gap, rulebook
+  section 8a) is shown under its cause and not counted again (``rpt_findings.sql`` says which);
+* an incident's **status** is the rulebook's remedy status of its latest revision: ``open``
+  (split into *remedy owed* and *no remedy prescribed*), ``remedied``, ``overdue``;
+* its **review status** is the kind of its latest review event made up to ``reviews_until``:
+  ``unreviewed``, ``acknowledged``, ``assigned``, ``disposed``, ``reopened``;
+* a review is **late** when the finding was disposed after its due time (detection plus
+  ``DEALTRAIL_REVIEW__DUE_HOURS_<SEVERITY>`` hours), or is not disposed at ``as_of`` and
+  ``as_of`` is past its due time. ``as_of`` is always passed in; nothing here reads the clock.
+
+Every count below is of incidents unless its name says ``records``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+import duckdb
+
+from projections.reviews import FAR_FUTURE, FAR_PAST, SORTS, FindingFilter, ReviewDue, has_console_tables
+from schemas.reviews import ReviewStatus
+
+SEVERITIES = ("voiding", "integrity", "procedural")
+STATUSES = ("open", "remedied", "overdue")
+"""The rulebook's remedy statuses of a finding."""
+REVIEW_STATUSES = tuple(s.value for s in ReviewStatus)
+"""The review statuses (:class:`schemas.reviews.ReviewStatus`)."""
+
+_NO_REVIEWS = (
+    "(SELECT NULL::VARCHAR AS finding_id, NULL::VARCHAR AS review_id, NULL::VARCHAR AS type,"
+    " NULL::VARCHAR AS user_name, NULL::TIMESTAMPTZ AS reviewed_at, NULL::VARCHAR AS assignee,"
+    " NULL::VARCHAR AS cause WHERE false)"
+)
+
+
+def _sql(name: str) -> str:
+    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def model_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """The model's query (``inc_findings.sql`` with ``rpt_findings.sql`` spliced in), for ``con``'s
+    store: one without review tables reads an empty review stream (every finding unreviewed)."""
+    reviews_source = "reviews" if has_console_tables(con) else _NO_REVIEWS
+    sql = _sql("inc_findings.sql")
+    return sql.replace("/*findings*/", _sql("rpt_findings.sql")).replace("/*reviews*/", reviews_source)
+
+
+def _params(filters: FindingFilter, due: ReviewDue, as_of: datetime, reviews_until: datetime | None) -> dict[str, Any]:
+    return {
+        "start": filters.start or FAR_PAST,
+        "end": filters.end or FAR_FUTURE,
+        "game": filters.game,
+        "table_id": filters.table_id,
+        "dealer": filters.dealer,
+        "rule": filters.rule,
+        "severity": filters.severity,
+        "status": filters.status,
+        "review_status": filters.review_status,
+        "finding_id": filters.finding_id,
+        "incident": filters.incident,
+        "as_of": as_of,
+        "reviews_until": reviews_until or FAR_FUTURE,
+        **due.params(),
+    }
+
+
+def records(
+    con: duckdb.DuckDBPyConnection,
+    filters: FindingFilter,
+    due: ReviewDue,
+    as_of: datetime,
+    sort: str = "detected",
+    descending: bool = True,
+    limit: int | None = None,
+    offset: int = 0,
+    reviews_until: datetime | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """The finding records that pass ``filters``, consequences included, each with its cause,
+    ``incident`` flag, remedy status, review status, due time and late flag.
+
+    Args:
+        con: any connection to the store (read-only included).
+        filters: see :class:`projections.reviews.FindingFilter` (``incident=True``: incidents only).
+        due: review due times per severity (hours, from the settings).
+        as_of: the instant an undisposed finding is late against (timezone-aware).
+        sort: a key of :data:`projections.reviews.SORTS` (anything else: detection time).
+        descending: newest / highest first.
+        limit: rows per page (None: all).
+        offset: rows to skip.
+        reviews_until: count only reviews made at or before this instant (None: every review).
+
+    Returns:
+        ``(rows, total)``: the page's rows as dicts (the columns of ``inc_findings.sql``) and how
+        many records pass the filters in all.
+    """
+    params = _params(filters, due, as_of, reviews_until)
+    base = model_sql(con)
+    total_rows = con.execute(f"SELECT count(*) FROM ({base})", params).fetchall()
+    total = int(total_rows[0][0]) if total_rows else 0
+    order = SORTS.get(sort, SORTS["detected"])
+    direction = "DESC" if descending else "ASC"
+    page = f"SELECT * FROM ({base}) ORDER BY {order} {direction} NULLS LAST, detected_at DESC, finding_id"
+    if limit is not None:
+        page += " LIMIT $limit OFFSET $offset"
+        params |= {"limit": int(limit), "offset": int(offset)}
+    cur = con.execute(page, params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()], total
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The figures of one scope (a period, a table, a filter), incidents unless named records.
+
+    Attributes:
+        records: finding records, consequences included (the rows of findings.csv and of the
+            console's findings list).
+        incidents: records that are not a consequence of another.
+        consequences: records shown under their cause (``records - incidents``).
+        by_severity: incidents per severity (voiding, integrity, procedural).
+        by_status: incidents per remedy status (open, remedied, overdue).
+        open_remedy_owed: open incidents whose rule requires a remedy not yet seen.
+        open_no_remedy: open incidents whose rule prescribes no remedy (they wait for a review).
+        by_review_status: incidents per review status.
+        not_disposed: incidents whose review is not ``disposed``.
+        not_disposed_by_severity: the same per severity (the floor's columns).
+        overdue_not_disposed: overdue incidents not disposed (the floor's "remedies overdue").
+        late: incidents whose review is late (see the module docstring); None: not judged.
+        late_not_disposed: late incidents still not disposed (the digest's list); None: not judged.
+        last_not_disposed_at: the latest detection of an incident not disposed (None: none).
+    """
+
+    records: int = 0
+    incidents: int = 0
+    consequences: int = 0
+    by_severity: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
+    by_status: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    open_remedy_owed: int = 0
+    open_no_remedy: int = 0
+    by_review_status: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REVIEW_STATUSES, 0))
+    not_disposed: int = 0
+    not_disposed_by_severity: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
+    overdue_not_disposed: int = 0
+    late: int | None = 0
+    late_not_disposed: int | None = 0
+    last_not_disposed_at: datetime | None = None
+
+    @property
+    def open(self) -> int:
+        """Open incidents (remedy owed plus no remedy prescribed)."""
+        return self.by_status["open"]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as a dict (``open`` included; times left as datetimes)."""
+        return {**asdict(self), "open": self.open}
+
+
+_AGGREGATE = """
+SELECT {key}
+    count(*) AS records,
+    count(*) FILTER (WHERE incident) AS incidents,
+    {severities},
+    {statuses},
+    count(*) FILTER (WHERE incident AND status = 'open' AND coalesce(required_remedy, '') <> '') AS open_remedy_owed,
+    count(*) FILTER (WHERE incident AND status = 'open' AND coalesce(required_remedy, '') = '') AS open_no_remedy,
+    {review_statuses},
+    {not_disposed},
+    count(*) FILTER (WHERE incident AND review_status <> 'disposed' AND status = 'overdue') AS overdue_nd,
+    count(*) FILTER (WHERE incident AND review_late) AS late,
+    count(*) FILTER (WHERE incident AND review_late AND review_status <> 'disposed') AS late_nd,
+    max(detected_at) FILTER (WHERE incident AND review_status <> 'disposed') AS last_nd_at
+FROM ({model})
+{group}
+"""
+
+
+def _aggregate_sql(model: str, by_table: bool) -> str:
+    def each(prefix: str, column: str, values: tuple[str, ...], extra: str = "") -> str:
+        return ",\n    ".join(
+            f"count(*) FILTER (WHERE incident{extra} AND {column} = '{v}') AS {prefix}_{v}" for v in values
+        )
+
+    return _AGGREGATE.format(
+        key="table_id," if by_table else "",
+        severities=each("sev", "severity", SEVERITIES),
+        statuses=each("st", "status", STATUSES),
+        review_statuses=each("rv", "review_status", REVIEW_STATUSES),
+        not_disposed=each("nd", "severity", SEVERITIES, " AND review_status <> 'disposed'"),
+        model="/*model*/",
+        group="GROUP BY table_id ORDER BY table_id" if by_table else "",
+    ).replace("/*model*/", model)
+
+
+def _counts(row: dict[str, Any], judge_late: bool) -> Counts:
+    return Counts(
+        records=int(row["records"]),
+        incidents=int(row["incidents"]),
+        consequences=int(row["records"]) - int(row["incidents"]),
+        by_severity={s: int(row[f"sev_{s}"]) for s in SEVERITIES},
+        by_status={s: int(row[f"st_{s}"]) for s in STATUSES},
+        open_remedy_owed=int(row["open_remedy_owed"]),
+        open_no_remedy=int(row["open_no_remedy"]),
+        by_review_status={s: int(row[f"rv_{s}"]) for s in REVIEW_STATUSES},
+        not_disposed=sum(int(row[f"nd_{s}"]) for s in SEVERITIES),
+        not_disposed_by_severity={s: int(row[f"nd_{s}"]) for s in SEVERITIES},
+        overdue_not_disposed=int(row["overdue_nd"]),
+        late=int(row["late"]) if judge_late else None,
+        late_not_disposed=int(row["late_nd"]) if judge_late else None,
+        last_not_disposed_at=row["last_nd_at"],
+    )
+
+
+def _run(
+    con: duckdb.DuckDBPyConnection,
+    filters: FindingFilter,
+    due: ReviewDue | None,
+    as_of: datetime,
+    reviews_until: datetime | None,
+    by_table: bool,
+) -> list[dict[str, Any]]:
+    params = _params(filters, due or ReviewDue(0, 0, 0), as_of, reviews_until)
+    cur = con.execute(_aggregate_sql(model_sql(con), by_table), params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def counts(
+    con: duckdb.DuckDBPyConnection,
+    due: ReviewDue | None,
+    as_of: datetime,
+    filters: FindingFilter | None = None,
+    reviews_until: datetime | None = None,
+) -> Counts:
+    """The figures of every finding that passes ``filters`` (default: the whole store).
+
+    Args:
+        con: any connection to the store (read-only included); the generation is the one the
+            session names (``SET VARIABLE dealtrail_generation``), else the latest.
+        due: review due times per severity (from the settings); None: lateness not judged
+            (``late`` and ``late_not_disposed`` are None).
+        as_of: the instant lateness is judged at (timezone-aware; the console's now, a report's
+            as-of time). Never read from the clock here.
+        filters: the scope (period [start, end) of detection, table, rule, ...).
+        reviews_until: count only reviews made at or before this instant (None: every review).
+
+    Returns:
+        The :class:`Counts` of the scope.
+    """
+    rows = _run(con, filters or FindingFilter(), due, as_of, reviews_until, by_table=False)
+    return _counts(rows[0], due is not None)
+
+
+def counts_by_table(
+    con: duckdb.DuckDBPyConnection,
+    due: ReviewDue | None,
+    as_of: datetime,
+    filters: FindingFilter | None = None,
+    reviews_until: datetime | None = None,
+) -> dict[str, Counts]:
+    """:func:`counts` per table (table ID -> figures; a table without findings is absent)."""
+    rows = _run(con, filters or FindingFilter(), due, as_of, reviews_until, by_table=True)
+    return {str(r["table_id"]): _counts(r, due is not None) for r in rows}
+
+
+def summary_line(c: Counts) -> str:
+    """The figures as one line for a terminal: incidents, their remedy statuses, the late
+    reviews, then the finding records they come from (the CLI's ``audit`` and ``demo``)."""
+    late = "" if c.late is None else f"; reviews late {c.late:,}"
+    return (
+        f"{c.incidents:,} incidents (open {c.open:,}: remedy owed {c.open_remedy_owed:,}, "
+        f"no remedy prescribed {c.open_no_remedy:,}; overdue {c.by_status['overdue']:,}; "
+        f"remedied {c.by_status['remedied']:,}{late}) from {c.records:,} finding records "
+        f"({c.consequences:,} consequences shown under their cause)"
+    )

@@ -1,0 +1,61 @@
+-- inc_findings: the incidents read model. One row per finding record detected in [$start, $end)
+-- (the generation the session names, else the latest), with
+--   * cause_finding_id / incident: a consequence (a DT-remedy-overdue after a skipped remedy, a
+--     DT-chain-broken after a sequence gap) names its cause and is not an incident; every other
+--     record is one (the definition is rpt_findings.sql's, spliced in below);
+--   * status: the rulebook's remedy status (open, remedied, overdue) of the finding's latest revision;
+--   * review_status and its details as of the reviews made up to $reviews_until (unreviewed,
+--     acknowledged, assigned, disposed, reopened: the kind of the latest review event);
+--   * review_due_at: detection plus $due_voiding / $due_integrity / $due_procedural hours;
+--   * review_late: THE definition of a late review: disposed after its due time, or not disposed
+--     by $as_of and $as_of past its due time.
+-- Grain: finding_id. Upstream: rpt_findings.sql (fct_detections, rounds), reviews (or an empty
+-- relation in a store written before the review tables).
+WITH rf AS (
+    /*findings*/
+), rv AS (
+    SELECT finding_id, review_id, type, user_name, reviewed_at, assignee, cause
+    FROM /*reviews*/
+    WHERE reviewed_at <= $reviews_until
+), last AS (
+    SELECT * FROM rv
+    QUALIFY row_number() OVER (PARTITION BY finding_id ORDER BY reviewed_at DESC, review_id DESC) = 1
+), agg AS (
+    SELECT finding_id, count(*) AS reviews,
+           arg_max(assignee, reviewed_at) FILTER (WHERE type = 'FindingAssigned') AS assignee
+    FROM rv GROUP BY finding_id
+), m AS (
+    SELECT rf.finding_id, rf.rule_id, rf.citation, rf.game, rf.severity, rf.provisional, rf.table_id,
+           rf.round_id, rf.status, rf.message, rf.required_remedy, rf.detected_at, rf.evidence_event_ids,
+           rf.remedy_event_ids, rf.remedy_delay_seconds, rf.remedied_late, rf.dealer_id,
+           rf.cause_finding_id, rf.cause_finding_id IS NULL AS incident,
+           CASE last.type
+               WHEN 'FindingAcknowledged' THEN 'acknowledged'
+               WHEN 'FindingAssigned' THEN 'assigned'
+               WHEN 'FindingDisposed' THEN 'disposed'
+               WHEN 'FindingReopened' THEN 'reopened'
+               ELSE 'unreviewed'
+           END AS review_status,
+           last.user_name AS last_reviewed_by,
+           last.reviewed_at AS last_reviewed_at,
+           CASE WHEN last.type = 'FindingDisposed' THEN last.cause END AS cause,
+           CASE WHEN last.type = 'FindingDisposed' THEN last.reviewed_at END AS disposed_at,
+           agg.assignee,
+           coalesce(agg.reviews, 0) AS reviews,
+           rf.detected_at + to_microseconds(CAST(3600e6 * CASE rf.severity
+               WHEN 'voiding' THEN $due_voiding WHEN 'integrity' THEN $due_integrity
+               ELSE $due_procedural END AS BIGINT)) AS review_due_at
+    FROM rf
+    LEFT JOIN last USING (finding_id)
+    LEFT JOIN agg USING (finding_id)
+    WHERE ($finding_id IS NULL OR rf.finding_id = $finding_id)
+)
+SELECT *, coalesce(disposed_at, $as_of) > review_due_at AS review_late
+FROM m
+WHERE ($game IS NULL OR game = $game)
+  AND ($dealer IS NULL OR dealer_id = $dealer)
+  AND ($rule IS NULL OR rule_id = $rule)
+  AND ($severity IS NULL OR severity = $severity)
+  AND ($status IS NULL OR status = $status)
+  AND ($review_status IS NULL OR review_status = $review_status)
+  AND ($incident IS NULL OR incident = $incident)
