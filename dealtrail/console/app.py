@@ -710,10 +710,8 @@ def create_app(
     @app.get("/reports/scheduled/{label}/{name}", include_in_schema=False)
     def scheduled_file(label: str, name: str, user: PageUser) -> Response:
         folder = config.reports_dir
-        if folder is None or not _LABEL.match(label) or name not in _REPORT_FILES:
-            raise HTTPException(404)
-        path = folder / label / name
-        if not path.is_file():
+        path = _inside(folder, label, name) if folder is not None and name in _REPORT_FILES else None
+        if path is None or not _LABEL.match(label):
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
         return FileResponse(path, headers=headers)
@@ -874,6 +872,32 @@ def _query(params: dict[str, Any]) -> str:
     from urllib.parse import urlencode
 
     return urlencode({k: v for k, v in params.items() if v not in (None, "")})
+
+
+def _inside(root: Path, *names: str) -> Path | None:
+    """The file ``root/names...`` if it lies inside ``root`` once resolved, else None.
+
+    Each name must be one plain path component: not empty, ``.`` or ``..``, and without a slash,
+    a backslash or NUL, however many times the server decoded it (``%2e%2e`` and a double-encoded
+    ``%252e%252e`` both arrive here as ``..``). The path is then resolved (symbolic links
+    followed) and must still be a regular file under ``root`` resolved: a link that points out
+    of the folder is not followed out.
+
+    Args:
+        root: the folder served from.
+        names: the path components below it, as the route received them.
+
+    Returns:
+        The resolved path of a regular file inside ``root``, or None (the caller answers 404).
+    """
+    if any(n in ("", ".", "..") or any(c in n for c in "/\\\0") for n in names):
+        return None
+    try:
+        base = root.resolve(strict=True)
+        path = base.joinpath(*names).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, a link loop, a name the OS refuses
+        return None
+    return path if path.is_relative_to(base) and path.is_file() else None
 
 
 def _safe_next(path: str) -> str:

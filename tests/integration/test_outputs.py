@@ -76,3 +76,76 @@ def test_console_csv_export_neutralises_formula_cells(hostile_store: Path, tmp_p
     cells = _cells(r.text)
     assert cells and not [c for c in cells if c[:1] in FORMULA_STARTS]
     assert {"'" + h for h in HOSTILE} <= set(cells)
+
+
+# -- file routes resolve inside their own folder ------------------------------------------------
+
+
+def _signed_in(store: Store, reports_dir: Path | None = None) -> TestClient:
+    auth.add_user(store.con, "vic", "viewer", "vic-viewer-pass", datetime(2026, 11, 1, tzinfo=UTC))
+    client = TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48, reports_dir=reports_dir)))
+    csrf = client.get("/login").text.split('name="csrf" value="')[1].split('"')[0]
+    client.post("/login", data={"username": "vic", "password": "vic-viewer-pass", "csrf": csrf, "next": "/"})
+    return client
+
+
+@pytest.fixture()
+def reports_client(tmp_path: Path) -> tuple[TestClient, Path]:
+    """A console whose reports folder holds one real report, with secrets planted around it: one
+    folder above, in the folder itself, behind a symbolic link to a folder outside and behind a
+    link from a report's file to a file outside."""
+    reports = tmp_path / "reports"
+    good = reports / "2026-11-27T1400+0000_UTC_shift"
+    good.mkdir(parents=True)
+    (good / "report.html").write_text("<p>the report</p>")
+    (good / "summary.json").write_text('{"ok": true}')
+    (tmp_path / "summary.json").write_text('{"secret": "one folder up"}')
+    (reports / "summary.json").write_text('{"secret": "in the folder itself"}')
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "report.html").write_text("<p>secret</p>")
+    (outside / "summary.json").write_text('{"secret": "outside"}')
+    (reports / "leak").symlink_to(outside, target_is_directory=True)
+    linked = reports / "2026-11-28T1400+0000_UTC_shift"
+    linked.mkdir()
+    (linked / "report.html").write_text("<p>another</p>")
+    (linked / "summary.json").symlink_to(tmp_path / "summary.json")
+    store = Store(tmp_path / "store.duckdb")
+    return _signed_in(store, reports), tmp_path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/reports/scheduled/%2e%2e/summary.json",
+        "/reports/scheduled/%2E%2E/summary.json",
+        "/reports/scheduled/%2e/summary.json",
+        "/reports/scheduled/%252e%252e/summary.json",
+        "/reports/scheduled/..%5csummary.json",
+        "/reports/scheduled/2026-11-27T1400+0000_UTC_shift/..%5c..%5csummary.json",
+        "/reports/scheduled/2026-11-27T1400+0000_UTC_shift%5c..%5c../summary.json",
+        "/reports/scheduled/%2F{root}/summary.json",
+        "/reports/scheduled/%2F{root}%2Foutside/summary.json",
+        "/reports/scheduled/leak/summary.json",
+        "/reports/scheduled/leak/report.html",
+        "/reports/scheduled/2026-11-28T1400+0000_UTC_shift/summary.json",
+        "/reports/scheduled/2026-11-27T1400+0000_UTC_shift/%2e%2e%2f..%2fsummary.json",
+        "/reports/scheduled/2026-11-27T1400+0000_UTC_shift/summary.json%00",
+        "/static/%2e%2e%2fapp.py",
+        "/static/..%5capp.py",
+    ],
+)
+def test_a_file_route_never_serves_a_file_outside_its_folder(
+    reports_client: tuple[TestClient, Path], path: str
+) -> None:
+    client, root = reports_client
+    r = client.get(path.format(root=str(root).lstrip("/").replace("/", "%2F")))
+    assert r.status_code == 404, (path, r.status_code, r.text[:200])
+    assert "secret" not in r.text
+
+
+def test_a_scheduled_report_inside_its_folder_is_served(reports_client: tuple[TestClient, Path]) -> None:
+    client, _ = reports_client
+    r = client.get("/reports/scheduled/2026-11-27T1400+0000_UTC_shift/summary.json")
+    assert r.status_code == 200 and r.json() == {"ok": True}
+    assert client.get("/reports/scheduled/2026-11-28T1400+0000_UTC_shift/report.html").status_code == 200
