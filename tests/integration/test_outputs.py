@@ -12,8 +12,10 @@ from pathlib import Path
 import duckdb
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from dealtrail.audit import audit_file
+from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.simulator.run import write_simulation
@@ -149,3 +151,18 @@ def test_a_scheduled_report_inside_its_folder_is_served(reports_client: tuple[Te
     r = client.get("/reports/scheduled/2026-11-27T1400+0000_UTC_shift/summary.json")
     assert r.status_code == 200 and r.json() == {"ok": True}
     assert client.get("/reports/scheduled/2026-11-28T1400+0000_UTC_shift/report.html").status_code == 200
+
+
+# -- cron expressions that cannot be meant ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("every", "reason"), [("0 0 31 2 *", "never fires"), ("* * * * * 0,30", "seconds field")])
+def test_schedule_refuses_a_cron_that_never_fires_or_has_seconds_in_one_line(
+    hostile_store: Path, tmp_path: Path, every: str, reason: str
+) -> None:
+    r = CliRunner().invoke(
+        cli, ["schedule", "--every", every, "--db", str(hostile_store), "--out", str(tmp_path), "--once"]
+    )
+    assert r.exit_code == 2, r.output
+    assert reason in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
