@@ -588,15 +588,16 @@ def publish(
 
 
 def publish_report(summary: PublishSummary, events_topic: str, dead_letter_topic: str) -> list[str]:
-    """The lines ``publish`` prints: events sent, events already on the topic (exact copies
-    skipped, and ``already_published``), and rejected lines by reason."""
+    """The lines ``publish`` prints: events sent, events already on the topic and skipped
+    (copies of recent events, and older ones found on the topic: nothing recorded for either),
+    and rejected lines by reason (each in the dead-letter topic)."""
     rejected = sum(summary.rejected.values())
     reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.rejected.items()))
     return [
         f"published {summary.sent:,} events to {events_topic}",
         f"already on the topic, not sent again: {summary.copies + summary.already_published:,} "
         f"({summary.copies:,} exact copies of recent events; {summary.already_published:,} already_published, "
-        f"older than their table's last events on the topic, recorded in {dead_letter_topic})",
+        "older events found on the topic unchanged)",
         f"rejected: {rejected:,} lines to {dead_letter_topic}" + (f" ({reasons})" if rejected else ""),
     ]
 
