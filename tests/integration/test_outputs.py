@@ -209,3 +209,22 @@ def test_demo_twice_keeps_the_first_store_with_its_users_and_reviews(
     with duckdb.connect(str(db), read_only=True) as con:  # the new store starts afresh
         assert con.execute("SELECT count(*) FROM reviews").fetchall() == [(0,)]
         assert con.execute("SELECT count(*) FROM events").fetchall()[0][0] > 0
+
+
+def test_a_review_form_with_an_unknown_cause_is_a_422_not_a_server_error(hostile_store: Path, tmp_path: Path) -> None:
+    db = tmp_path / "form.duckdb"
+    db.write_bytes(hostile_store.read_bytes())
+    with Store(db) as store:
+        auth.add_user(store.con, "rita", "reviewer", "rita-review-pass", datetime(2026, 11, 1, tzinfo=UTC))
+        fid = store.con.execute("SELECT finding_id FROM dim_findings LIMIT 1").fetchall()[0][0]
+        client = TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48)), raise_server_exceptions=False)
+        csrf = client.get("/login").text.split('name="csrf" value="')[1].split('"')[0]
+        client.post("/login", data={"username": "rita", "password": "rita-review-pass", "csrf": csrf, "next": "/"})
+        page = client.get(f"/findings/{fid}").text
+        csrf = page.split('name="csrf" value="')[1].split('"')[0]
+        r = client.post(
+            f"/findings/{fid}/reviews",
+            data={"action": "dispose", "cause": "BAD_LUCK", "corrective_action": "none", "csrf": csrf},
+        )
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "cause"]
