@@ -153,6 +153,74 @@ class ErrorMessage(BaseModel):
     detail: str = Field(description="Why, in one sentence.")
 
 
+class _Open(BaseModel):
+    """An answer's documented shape: the fields named are always there; more may be (so the
+    document stays true when a field is added)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class FindingRow(_Open):
+    """One finding in the API's answers (times UTC with their offset)."""
+
+    finding_id: str
+    rule_id: str
+    citation: str
+    game: str
+    severity: str
+    table_id: str
+    round_id: str | None
+    status: str
+    message: str
+    detected_at: datetime
+    review_status: str
+
+
+class FindingsPage(_Open):
+    """``GET /api/v1/findings``: ``total`` findings match; these start at ``offset``."""
+
+    total: int
+    offset: int
+    findings: list[FindingRow]
+
+
+class ReviewRow(_Open):
+    """One review event of a finding, as stored."""
+
+    review_id: str
+    type: str
+    user_name: str
+    reviewed_at: datetime
+
+
+class FindingDetail(FindingRow):
+    """``GET /api/v1/findings/{finding_id}``: the finding and its review history."""
+
+    reviews: list[ReviewRow]
+
+
+class StoredReview(_Open):
+    """``POST /api/v1/findings/{finding_id}/reviews``: the review event recorded."""
+
+    type: str
+    review_id: str
+    finding_id: str
+    user: str
+    reviewed_at: datetime
+
+
+class FloorTable(_Open):
+    """One table on the floor."""
+
+    table_id: str
+
+
+class Floor(_Open):
+    """``GET /api/v1/floor``: every table."""
+
+    tables: list[FloorTable]
+
+
 class ReviewRequest(BaseModel):
     """Body of ``POST /api/v1/findings/{finding_id}/reviews`` (unknown fields are refused).
 
@@ -911,8 +979,12 @@ def create_app(
         "/api/v1/findings",
         tags=["findings"],
         operation_id="list_findings",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
         dependencies=[Depends(_known_query)],
-        responses={**_REFUSALS, 200: {"description": "The findings, newest first.", "links": _LIST_LINKS}},
+        responses={
+            **_REFUSALS,
+            200: {"model": FindingsPage, "description": "The findings, newest first.", "links": _LIST_LINKS},
+        },
     )
     def api_findings(
         user: ApiUser,
@@ -938,11 +1010,12 @@ def create_app(
         "/api/v1/findings/{finding_id}",
         tags=["findings"],
         operation_id="get_finding",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
         dependencies=[Depends(_known_query)],
         responses={
             **_REFUSALS,
             404: {"model": ErrorMessage, "description": "No such finding."},
-            200: {"description": "The finding and its reviews.", "links": _FINDING_LINKS},
+            200: {"model": FindingDetail, "description": "The finding and its reviews.", "links": _FINDING_LINKS},
         },
     )
     def api_finding(finding_id: str, user: ApiUser, con: Cursor) -> dict[str, Any]:
@@ -957,6 +1030,7 @@ def create_app(
         status_code=201,
         tags=["reviews"],
         operation_id="review_finding",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
         dependencies=[Depends(_known_query)],
         responses={
             **_REFUSALS,
@@ -964,7 +1038,7 @@ def create_app(
             403: {"model": ErrorMessage, "description": "A viewer's token: viewers do not review."},
             404: {"model": ErrorMessage, "description": "No such finding."},
             503: {"model": ErrorMessage, "description": "The review was not recorded (the broker did not take it)."},
-            201: {"description": "The stored review event.", "links": _REVIEW_LINKS},
+            201: {"model": StoredReview, "description": "The stored review event.", "links": _REVIEW_LINKS},
         },
     )
     def api_review(finding_id: str, body: ReviewRequest, user: ApiUser, con: Cursor) -> dict[str, Any]:
@@ -978,8 +1052,9 @@ def create_app(
         "/api/v1/floor",
         tags=["floor"],
         operation_id="get_floor",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
         dependencies=[Depends(_known_query)],
-        responses=_REFUSALS,
+        responses={**_REFUSALS, 200: {"model": Floor, "description": "Every table."}},
     )
     def api_floor(user: ApiUser, con: Cursor) -> dict[str, Any]:
         """Every table: game, dealer, rounds, device state and findings not yet disposed by severity."""
