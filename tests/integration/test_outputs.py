@@ -228,3 +228,29 @@ def test_a_review_form_with_an_unknown_cause_is_a_422_not_a_server_error(hostile
         )
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == ["body", "cause"]
+
+
+def test_demo_refuses_in_one_line_while_another_process_holds_the_store(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    db = out / "dealtrail.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from projections.store import Store; s = Store({str(db)!r}); print('ready', flush=True); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        r = CliRunner().invoke(cli, ["demo", "--out", str(out)])
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert r.exit_code == 2 and "open in another process" in r.output, r.output
+    assert db.exists() and not list(out.glob("dealtrail.2*")), "nothing was moved or deleted"
