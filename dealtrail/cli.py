@@ -464,8 +464,10 @@ def demo(
     make_private_dirs(out)
     events, truth, db = out / "events.jsonl", out / "truth.jsonl", out / "dealtrail.duckdb"
     rejected = out / "rejected.jsonl"
-    if db.exists():
-        db.unlink()
+    kept = _set_aside(db, datetime.now(UTC))
+    if kept:
+        msg = f"kept the previous store (its users, reviews and reports) as {kept}; writing a new {db}"
+        console.print(msg, soft_wrap=True, markup=False, highlight=False)  # one line
     n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
     console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
     settings = load()
@@ -494,6 +496,52 @@ def demo(
     console.print(f"audited {summary.events:,} events: {incidents.summary_line(counted)}")
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
     console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
+
+
+def _set_aside(db: Path, at: datetime) -> Path | None:
+    """Move the store at ``db`` (and its write-ahead log) aside as ``<name>.<UTC time><suffix>``
+    beside it, owner-only, so that a command that starts a store afresh (``demo``) never deletes
+    one that holds events, users, reviews or reports.
+
+    Args:
+        db: the store's path.
+        at: the time stamped into the new name (timezone-aware; shown in UTC, to the second).
+
+    Returns:
+        The path it now has, or None if there was no store at ``db``.
+
+    Raises:
+        typer.Exit: another process (a console, a projector) holds the store open for writing:
+            moving it would leave that process writing a file nobody opens.
+    """
+    import duckdb
+
+    from projections.private import make_private
+
+    wal = db.with_name(db.name + ".wal")
+    if not db.exists() and not wal.exists():
+        return None
+    if db.is_file():
+        try:
+            duckdb.connect(str(db), read_only=True).close()
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise _fail(f"{db} is open in another process (dealtrail serve or project?): stop it first") from None
+        except duckdb.Error:
+            pass  # not a DuckDB file: it is still kept, never deleted
+    stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    n = 0
+    while True:
+        target = db.with_name(f"{db.stem}.{stamp}{f'-{n}' if n else ''}{db.suffix}")
+        target_wal = target.with_name(target.name + ".wal")
+        if not target.exists() and not target_wal.exists():
+            break
+        n += 1
+    for src, dst in ((db, target), (wal, target_wal)):
+        if src.exists():
+            src.rename(dst)
+            make_private(dst)
+    return target
 
 
 topics_app = typer.Typer(help="Kafka topics of this namespace.", no_args_is_help=True)
@@ -561,15 +609,16 @@ def publish(
 
 
 def publish_report(summary: PublishSummary, events_topic: str, dead_letter_topic: str) -> list[str]:
-    """The lines ``publish`` prints: events sent, events already on the topic (exact copies
-    skipped, and ``already_published``), and rejected lines by reason."""
+    """The lines ``publish`` prints: events sent, events already on the topic and skipped
+    (copies of recent events, and older ones found on the topic: nothing recorded for either),
+    and rejected lines by reason (each in the dead-letter topic)."""
     rejected = sum(summary.rejected.values())
     reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.rejected.items()))
     return [
         f"published {summary.sent:,} events to {events_topic}",
         f"already on the topic, not sent again: {summary.copies + summary.already_published:,} "
         f"({summary.copies:,} exact copies of recent events; {summary.already_published:,} already_published, "
-        f"older than their table's last events on the topic, recorded in {dead_letter_topic})",
+        "older events found on the topic unchanged)",
         f"rejected: {rejected:,} lines to {dead_letter_topic}" + (f" ({reasons})" if rejected else ""),
     ]
 

@@ -68,10 +68,19 @@ class Schedule:
         except Exception as exc:
             raise ScheduleError(f"unknown time zone {self.tz!r}") from exc
         if self.every not in _FIXED:
-            from croniter import croniter
+            from croniter import CroniterBadDateError, croniter
 
             if not croniter.is_valid(self.every):
                 raise ScheduleError(f"--every must be shift, day or a cron expression; got {self.every!r}")
+            if len(croniter(self.every).expanded) != 5:
+                raise ScheduleError(
+                    f"--every {self.every!r} has a seconds field: give a cron expression of five fields "
+                    "(minute hour day-of-month month day-of-week); periods are whole minutes"
+                )
+            try:  # a date that never comes (31 February): croniter gives up after decades of search
+                croniter(self.every, datetime(2000, 1, 1)).get_next(datetime)
+            except CroniterBadDateError:
+                raise ScheduleError(f"--every {self.every!r} never fires: no date matches it") from None
 
     @property
     def zone(self) -> ZoneInfo:

@@ -28,6 +28,7 @@ from projections import incidents as incident_model
 from projections import reviews
 from projections.generations import generation_diff, generation_info
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
+from projections.spreadsheet import neutralise_table
 from projections.store import connect_read_only
 from projections.timefmt import iso_utc, show, zone_name
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
@@ -537,14 +538,15 @@ def write_report(
                 late_at,
             )
             review_rows = {r["finding_id"]: r for r in rows}
-        con.register("rpt_export", table)
-        try:
-            for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
-                open_private(p, binary=True).close()
-            con.execute(f"COPY rpt_export TO '{csv_path}' (FORMAT csv, HEADER)")
-            con.execute(f"COPY rpt_export TO '{parquet_path}' (FORMAT parquet)")
-        finally:
-            con.unregister("rpt_export")
+        for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
+            open_private(p, binary=True).close()
+        # the CSV's text cells neutralised (a spreadsheet opens it); the Parquet stays raw
+        for view, path, form in ((neutralise_table(table), csv_path, "csv, HEADER"), (table, parquet_path, "parquet")):
+            con.register("rpt_export", view)
+            try:
+                con.execute(f"COPY rpt_export TO '{path}' (FORMAT {form})")
+            finally:
+                con.unregister("rpt_export")
     finally:
         with contextlib.suppress(duckdb.Error):
             con.execute("RESET VARIABLE dealtrail_generation")

@@ -63,6 +63,14 @@ def dead_letter_value(
     return json.dumps({**rec, **raw_field(raw)}).encode()
 
 
+def _content_digest(event: DealingEvent) -> bytes:
+    """A digest of an event's content without its chain fields (``prev_hash``, ``hash``)."""
+    import hashlib
+
+    bare = event.model_copy(update={"prev_hash": None, "hash": None}) if event.hash is not None else event
+    return hashlib.blake2b(encode(bare), digest_size=16).digest()
+
+
 class PublishError(RuntimeError):
     """Some records were not acknowledged by the cluster (after the producer's own retries).
 
@@ -108,6 +116,10 @@ class ChainKeeper:
         self.touched: set[str] = set()
         # head records still to write for tables without one, before their first event
         self.markers: dict[str, dict[str, Any]] = {}
+        # partition -> (table, seq) -> (digest of the content without its chain fields, hash) of
+        # every event on the events topic, read once a stale event needs it (see published_as)
+        # and kept up to date with this run's own sends
+        self.history: dict[int, dict[tuple[str, int], list[tuple[bytes, str | None]]]] = {}
 
     def prepare(self, table_ids: Iterable[str]) -> None:
         """Find the chain heads of these tables (one read of the heads topic, one per partition).
@@ -191,8 +203,47 @@ class ChainKeeper:
             return "stale"
         return "copy" if event == (prior[1] if event.hash is not None else prior[0]) else None
 
+    def published_as(self, event: DealingEvent) -> str:
+        """What the events topic holds at a stale event's place (see :meth:`published_before`).
+
+        The first call for a partition reads the partition's whole retained history once (after
+        this run's sends are acknowledged; one digest per event, so memory grows with the number
+        of events, not their size); this run's later sends are added as they go.
+
+        Returns:
+            ``"copy"``: an event with the same content at the table's same seq (and, if the
+            event carries a hash, the same hash): already published; ``"conflict"``: another
+            event at that seq; ``"missing"``: no event at that seq (the table went on past it).
+
+        Raises:
+            kafka.errors.KafkaError: the cluster cannot be reached.
+            TimeoutError: the partition could not be read in 60 seconds.
+        """
+        p = self.partition_of[event.table_id]
+        if p not in self.history:
+            self.producer.flush()
+            self._read_history(p)
+        mine = _content_digest(event)
+        held = self.history[p].get((event.table_id, event.seq), [])
+        if any(d == mine and (event.hash is None or h == event.hash) for d, h in held):
+            return "copy"
+        return "conflict" if held else "missing"
+
+    def _read_history(self, partition: int) -> None:
+        index: dict[tuple[str, int], list[tuple[bytes, str | None]]] = {}
+        for rec in read_range(self.kafka, self.topics.events.name, partition, 0, None, None):
+            try:
+                event = decode(rec.value or b"")
+            except DecodeError:
+                continue
+            index.setdefault((event.table_id, event.seq), []).append((_content_digest(event), event.hash))
+        self.history[partition] = index
+
     def sent(self, event: DealingEvent, future: Any) -> None:
         """Note an event sent to the events topic (its future gives the offset later)."""
+        index = self.history.get(self.partition_of.get(event.table_id, -1))
+        if index is not None:
+            index.setdefault((event.table_id, event.seq), []).append((_content_digest(event), event.hash))
         if event.hash is None:
             return
         known = self.known.setdefault(event.table_id, [])
@@ -242,10 +293,13 @@ class PublishSummary:
         copies: exact copies of one of their table's last :attr:`Chainer.WINDOW` events on the
             topic, not sent again (nothing recorded).
         already_published: events at or below their table's head on the topic but older than
-            that window, so they cannot be compared: not sent again, each recorded in the
-            dead-letter topic with reason ``already_published``.
+            that window, found on the topic with the same content at the same seq (the
+            partition's history is read back to compare): not sent again, nothing recorded.
         rejected: lines that are not valid events (or too large to send), by reason; each in
-            the dead-letter topic.
+            the dead-letter topic. Among them ``conflicts_with_published``: an event older than
+            its table's window whose seq the topic holds with other content, and
+            ``behind_published_head``: one whose seq the topic does not hold although the
+            table went on past it (neither can be linked into the chain where it belongs).
     """
 
     sent: int = 0
@@ -342,13 +396,22 @@ class Publisher:
                 summary.copies += 1
                 return
             if seen == "stale":
+                found = self.keeper.published_as(event)
+                if found == "copy":  # a file published again: quiet, counted
+                    summary.already_published += 1
+                    return
                 head = self.keeper.chainer.heads[event.table_id][0]
-                detail = (
-                    f"table {event.table_id} is at seq {head} on the events topic; this event (seq {event.seq}) "
-                    f"is older than its last {Chainer.WINDOW} events, so it cannot be compared and is not sent again"
+                reason, what = (
+                    ("conflicts_with_published", "holds another event at that seq")
+                    if found == "conflict"
+                    else ("behind_published_head", "holds no event at that seq")
                 )
-                self.reject(raw, "already_published", detail, source, position)
-                summary.already_published += 1
+                detail = (
+                    f"table {event.table_id} is at seq {head} on the events topic, which {what}; this event "
+                    f"(seq {event.seq}) is older than the table's last {Chainer.WINDOW} events and is not sent"
+                )
+                self.reject(raw, reason, detail, source, position)
+                summary.rejected[reason] += 1
                 return
         try:
             self.send(event)

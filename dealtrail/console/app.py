@@ -23,7 +23,7 @@ import re
 import secrets
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
@@ -33,9 +33,10 @@ from typing import Annotated, Any, Literal
 import duckdb
 import jinja2
 from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from starlette.middleware.sessions import SessionMiddleware
 from ulid import ULID
 
@@ -43,6 +44,7 @@ from dealtrail.console import auth
 from projections import access, incidents, reviews
 from projections.cards import area_name, card_face
 from projections.reviews import FindingFilter, ReviewDue
+from projections.spreadsheet import neutralise_cell
 from projections.store import Store
 from schemas.reviews import (
     Cause,
@@ -68,6 +70,9 @@ _LABEL = re.compile(r"^[A-Za-z0-9._:+-]{1,80}$")
 KINDS = {"incidents": True, "consequences": False}
 """The findings list's ``kind`` values -> ``FindingFilter.incident`` (absent: every record)."""
 _REPORT_FILES = {"report.html", "summary.json", "findings.csv", "findings.parquet"}
+MAX_OFFSET = 2**53
+"""The largest ``offset`` the API takes (far beyond any store; a bigger one is a 422, never an
+overflow of the store's 64-bit integers)."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,107 @@ class User:
         return self.role == "admin"
 
 
+def _unicode_text(value: str) -> str:
+    """Text a store and a JSON answer can hold: no lone surrogate (U+D800 to U+DFFF alone; a form's
+    fields and library callers reach the model without the JSON parser's own check)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be Unicode text (a lone surrogate such as \\ud800 is not)") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_unicode_text)]
+
+_ISO_START = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _iso_date_time(value: Any) -> Any:
+    """An API time is an ISO 8601 date and time (a number of seconds or a bare date is not)."""
+    if isinstance(value, str) and not _ISO_START.match(value):
+        raise ValueError("must be an ISO 8601 date and time, e.g. 2026-11-27T18:00:00+00:00")
+    return value
+
+
+ApiTime = Annotated[datetime, BeforeValidator(_iso_date_time)]
+
+
+class ErrorMessage(BaseModel):
+    """An answer that refuses a request for another reason than its values (401, 403, 404, 503)."""
+
+    detail: str = Field(description="Why, in one sentence.")
+
+
+class _Open(BaseModel):
+    """An answer's documented shape: the fields named are always there; more may be (so the
+    document stays true when a field is added)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class FindingRow(_Open):
+    """One finding in the API's answers (times UTC with their offset)."""
+
+    finding_id: str
+    rule_id: str
+    citation: str
+    game: str
+    severity: str
+    table_id: str
+    round_id: str | None
+    status: str
+    message: str
+    detected_at: datetime
+    review_status: str
+
+
+class FindingsPage(_Open):
+    """``GET /api/v1/findings``: ``total`` findings match; these start at ``offset``."""
+
+    total: int
+    offset: int
+    findings: list[FindingRow]
+
+
+class ReviewRow(_Open):
+    """One review event of a finding, as stored."""
+
+    review_id: str
+    type: str
+    user_name: str
+    reviewed_at: datetime
+
+
+class FindingDetail(FindingRow):
+    """``GET /api/v1/findings/{finding_id}``: the finding and its review history."""
+
+    reviews: list[ReviewRow]
+
+
+class StoredReview(_Open):
+    """``POST /api/v1/findings/{finding_id}/reviews``: the review event recorded."""
+
+    type: str
+    review_id: str
+    finding_id: str
+    user: str
+    reviewed_at: datetime
+
+
+class FloorTable(_Open):
+    """One table on the floor."""
+
+    table_id: str
+
+
+class Floor(_Open):
+    """``GET /api/v1/floor``: every table."""
+
+    tables: list[FloorTable]
+
+
 class ReviewRequest(BaseModel):
-    """Body of ``POST /api/v1/findings/{finding_id}/reviews``.
+    """Body of ``POST /api/v1/findings/{finding_id}/reviews`` (unknown fields are refused).
 
     Attributes:
         action: acknowledge, assign, dispose or reopen.
@@ -131,11 +235,13 @@ class ReviewRequest(BaseModel):
         note: free text.
     """
 
+    model_config = ConfigDict(extra="forbid")
+
     action: Literal["acknowledge", "assign", "dispose", "reopen"]
     cause: Cause | None = None
-    corrective_action: str = Field(default="", max_length=4000)
-    assignee: str | None = Field(default=None, max_length=64)
-    note: str = Field(default="", max_length=4000)
+    corrective_action: Text = Field(default="", max_length=4000)
+    assignee: Text | None = Field(default=None, max_length=64)
+    note: Text = Field(default="", max_length=4000)
 
 
 def _cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -185,6 +291,31 @@ def _api_user(request: Request, con: Cursor) -> User:
     if u is None:
         raise HTTPException(401, "authentication required", headers={"WWW-Authenticate": "Bearer"})
     return u
+
+
+def _known_query(request: Request) -> None:
+    """Refuse a query parameter the API operation does not have, or one given twice (422): a
+    misspelt filter (``?statuss=open``) would otherwise be ignored and widen the answer without
+    a word, and of ``?table=A&table=B`` only B would count."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known: set[str] = set()
+    todo = [dependant]
+    while todo:  # the operation's own parameters and those of its dependencies (FastAPI's Dependant)
+        d = todo.pop()
+        known.update(p.alias for p in d.query_params)
+        todo.extend(d.dependencies)
+    unknown = sorted(k for k in request.query_params if k not in known)
+    if unknown:
+        raise invalid(
+            ("query", unknown[0]), f"unknown query parameter {unknown[0]!r}; known: {', '.join(sorted(known))}"
+        )
+    names = [k for k, _ in request.query_params.multi_items()]
+    twice = sorted({k for k in names if names.count(k) > 1})
+    if twice:  # one value each: the last one would win without a word
+        raise invalid(("query", twice[0]), f"query parameter {twice[0]!r} is given more than once")
 
 
 PageUser = Annotated[User, Depends(_page_user)]
@@ -237,15 +368,38 @@ def table_layout(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return placed
 
 
-def _parse_time(value: str | None, name: str) -> datetime | None:
-    """A filter's time: ISO 8601; without an offset it is read as UTC (the pages say so)."""
-    if not value:
+def invalid(loc: tuple[str | int, ...], message: str) -> RequestValidationError:
+    """A 422 in FastAPI's validation shape (``{"detail": [{"loc", "msg", "type"}]}``), the one
+    shape every 422 of the console has, as its OpenAPI document says.
+
+    Args:
+        loc: where the value was, e.g. ``("query", "from")`` or ``("body", "cause")``.
+        message: what is wrong with it.
+    """
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message}])
+
+
+def _parse_time(value: str | datetime | None, name: str) -> datetime | None:
+    """A filter's time: ISO 8601; without an offset it is read as UTC (the pages say so).
+
+    Raises:
+        RequestValidationError: 422, not a time, or one that is not a UTC instant (an offset
+            that moves year 1 or 9999 out of range).
+    """
+    if value is None or value == "":
         return None
+    if isinstance(value, datetime):
+        t = value
+    else:
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            raise invalid(("query", name), f"{name} must be an ISO 8601 time, e.g. 2026-11-27T18:00:00+00:00") from None
+    t = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
     try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        raise HTTPException(422, f"{name} must be an ISO 8601 time, e.g. 2026-11-27T18:00:00+00:00") from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+        return t.astimezone(UTC)
+    except OverflowError:
+        raise invalid(("query", name), f"{name} is out of range once taken to UTC") from None
 
 
 def _blank(value: str | None) -> str | None:
@@ -264,8 +418,8 @@ class FindingsQuery:
 
 
 def filters_from(
-    from_: str | None,
-    to: str | None,
+    from_: str | datetime | None,
+    to: str | datetime | None,
     game: str | None,
     table: str | None,
     dealer: str | None,
@@ -277,7 +431,7 @@ def filters_from(
     """The findings filter of a page's or the API's query values (blank means any).
 
     Raises:
-        HTTPException: 422 for a ``from``/``to`` that is not an ISO 8601 time (no offset: UTC).
+        RequestValidationError: 422 for a ``from``/``to`` that is not an ISO 8601 time (no offset: UTC).
     """
     return FindingFilter(
         start=_parse_time(from_, "from"),
@@ -379,6 +533,10 @@ def create_app(
     @app.exception_handler(LoginRequiredError)
     async def to_login(request: Request, exc: LoginRequiredError) -> Response:
         return RedirectResponse("/login?" + _query({"next": exc.next_path}), status_code=303)
+
+    @app.exception_handler(RequestValidationError)
+    async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse(validation_detail(exc.errors()), status_code=422)
 
     def csrf_token(request: Request) -> str:
         token = request.session.get("csrf")
@@ -580,16 +738,19 @@ def create_app(
         if not user.can_review:
             raise HTTPException(403, "a viewer cannot review findings")
         if action not in ACTIONS:
-            raise HTTPException(422, f"action must be one of {', '.join(ACTIONS)}")
-        body = ReviewRequest.model_validate(
-            {
-                "action": action,
-                "cause": cause or None,
-                "corrective_action": corrective_action,
-                "assignee": assignee or None,
-                "note": note,
-            }
-        )
+            raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
+        try:
+            body = ReviewRequest.model_validate(
+                {
+                    "action": action,
+                    "cause": cause or None,
+                    "corrective_action": corrective_action,
+                    "assignee": assignee or None,
+                    "note": note,
+                }
+            )
+        except ValidationError as exc:  # a form's values, refused as the API refuses them
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
         record_review(con, finding_id, user, body)
         return RedirectResponse(f"/findings/{finding_id}?done={action}#reviews", status_code=303)
 
@@ -608,11 +769,11 @@ def create_app(
         elif body.action == "assign":
             target = access.user(con, body.assignee or "")
             if target is None or not target["active"]:
-                raise HTTPException(422, "assign needs the name of an active console user as assignee")
+                raise invalid(("body", "assignee"), "assign needs the name of an active console user as assignee")
             event = FindingAssigned.model_validate({**common, "assignee": target["name"]})
         elif body.action == "dispose":
             if body.cause is None:
-                raise HTTPException(422, f"dispose needs a cause: one of {', '.join(c.value for c in Cause)}")
+                raise invalid(("body", "cause"), f"dispose needs a cause: one of {', '.join(c.value for c in Cause)}")
             event = FindingDisposed.model_validate(
                 {**common, "cause": body.cause, "corrective_action": body.corrective_action}
             )
@@ -713,7 +874,7 @@ def create_app(
 
         start, end = _parse_time(from_, "from"), _parse_time(to, "to")
         if start is not None and end is not None and start >= end:
-            raise HTTPException(422, "from must be before to")
+            raise invalid(("query", "to"), "from must be before to")
         with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:
             span = f"{utc(start) if start else 'the first event'} to {utc(end) if end else 'the last event'}"
             title = f"Compliance report, {span}"
@@ -734,10 +895,8 @@ def create_app(
     @app.get("/reports/scheduled/{label}/{name}", include_in_schema=False)
     def scheduled_file(label: str, name: str, user: PageUser) -> Response:
         folder = config.reports_dir
-        if folder is None or not _LABEL.match(label) or name not in _REPORT_FILES:
-            raise HTTPException(404)
-        path = folder / label / name
-        if not path.is_file():
+        path = _inside(folder, label, name) if folder is not None and name in _REPORT_FILES else None
+        if path is None or not _LABEL.match(label):
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
         return FileResponse(path, headers=headers)
@@ -835,9 +994,23 @@ def create_app(
     @app.get("/api/v1/openapi.json", include_in_schema=False)
     def openapi_doc(user: ApiUser) -> JSONResponse:
         doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        doc.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "dealtrail users token NAME"}
+        }
+        doc["security"] = [{"bearer": []}]
         return JSONResponse(doc)
 
-    @app.get("/api/v1/findings", tags=["findings"])
+    @app.get(
+        "/api/v1/findings",
+        tags=["findings"],
+        operation_id="list_findings",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
+        dependencies=[Depends(_known_query)],
+        responses={
+            **_REFUSALS,
+            200: {"model": FindingsPage, "description": "The findings, newest first.", "links": _LIST_LINKS},
+        },
+    )
     def api_findings(
         user: ApiUser,
         con: Cursor,
@@ -845,13 +1018,13 @@ def create_app(
         table: str | None = None,
         rule: str | None = None,
         severity: str | None = None,
-        from_: Annotated[str | None, Query(alias="from", description="ISO 8601; without offset: UTC")] = None,
-        to: str | None = None,
+        from_: Annotated[ApiTime | None, Query(alias="from", description="ISO 8601; without offset: UTC")] = None,
+        to: Annotated[ApiTime | None, Query(description="ISO 8601, exclusive; without offset: UTC")] = None,
         review_status: str | None = None,
         game: str | None = None,
         dealer: str | None = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> dict[str, Any]:
         """Finding records detected in [from, to) with their status, review status, due time and
         last reviewer; ``total`` counts the records, consequences included (a consequence names its
@@ -868,7 +1041,18 @@ def create_app(
             "findings": reviews.review_rows_json(rows),
         }
 
-    @app.get("/api/v1/findings/{finding_id}", tags=["findings"])
+    @app.get(
+        "/api/v1/findings/{finding_id}",
+        tags=["findings"],
+        operation_id="get_finding",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
+        dependencies=[Depends(_known_query)],
+        responses={
+            **_REFUSALS,
+            404: {"model": ErrorMessage, "description": "No such finding."},
+            200: {"model": FindingDetail, "description": "The finding and its reviews.", "links": _FINDING_LINKS},
+        },
+    )
     def api_finding(finding_id: str, user: ApiUser, con: Cursor) -> dict[str, Any]:
         """One finding with its review history."""
         f = _finding(con, finding_id, config)
@@ -876,7 +1060,22 @@ def create_app(
         out["reviews"] = reviews.review_rows_json(reviews.history(con, finding_id))
         return out
 
-    @app.post("/api/v1/findings/{finding_id}/reviews", status_code=201, tags=["reviews"])
+    @app.post(
+        "/api/v1/findings/{finding_id}/reviews",
+        status_code=201,
+        tags=["reviews"],
+        operation_id="review_finding",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
+        dependencies=[Depends(_known_query)],
+        responses={
+            **_REFUSALS,
+            **_BODY_REFUSALS,
+            403: {"model": ErrorMessage, "description": "A viewer's token: viewers do not review."},
+            404: {"model": ErrorMessage, "description": "No such finding."},
+            503: {"model": ErrorMessage, "description": "The review was not recorded (the broker did not take it)."},
+            201: {"model": StoredReview, "description": "The stored review event.", "links": _REVIEW_LINKS},
+        },
+    )
     def api_review(finding_id: str, body: ReviewRequest, user: ApiUser, con: Cursor) -> dict[str, Any]:
         """Record a review (reviewer or admin token): 201 with the stored review event."""
         if not user.can_review:
@@ -884,7 +1083,14 @@ def create_app(
         event = record_review(con, finding_id, user, body)
         return dict(event.model_dump(mode="json"))
 
-    @app.get("/api/v1/floor", tags=["floor"])
+    @app.get(
+        "/api/v1/floor",
+        tags=["floor"],
+        operation_id="get_floor",
+        response_model=None,  # the answer's shape is documented in responses (see _Open)
+        dependencies=[Depends(_known_query)],
+        responses={**_REFUSALS, 200: {"model": Floor, "description": "Every table."}},
+    )
     def api_floor(user: ApiUser, con: Cursor) -> dict[str, Any]:
         """Every table: game, dealer, rounds, device state, its incidents not yet disposed by severity
         (``open_<severity>``), overdue remedies and late reviews; ``totals``: the incident figures of
@@ -912,6 +1118,51 @@ def _counts_json(c: incidents.Counts) -> dict[str, Any]:
     return reviews.review_rows_json([c.as_dict()])[0]
 
 
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorMessage, "description": "No token, or a revoked one (`Authorization: Bearer TOKEN`)."},
+}
+_BODY_REFUSALS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorMessage, "description": "The body cannot be read as JSON text (e.g. not UTF-8)."},
+}
+_FINDING_ID = "$response.body#/findings/0/finding_id"
+_LIST_LINKS = {
+    "GetFirstFinding": {"operationId": "get_finding", "parameters": {"finding_id": _FINDING_ID}},
+    "ReviewFirstFinding": {"operationId": "review_finding", "parameters": {"finding_id": _FINDING_ID}},
+}
+_FINDING_LINKS = {
+    "ReviewFinding": {"operationId": "review_finding", "parameters": {"finding_id": "$response.body#/finding_id"}},
+}
+_REVIEW_LINKS = {
+    "GetReviewedFinding": {"operationId": "get_finding", "parameters": {"finding_id": "$response.body#/finding_id"}},
+}
+"""OpenAPI links: from the findings list to its first finding, and between a finding and its
+reviews (clients and Schemathesis's stateful runs follow them)."""
+
+
+def validation_detail(errors: Sequence[Any]) -> dict[str, Any]:
+    """FastAPI's 422 body (``{"detail": [{"loc", "msg", "type"}]}``) made safe to send: the
+    refused input and its context are left out (they may hold NaN, a lone surrogate, or the
+    attacker's text), and text that is not Unicode is replaced.
+
+    Args:
+        errors: the validation errors (``RequestValidationError.errors()``).
+    """
+
+    def text(value: Any) -> Any:
+        return value.encode("utf-8", "replace").decode("utf-8") if isinstance(value, str) else value
+
+    return {
+        "detail": [
+            {
+                "loc": [text(x) if isinstance(x, str) else int(x) for x in e.get("loc", ())],
+                "msg": text(str(e.get("msg", ""))),
+                "type": text(str(e.get("type", "value_error"))),
+            }
+            for e in errors
+        ]
+    }
+
+
 def _undelivered(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Notifications still failing or given up (none when notifications never ran on this store)."""
     from dealtrail.notify import failures
@@ -928,6 +1179,32 @@ def _query(params: dict[str, Any]) -> str:
     from urllib.parse import urlencode
 
     return urlencode({k: v for k, v in params.items() if v not in (None, "")})
+
+
+def _inside(root: Path, *names: str) -> Path | None:
+    """The file ``root/names...`` if it lies inside ``root`` once resolved, else None.
+
+    Each name must be one plain path component: not empty, ``.`` or ``..``, and without a slash,
+    a backslash or NUL, however many times the server decoded it (``%2e%2e`` and a double-encoded
+    ``%252e%252e`` both arrive here as ``..``). The path is then resolved (symbolic links
+    followed) and must still be a regular file under ``root`` resolved: a link that points out
+    of the folder is not followed out.
+
+    Args:
+        root: the folder served from.
+        names: the path components below it, as the route received them.
+
+    Returns:
+        The resolved path of a regular file inside ``root``, or None (the caller answers 404).
+    """
+    if any(n in ("", ".", "..") or any(c in n for c in "/\\\0") for n in names):
+        return None
+    try:
+        base = root.resolve(strict=True)
+        path = base.joinpath(*names).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, a link loop, a name the OS refuses
+        return None
+    return path if path.is_relative_to(base) and path.is_file() else None
 
 
 def _safe_next(path: str) -> str:
@@ -1045,10 +1322,7 @@ def _csv(rows: list[dict[str, Any]]) -> str:
         for c in cols:
             v = r.get(c)
             text = utc(v) if isinstance(v, datetime) else "" if v is None else str(v)
-            # a cell a spreadsheet would run as a formula is quoted as text
-            if text[:1] in ("=", "+", "-", "@", "\t", "\r"):
-                text = "'" + text
-            line.append(text)
+            line.append(neutralise_cell(text))  # a cell a spreadsheet would run is quoted as text
         w.writerow(line)
     return buf.getvalue()
 

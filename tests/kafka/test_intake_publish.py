@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from streams.publish import Publisher, publish_file
+from streams.publish import Publisher, PublishSummary, publish_file
 from tests.kafka.conftest import Cluster, project_all
 
 pytestmark = pytest.mark.kafka
@@ -99,3 +99,64 @@ def test_the_worker_dead_letters_a_record_over_the_record_limit_and_goes_on(
     assert stored == len(set(good))
     ((reason, detail, kept),) = dead
     assert reason == "too_large" and str(len(big)) in detail.replace(",", "") and kept < len(big)
+
+
+def _dead_letters(cluster: Cluster) -> list[dict[str, object]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    name = cluster.settings().topics.dead_letter.name
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False)
+    try:
+        parts = [TopicPartition(name, p) for p in consumer.partitions_for_topic(name) or ()]
+        ends = consumer.end_offsets(parts)
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        records: list[dict[str, object]] = []
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            records += [json.loads(r.value) for batch in consumer.poll(timeout_ms=2_000).values() for r in batch]
+    finally:
+        consumer.close()
+    return records
+
+
+def test_publishing_a_file_again_is_quiet_and_a_conflicting_old_event_is_still_dead_lettered(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, _ = shift
+    lines = [line for line in events.read_bytes().splitlines() if line.strip()]
+    by_table: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        by_table.setdefault(json.loads(line)["table_id"], []).append(i)
+    table, rows = max(by_table.items(), key=lambda kv: len(kv[1]))
+    assert len(rows) > 300, "the table needs events older than its last 256"
+    changed, held_back = lines[rows[10]], lines[rows[20]]
+    first = tmp_path / "first.jsonl"
+    first.write_bytes(b"\n".join(line for line in lines if line is not held_back) + b"\n")
+    s = cluster.settings().with_bootstrap(cluster.bootstrap)
+
+    def publish(path: Path) -> PublishSummary:
+        publisher = Publisher(s.kafka, s.topics)
+        try:
+            return publish_file(path, publisher, max_record_bytes=1024 * 1024)
+        finally:
+            publisher.close()
+
+    once = publish(first)
+    assert not once.rejected and once.sent > 0
+    before = _dead_letters(cluster)  # redeliveries the simulation put far apart are copies, not dead letters
+    assert before == []
+    again = publish(first)
+    assert again.sent == 0 and not again.rejected, again
+    assert again.already_published > 0 and again.copies > 0
+    assert again.copies + again.already_published == len(lines) - 1
+    assert _dead_letters(cluster) == [], "a second publish adds nothing to the dead-letter topic"
+    # an old event with other content (same event ID and seq), and one the topic never had
+    event = json.loads(changed)
+    event["occurred_at"] = event["occurred_at"][:19] + ".123456Z"  # a microsecond edit, same seq and ID
+    odd = tmp_path / "odd.jsonl"
+    odd.write_bytes(json.dumps(event).encode() + b"\n" + held_back + b"\n")
+    third = publish(odd)
+    assert third.sent == 0 and dict(third.rejected) == {"conflicts_with_published": 1, "behind_published_head": 1}
+    dead = _dead_letters(cluster)
+    assert sorted(str(d["reason"]) for d in dead) == ["behind_published_head", "conflicts_with_published"]
+    assert all(table in str(d["detail"]) for d in dead)

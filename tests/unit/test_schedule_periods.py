@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dealtrail.schedule import Period, Schedule
+from dealtrail.schedule import Period, Schedule, ScheduleError
 
 NY = ZoneInfo("America/New_York")
 SPRING = datetime(2026, 3, 8, tzinfo=UTC)
@@ -90,3 +90,22 @@ def test_a_utc_day_and_a_new_york_day_of_the_same_date_have_different_folders() 
     assert "2026-11-27_UTC" in utc and "2026-11-27_America-New_York" in ny
     assert not set(utc) & set(ny)
     assert utc["2026-11-27_UTC"].start != ny["2026-11-27_America-New_York"].start
+
+
+@pytest.mark.parametrize(
+    ("every", "reason"),
+    [
+        ("0 0 31 2 *", "never fires"),
+        ("0 0 30 2 *", "never fires"),
+        ("0 0 31 4,6,9,11 *", "never fires"),
+        ("* * * * * 0,30", "seconds field"),
+        ("0 6 * * * 0", "seconds field"),
+    ],
+)
+def test_a_cron_that_never_fires_or_has_a_seconds_field_is_refused(every: str, reason: str) -> None:
+    with pytest.raises(ScheduleError, match=reason):
+        Schedule(every)
+
+
+def test_a_cron_that_fires_once_in_four_years_is_accepted() -> None:
+    Schedule("0 0 29 2 *")

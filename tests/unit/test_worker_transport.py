@@ -112,7 +112,7 @@ def test_the_publish_summary_names_copies_already_published_and_rejected_lines_a
     assert lines == [
         "published 3 events to ns.dealing-events.v1",
         "already on the topic, not sent again: 1,205 (5 exact copies of recent events; 1,200 already_published, "
-        "older than their table's last events on the topic, recorded in ns.dead-letter.v1)",
+        "older events found on the topic unchanged)",
         "rejected: 3 lines to ns.dead-letter.v1 (malformed_json 1, schema_error 2)",
     ]
 
