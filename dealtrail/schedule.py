@@ -1,25 +1,36 @@
-"""Scheduled compliance reports: one report per closed period (shift, day or a cron schedule).
+"""Scheduled compliance reports: one report per closed period (shift, day or a cron schedule),
+revised while what it says changes.
 
-A period is closed once its end has passed. Each closed period that holds any part of the trail
-(a period starting after the last stored event is not reported until events arrive) gets a folder
-``<out>/<period>/`` with ``report.html``, ``findings.csv``, ``findings.parquet`` and
-``summary.json``; a period already written (its ``summary.json`` exists) is skipped unless
-``force``. Reports depend only on the store and the period, so re-running a period writes the
-same files. The clock is a parameter, so tests control it.
+A period is closed once its end has passed (wall clock). Each closed period that holds any part
+of the trail (a period starting after the last stored event is not reported until events
+arrive) gets a folder ``<out>/<period>/`` with one revision folder per report written
+(``rev-0001/``: ``report.html``, ``findings.csv``, ``findings.parquet``, ``summary.json``) and a
+``manifest.json`` (``projections.period_reports``). A report is *final* or *provisional*
+(``projections.report.judge_status``: every table that dealt in the period has an event past its
+end, or the newest stored event is ``grace`` past it, in event time). A period already written
+gets a new revision when its latest one is stale: its status, or what it covers (per table the
+last event, the review watermark, finding revisions, rounds, dead letters, the generation),
+changed *and* the figures' digest differs; the old revisions stay where they are, marked
+superseded in the manifest. Each report is as of the clock's time: it counts only the reviews
+made up to then, so the same store and the same as-of time give the same bytes. The clock is a
+parameter, so tests control it.
 """
 
 from __future__ import annotations
 
 import time
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import duckdb
 
-from projections.report import write_report
+from projections.period_reports import add_revision, latest
+from projections.report import PROVISIONAL, coverage, judge_status, write_report
 from projections.reviews import ReviewDue
 from projections.store import connect_read_only
 
@@ -28,6 +39,9 @@ SHIFT_STARTS = (6, 14, 22)
 
 _FIXED = {"day": "0 0 * * *", "shift": "0 6,14,22 * * *"}
 """The cron expressions of the named schedules."""
+
+DEFAULT_GRACE = timedelta(minutes=15)
+"""The grace time of :func:`run_due` when none is given (``DEALTRAIL_REPORTS__GRACE_MINUTES`` resolves it)."""
 
 _MAX_OFFSET = timedelta(hours=26)
 """More than the widest gap between two zones' UTC offsets (-12:00 to +14:00)."""
@@ -165,6 +179,14 @@ def trail_span(con: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime] | No
     return rows[0][0], rows[0][1]
 
 
+def _unchanged_key(cover: dict[str, Any] | None, status: str | None) -> str | None:
+    """What decides whether a period must be looked at again: its coverage but for the as-of
+    time, and its status (None without a recorded coverage)."""
+    if cover is None:
+        return None
+    return json.dumps({"coverage": {k: v for k, v in cover.items() if k != "as_of"}, "status": status}, sort_keys=True)
+
+
 def run_due(
     db: Path | duckdb.DuckDBPyConnection,
     out: Path,
@@ -174,28 +196,41 @@ def run_due(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
+    grace: timedelta = DEFAULT_GRACE,
+    checked: dict[str, str] | None = None,
 ) -> list[Path]:
-    """Write the report of every closed period not written yet.
+    """Write the report of every closed period not written yet, and a new revision of every
+    period whose latest report is stale.
+
+    A written period is looked at again only when its coverage (as of ``now``) or its status
+    differs from its latest revision's (a few aggregate queries); a report is then written as
+    of ``now`` into a temporary folder and kept as the next revision only if its digest
+    (figures, finding rows, review states, status) differs from the latest's.
 
     Args:
         db: the store's path (opened read-only) or the writer's own connection.
         out: the folder that holds one sub-folder per period.
         schedule: which periods.
-        now: the current time (timezone-aware).
-        force: rewrite periods already written.
+        now: the current time (timezone-aware): the periods closed by then are reported, each
+            report is as of it (reviews made later are not counted) and says so in its header.
+        force: write a new revision of every closed period, stale or not.
         property_name: the casino property the report headers name (resolved settings).
         review_due: review due times per severity (resolved settings); None: lateness not judged.
         console_url: the console's address the reports link to (resolved settings); None: no links.
-
-    A report's header gives its period's end as its generation time (not the clock), so that a
-    period re-written with ``force`` comes out byte for byte the same.
+        grace: a report is final once the newest stored event is this far past its period's
+            end, in event time, even if some table has not dealt past it (resolved settings,
+            ``DEALTRAIL_REPORTS__GRACE_MINUTES``).
+        checked: a memo kept by a caller that calls again and again (the projector, the
+            schedule loop): period label -> the coverage last found to change nothing, so that
+            the same report is not written and thrown away at every call.
 
     Returns:
-        The period folders written by this call.
+        The revision folders written by this call (``<out>/<period>/rev-NNNN``).
     """
     own = not isinstance(db, duckdb.DuckDBPyConnection)
     con = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
-    written = []
+    memo = checked if checked is not None else {}
+    written: list[Path] = []
     try:
         span = trail_span(con)
         if span is None:
@@ -204,22 +239,44 @@ def run_due(
             if period.start > span[1]:
                 break  # no dealing event at all in this or any later period (yet)
             folder = out / period.label
-            if (folder / "summary.json").exists() and not force:
-                continue
-            title = f"dealtrail compliance report {period.label}"
-            write_report(
-                con,
-                folder,
-                period.start,
-                period.end,
-                title,
-                tz=schedule.zone,
-                property_name=property_name,
-                review_due=review_due,
-                generated_at=period.end,
-                console_url=console_url,
-            )
-            written.append(folder)
+            last = latest(folder)
+            judged = judge_status(con, period.start, period.end, grace)
+            status = judged["status"] if judged else PROVISIONAL
+            key = _unchanged_key(coverage(con, period.start, period.end, now), status)
+            if last is not None and not force:
+                if key == _unchanged_key(last["coverage"], last["status"]) or memo.get(period.label) == key:
+                    continue
+            previous = last["digest"] if last is not None and not force else None
+
+            def write(tmp: Path, number: int, period: Period = period, previous: str | None = previous) -> bool:
+                files = write_report(
+                    con,
+                    tmp,
+                    period.start,
+                    period.end,
+                    f"dealtrail compliance report {period.label}",
+                    tz=schedule.zone,
+                    property_name=property_name,
+                    review_due=review_due,
+                    generated_at=now,
+                    console_url=console_url,
+                    grace=grace,
+                    revision=number,
+                )
+                return files.report is None or files.report["digest"] != previous
+
+            info = {
+                "label": period.label,
+                "start": period.start.isoformat(),
+                "end": period.end.isoformat(),
+                "zone": schedule.tz,
+            }
+            made = add_revision(folder, write, info)
+            if made is None and key is not None:
+                memo[period.label] = key
+            elif made is not None:
+                memo.pop(period.label, None)
+                written.append(made)
     finally:
         if own:
             con.close()
@@ -239,8 +296,10 @@ def run_forever(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
+    grace: timedelta = DEFAULT_GRACE,
 ) -> None:
-    """Write each period's report as it closes; check every ``poll_seconds`` (seconds).
+    """Write each period's report as it closes, and a new revision of each stale one (see
+    :func:`run_due`); check every ``poll_seconds`` (seconds).
 
     A store that a writer holds (an audit or projector running for a while) is not an error
     here: the check is made again at the next poll. ``on_busy`` hears of it once per busy spell
@@ -259,16 +318,26 @@ def run_forever(
         property_name: the casino property the report headers name.
         review_due: review due times per severity; None: lateness not judged.
         console_url: the console's address the reports link to; None: no links.
+        grace: see :func:`run_due`.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
     """
     n = 0
     busy = False
+    checked: dict[str, str] = {}
     while iterations is None or n < iterations:
         try:
             written = run_due(
-                db, out, schedule, clock(), property_name=property_name, review_due=review_due, console_url=console_url
+                db,
+                out,
+                schedule,
+                clock(),
+                property_name=property_name,
+                review_due=review_due,
+                console_url=console_url,
+                grace=grace,
+                checked=checked,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:
