@@ -18,8 +18,8 @@ parameter, so tests control it.
 
 from __future__ import annotations
 
-import time
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -196,7 +196,7 @@ def run_due(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
-    grace: timedelta = DEFAULT_GRACE,
+    grace: timedelta | None = None,
     checked: dict[str, str] | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
@@ -230,6 +230,7 @@ def run_due(
     own = not isinstance(db, duckdb.DuckDBPyConnection)
     con = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
     memo = checked if checked is not None else {}
+    grace = DEFAULT_GRACE if grace is None else grace
     written: list[Path] = []
     try:
         span = trail_span(con)
@@ -243,9 +244,12 @@ def run_due(
             judged = judge_status(con, period.start, period.end, grace)
             status = judged["status"] if judged else PROVISIONAL
             key = _unchanged_key(coverage(con, period.start, period.end, now), status)
-            if last is not None and not force:
-                if key == _unchanged_key(last["coverage"], last["status"]) or memo.get(period.label) == key:
-                    continue
+            seen = last is not None and key in (
+                _unchanged_key(last["coverage"], last["status"]),
+                memo.get(period.label),
+            )
+            if seen and not force:
+                continue
             previous = last["digest"] if last is not None and not force else None
 
             def write(tmp: Path, number: int, period: Period = period, previous: str | None = previous) -> bool:
@@ -296,7 +300,7 @@ def run_forever(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
-    grace: timedelta = DEFAULT_GRACE,
+    grace: timedelta | None = None,
 ) -> None:
     """Write each period's report as it closes, and a new revision of each stale one (see
     :func:`run_due`); check every ``poll_seconds`` (seconds).

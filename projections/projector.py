@@ -210,8 +210,8 @@ def project(
                         property_name=property_name,
                         review_due=review_due,
                         console_url=console_url,
+                        grace=report_grace,
                         checked=checked,
-                        **({"grace": report_grace} if report_grace is not None else {}),
                     )
                 next_check = time.monotonic() + report_check_seconds
             if caught_up:

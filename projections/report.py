@@ -558,8 +558,8 @@ def coverage(
         "SELECT coalesce(getvariable('dealtrail_generation'), (SELECT max(generation) FROM generations), 1)"
     ).fetchall()[0][0]
     revisions = con.execute(
-        """SELECT count(*) FROM findings_generation
-           WHERE finding_id IN (SELECT finding_id FROM fct_detections WHERE observed_at >= $start AND observed_at < $end)""",
+        """SELECT count(*) FROM findings_generation WHERE finding_id IN
+               (SELECT finding_id FROM fct_detections WHERE observed_at >= $start AND observed_at < $end)""",
         params,
     ).fetchall()[0][0]
     rounds = con.execute(
