@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 import secrets
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import duckdb
 import jinja2
@@ -66,6 +68,7 @@ ACTIONS = ("acknowledge", "assign", "dispose", "reopen")
 SEVERITIES = ("voiding", "integrity", "procedural")
 _LABEL = re.compile(r"^[A-Za-z0-9._:+-]{1,80}$")
 _REPORT_FILES = {"report.html", "summary.json", "findings.csv", "findings.parquet"}
+_REPORT_ORDER = ("report.html", "summary.json", "findings.csv", "findings.parquet")
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,14 @@ def utc(value: datetime | None) -> str:
     if value is None:
         return "-"
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
+def _shown(value: object) -> str | None:
+    """An ISO 8601 time read from a report's files, shown as :func:`utc` does (None if unreadable)."""
+    try:
+        return utc(datetime.fromisoformat(str(value))) if value else None
+    except ValueError:
+        return None
 
 
 def utc_short(value: datetime | None) -> str:
@@ -652,15 +663,32 @@ def create_app(
     # -- reports ---------------------------------------------------------------------------
 
     def scheduled() -> list[dict[str, Any]]:
+        """Each period's revisions (``projections.period_reports.history``), latest first, newest
+        period first; a revision's ``base`` is the path its files are served under."""
+        from projections.period_reports import LEGACY, history
+
         folder = config.reports_dir
         if folder is None or not folder.is_dir():
             return []
         out = []
         for sub in sorted(folder.iterdir(), reverse=True):
-            if sub.is_dir() and _LABEL.match(sub.name) and (sub / "report.html").is_file():
-                out.append(
-                    {"label": sub.name, "files": sorted(p.name for p in sub.iterdir() if p.name in _REPORT_FILES)}
-                )
+            if not (sub.is_dir() and _LABEL.match(sub.name)):
+                continue
+            revisions = []
+            for r in reversed(history(sub)):
+                where = sub if r["folder"] == LEGACY else sub / r["folder"]
+                base = f"/reports/scheduled/{quote(sub.name)}" + ("" if r["folder"] == LEGACY else f"/{r['folder']}")
+                files = [name for name in _REPORT_ORDER if (where / name).is_file()]
+                revisions.append({**r, "base": base, "files": files})
+            for r in revisions:
+                r["as_of_shown"] = _shown(r["as_of"])
+            if revisions:
+                try:
+                    manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
+                    span = f"{_shown(manifest['start'])} to {_shown(manifest['end'])}"
+                except (OSError, ValueError, KeyError, TypeError):
+                    span = None
+                out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
         return out
 
     @app.get("/reports", include_in_schema=False)
@@ -713,6 +741,21 @@ def create_app(
             raise HTTPException(404)
         path = folder / label / name
         if not path.is_file():
+            raise HTTPException(404)
+        headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
+        return FileResponse(path, headers=headers)
+
+    @app.get("/reports/scheduled/{label}/{revision}/{name}", include_in_schema=False)
+    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser) -> Response:
+        from projections.period_reports import REVISION
+
+        folder = config.reports_dir
+        if folder is None or not _LABEL.match(label) or label in (".", "..") or not REVISION.match(revision):
+            raise HTTPException(404)
+        if name not in _REPORT_FILES:
+            raise HTTPException(404)
+        path = folder / label / revision / name
+        if not path.is_file() or not path.resolve().is_relative_to(folder.resolve()):
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
         return FileResponse(path, headers=headers)

@@ -196,3 +196,43 @@ def test_a_report_written_before_revisions_is_kept_as_revision_0_and_superseded(
         (0, ".", 1),
         (1, "rev-0001", None),
     ]
+
+
+def test_the_reports_page_shows_each_periods_latest_revision_its_status_and_its_superseded_history(
+    store: Path, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from dealtrail.console import auth
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.reviews import ReviewDue
+    from tests.integration.test_console import PASSWORDS, Clock, login
+
+    out = tmp_path / "periods"
+    run_due(store, out, HOURLY, START + timedelta(hours=3))
+    _review(store, FindingDisposed, START + timedelta(hours=4))
+    run_due(store, out, HOURLY, START + timedelta(hours=5))
+    with Store(store) as s:
+        auth.add_user(s.con, "vic", "viewer", PASSWORDS["vic"], START)
+        config = ConsoleConfig(
+            ReviewDue(24, 24, 72), "s" * 48, reports_dir=out, clock=Clock(START + timedelta(hours=6))
+        )
+        client = TestClient(create_app(s, config))
+        login(client, "vic")
+        page = client.get("/reports").text
+        rows = page.split("<tr>")
+        hour18 = next(r for r in rows if LABEL in r)
+        hour19 = next(r for r in rows if "2026-11-27T1900+0000_UTC" in r)
+        assert "2026-11-27 18:00:00+00:00 to 2026-11-27 19:00:00+00:00" in hour18
+        assert "st-final" in hour18 and "revision 2" in hour18 and "1 superseded" in hour18
+        assert "revision 1, final, as of 2026-11-27 21:00:00+00:00: superseded by revision 2" in hour18
+        assert "st-provisional" in hour19 and "revision 1" in hour19 and "superseded" not in hour19
+        base = f"/reports/scheduled/{LABEL.replace('+', '%2B')}"
+        assert f'href="{base}/rev-0002/report.html"' in hour18 and f'href="{base}/rev-0001/summary.json"' in hour18
+        old = client.get(f"{base}/rev-0001/summary.json")
+        assert old.status_code == 200 and old.json()["report"]["revision"] == 1
+        html = client.get(f"{base}/rev-0002/report.html")
+        assert html.status_code == 200 and "style-src 'unsafe-inline'" in html.headers["content-security-policy"]
+        for bad in (f"{base}/rev-1/report.html", f"{base}/..%2F..%2Frev-0001/report.html", f"{base}/rev-0001/x.txt",
+                    "/reports/scheduled/../rev-0001/summary.json", "/reports/scheduled/%2e%2e/rev-0001/summary.json"):  # fmt: skip
+            assert client.get(bad).status_code == 404, bad
