@@ -685,8 +685,11 @@ def create_app(
             if revisions:
                 try:
                     manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
-                    span = f"{_shown(manifest['start'])} to {_shown(manifest['end'])}"
-                except (OSError, ValueError, KeyError, TypeError):
+                    start = datetime.fromisoformat(manifest["start"]).astimezone(UTC)
+                    end = datetime.fromisoformat(manifest["end"]).astimezone(UTC)
+                    to = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+                    span = f"{start:%Y-%m-%d %H:%M} to {to} UTC"
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
                     span = None
                 out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
         return out
