@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from projections.period_reports import add_revision, latest
-from projections.report import PROVISIONAL, coverage, judge_status, write_report
+from projections.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.reviews import ReviewDue
 from projections.store import connect_read_only
 
@@ -179,6 +179,60 @@ def trail_span(con: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime] | No
     return rows[0][0], rows[0][1]
 
 
+_ADDED: dict[str, str] = {
+    "events": "SELECT min(occurred_at), max(occurred_at) FROM events WHERE rowid >= $mark",
+    "rounds": "SELECT min(completed_at), max(completed_at) FROM rounds WHERE rowid >= $mark",
+    "findings": """SELECT min(d.observed_at), max(d.observed_at) FROM findings f
+                   JOIN findings d ON d.finding_id = f.finding_id AND d.revision = 0 WHERE f.rowid >= $mark""",
+    "reviews": """SELECT min(d.observed_at), max(d.observed_at) FROM reviews r
+                  JOIN findings d ON d.finding_id = r.finding_id AND d.revision = 0 WHERE r.rowid >= $mark""",
+    "dead_letters": """SELECT min(t), max(t) FROM (SELECT TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON),
+                       '$.occurred_at') AS TIMESTAMPTZ) AS t FROM dead_letters WHERE rowid >= $mark)""",
+    "generations": "SELECT TIMESTAMPTZ '1970-01-01 00:00:00+00', TIMESTAMPTZ '9999-01-01 00:00:00+00'"
+    " FROM generations WHERE rowid >= $mark LIMIT 1",
+}
+"""Per append-only table: the span of report periods its rows added since a mark (a row count)
+can change (a finding's or review's period is the one its finding was detected in; a new
+generation changes every period)."""
+
+
+@dataclass
+class ReportWatch:
+    """What :func:`run_due` remembers between the calls of one long-running caller (the
+    projector's ``--report-every``, ``schedule`` without ``--once``), so that a call looks only at
+    the periods the rows added since the previous call can change, and at those not yet final.
+
+    The first call looks at every period. ``marks``: rows per table at the previous call (the
+    tables are append-only, so the rows added since have a rowid at or above the mark);
+    ``known``: label -> the status of its latest revision; ``unchanged``: label -> a coverage
+    key found to change no figure (its report was written and thrown away).
+    """
+
+    marks: dict[str, int] = field(default_factory=dict)
+    known: dict[str, str | None] = field(default_factory=dict)
+    unchanged: dict[str, str] = field(default_factory=dict)
+
+    def touched(self, con: duckdb.DuckDBPyConnection) -> list[tuple[datetime, datetime]] | None:
+        """The time spans the rows added since the previous call fall in (None at the first
+        call: everything), and remember the new marks."""
+        first = not self.marks
+        spans: list[tuple[datetime, datetime]] = []
+        for table, sql in _ADDED.items():
+            exists = con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'", [table]
+            ).fetchall()[0][0]
+            if not exists:
+                continue
+            count = int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+            mark = self.marks.get(table, 0)
+            if not first and count > mark:
+                low, high = con.execute(sql, {"mark": mark}).fetchall()[0]
+                if low is not None:
+                    spans.append((low, high))
+            self.marks[table] = count
+        return None if first else spans
+
+
 def _unchanged_key(cover: dict[str, Any] | None, status: str | None) -> str | None:
     """What decides whether a period must be looked at again: its coverage but for the as-of
     time, and its status (None without a recorded coverage)."""
@@ -197,7 +251,7 @@ def run_due(
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
     grace: timedelta | None = None,
-    checked: dict[str, str] | None = None,
+    watch: ReportWatch | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
     period whose latest report is stale.
@@ -220,34 +274,39 @@ def run_due(
         grace: a report is final once the newest stored event is this far past its period's
             end, in event time, even if some table has not dealt past it (resolved settings,
             ``DEALTRAIL_REPORTS__GRACE_MINUTES``).
-        checked: a memo kept by a caller that calls again and again (the projector, the
-            schedule loop): period label -> the coverage last found to change nothing, so that
-            the same report is not written and thrown away at every call.
+        watch: kept by a caller that calls again and again (the projector, the schedule
+            loop): each call after the first looks only at the periods that rows added since
+            the previous call can change and at those not final yet (:class:`ReportWatch`);
+            None: every period is looked at (``schedule --once``).
 
     Returns:
         The revision folders written by this call (``<out>/<period>/rev-NNNN``).
     """
     own = not isinstance(db, duckdb.DuckDBPyConnection)
     con = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
-    memo = checked if checked is not None else {}
     grace = DEFAULT_GRACE if grace is None else grace
     written: list[Path] = []
     try:
+        touched = watch.touched(con) if watch is not None else None
         span = trail_span(con)
         if span is None:
             return []
         for period in schedule.periods(span[0], now):
             if period.start > span[1]:
                 break  # no dealing event at all in this or any later period (yet)
+            if watch is not None and touched is not None and period.label in watch.known and not force:
+                hit = any(low < period.end and high >= period.start for low, high in touched)
+                if not hit and (watch.known[period.label] == FINAL or not touched):
+                    continue  # final (or nothing added at all), and nothing added since can change it
             folder = out / period.label
             last = latest(folder)
             judged = judge_status(con, period.start, period.end, grace)
             status = judged["status"] if judged else PROVISIONAL
             key = _unchanged_key(coverage(con, period.start, period.end, now), status)
-            seen = last is not None and key in (
-                _unchanged_key(last["coverage"], last["status"]),
-                memo.get(period.label),
-            )
+            recorded = _unchanged_key(last["coverage"], last["status"]) if last is not None else None
+            if watch is not None and last is not None:
+                watch.known[period.label] = last["status"]
+            seen = last is not None and key in (recorded, watch.unchanged.get(period.label) if watch else None)
             if seen and not force:
                 continue
             previous = last["digest"] if last is not None and not force else None
@@ -276,10 +335,13 @@ def run_due(
                 "zone": schedule.tz,
             }
             made = add_revision(folder, write, info)
-            if made is None and key is not None:
-                memo[period.label] = key
-            elif made is not None:
-                memo.pop(period.label, None)
+            if watch is not None:
+                if made is None and key is not None:
+                    watch.unchanged[period.label] = key
+                elif made is not None:
+                    watch.unchanged.pop(period.label, None)
+                    watch.known[period.label] = status
+            if made is not None:
                 written.append(made)
     finally:
         if own:
@@ -329,7 +391,7 @@ def run_forever(
     """
     n = 0
     busy = False
-    checked: dict[str, str] = {}
+    watch = ReportWatch()
     while iterations is None or n < iterations:
         try:
             written = run_due(
@@ -341,7 +403,7 @@ def run_forever(
                 review_due=review_due,
                 console_url=console_url,
                 grace=grace,
-                checked=checked,
+                watch=watch,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:

@@ -170,7 +170,7 @@ def project(
     )
     summary = ProjectSummary(written=BatchCounts())
     started = time.monotonic()
-    checked: dict[str, str] = {}  # run_due's memo of periods whose new coverage changed no figure
+    watch: Any = None  # run_due's memory between checks (dealtrail.schedule.ReportWatch)
     next_check = started
     try:
         parts = []
@@ -199,8 +199,9 @@ def project(
                 and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items())
             )
             if schedule is not None and reports is not None and (caught_up or time.monotonic() >= next_check):
-                from dealtrail.schedule import run_due
+                from dealtrail.schedule import ReportWatch, run_due
 
+                watch = watch or ReportWatch()
                 with lock:
                     summary.reports += run_due(
                         store.con,
@@ -211,7 +212,7 @@ def project(
                         review_due=review_due,
                         console_url=console_url,
                         grace=report_grace,
-                        checked=checked,
+                        watch=watch,
                     )
                 next_check = time.monotonic() + report_check_seconds
             if caught_up:

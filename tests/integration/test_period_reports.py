@@ -237,3 +237,29 @@ def test_the_reports_page_shows_each_periods_latest_revision_its_status_and_its_
         bad += ["/reports/scheduled/../rev-0001/summary.json", "/reports/scheduled/%2e%2e/rev-0001/summary.json"]
         for path in bad:
             assert client.get(path).status_code == 404, path
+
+
+def test_a_watching_caller_looks_again_only_at_the_periods_that_rows_added_since_can_change(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dealtrail.schedule as sched
+
+    looked: list[datetime] = []
+    real = sched.coverage
+
+    def spy(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime, as_of: datetime) -> dict[str, Any]:
+        looked.append(start)
+        return real(con, start, end, as_of)
+
+    monkeypatch.setattr(sched, "coverage", spy)
+    out, watch, now = tmp_path / "periods", sched.ReportWatch(), START + timedelta(hours=3)
+    assert len(run_due(store, out, HOURLY, now, watch=watch)) == 2 and len(looked) == 2
+    looked.clear()
+    assert run_due(store, out, HOURLY, now, watch=watch) == [] and looked == []  # nothing added: nothing read
+    _review(store, FindingAcknowledged, START + timedelta(hours=2))  # of a finding of the 18:00 hour
+    written = run_due(store, out, HOURLY, now, watch=watch)
+    assert written == [out / LABEL / "rev-0002"]
+    # the 18:00 hour for the review; the 19:00 hour because it is not final and something was added
+    assert looked == [START, START + timedelta(hours=1)]
+    looked.clear()
+    assert run_due(store, out, HOURLY, now, watch=watch) == [] and looked == []
