@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from dealtrail.schedule import Schedule, run_due
+from dealtrail.schedule import ReportWatch, Schedule, run_due
 from projections.period_reports import history, latest
 from projections.report import judge_status, write_report
 from projections.reviews import append_review
@@ -263,3 +263,22 @@ def test_a_watching_caller_looks_again_only_at_the_periods_that_rows_added_since
     assert looked == [START, START + timedelta(hours=1)]
     looked.clear()
     assert run_due(store, out, HOURLY, now, watch=watch) == [] and looked == []
+
+
+def test_a_reaudit_generation_is_looked_at_but_adds_no_revision_when_it_changes_no_figure(
+    store: Path, tmp_path: Path
+) -> None:
+    out, watch, now = tmp_path / "periods", ReportWatch(), START + timedelta(hours=3)
+    assert len(run_due(store, out, HOURLY, now, watch=watch)) == 2
+    result = CliRunner().invoke(app, ["reaudit", "--db", str(store), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    # the generation is part of what a report covers, so both periods are written again, and
+    # their digests are compared: the same engine found the same findings, so nothing is kept
+    assert run_due(store, out, HOURLY, now, watch=watch) == []
+    assert set(watch.unchanged) == {LABEL, "2026-11-27T1900+0000_UTC"}
+    assert [r["revision"] for r in history(out / LABEL)] == [1]
+    fresh = tmp_path / "fresh"
+    run_due(store, fresh, HOURLY, now)
+    summary = json.loads((fresh / LABEL / "rev-0001" / "summary.json").read_text())
+    assert summary["report"]["coverage"]["generation"] == 2
+    assert summary["report"]["digest"] == history(out / LABEL)[0]["digest"]
