@@ -626,7 +626,9 @@ def project(
     """Project the events, findings, rounds, dead-letter and reviews topics into DuckDB.
 
     With --report-every, the projector (the file's only writer) also writes each closed
-    period's report from its own connection, since no other process may open the file then.
+    period's report from its own connection, since no other process may open the file then,
+    and a new revision of each report that events, reviews or a re-audit made stale (checked
+    every DEALTRAIL_REPORTS__CHECK_SECONDS).
     With --serve, it also runs the console (and the notifications, when configured) over the
     same DuckDB database: reviews made there are published to the reviews topic and stored
     by this projector; users are managed on the console's admin page.
