@@ -121,10 +121,10 @@ class ReportSettings(BaseModel):
         grace_minutes: a period's report is final once every table that dealt in it has an
             event at or after its end, or once the newest dealing event stored (at any table) is
             this many minutes of *event time* (``occurred_at``) past the period's end; until then
-            it is provisional (minutes; ``DEALTRAIL_REPORTS__GRACE_MINUTES``, default 15).
+            it is provisional (minutes).
         check_seconds: how often ``dealtrail project --report-every`` looks for closed periods
-            and stale reports (seconds; ``DEALTRAIL_REPORTS__CHECK_SECONDS``, default 30), and
-            once more when ``--once`` has caught up.
+            and stale reports (seconds), and once more when ``--once`` has caught
+            up.
     """
 
     model_config = ConfigDict(frozen=True)
