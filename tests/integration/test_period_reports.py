@@ -140,7 +140,7 @@ def test_a_review_made_after_a_report_adds_a_revision_and_the_old_one_stays_mark
     assert manifest["start"] == START.isoformat() and manifest["label"] == LABEL
     summary = json.loads((out / LABEL / "rev-0002" / "summary.json").read_text())
     assert summary["reviews"]["by_review_status"]["acknowledged"] == 1 and summary["report"]["revision"] == 2
-    assert "revision 2" in (out / LABEL / "rev-0002" / "report.html").read_text()
+    assert "revision 2 (supersedes revision 1" in (out / LABEL / "rev-0002" / "report.html").read_text()
     assert run_due(store, out, HOURLY, START + timedelta(hours=6)) == []  # nothing new since
 
 
