@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, NamedTuple, NoReturn
 
@@ -127,6 +127,11 @@ def review_due(settings: Settings) -> ReviewDue:
 
     r = settings.review
     return ReviewDue(r.due_hours_voiding, r.due_hours_integrity, r.due_hours_procedural)
+
+
+def report_grace(settings: Settings) -> timedelta:
+    """The grace time after which a period's report is final (``DEALTRAIL_REPORTS__GRACE_MINUTES``)."""
+    return timedelta(minutes=settings.reports.grace_minutes)
 
 
 def _period(from_: str | None, to: str | None) -> tuple[datetime | None, datetime | None]:
@@ -414,10 +419,19 @@ def report(
     ] = None,
     generated_at: Annotated[
         str | None,
-        typer.Option(help="Generation time the header shows (ISO 8601), for reproducible files.", show_default="now"),
+        typer.Option(
+            "--as-of",
+            "--generated-at",
+            help="The report's as-of time (ISO 8601): reviews made later are not counted; the same store and"
+            " the same as-of time give the same files.",
+            show_default="now",
+        ),
     ] = None,
 ) -> None:
-    """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period."""
+    """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period.
+
+    With --to, the report says whether it is final or provisional (see DEALTRAIL_REPORTS__GRACE_MINUTES).
+    """
     from projections.report import write_report
 
     settings = load()
@@ -427,7 +441,7 @@ def report(
     zone = _zone(tz)
     _output_folder(out, "--out")
     period = _period(from_, to)
-    stamp = _when(generated_at, "--generated-at") or datetime.now(UTC)
+    stamp = _when(generated_at, "--as-of") or datetime.now(UTC)
     try:
         files = write_report(
             db,
@@ -439,6 +453,7 @@ def report(
             property_name=settings.property_name,
             generated_at=stamp,
             console_url=settings.console_url,
+            grace=report_grace(settings),
         )
     except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None
@@ -664,7 +679,9 @@ def project(
     """Project the events, findings, rounds, dead-letter and reviews topics into DuckDB.
 
     With --report-every, the projector (the file's only writer) also writes each closed
-    period's report from its own connection, since no other process may open the file then.
+    period's report from its own connection, since no other process may open the file then,
+    and a new revision of each report that events, reviews or a re-audit made stale (checked
+    every DEALTRAIL_REPORTS__CHECK_SECONDS).
     With --serve, it also runs the console (and the notifications, when configured) over the
     same DuckDB database: reviews made there are published to the reviews topic and stored
     by this projector; users are managed on the console's admin page.
@@ -721,6 +738,8 @@ def project(
                 property_name=settings.property_name,
                 review_due=review_due(settings),
                 console_url=settings.console_url,
+                report_grace=report_grace(settings),
+                report_check_seconds=settings.reports.check_seconds,
             )
         except TimeoutError as exc:
             raise _fail(str(exc), code=1) from None
@@ -915,10 +934,17 @@ def schedule(
         str | None,
         typer.Option(help="Pretend the time is this (ISO 8601), e.g. to backfill.", show_default="the clock"),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Rewrite periods already written.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write a new revision of every closed period, stale or not.")
+    ] = False,
     poll: Annotated[float, typer.Option(min=1, help="Seconds between checks for a closed period.")] = 60.0,
 ) -> None:
-    """Write the compliance report of each closed period as it closes (report.html, CSV, Parquet, summary.json)."""
+    """Write the compliance report of each closed period as it closes, and a new revision of each stale one.
+
+    Each period's folder holds one folder per revision (rev-0001, ...: report.html, CSV, Parquet,
+    summary.json) and a manifest.json; older revisions stay, marked superseded. A report is as of
+    the clock (or --now): reviews made later are not counted.
+    """
     from datetime import UTC
 
     import duckdb
@@ -946,8 +972,12 @@ def schedule(
                 property_name=settings.property_name,
                 review_due=review_due(settings),
                 console_url=settings.console_url,
+                grace=report_grace(settings),
             )
-            console.print(f"wrote {len(written)} period reports to {out}" + "".join(f"\n  {p}" for p in written))
+            console.print(
+                f"wrote {len(written)} period report revisions to {out}"
+                + "".join(f"\n  {p.parent.name}/{p.name}" for p in written)
+            )
             return
         console.print(f"writing a report for each closed {every} period into {out} (Ctrl-C to stop)")
 
@@ -968,6 +998,7 @@ def schedule(
             property_name=settings.property_name,
             review_due=review_due(settings),
             console_url=settings.console_url,
+            grace=report_grace(settings),
         )
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None

@@ -43,6 +43,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "replication": ("topics",),
     "worker": ("worker",),
     "review": REPORTERS,
+    "reports": ("report", "schedule", "project"),
+    "reports.check_seconds": ("project",),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "notify": ("serve", "project"),

@@ -1,25 +1,36 @@
-"""Scheduled compliance reports: one report per closed period (shift, day or a cron schedule).
+"""Scheduled compliance reports: one report per closed period (shift, day or a cron schedule),
+revised while what it says changes.
 
-A period is closed once its end has passed. Each closed period that holds any part of the trail
-(a period starting after the last stored event is not reported until events arrive) gets a folder
-``<out>/<period>/`` with ``report.html``, ``findings.csv``, ``findings.parquet`` and
-``summary.json``; a period already written (its ``summary.json`` exists) is skipped unless
-``force``. Reports depend only on the store and the period, so re-running a period writes the
-same files. The clock is a parameter, so tests control it.
+A period is closed once its end has passed (wall clock). Each closed period that holds any part
+of the trail (a period starting after the last stored event is not reported until events
+arrive) gets a folder ``<out>/<period>/`` with one revision folder per report written
+(``rev-0001/``: ``report.html``, ``findings.csv``, ``findings.parquet``, ``summary.json``) and a
+``manifest.json`` (``projections.period_reports``). A report is *final* or *provisional*
+(``projections.report.judge_status``: every table that dealt in the period has an event past its
+end, or the newest stored event is ``grace`` past it, in event time). A period already written
+gets a new revision when its latest one is stale: its status, or what it covers (per table the
+last event, the review watermark, finding revisions, rounds, dead letters, the generation),
+changed *and* the figures' digest differs; the old revisions stay where they are, marked
+superseded in the manifest. Each report is as of the clock's time: it counts only the reviews
+made up to then, so the same store and the same as-of time give the same bytes. The clock is a
+parameter, so tests control it.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import duckdb
 
-from projections.report import write_report
+from projections.period_reports import add_revision, latest
+from projections.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.reviews import ReviewDue
 from projections.store import connect_read_only
 
@@ -28,6 +39,9 @@ SHIFT_STARTS = (6, 14, 22)
 
 _FIXED = {"day": "0 0 * * *", "shift": "0 6,14,22 * * *"}
 """The cron expressions of the named schedules."""
+
+DEFAULT_GRACE = timedelta(minutes=15)
+"""The grace time of :func:`run_due` when none is given (``DEALTRAIL_REPORTS__GRACE_MINUTES`` resolves it)."""
 
 _MAX_OFFSET = timedelta(hours=26)
 """More than the widest gap between two zones' UTC offsets (-12:00 to +14:00)."""
@@ -174,6 +188,68 @@ def trail_span(con: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime] | No
     return rows[0][0], rows[0][1]
 
 
+_ADDED: dict[str, str] = {
+    "events": "SELECT min(occurred_at), max(occurred_at) FROM events WHERE rowid >= $mark",
+    "rounds": "SELECT min(completed_at), max(completed_at) FROM rounds WHERE rowid >= $mark",
+    "findings": """SELECT min(d.observed_at), max(d.observed_at) FROM findings f
+                   JOIN findings d ON d.finding_id = f.finding_id AND d.revision = 0 WHERE f.rowid >= $mark""",
+    "reviews": """SELECT min(d.observed_at), max(d.observed_at) FROM reviews r
+                  JOIN findings d ON d.finding_id = r.finding_id AND d.revision = 0 WHERE r.rowid >= $mark""",
+    "dead_letters": """SELECT min(t), max(t) FROM (SELECT TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON),
+                       '$.occurred_at') AS TIMESTAMPTZ) AS t FROM dead_letters WHERE rowid >= $mark)""",
+    "generations": "SELECT TIMESTAMPTZ '1970-01-01 00:00:00+00', TIMESTAMPTZ '9999-01-01 00:00:00+00'"
+    " FROM generations WHERE rowid >= $mark LIMIT 1",
+}
+"""Per append-only table: the span of report periods its rows added since a mark (a row count)
+can change (a finding's or review's period is the one its finding was detected in; a new
+generation changes every period)."""
+
+
+@dataclass
+class ReportWatch:
+    """What :func:`run_due` remembers between the calls of one long-running caller (the
+    projector's ``--report-every``, ``schedule`` without ``--once``), so that a call looks only at
+    the periods the rows added since the previous call can change, and at those not yet final.
+
+    The first call looks at every period. ``marks``: rows per table at the previous call (the
+    tables are append-only, so the rows added since have a rowid at or above the mark);
+    ``known``: label -> the status of its latest revision; ``unchanged``: label -> a coverage
+    key found to change no figure (its report was written and thrown away).
+    """
+
+    marks: dict[str, int] = field(default_factory=dict)
+    known: dict[str, str | None] = field(default_factory=dict)
+    unchanged: dict[str, str] = field(default_factory=dict)
+
+    def touched(self, con: duckdb.DuckDBPyConnection) -> list[tuple[datetime, datetime]] | None:
+        """The time spans the rows added since the previous call fall in (None at the first
+        call: everything), and remember the new marks."""
+        first = not self.marks
+        spans: list[tuple[datetime, datetime]] = []
+        for table, sql in _ADDED.items():
+            exists = con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'", [table]
+            ).fetchall()[0][0]
+            if not exists:
+                continue
+            count = int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+            mark = self.marks.get(table, 0)
+            if not first and count > mark:
+                low, high = con.execute(sql, {"mark": mark}).fetchall()[0]
+                if low is not None:
+                    spans.append((low, high))
+            self.marks[table] = count
+        return None if first else spans
+
+
+def _unchanged_key(cover: dict[str, Any] | None, status: str | None) -> str | None:
+    """What decides whether a period must be looked at again: its coverage but for the as-of
+    time, and its status (None without a recorded coverage)."""
+    if cover is None:
+        return None
+    return json.dumps({"coverage": {k: v for k, v in cover.items() if k != "as_of"}, "status": status}, sort_keys=True)
+
+
 def run_due(
     db: Path | duckdb.DuckDBPyConnection,
     out: Path,
@@ -183,52 +259,99 @@ def run_due(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
+    grace: timedelta | None = None,
+    watch: ReportWatch | None = None,
 ) -> list[Path]:
-    """Write the report of every closed period not written yet.
+    """Write the report of every closed period not written yet, and a new revision of every
+    period whose latest report is stale.
+
+    A written period is looked at again only when its coverage (as of ``now``) or its status
+    differs from its latest revision's (a few aggregate queries); a report is then written as
+    of ``now`` into a temporary folder and kept as the next revision only if its digest
+    (figures, finding rows, review states, status) differs from the latest's.
 
     Args:
         db: the store's path (opened read-only) or the writer's own connection.
         out: the folder that holds one sub-folder per period.
         schedule: which periods.
-        now: the current time (timezone-aware).
-        force: rewrite periods already written.
+        now: the current time (timezone-aware): the periods closed by then are reported, each
+            report is as of it (reviews made later are not counted) and says so in its header.
+        force: write a new revision of every closed period, stale or not.
         property_name: the casino property the report headers name (resolved settings).
         review_due: review due times per severity (resolved settings); None: lateness not judged.
         console_url: the console's address the reports link to (resolved settings); None: no links.
-
-    A report's header gives its period's end as its generation time (not the clock), so that a
-    period re-written with ``force`` comes out byte for byte the same.
+        grace: a report is final once the newest stored event is this far past its period's
+            end, in event time, even if some table has not dealt past it (resolved settings,
+            ``DEALTRAIL_REPORTS__GRACE_MINUTES``).
+        watch: kept by a caller that calls again and again (the projector, the schedule
+            loop): each call after the first looks only at the periods that rows added since
+            the previous call can change and at those not final yet (:class:`ReportWatch`);
+            None: every period is looked at (``schedule --once``).
 
     Returns:
-        The period folders written by this call.
+        The revision folders written by this call (``<out>/<period>/rev-NNNN``).
     """
     own = not isinstance(db, duckdb.DuckDBPyConnection)
     con = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
-    written = []
+    grace = DEFAULT_GRACE if grace is None else grace
+    written: list[Path] = []
     try:
+        touched = watch.touched(con) if watch is not None else None
         span = trail_span(con)
         if span is None:
             return []
         for period in schedule.periods(span[0], now):
             if period.start > span[1]:
                 break  # no dealing event at all in this or any later period (yet)
+            if watch is not None and touched is not None and period.label in watch.known and not force:
+                hit = any(low < period.end and high >= period.start for low, high in touched)
+                if not hit and (watch.known[period.label] == FINAL or not touched):
+                    continue  # final (or nothing added at all), and nothing added since can change it
             folder = out / period.label
-            if (folder / "summary.json").exists() and not force:
+            last = latest(folder)
+            judged = judge_status(con, period.start, period.end, grace)
+            status = judged["status"] if judged else PROVISIONAL
+            key = _unchanged_key(coverage(con, period.start, period.end, now), status)
+            recorded = _unchanged_key(last["coverage"], last["status"]) if last is not None else None
+            if watch is not None and last is not None:
+                watch.known[period.label] = last["status"]
+            seen = last is not None and key in (recorded, watch.unchanged.get(period.label) if watch else None)
+            if seen and not force:
                 continue
-            title = f"dealtrail compliance report {period.label}"
-            write_report(
-                con,
-                folder,
-                period.start,
-                period.end,
-                title,
-                tz=schedule.zone,
-                property_name=property_name,
-                review_due=review_due,
-                generated_at=period.end,
-                console_url=console_url,
-            )
-            written.append(folder)
+            previous = last["digest"] if last is not None and not force else None
+
+            def write(tmp: Path, number: int, period: Period = period, previous: str | None = previous) -> bool:
+                files = write_report(
+                    con,
+                    tmp,
+                    period.start,
+                    period.end,
+                    f"dealtrail compliance report {period.label}",
+                    tz=schedule.zone,
+                    property_name=property_name,
+                    review_due=review_due,
+                    generated_at=now,
+                    console_url=console_url,
+                    grace=grace,
+                    revision=number,
+                )
+                return files.report is None or files.report["digest"] != previous
+
+            info = {
+                "label": period.label,
+                "start": period.start.isoformat(),
+                "end": period.end.isoformat(),
+                "zone": schedule.tz,
+            }
+            made = add_revision(folder, write, info)
+            if watch is not None:
+                if made is None and key is not None:
+                    watch.unchanged[period.label] = key
+                elif made is not None:
+                    watch.unchanged.pop(period.label, None)
+                    watch.known[period.label] = status
+            if made is not None:
+                written.append(made)
     finally:
         if own:
             con.close()
@@ -248,8 +371,10 @@ def run_forever(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
+    grace: timedelta | None = None,
 ) -> None:
-    """Write each period's report as it closes; check every ``poll_seconds`` (seconds).
+    """Write each period's report as it closes, and a new revision of each stale one (see
+    :func:`run_due`); check every ``poll_seconds`` (seconds).
 
     A store that a writer holds (an audit or projector running for a while) is not an error
     here: the check is made again at the next poll. ``on_busy`` hears of it once per busy spell
@@ -268,16 +393,26 @@ def run_forever(
         property_name: the casino property the report headers name.
         review_due: review due times per severity; None: lateness not judged.
         console_url: the console's address the reports link to; None: no links.
+        grace: see :func:`run_due`.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
     """
     n = 0
     busy = False
+    watch = ReportWatch()
     while iterations is None or n < iterations:
         try:
             written = run_due(
-                db, out, schedule, clock(), property_name=property_name, review_due=review_due, console_url=console_url
+                db,
+                out,
+                schedule,
+                clock(),
+                property_name=property_name,
+                review_due=review_due,
+                console_url=console_url,
+                grace=grace,
+                watch=watch,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:

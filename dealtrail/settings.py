@@ -114,6 +114,25 @@ class ReviewSettings(BaseModel):
     due_hours_procedural: float = Field(default=72, gt=0, le=24 * 365)
 
 
+class ReportSettings(BaseModel):
+    """Scheduled period reports (``dealtrail schedule``, ``dealtrail project --report-every``).
+
+    Attributes:
+        grace_minutes: a period's report is final once every table that dealt in it has an
+            event at or after its end, or once the newest dealing event stored (at any table) is
+            this many minutes of *event time* (``occurred_at``) past the period's end; until then
+            it is provisional (minutes).
+        check_seconds: how often ``dealtrail project --report-every`` looks for closed periods
+            and stale reports (seconds), and once more when ``--once`` has caught
+            up.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    grace_minutes: float = Field(default=15, ge=0, le=7 * 24 * 60)
+    check_seconds: float = Field(default=30, gt=0, le=86_400)
+
+
 class ConsoleSettings(BaseModel):
     """The compliance console (``dealtrail serve``).
 
@@ -238,6 +257,7 @@ class Settings(BaseSettings):
         worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
         review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
+        reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
@@ -278,6 +298,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     review: ReviewSettings = ReviewSettings()
     console: ConsoleSettings = ConsoleSettings()
+    reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"

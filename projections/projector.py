@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,8 @@ def project(
     property_name: str | None = None,
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
+    report_grace: timedelta | None = None,
+    report_check_seconds: float = 30.0,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -114,8 +116,9 @@ def project(
         max_seconds: give up after this many seconds (seconds); None waits forever.
         poll_ms: how long one poll waits for records (milliseconds).
         max_records: records per batch at most.
-        schedule: write each closed period's report (``dealtrail.schedule``) into ``reports``,
-            from this process's own connection, after each batch and when idle.
+        schedule: write each closed period's report, and a new revision of each stale one
+            (``dealtrail.schedule.run_due``), into ``reports``, from this process's own
+            connection, every ``report_check_seconds`` and once more when ``once`` has caught up.
         reports: the folder of the scheduled reports.
         clock: the current time (tests pass their own).
         write_lock: held around each batch's transaction and each scheduled report, when other
@@ -128,6 +131,11 @@ def project(
         review_due: review due times per severity for the scheduled reports (resolved
             settings); None: lateness not judged.
         console_url: the console's address the scheduled reports link to; None: no links.
+        report_grace: the scheduled reports' grace time (event time, resolved settings
+            ``DEALTRAIL_REPORTS__GRACE_MINUTES``; see ``projections.report.judge_status``);
+            None: ``dealtrail.schedule.DEFAULT_GRACE``.
+        report_check_seconds: seconds between two looks for closed periods and stale reports
+            (resolved ``DEALTRAIL_REPORTS__CHECK_SECONDS``).
 
     Returns:
         The rows written.
@@ -162,6 +170,8 @@ def project(
     )
     summary = ProjectSummary(written=BatchCounts())
     started = time.monotonic()
+    watch: Any = None  # run_due's memory between checks (dealtrail.schedule.ReportWatch)
+    next_check = started
     try:
         parts = []
         for name in [*names, gate.topic]:
@@ -183,9 +193,15 @@ def project(
                     added = _write(store, consumer, group, polled, names, summary, gate)
                 if on_batch is not None:
                     on_batch(added)
-            if schedule is not None and reports is not None:
-                from dealtrail.schedule import run_due
+            caught_up = (
+                not polled
+                and once
+                and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items())
+            )
+            if schedule is not None and reports is not None and (caught_up or time.monotonic() >= next_check):
+                from dealtrail.schedule import ReportWatch, run_due
 
+                watch = watch or ReportWatch()
                 with lock:
                     summary.reports += run_due(
                         store.con,
@@ -195,12 +211,11 @@ def project(
                         property_name=property_name,
                         review_due=review_due,
                         console_url=console_url,
+                        grace=report_grace,
+                        watch=watch,
                     )
-            if (
-                not polled
-                and once
-                and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items())
-            ):
+                next_check = time.monotonic() + report_check_seconds
+            if caught_up:
                 return summary
             if max_seconds is not None and time.monotonic() - started > max_seconds:
                 if once:

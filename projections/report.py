@@ -8,6 +8,7 @@ so a re-run writes the same files.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -52,6 +53,8 @@ class ReportFiles:
     parquet: Path
     findings: int
     summary: Path
+    report: Mapping[str, Any] | None = None
+    """The ``report`` section of ``summary.json``: status, as-of, coverage, digest (see :func:`write_report`)."""
 
 
 def _sql(name: str) -> str:
@@ -464,6 +467,169 @@ def _rule_chart_svg(findings: list[dict[str, Any]]) -> str:
     return _svg(fig)
 
 
+FINAL, PROVISIONAL = "final", "provisional"
+"""A period report's status: final once its period's trail is in (see :func:`judge_status`)."""
+
+
+def judge_status(
+    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, grace: timedelta
+) -> dict[str, Any] | None:
+    """Whether the report of [start, end) is final or provisional, judged on event time only.
+
+    The report is final once every table that dealt in the period (has a dealing event in it)
+    has a stored event at or after ``end`` (its trail has moved past the period), or once the
+    grace time has passed *in event time*: the newest dealing event stored, at any table, is at
+    or after ``end + grace``. A period without any dealing event is final by the grace time only.
+    The wall clock plays no part, so a store that receives no more events keeps the status it
+    has (a floor's last period stays provisional until the trail goes on or grace passes).
+    An unbounded period (``end`` None) is never judged: None.
+
+    Args:
+        con: any connection to the store.
+        start: start of the period, inclusive (None: unbounded).
+        end: end of the period, exclusive (None: the status is not judged).
+        grace: how far past ``end`` the newest stored event must be for the report to be final
+            however many tables have not yet dealt past the end (event time).
+
+    Returns:
+        ``{"status": "final" | "provisional", "reason": text, "waiting_for": [table IDs that
+        dealt in the period with no event at or after its end yet], "newest_event": ISO time
+        or None}``; None when ``end`` is None.
+    """
+    if end is None:
+        return None
+    rows = con.execute(
+        """WITH dealt AS (SELECT DISTINCT table_id FROM events WHERE occurred_at >= $start AND occurred_at < $end),
+                past AS (SELECT DISTINCT table_id FROM events WHERE occurred_at >= $end)
+           SELECT d.table_id FROM dealt d ANTI JOIN past p USING (table_id) ORDER BY 1""",
+        {"start": start or FAR_PAST, "end": end},
+    ).fetchall()
+    waiting = [str(r[0]) for r in rows]
+    newest_rows = con.execute("SELECT max(occurred_at) FROM events").fetchall()
+    newest: datetime | None = newest_rows[0][0] if newest_rows else None
+    dealt = con.execute(
+        "SELECT count(*) FROM events WHERE occurred_at >= $start AND occurred_at < $end",
+        {"start": start or FAR_PAST, "end": end},
+    ).fetchall()[0][0]
+    grace_text = f"{grace.total_seconds() / 60:g} min"
+    if newest is not None and newest >= end + grace:
+        status, reason = FINAL, f"the newest stored event ({iso_utc(newest)}) is past the period's end + {grace_text}"
+        if dealt and not waiting:
+            reason = "every table that dealt in the period has an event at or after its end"
+    elif dealt and not waiting:
+        status, reason = FINAL, "every table that dealt in the period has an event at or after its end"
+    else:
+        status = PROVISIONAL
+        reason = (
+            f"{len(waiting)} table(s) that dealt in the period have no event at or after its end yet, and the "
+            if waiting
+            else "no dealing event in the period yet, and the "
+        ) + f"newest stored event is not yet {grace_text} past its end: events may still arrive"
+    return {
+        "status": status,
+        "reason": reason,
+        "waiting_for": waiting,
+        "newest_event": iso_utc(newest) if newest is not None else None,
+    }
+
+
+def coverage(
+    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, as_of: datetime | None
+) -> dict[str, Any]:
+    """What a report of [start, end) as of ``as_of`` covers, JSON-ready.
+
+    Keys: ``as_of`` (ISO time or None: every review), ``generation`` (of the findings),
+    ``tables`` (per table that dealt in the period: ``events``, ``last_seq`` and
+    ``last_event_at``, the last event included), ``reviews`` (the review watermark: ``count``
+    of review events on the period's findings made up to ``as_of``, ``last_review_id`` and
+    ``last_reviewed_at`` of the latest of them), ``finding_revisions`` (stored revisions of the
+    findings detected in the period, this generation), ``rounds`` (rounds completed in it) and
+    ``dead_letters`` (dead letters dated in it). Two reports with the same coverage but for
+    ``as_of`` read the same rows (dead letters without a date apart).
+
+    Args:
+        con: any connection; the generation reported is the one the session names (see
+            ``SET VARIABLE dealtrail_generation``), else the latest.
+        start: start of the period, inclusive (None: unbounded).
+        end: end of the period, exclusive (None: unbounded).
+        as_of: reviews made after it are not covered (timezone-aware); None: every review.
+    """
+    params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE}
+    tables = {
+        str(t): {"events": int(n), "last_seq": int(seq), "last_event_at": iso_utc(at)}
+        for t, n, seq, at in con.execute(
+            """SELECT table_id, count(*), max(seq), max(occurred_at) FROM events
+               WHERE occurred_at >= $start AND occurred_at < $end GROUP BY table_id ORDER BY table_id""",
+            params,
+        ).fetchall()
+    }
+    generation = con.execute(
+        "SELECT coalesce(getvariable('dealtrail_generation'), (SELECT max(generation) FROM generations), 1)"
+    ).fetchall()[0][0]
+    revisions = con.execute(
+        """SELECT count(*) FROM findings_generation WHERE finding_id IN
+               (SELECT finding_id FROM fct_detections WHERE observed_at >= $start AND observed_at < $end)""",
+        params,
+    ).fetchall()[0][0]
+    rounds = con.execute(
+        "SELECT count(*) FROM rounds WHERE completed_at >= $start AND completed_at < $end", params
+    ).fetchall()[0][0]
+    dead = query(con, "rpt_data_quality", start, end).to_pylist()[0]["dead_letters"]
+    watermark: dict[str, Any] = {"count": 0, "last_review_id": None, "last_reviewed_at": None}
+    if reviews.has_console_tables(con):
+        row = con.execute(
+            """SELECT count(*), arg_max(review_id, (reviewed_at, review_id)), max(reviewed_at) FROM reviews
+               WHERE reviewed_at <= $as_of AND finding_id IN
+                     (SELECT finding_id FROM fct_detections WHERE observed_at >= $start AND observed_at < $end)""",
+            {**params, "as_of": as_of or FAR_FUTURE},
+        ).fetchall()[0]
+        watermark = {
+            "count": int(row[0]),
+            "last_review_id": row[1],
+            "last_reviewed_at": iso_utc(row[2]) if row[2] is not None else None,
+        }
+    return {
+        "as_of": iso_utc(as_of) if as_of is not None else None,
+        "generation": int(generation),
+        "tables": tables,
+        "reviews": watermark,
+        "finding_revisions": int(revisions),
+        "rounds": int(rounds),
+        "dead_letters": int(dead),
+    }
+
+
+def report_digest(
+    figures: Mapping[str, Any],
+    findings: list[dict[str, Any]],
+    review_rows: Mapping[str, Mapping[str, Any]],
+    status: str | None,
+) -> str:
+    """The SHA-256 (hex) of what a report says: its figures, its finding rows, each finding's
+    review status, assignee and late flag, and its status. Two revisions of a period's report
+    with the same digest say the same thing; the as-of time, the revision number and the count
+    of dead letters without a date (store-wide, not the period's) are left out."""
+    figs = json.loads(json.dumps(_jsonable(dict(figures))))
+    quality = figs.get("data_quality", {})
+    quality.pop("dead_letters_undated", None)
+    for counts in quality.get("dead_letters_by_reason", {}).values():
+        counts.pop("undated", None)
+    quality["dead_letters_by_reason"] = {
+        k: v for k, v in quality.get("dead_letters_by_reason", {}).items() if any(v.values())
+    }
+    said = {
+        "figures": figs,
+        "findings": _jsonable(findings),
+        "reviews": {
+            fid: [r.get("review_status"), r.get("assignee"), bool(r.get("review_late"))]
+            for fid, r in sorted(review_rows.items())
+        },
+        "status": status,
+    }
+    text = json.dumps(said, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def write_report(
     db: str | os.PathLike[str] | duckdb.DuckDBPyConnection,
     out: str | os.PathLike[str],
@@ -476,6 +642,9 @@ def write_report(
     property_name: str | None = None,
     generated_at: datetime | None = None,
     console_url: str | None = None,
+    as_of: datetime | None = None,
+    grace: timedelta | None = None,
+    revision: int | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -502,6 +671,18 @@ def write_report(
             writes the same bytes); None: not shown.
         console_url: the console's address the page links findings, dealers and tables to (see
             :class:`ConsoleLinks`; ``""``: paths on the page's own host); None: no links.
+        as_of: the report's as-of time (timezone-aware): only reviews made up to it are counted,
+            so the same store and the same as-of give the same bytes; None: ``generated_at``,
+            and with neither every review stored.
+        grace: judge the report final or provisional (:func:`judge_status`) with this grace
+            time (event time); None, or an unbounded ``end``: not judged.
+        revision: the revision number of a scheduled period's report, shown in its header
+            (``dealtrail.schedule`` writes each in its own folder); None: not a revision.
+
+    ``summary.json`` holds the figures of :func:`build_summary` and a ``report`` section:
+    ``status`` (``final``, ``provisional`` or None when not judged), ``status_reason``,
+    ``waiting_for`` (tables without an event past the period's end yet), ``as_of``,
+    ``revision``, ``coverage`` (:func:`coverage`) and ``digest`` (:func:`report_digest`).
 
     Raises:
         FileNotFoundError: no store at ``db``.
@@ -515,11 +696,16 @@ def write_report(
     con = connect_read_only(db) if own else db  # type: ignore[arg-type]
     assert isinstance(con, duckdb.DuckDBPyConnection)
     csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
+    as_of = as_of or generated_at
     try:
         info = generation_info(con, generation)
         diff = generation_diff(con, info.generation, info.previous) if info.previous is not None else []
         # the views read this generation (a session variable: the store is not written)
         con.execute(f"SET VARIABLE dealtrail_generation = {int(info.generation)}")
+        if as_of is not None:  # and the reviews made up to the as-of time (dim_review_status)
+            con.execute("SET VARIABLE dealtrail_reviews_as_of = $1::TIMESTAMPTZ", [as_of])
+        covered = coverage(con, start, end, as_of)
+        judged = judge_status(con, start, end, grace) if grace is not None else None
         make_private_dirs(out_dir)
         table = query(con, "rpt_findings", start, end)
         findings = _with_rulebook_revisions(con, table.to_pylist())
@@ -550,6 +736,8 @@ def write_report(
     finally:
         with contextlib.suppress(duckdb.Error):
             con.execute("RESET VARIABLE dealtrail_generation")
+        with contextlib.suppress(duckdb.Error):
+            con.execute("RESET VARIABLE dealtrail_reviews_as_of")
         if own:
             con.close()
     remedies = [
@@ -559,6 +747,16 @@ def write_report(
     ]
     links = ConsoleLinks(console_url)
     listed, procedural = _finding_list(findings, review_rows, review_due is not None)
+    status = judged["status"] if judged else None
+    report_meta = {
+        "status": status,
+        "status_reason": judged["reason"] if judged else None,
+        "waiting_for": judged["waiting_for"] if judged else [],
+        "as_of": iso_utc(as_of) if as_of is not None else None,
+        "revision": revision,
+        "coverage": covered,
+        "digest": report_digest(figures, findings, review_rows, status),
+    }
     html = (
         _env(tz)
         .get_template("report.html.j2")
@@ -570,6 +768,8 @@ def write_report(
             last_event=figures["period"]["last_event"],
             property_name=property_name,
             generated_at=show(generated_at, UTC) if generated_at else None,
+            as_of=show(as_of, UTC) if as_of else None,
+            report=report_meta,
             zone=zone_name(tz),
             summary=summarise(findings),
             figures=figures,
@@ -599,10 +799,10 @@ def write_report(
     html_path = out_dir / "report.html"
     write_private_text(html_path, html)
     summary_path = out_dir / "summary.json"
-    write_private_text(summary_path, json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    write_private_text(summary_path, json.dumps({**figures, "report": report_meta}, indent=2, sort_keys=True) + "\n")
     for p in (csv_path, parquet_path):
         make_private(p)
-    return ReportFiles(html_path, csv_path, parquet_path, len(findings), summary_path)
+    return ReportFiles(html_path, csv_path, parquet_path, len(findings), summary_path, report_meta)
 
 
 def _finding_list(

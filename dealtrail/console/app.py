@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 import secrets
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import duckdb
 import jinja2
@@ -73,6 +75,7 @@ _REPORT_FILES = {"report.html", "summary.json", "findings.csv", "findings.parque
 MAX_OFFSET = 2**53
 """The largest ``offset`` the API takes (far beyond any store; a bigger one is a 422, never an
 overflow of the store's 64-bit integers)."""
+_REPORT_ORDER = ("report.html", "summary.json", "findings.csv", "findings.parquet")
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,14 @@ def utc(value: datetime | None) -> str:
     if value is None:
         return "-"
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
+def _shown(value: object) -> str | None:
+    """An ISO 8601 time read from a report's files, shown as :func:`utc` does (None if unreadable)."""
+    try:
+        return utc(datetime.fromisoformat(str(value))) if value else None
+    except ValueError:
+        return None
 
 
 def utc_short(value: datetime | None) -> str:
@@ -838,15 +849,35 @@ def create_app(
     # -- reports ---------------------------------------------------------------------------
 
     def scheduled() -> list[dict[str, Any]]:
+        """Each period's revisions (``projections.period_reports.history``), latest first, newest
+        period first; a revision's ``base`` is the path its files are served under."""
+        from projections.period_reports import LEGACY, history
+
         folder = config.reports_dir
         if folder is None or not folder.is_dir():
             return []
         out = []
         for sub in sorted(folder.iterdir(), reverse=True):
-            if sub.is_dir() and _LABEL.match(sub.name) and (sub / "report.html").is_file():
-                out.append(
-                    {"label": sub.name, "files": sorted(p.name for p in sub.iterdir() if p.name in _REPORT_FILES)}
-                )
+            if not (sub.is_dir() and _LABEL.match(sub.name)):
+                continue
+            revisions = []
+            for r in reversed(history(sub)):
+                where = sub if r["folder"] == LEGACY else sub / r["folder"]
+                base = f"/reports/scheduled/{quote(sub.name)}" + ("" if r["folder"] == LEGACY else f"/{r['folder']}")
+                files = [name for name in _REPORT_ORDER if (where / name).is_file()]
+                revisions.append({**r, "base": base, "files": files})
+            for r in revisions:
+                r["as_of_shown"] = _shown(r["as_of"])
+            if revisions:
+                try:
+                    manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
+                    start = datetime.fromisoformat(manifest["start"]).astimezone(UTC)
+                    end = datetime.fromisoformat(manifest["end"]).astimezone(UTC)
+                    to = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+                    span = f"{start:%Y-%m-%d %H:%M} to {to} UTC"
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    span = None
+                out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
         return out
 
     @app.get("/reports", include_in_schema=False)
@@ -897,6 +928,18 @@ def create_app(
         folder = config.reports_dir
         path = _inside(folder, label, name) if folder is not None and name in _REPORT_FILES else None
         if path is None or not _LABEL.match(label):
+            raise HTTPException(404)
+        headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
+        return FileResponse(path, headers=headers)
+
+    @app.get("/reports/scheduled/{label}/{revision}/{name}", include_in_schema=False)
+    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser) -> Response:
+        from projections.period_reports import REVISION
+
+        folder = config.reports_dir
+        ok = folder is not None and _LABEL.match(label) and REVISION.match(revision) and name in _REPORT_FILES
+        path = _inside(folder, label, revision, name) if ok and folder is not None else None
+        if path is None:
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
         return FileResponse(path, headers=headers)

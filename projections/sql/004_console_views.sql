@@ -13,14 +13,23 @@ SELECT * EXCLUDE (rn) FROM (
     FROM api_tokens t
 ) WHERE rn = 1;
 
+-- reviews_as_of: the review events made up to the instant a reader named with
+-- SET VARIABLE dealtrail_reviews_as_of = TIMESTAMPTZ '...' (a report's as-of time, so that the
+-- same store and the same as-of give the same report), else every review (grain: review_id).
+-- Upstream: reviews.
+CREATE OR REPLACE VIEW reviews_as_of AS
+SELECT * FROM reviews
+WHERE getvariable('dealtrail_reviews_as_of') IS NULL
+   OR reviewed_at <= CAST(getvariable('dealtrail_reviews_as_of') AS TIMESTAMPTZ);
+
 -- dim_review_status: each finding's review status, the projection of its review events
 -- (grain: finding_id, every finding of dim_findings, 'unreviewed' without a review).
--- Upstream: dim_findings, reviews. The status is the kind of the latest review event; cause
+-- Upstream: dim_findings, reviews_as_of. The status is the kind of the latest review event; cause
 -- and disposed_at are those of the disposition in force (none once reopened).
 CREATE OR REPLACE VIEW dim_review_status AS
 WITH ranked AS (
     SELECT r.*, row_number() OVER (PARTITION BY finding_id ORDER BY reviewed_at DESC, review_id DESC) AS rn
-    FROM reviews r
+    FROM reviews_as_of r
 ), last AS (
     SELECT * FROM ranked WHERE rn = 1
 ), agg AS (
@@ -28,7 +37,7 @@ WITH ranked AS (
            count(*) AS reviews,
            min(reviewed_at) AS first_reviewed_at,
            arg_max(assignee, reviewed_at) FILTER (WHERE type = 'FindingAssigned') AS assignee
-    FROM reviews GROUP BY finding_id
+    FROM reviews_as_of GROUP BY finding_id
 )
 SELECT d.finding_id,
        CASE last.type

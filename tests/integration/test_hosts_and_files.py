@@ -193,7 +193,9 @@ def test_schedule_retries_a_busy_store_at_its_next_poll_and_says_so_once(
                 poll_seconds=5.0, on_written=written.append, iterations=5, on_busy=busy.append)  # fmt: skip
     assert len(busy) == 1 and str(db) in busy[0] and "busy" in busy[0]
     assert sleeps == [5.0] * 4
-    assert [[p.name for p in w] for w in written] == [["2026-11-27T1800+0000_UTC", "2026-11-27T1900+0000_UTC"]]
+    assert [[f"{p.parent.name}/{p.name}" for p in w] for w in written] == [
+        ["2026-11-27T1800+0000_UTC/rev-0001", "2026-11-27T1900+0000_UTC/rev-0001"]
+    ]
 
 
 def test_one_shot_commands_refuse_a_busy_store_at_once(held_store: tuple[Path, subprocess.Popen[str]]) -> None:

@@ -96,21 +96,25 @@ def test_replay_cli_writes_an_incident_page(store: Path, tmp_path: Path) -> None
     assert "Content-Security-Policy" in html
 
 
-def test_schedule_writes_each_closed_period_once_and_a_rerun_is_identical(store: Path, tmp_path: Path) -> None:
+def test_schedule_writes_each_closed_period_once_and_a_forced_rerun_adds_revisions_beside_them(
+    store: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "periods"
     hourly = Schedule("0 * * * *")
     assert run_due(store, out, hourly, START + timedelta(minutes=59)) == []
     first = run_due(store, out, hourly, START + timedelta(hours=1, minutes=1))
-    assert [p.name for p in first] == ["2026-11-27T1800+0000_UTC"]
+    assert [f"{p.parent.name}/{p.name}" for p in first] == ["2026-11-27T1800+0000_UTC/rev-0001"]
     assert run_due(store, out, hourly, START + timedelta(hours=1, minutes=30)) == []
     second = run_due(store, out, hourly, START + timedelta(hours=3))
     # the shift ends at about 19:30: the 20:00 period holds no event and is not reported
-    assert [p.name for p in second] == ["2026-11-27T1900+0000_UTC"]
-    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert [f"{p.parent.name}/{p.name}" for p in second] == ["2026-11-27T1900+0000_UTC/rev-0001"]
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"}
     assert {p.name for p in files} == {"report.html", "findings.csv", "findings.parquet", "summary.json"}
+    # nothing changed in the store: a later look writes nothing
+    assert run_due(store, out, hourly, START + timedelta(hours=5)) == []
     again = run_due(store, out, hourly, START + timedelta(hours=3), force=True)
-    assert len(again) == 2
-    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+    assert [p.name for p in again] == ["rev-0002", "rev-0002"]
+    assert {p: p.read_bytes() for p in files} == files  # the first revisions are untouched
 
 
 def test_run_forever_writes_periods_as_the_clock_passes_them(store: Path, tmp_path: Path) -> None:
@@ -120,7 +124,8 @@ def test_run_forever_writes_periods_as_the_clock_passes_them(store: Path, tmp_pa
     written: list[list[Path]] = []
     run_forever(store, tmp_path, Schedule("0 * * * *"), clock=lambda: next(ticks), sleep=sleeps.append,
                 poll_seconds=7.0, on_written=written.append, iterations=4)  # fmt: skip
-    assert written == [[tmp_path / "2026-11-27T1800+0000_UTC"], [tmp_path / "2026-11-27T1900+0000_UTC"]]
+    rev = "rev-0001"
+    assert written == [[tmp_path / "2026-11-27T1800+0000_UTC" / rev], [tmp_path / "2026-11-27T1900+0000_UTC" / rev]]
     assert sleeps == [7.0, 7.0, 7.0]
 
 
@@ -213,11 +218,11 @@ def test_scheduled_reports_name_the_property_and_judge_review_lateness_from_the_
     args = ["schedule", "--every", "0 * * * *", "--db", str(store), "--out", str(out), "--now", now]
     result = CliRunner().invoke(app, args, env=env)
     assert result.exit_code == 0, result.output
-    folder = out / "2026-11-27T1800+0000_UTC"
+    folder = out / "2026-11-27T1800+0000_UTC" / "rev-0001"
     assert "Riverfront Downs" in (folder / "report.html").read_text()
     assert json.loads((folder / "summary.json").read_text())["reviews"]["late"] > 0
     ticks = iter([START + timedelta(hours=3)])
     again = tmp_path / "forever"
     run_forever(store, again, Schedule("0 * * * *"), clock=lambda: next(ticks), sleep=lambda s: None,
                 iterations=1, property_name="Keystone Park")  # fmt: skip
-    assert "Keystone Park" in (again / "2026-11-27T1800+0000_UTC" / "report.html").read_text()
+    assert "Keystone Park" in (again / "2026-11-27T1800+0000_UTC" / "rev-0001" / "report.html").read_text()

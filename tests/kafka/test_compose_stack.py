@@ -268,6 +268,6 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     assert 0 < events <= lines
     # the projector's scheduled reports (--report-every shift --reports /data/periods)
     periods = data / "periods"
-    assert any(periods.glob("*/report.html")), sorted(periods.rglob("*")) if periods.exists() else "no periods"
+    assert any(periods.glob("*/rev-*/report.html")), sorted(periods.rglob("*")) if periods.exists() else "no periods"
     # the workers' Faust data folders lived under the container user's home and are gone
     assert not any((data / ".local" / "state" / "dealtrail" / "faust").glob("*")), "worker data folders left"

@@ -205,7 +205,7 @@ def test_the_projector_writes_scheduled_reports_from_its_own_connection(
                 "--report-every", "0 * * * *", "--reports", str(reports))  # fmt: skip
     periods = sorted(p.name for p in reports.iterdir())
     assert periods == ["2026-11-27T1800+0000_UTC"]
-    summary = json.loads((reports / periods[0] / "summary.json").read_text())
+    summary = json.loads((reports / periods[0] / "rev-0001" / "summary.json").read_text())
     assert summary["findings"]["total"] > 0
 
 
