@@ -250,13 +250,16 @@ def build_summary(
     end: datetime | None,
     review_due: reviews.ReviewDue | None = None,
     as_of: datetime | None = None,
+    reviews_until: datetime | None = None,
 ) -> dict[str, Any]:
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
 
     The incident counts (``findings``: total, records, by severity, status and table, the open
     split; ``reviews``) come from the incidents read model (:mod:`projections.incidents`), the
     same as the CLI, the console, the API and the digest. ``as_of`` is the instant review
-    lateness is judged at (None: the period's end or its last detection, whichever is earlier).
+    lateness is judged at (None: the period's end or its last detection, whichever is earlier);
+    ``reviews_until`` the report's as-of time: reviews made after it are not counted (None: every
+    review).
 
     Keys: ``period`` (``start`` and ``end`` as asked, None when unbounded; ``first_event`` and
     ``last_event``: the first and last dealing event in it), ``rounds`` (total, voided, by game,
@@ -311,8 +314,8 @@ def build_summary(
     quality["incidents"] = len(gaps) + quality["chain_breaks_alone"]
     late_at = as_of if as_of is not None else _review_as_of(findings, end)
     scope = reviews.FindingFilter(start=start, end=end)
-    counted = incident_model.counts(con, review_due, late_at, scope)
-    per_table = incident_model.counts_by_table(con, review_due, late_at, scope)
+    counted = incident_model.counts(con, review_due, late_at, scope, reviews_until)
+    per_table = incident_model.counts_by_table(con, review_due, late_at, scope, reviews_until)
     figures: dict[str, Any] = _jsonable(
         {
             "period": {
@@ -358,7 +361,10 @@ def build_summary(
             "remedies": query(con, "rpt_remedies", start, end).to_pylist()[0],
             "device_faults": query(con, "rpt_device_faults", start, end).to_pylist(),
             "data_quality": quality,
-            "reviews": {**reviews.summary(con, start, end, late_at, review_due), "as_of": late_at},
+            "reviews": {
+                **reviews.summary(con, start, end, late_at, review_due, reviews_until=reviews_until),
+                "as_of": late_at,
+            },
         }
     )
     return figures
@@ -714,7 +720,7 @@ def write_report(
         # lateness is judged when the report is generated (the console judges it at its now, so
         # both say the same at the same instant); without a time, at the period's last detection
         late_at = generated_at if generated_at is not None else _review_as_of(findings, end)
-        figures = build_summary(con, findings, start, end, review_due, as_of=late_at)
+        figures = build_summary(con, findings, start, end, review_due, as_of=late_at, reviews_until=as_of)
         review_rows: dict[str, dict[str, Any]] = {}
         if reviews.has_console_tables(con):
             rows, _ = reviews.find(
@@ -722,6 +728,7 @@ def write_report(
                 reviews.FindingFilter(start=start, end=end),
                 review_due or reviews.ReviewDue(0, 0, 0),
                 late_at,
+                reviews_until=as_of,
             )
             review_rows = {r["finding_id"]: r for r in rows}
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them

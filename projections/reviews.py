@@ -97,6 +97,7 @@ def find(
     descending: bool = True,
     limit: int | None = None,
     offset: int = 0,
+    reviews_until: datetime | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The finding records that pass ``filters``, with cause, review status, due time and late flag:
     :func:`projections.incidents.records` (the incidents read model), kept under this name for
@@ -111,6 +112,7 @@ def find(
         descending: newest / highest first.
         limit: rows per page (None: all).
         offset: rows to skip.
+        reviews_until: count only reviews made at or before this instant (None: every review).
 
     Returns:
         ``(rows, total)``: the page's rows as dicts (the columns of ``inc_findings.sql``) and how
@@ -118,7 +120,7 @@ def find(
     """
     from projections import incidents  # it builds on this module's filter and due times
 
-    return incidents.records(con, filters, due, as_of, sort, descending, limit, offset)
+    return incidents.records(con, filters, due, as_of, sort, descending, limit, offset, reviews_until)
 
 
 def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
