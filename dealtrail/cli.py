@@ -216,6 +216,7 @@ def audit(
                 chain=chain,
                 max_record_bytes=settings.max_record_bytes,
                 snapshot_every=settings.snapshot_every,
+                limits=settings.plausibility,
             )
         except NotEventsError as exc:
             raise _fail(str(exc)) from None
@@ -311,7 +312,7 @@ def reaudit(
         raise _fail(f"cannot open {db} for writing (is a projector or audit writing it?): {exc}", code=1) from None
     with store:
         try:
-            result = run(store, table, start, end, workers, settings.snapshot_every)
+            result = run(store, table, start, end, workers, settings.snapshot_every, settings.plausibility)
         except ReauditError as exc:
             raise _fail(str(exc), code=1) from None
         except KeyboardInterrupt:
@@ -461,6 +462,7 @@ def demo(
             progress=lambda k: progress.advance(task, k),
             max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
+            limits=settings.plausibility,
         )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))
@@ -518,7 +520,7 @@ def publish(
 
     settings = load()
     try:
-        publisher = Publisher(settings.kafka, settings.topics, chain=chain)
+        publisher = Publisher(settings.kafka, settings.topics, chain=chain, limits=settings.plausibility)
     except Exception as exc:
         raise _fail(f"cannot reach Kafka at {settings.kafka.bootstrap}: {type(exc).__name__}") from None
     try:
@@ -740,7 +742,9 @@ def replay(
             trail = list(stored_events(con, table, begin.last_seq))
         else:
             raise _fail("--source must be db or kafka")
-        result = run(table, trail, stored, window, at, begin if begin.state is not None else None)
+        result = run(
+            table, trail, stored, window, at, begin if begin.state is not None else None, settings.plausibility
+        )
     except (ReplayError, FileNotFoundError, TimeoutError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:

@@ -194,9 +194,8 @@ def _classify(exc: ValidationError, data: bytes | str) -> DecodeError:
         return DecodeError("schema_error", "type: field required (the event type tag)")
     if not first["loc"]:
         return DecodeError("not_an_object", first["msg"])
-    if all(_beyond_bounds(e) for e in exc.errors(include_url=False)):
-        return DecodeError("out_of_bounds", _describe(exc))
-    return DecodeError("schema_error", _describe(exc))
+    bounds = all(_beyond_bounds(e) for e in exc.errors(include_url=False))
+    return DecodeError("out_of_bounds" if bounds else "schema_error", _describe(exc))
 
 
 def _beyond_bounds(err: Any) -> bool:

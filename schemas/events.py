@@ -13,12 +13,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from schemas.base import (
+    MAX_INT32,
     Area,
     Card,
     DealingMethod,
     Envelope,
     Frozen,
-    MAX_INT32,
     Identifier,
     PersonId,
     Position,

@@ -1,7 +1,7 @@
-"""One strict JSON reader for everything dealtrail takes in from outside (standard library only).
+r"""One strict JSON reader for everything dealtrail takes in from outside (standard library only).
 
 The standard parsers let the last of two equal keys in an object win silently, die with a
-``RecursionError`` on deep nesting, and read a lone UTF-16 surrogate (``"\\ud800"``) into a
+``RecursionError`` on deep nesting, and read a lone UTF-16 surrogate (``"\ud800"``) into a
 string that cannot be written back out. Rulebook revision 3 (decision 10.3.4) and issue 19 ask
 that such input be refused, with a reason, wherever events and request bodies arrive: event
 lines, Kafka messages and the console's API bodies all go through :func:`loads` (the event codec

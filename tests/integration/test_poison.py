@@ -1,0 +1,127 @@
+"""No poison record (issue 19 item 3, rulebook 10.3.4): a record beyond the bounds or the
+plausibility limits is dead-lettered with its own reason, leaves its table as it was, and the
+rest of the trail is judged as if it had not arrived."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from dealtrail.audit import audit_file
+from dealtrail.simulator.run import write_simulation
+from projections.store import Store
+from streams.engine import Plausibility
+
+LIMITS = Plausibility(max_seq_jump=100_000, max_clock_skew=timedelta(hours=1))
+
+
+@pytest.fixture(scope="module")
+def trail(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """A 3-table, 0.5-hour simulated shift with injected errors: its lines."""
+    path = tmp_path_factory.mktemp("poison") / "shift.jsonl"
+    write_simulation(path, tables=3, hours=0.5, seed=5, error_rate=0.2, duplicate_rate=0.0)
+    return path.read_bytes().splitlines()
+
+
+def bad_copy(line: bytes, n: int, **changes: Any) -> bytes:
+    """A new record made from a real line: a fresh event ID, unchained, with ``changes``."""
+    doc = json.loads(line)
+    doc.pop("prev_hash", None)
+    doc.pop("hash", None)
+    doc["event_id"] = f"POISON-{n}"
+    doc.update(changes)
+    return json.dumps(doc).encode()
+
+
+def audited(tmp_path: Path, name: str, lines: list[bytes], limits: Plausibility | None = LIMITS) -> dict[str, Any]:
+    """Audit ``lines``: the summary, the findings (finding ID, revision, status), the stored
+    event IDs and the dead letters."""
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    dead = io.StringIO()
+    with Store(tmp_path / f"{name}.duckdb") as store:
+        summary = audit_file(path, store, dead, limits=limits)
+        con = store.con
+        findings = sorted(con.execute("SELECT finding_id, revision, status FROM findings").fetchall())
+        events = {r[0] for r in con.execute("SELECT event_id FROM events").fetchall()}
+    return {
+        "summary": summary,
+        "findings": findings,
+        "events": events,
+        "dead": [json.loads(x) for x in dead.getvalue().splitlines()],
+    }
+
+
+def test_a_seq_far_ahead_is_refused_and_the_rest_of_the_table_is_judged_as_without_it(
+    trail: list[bytes], tmp_path: Path
+) -> None:
+    at = len(trail) // 3
+    poisoned = [*trail[:at], bad_copy(trail[at], 1, seq=2**62), *trail[at:]]
+    clean = audited(tmp_path, "clean", trail)
+    dirty = audited(tmp_path, "dirty", poisoned)
+    assert [(d["reason"], d["line"]) for d in dirty["dead"]] == [("implausible_seq_jump", at + 1)]
+    assert dirty["findings"] == clean["findings"]
+    assert dirty["events"] == clean["events"]
+
+
+def test_without_the_limit_a_seq_far_ahead_poisons_the_rest_of_its_table(trail: list[bytes], tmp_path: Path) -> None:
+    """What the limit prevents: the record becomes the table's head and the rest of its trail
+    turns into contradictory-seq findings."""
+    at = len(trail) // 3
+    poisoned = [*trail[:at], bad_copy(trail[at], 1, seq=2**62), *trail[at:]]
+    clean = audited(tmp_path, "clean", trail, None)
+    dirty = audited(tmp_path, "dirty", poisoned, None)
+    assert len(dirty["findings"]) > len(clean["findings"]) + 100
+
+
+def test_an_occurred_at_far_after_its_recorded_at_is_refused(trail: list[bytes], tmp_path: Path) -> None:
+    at = len(trail) // 2
+    doc = json.loads(trail[at])
+    poisoned = [
+        *trail[:at],
+        bad_copy(trail[at], 1, seq=doc["seq"], recorded_at="2026-11-27T10:00:00Z"),
+        *trail[at:],
+    ]
+    clean = audited(tmp_path, "clean", trail)
+    dirty = audited(tmp_path, "dirty", poisoned)
+    assert [d["reason"] for d in dirty["dead"]] == ["implausible_clock_skew"]
+    assert dirty["findings"] == clean["findings"]
+
+
+def test_a_table_idle_for_weeks_is_not_implausible(trail: list[bytes], tmp_path: Path) -> None:
+    docs = [json.loads(line) for line in trail]
+    table = docs[0]["table_id"]
+    half = len(docs) // 2
+    later = []
+    for i, doc in enumerate(docs):
+        if doc["table_id"] == table and i >= half:
+            for key in ("occurred_at", "recorded_at"):
+                doc[key] = doc[key].replace("2026-11-", "2026-12-").replace("-12-27", "-12-29")
+            doc.pop("prev_hash", None)
+            doc.pop("hash", None)
+        later.append(json.dumps(doc).encode())
+    result = audited(tmp_path, "idle", later)
+    assert not result["dead"]
+
+
+def test_the_limits_come_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dealtrail.settings import Settings
+
+    monkeypatch.setenv("DEALTRAIL_MAX_SEQ_JUMP", "7")
+    monkeypatch.setenv("DEALTRAIL_MAX_CLOCK_SKEW", "PT5M")
+    assert Settings().plausibility == Plausibility(7, timedelta(minutes=5))
+    assert Settings(max_seq_jump=100_000).plausibility.max_seq_jump == 100_000
+
+
+def _stored_counts(db: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("events", "dead_letters")}
+    finally:
+        con.close()
