@@ -591,26 +591,20 @@ def audit_file(
     stage_dir = Path(tempfile.mkdtemp(prefix="dealtrail-audit-"))
 
     def write(batch: Batch) -> None:
-        summary.written.add(
-            store.write_batch(
-                (),
-                batch.findings,
-                batch.rounds,
-                [
-                    {
-                        "source": d["source"],
-                        "position": f"line {d['line']}",
-                        "reason": d["reason"],
-                        "detail": d["detail"],
-                        "raw": d.get("raw", d.get("raw_base64", "")),
-                    }
-                    for d in batch.dead
-                ],
-                table_states=batch.states,
-                snapshots=batch.snapshots,
-                event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
-            )
+        written, refused = store.write_batch_isolating(
+            raw_events=(),
+            findings=batch.findings,
+            rounds=batch.rounds,
+            dead_letters=[_dead_row(d) for d in batch.dead],
+            table_states=batch.states,
+            snapshots=batch.snapshots,
+            event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
         )
+        summary.written.add(written)
+        if refused:  # rows the store could not hold: dead letters, and the run goes on
+            stored = [_store_refusal(str(path), kind, row, error) for kind, row, error in refused]
+            summary.written.add(store.write_batch((), dead_letters=[_dead_row(d) for d in stored]))
+            batch.dead += stored
         if batch.events_file is not None:
             batch.events_file.unlink(missing_ok=True)
         for d in batch.dead:
@@ -722,6 +716,30 @@ def _parallel(
             if p.is_alive() and len(finished) < shards:
                 p.terminate()
             p.join(timeout=10)
+
+
+def _dead_row(d: dict[str, Any]) -> dict[str, Any]:
+    """The ``dead_letters`` row of a dead-letter record."""
+    return {
+        "source": d["source"],
+        "position": f"line {d['line']}",
+        "reason": d["reason"],
+        "detail": d["detail"],
+        "raw": d.get("raw", d.get("raw_base64", "")),
+    }
+
+
+def _store_refusal(source: str, kind: str, row: Any, error: str) -> dict[str, Any]:
+    """The dead-letter record (reason ``store_error``) of a row the store refused
+    (:meth:`projections.store.Store.write_batch_isolating`): an event with its line, else the
+    row (a finding, a round, a state ...) as JSON, at line 0."""
+    if kind == "event_rows":
+        raw, line = str(row["payload"]).encode(), int(row["arrival"])
+    else:
+        doc = row.model_dump(mode="json") if isinstance(row, Finding) else row
+        raw, line = json.dumps(doc, default=str).encode(), 0
+    detail = f"the store refused this {kind.removesuffix('s').replace('_row', '')}: {error}"
+    return dead_letter_record(source, line, "store_error", detail, raw)
 
 
 def latest_statuses(store: Store) -> Counter[str]:

@@ -264,6 +264,20 @@ def _unreadable(topic: str, r: Any, exc: Exception) -> dict[str, Any]:
     }
 
 
+def _refused_row(names: list[str], kind: str, row: Any, error: str) -> dict[str, Any]:
+    """The ``dead_letters`` row (reason ``store_error``) of a row the store refused
+    (:meth:`projections.store.Store.write_batch_isolating`)."""
+    if kind == "raw_events":
+        offset, data = row
+        source, position, raw = names[0], f"{names[0]}@{offset}", bytes(data).decode("utf-8", "replace")
+    else:
+        doc = row.model_dump(mode="json") if isinstance(row, Finding) else row
+        source, position, raw = kind, f"{kind} row", json.dumps(doc, default=str)
+    what = kind.removesuffix("s").replace("raw_event", "event")
+    return {"source": source, "position": position, "reason": "store_error",
+            "detail": f"the store refused this {what}: {error}", "raw": raw}  # fmt: skip
+
+
 def _write(
     store: Store,
     consumer: Any,
@@ -334,7 +348,18 @@ def _write(
         last = records[-1].offset + 1
         offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
         commit[tp] = OffsetAndMetadata(last, "", -1)
-    added = store.write_batch(raw_events, findings, rounds, dead, offsets, snapshots=snapshots, reviews=review_rows)
+    added, refused = store.write_batch_isolating(
+        raw_events=raw_events,
+        findings=findings,
+        rounds=rounds,
+        dead_letters=dead,
+        offsets=offsets,
+        snapshots=snapshots,
+        reviews=review_rows,
+    )
+    if refused:  # rows the store could not hold: dead letters, the batch stored without them, no crash loop
+        summary.bad_records += len(refused)
+        added.add(store.write_batch((), dead_letters=[_refused_row(names, *r) for r in refused]))
     summary.written.add(added)
     summary.batches += 1
     consumer.commit(commit)

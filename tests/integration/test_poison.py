@@ -125,3 +125,54 @@ def _stored_counts(db: Path) -> dict[str, int]:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("events", "dead_letters")}
     finally:
         con.close()
+
+
+def test_a_round_the_store_cannot_hold_is_dead_lettered_and_the_run_goes_on(
+    trail: list[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dealtrail.audit as audit
+
+    clean = audited(tmp_path, "clean", trail)
+    real = audit.round_row
+    poisoned: list[str] = []
+
+    def too_big(*args: Any) -> dict[str, Any]:
+        row = real(*args)
+        if not poisoned:  # the first round: a number its INTEGER column cannot hold
+            poisoned.append(row["round_id"])
+            return {**row, "round_no": 2**31}
+        return row
+
+    monkeypatch.setattr(audit, "round_row", too_big)
+    dirty = audited(tmp_path, "dirty", trail)
+    assert [d["reason"] for d in dirty["dead"]] == ["store_error"]
+    assert poisoned[0] in dirty["dead"][0]["raw"] and "round" in dirty["dead"][0]["detail"]
+    assert dirty["events"] == clean["events"] and dirty["findings"] == clean["findings"]
+    con = duckdb.connect(str(tmp_path / "dirty.duckdb"), read_only=True)
+    try:
+        rounds = {r[0] for r in con.execute("SELECT round_id FROM rounds").fetchall()}
+        stored_dead = con.execute("SELECT reason FROM dead_letters").fetchall()
+    finally:
+        con.close()
+    assert poisoned[0] not in rounds and len(rounds) == dirty["summary"].written.rounds
+    assert stored_dead == [("store_error",)]
+
+
+def test_an_event_the_store_refuses_is_dead_lettered_with_its_line_and_the_batch_stored_without_it(
+    trail: list[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from projections.store import Store as StoreClass
+
+    victim = json.loads(trail[len(trail) // 2])["event_id"]
+    real = StoreClass._insert_event_rows
+
+    def refuse(self: StoreClass, rows: Any) -> int:
+        if victim in rows.column("event_id").to_pylist():
+            raise duckdb.ConversionException(f"Could not convert the row of {victim}")
+        return real(self, rows)
+
+    monkeypatch.setattr(StoreClass, "_insert_event_rows", refuse)
+    dirty = audited(tmp_path, "dirty", trail)
+    assert [(d["reason"], d["line"]) for d in dirty["dead"]] == [("store_error", len(trail) // 2 + 1)]
+    assert victim in dirty["dead"][0]["raw"] and "ConversionException" in dirty["dead"][0]["detail"]
+    assert dirty["events"] == {json.loads(line)["event_id"] for line in trail} - {victim}
