@@ -176,3 +176,37 @@ def test_an_event_the_store_refuses_is_dead_lettered_with_its_line_and_the_batch
     assert [(d["reason"], d["line"]) for d in dirty["dead"]] == [("store_error", len(trail) // 2 + 1)]
     assert victim in dirty["dead"][0]["raw"] and "ConversionException" in dirty["dead"][0]["detail"]
     assert dirty["events"] == {json.loads(line)["event_id"] for line in trail} - {victim}
+
+
+def test_each_refused_record_is_one_data_quality_incident_in_the_report_never_a_finding(
+    trail: list[bytes], tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime
+
+    from projections.report import query
+
+    at = len(trail) // 3
+    first = json.loads(trail[at])
+    bad = [
+        bad_copy(trail[at], 1, seq=2**62),
+        bad_copy(trail[at], 2, occurred_at="0001-01-01T00:00:00Z"),
+        bad_copy(trail[at], 3, seq=first["seq"], recorded_at="2026-11-27T10:00:00Z"),
+        json.dumps(first)[:-1].encode() + b', "seq": 1}',
+    ]
+    clean = audited(tmp_path, "clean", trail)
+    dirty = audited(tmp_path, "dirty", [*trail[:at], *bad, *trail[at:]])
+    assert dirty["findings"] == clean["findings"]
+    con = duckdb.connect(str(tmp_path / "dirty.duckdb"), read_only=True)
+    try:
+        start, end = datetime(2026, 11, 27, tzinfo=UTC), datetime(2026, 11, 28, tzinfo=UTC)
+        rows = query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
+        quality = query(con, "rpt_data_quality", start, end).to_pylist()[0]
+    finally:
+        con.close()
+    assert quality["dead_letters"] + quality["dead_letters_undated"] == 4
+    assert {r["reason"]: r["in_period"] + r["undated"] for r in rows} == {
+        "implausible_seq_jump": 1,
+        "out_of_bounds": 1,
+        "implausible_clock_skew": 1,
+        "malformed_json": 1,
+    }
