@@ -29,6 +29,7 @@ from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
+from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import client_config, key_mismatch
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class ProjectSummary:
     """What a projector run wrote (rows added after de-duplication) and read: ``records`` read,
     ``bad_records`` of the findings/rounds/dead-letter topics it could not read (stored as dead
     letters), ``skipped_events`` records of the events topic that are not a valid event of the table they are
-    keyed by (the worker dead-letters those)."""
+    keyed by, or beyond the plausibility limits of rulebook 10.3.4 (the worker dead-letters those)."""
 
     written: BatchCounts
     records: int = 0
@@ -148,6 +149,7 @@ def project(
     ]
     lock = write_lock if write_lock is not None else contextlib.nullcontext()
     gate = SnapshotGate(topics.snapshots.name)
+    heads = Heads(settings.plausibility)
     group = topics.projector_group
     consumer = KafkaConsumer(
         **client_config(settings.kafka, "dealtrail-projector", one_shot=True),
@@ -180,7 +182,7 @@ def project(
             polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
             if polled:
                 with lock:
-                    added = _write(store, consumer, group, polled, names, summary, gate)
+                    added = _write(store, consumer, group, polled, names, summary, gate, heads)
                 if on_batch is not None:
                     on_batch(added)
             if schedule is not None and reports is not None:
@@ -278,6 +280,36 @@ def _refused_row(names: list[str], kind: str, row: Any, error: str) -> dict[str,
             "detail": f"the store refused this {what}: {error}", "raw": raw}  # fmt: skip
 
 
+class Heads:
+    """The projector's side of the plausibility limits (rulebook 10.3.4): the worker refuses an
+    implausible event (and dead-letters it), so the projector must not store it either.
+
+    The seq limit is judged against the table's highest stored seq (read from the store once
+    per table, then followed batch by batch), as the worker judges it against its state's.
+
+    Args:
+        limits: the resolved ``settings.plausibility``.
+    """
+
+    def __init__(self, limits: Plausibility) -> None:
+        self.limits = limits
+        self.last: dict[str, int | None] = {}
+
+    def admits(self, store: Store, event: Any) -> bool:
+        """Whether ``event`` is within the limits; if so, it becomes its table's head."""
+        table = event.table_id
+        if table not in self.last:
+            row = store.con.execute("SELECT max(seq) FROM events WHERE table_id = ?", [table]).fetchone()
+            self.last[table] = None if row is None or row[0] is None else int(row[0])
+        last = self.last[table]
+        try:
+            check_plausible(last, event, self.limits)
+        except EventRejected:
+            return False
+        self.last[table] = event.seq if last is None else max(last, event.seq)
+        return True
+
+
 def _write(
     store: Store,
     consumer: Any,
@@ -286,6 +318,7 @@ def _write(
     names: list[str],
     summary: ProjectSummary,
     gate: SnapshotGate | None = None,
+    heads: Heads | None = None,
 ) -> BatchCounts:
     from kafka import OffsetAndMetadata
 
@@ -324,6 +357,9 @@ def _write(
                         # dead-letter topic, which is projected below); store the valid events of
                         # their own table's trail only (a record keyed otherwise is not part of it).
                         summary.skipped_events += 1
+                        continue
+                    if heads is not None and not heads.admits(store, event):
+                        summary.skipped_events += 1  # implausible: the worker dead-letters it
                         continue
                     raw_events.append((r.offset, encode(event)))  # canonical, as the audit stores it
                 elif tp.topic == findings_name:

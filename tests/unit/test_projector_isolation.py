@@ -83,3 +83,33 @@ def test_an_error_of_the_store_itself_is_still_raised(tmp_path: Path) -> None:
             pass
         else:
             raise AssertionError("a missing table must not be taken for a refused row")
+
+
+def test_the_projector_does_not_store_an_event_the_worker_refuses_as_implausible(tmp_path: Path) -> None:
+    import json
+    from datetime import timedelta
+
+    from projections.projector import Heads
+    from streams.engine import Plausibility
+
+    path = tmp_path / "events.jsonl"
+    write_simulation(path, tables=1, hours=0.1, seed=4, error_rate=0.0)
+    lines = path.read_bytes().splitlines()
+    table = decode(lines[0]).table_id.encode()
+    far = json.loads(lines[20])
+    far.update(event_id="FAR", seq=2**62, prev_hash=None, hash=None)
+    skewed = json.loads(lines[20])
+    skewed.update(event_id="SKEW", recorded_at="2026-11-27T01:00:00Z", prev_hash=None, hash=None)
+    records = [*lines[:20], json.dumps(far).encode(), json.dumps(skewed).encode(), *lines[20:]]
+    half = len(records) // 2
+    heads = Heads(Plausibility(100_000, timedelta(hours=1)))
+    summary = ProjectSummary(BatchCounts())
+    with Store(tmp_path / "s.duckdb") as store:
+        for lo, hi in ((0, 15), (15, half), (half, len(records))):  # the head is read back from the store
+            fresh = Heads(heads.limits) if lo == 15 else heads
+            polled = {TP(NAMES[0], 0): [Rec(i, records[i], table) for i in range(lo, hi)]}
+            _write(store, Consumer(), "g", polled, NAMES, summary, None, fresh)
+        ids = {r[0] for r in store.con.execute("SELECT event_id FROM events").fetchall()}
+    assert "FAR" not in ids and "SKEW" not in ids
+    assert ids == {decode(line).event_id for line in lines}
+    assert summary.skipped_events == 2
