@@ -210,3 +210,48 @@ def test_each_refused_record_is_one_data_quality_incident_in_the_report_never_a_
         "implausible_clock_skew": 1,
         "malformed_json": 1,
     }
+
+
+def test_dealtrail_audit_of_the_issues_bad_records_exits_0_with_each_reason_and_the_shifts_findings(
+    trail: list[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from dealtrail.cli import app
+
+    docs = [json.loads(line) for line in trail]
+    third = len(docs) // 3
+    rs = next(i for i, d in enumerate(docs) if d["type"] == "RoundStarted" and i > third)
+    wp = next(i for i, d in enumerate(docs) if d["type"] == "WagerPlaced" and i > third)
+    deep = json.dumps(docs[third + 9])[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    bad = {
+        rs: (bad_copy(trail[rs], 1, round_no=2**31), "out_of_bounds"),
+        third + 3: (bad_copy(trail[third + 3], 2, seq=2**62), "implausible_seq_jump"),
+        third + 6: (bad_copy(trail[third + 6], 3, occurred_at="0001-01-01T00:00:00Z"), "out_of_bounds"),
+        third + 8: (json.dumps(docs[third + 8])[:-1].encode() + b', "seq": 1}', "malformed_json"),
+        third + 9: (deep.encode(), "malformed_json"),
+        wp: (bad_copy(trail[wp], 4, amount=10**15), "out_of_bounds"),
+    }
+    mixed: list[bytes] = []
+    for i, line in enumerate(trail):
+        if i in bad:
+            mixed.append(bad[i][0])
+        mixed.append(line)
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(mixed) + b"\n")
+    for key in ("DEALTRAIL_MAX_SEQ_JUMP", "DEALTRAIL_MAX_CLOCK_SKEW"):
+        monkeypatch.delenv(key, raising=False)
+    db = tmp_path / "cli.duckdb"
+    rejected = tmp_path / "rejected.jsonl"
+    result = CliRunner().invoke(app, ["audit", str(path), "--db", str(db), "--dead-letter", str(rejected)])
+    assert result.exit_code == 0, result.output
+    dead = [json.loads(x) for x in rejected.read_text().splitlines()]
+    assert sorted(d["reason"] for d in dead) == sorted(reason for _, reason in bad.values())
+    clean = audited(tmp_path, "clean", trail)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        findings = sorted(con.execute("SELECT finding_id, revision, status FROM findings").fetchall())
+        events = {r[0] for r in con.execute("SELECT event_id FROM events").fetchall()}
+    finally:
+        con.close()
+    assert findings == clean["findings"] and events == clean["events"]
