@@ -41,7 +41,7 @@ from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.findings import Finding
 from schemas.lines import IntakeCheck, Line, NotEventsError, read_lines
-from streams.engine import EventRejected, TableState, apply
+from streams.engine import EventRejected, Plausibility, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.engine import RECALLED
 from streams.engine.state import dump_state, load_state
@@ -162,7 +162,9 @@ class Auditor:
     Used by the audit workers; the incident replay and tests use it directly.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Plausibility | None = None) -> None:
+        self.limits = limits
+        """The plausibility limits of rulebook 10.3.4 (None: none checked)."""
         self.states: dict[str, TableState] = {}
         """The state of each table seen, by table ID (a stored state may be put in before)."""
         self.findings: list[Finding] = []
@@ -177,7 +179,7 @@ class Auditor:
             EventRejected: see :func:`streams.engine.apply`.
         """
         before = self.states.get(event.table_id)
-        state, found = apply(before, event, raw)
+        state, found = apply(before, event, raw, self.limits)
         self.states[event.table_id] = state
         if found:
             self.findings.extend(found)
@@ -265,6 +267,7 @@ def scan(
     resume: Resume | None = None,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     snapshot_every: int | None = None,
+    limits: Plausibility | None = None,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
 
@@ -284,14 +287,16 @@ def scan(
     if the store holds the table but no state fits, every event of the table in this file is
     dead-lettered as ``does_not_continue``, with the reason. The final batch carries the state
     of every table seen, to be stored for the next file. With ``snapshot_every``, batches carry
-    the tables' snapshots (:class:`Snapshots`).
+    the tables' snapshots (:class:`Snapshots`). With ``limits``, an implausible event
+    (rulebook 10.3.4, :func:`streams.engine.check_plausible`) is dead-lettered before it is
+    chained, so the chain and the table's state go on as if it had not arrived.
 
     Raises:
         NotEventsError: the file is not an event file (see :class:`schemas.lines.IntakeCheck`).
         OSError: the file cannot be read.
     """
     source = str(path)
-    auditor = Auditor()
+    auditor = Auditor(limits)
     snaps = Snapshots(snapshot_every) if snapshot_every else None
     chainer = Chainer() if chain else None
     first_seq: dict[str, int] = {}  # table -> seq of its first valid event in the file
@@ -384,6 +389,9 @@ def scan(
                                 chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
+                    if limits is not None:  # before the chain: a refused event must not become its head
+                        last = auditor.states.get(event.table_id)
+                        check_plausible(None if last is None else last.last_seq, event, limits)
                     data = None  # the canonical bytes of a stamped event
                     if chainer is not None:
                         # an event that carries its hash keeps it (and becomes its table's head)
@@ -454,6 +462,7 @@ def _worker(
     replies: Any,
     max_record_bytes: int,
     snapshot_every: int | None = None,
+    limits: Plausibility | None = None,
 ) -> None:
     parent = mp.parent_process()
     gc.freeze()  # what the imports made is kept for the process's life: no collection walks it again
@@ -501,6 +510,7 @@ def _worker(
             resume,
             max_record_bytes,
             snapshot_every,
+            limits,
         )
     except NotEventsError as exc:
         send(("refused", shard, str(exc)))
@@ -537,6 +547,7 @@ def audit_file(
     chain: bool = True,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     snapshot_every: int | None = None,
+    limits: Plausibility | None = None,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
@@ -561,6 +572,9 @@ def audit_file(
             256 KiB, its length and SHA-256, and never held whole.
         snapshot_every: keep each table's engine state every this many of its events and at
             each UTC day boundary (``table_snapshots``, see :class:`Snapshots`); None keeps none.
+        limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``): an
+            event beyond them is dead-lettered with its reason (``implausible_seq_jump``,
+            ``implausible_clock_skew``) and leaves its table as it was; None checks none.
 
     Returns:
         The run's :class:`AuditSummary`.
@@ -577,26 +591,20 @@ def audit_file(
     stage_dir = Path(tempfile.mkdtemp(prefix="dealtrail-audit-"))
 
     def write(batch: Batch) -> None:
-        summary.written.add(
-            store.write_batch(
-                (),
-                batch.findings,
-                batch.rounds,
-                [
-                    {
-                        "source": d["source"],
-                        "position": f"line {d['line']}",
-                        "reason": d["reason"],
-                        "detail": d["detail"],
-                        "raw": d.get("raw", d.get("raw_base64", "")),
-                    }
-                    for d in batch.dead
-                ],
-                table_states=batch.states,
-                snapshots=batch.snapshots,
-                event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
-            )
+        written, refused = store.write_batch_isolating(
+            raw_events=(),
+            findings=batch.findings,
+            rounds=batch.rounds,
+            dead_letters=[_dead_row(d) for d in batch.dead],
+            table_states=batch.states,
+            snapshots=batch.snapshots,
+            event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
         )
+        summary.written.add(written)
+        if refused:  # rows the store could not hold: dead letters, and the run goes on
+            stored = [_store_refusal(str(path), kind, row, error) for kind, row, error in refused]
+            summary.written.add(store.write_batch((), dead_letters=[_dead_row(d) for d in stored]))
+            batch.dead += stored
         if batch.events_file is not None:
             batch.events_file.unlink(missing_ok=True)
         for d in batch.dead:
@@ -619,7 +627,7 @@ def audit_file(
 
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes, snapshot_every)
+            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes, snapshot_every, limits)
         else:
             _parallel(
                 path,
@@ -631,6 +639,7 @@ def audit_file(
                 lambda t, q: stored_resume(store, t, q),
                 max_record_bytes,
                 snapshot_every,
+                limits,
             )
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
@@ -647,6 +656,7 @@ def _parallel(
     stored: Callable[[str, int], tuple[str, str] | str | None],
     max_record_bytes: int,
     snapshot_every: int | None = None,
+    limits: Plausibility | None = None,
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -665,6 +675,7 @@ def _parallel(
                 replies[k],
                 max_record_bytes,
                 snapshot_every,
+                limits,
             ),
             daemon=True,
         )
@@ -705,3 +716,28 @@ def _parallel(
             if p.is_alive() and len(finished) < shards:
                 p.terminate()
             p.join(timeout=10)
+
+
+def _dead_row(d: dict[str, Any]) -> dict[str, Any]:
+    """The ``dead_letters`` row of a dead-letter record."""
+    return {
+        "source": d["source"],
+        "position": f"line {d['line']}",
+        "reason": d["reason"],
+        "detail": d["detail"],
+        "raw": d.get("raw", d.get("raw_base64", "")),
+    }
+
+
+def _store_refusal(source: str, kind: str, row: Any, error: str) -> dict[str, Any]:
+    """The dead-letter record (reason ``store_error``) of a row the store refused
+    (:meth:`projections.store.Store.write_batch_isolating`): an event with its line, else the
+    row (a finding, a round, a state ...) as JSON, at line 0."""
+    if kind == "event_rows":
+        raw, line = str(row["payload"]).encode(), int(row["arrival"])
+    else:
+        doc = row.model_dump(mode="json") if isinstance(row, Finding) else row
+        raw, line = json.dumps(doc, default=str).encode(), 0
+    detail = f"the store refused this {kind.removesuffix('s').replace('_row', '')}: {error}"
+    return dead_letter_record(source, line, "store_error", detail, raw)
+

@@ -239,6 +239,7 @@ def audit(
                 chain=chain,
                 max_record_bytes=settings.max_record_bytes,
                 snapshot_every=settings.snapshot_every,
+                limits=settings.plausibility,
             )
         except NotEventsError as exc:
             raise _fail(str(exc)) from None
@@ -333,7 +334,7 @@ def reaudit(
         raise _fail(f"cannot open {db} for writing (is a projector or audit writing it?): {exc}", code=1) from None
     with store:
         try:
-            result = run(store, table, start, end, workers, settings.snapshot_every)
+            result = run(store, table, start, end, workers, settings.snapshot_every, settings.plausibility)
         except ReauditError as exc:
             raise _fail(str(exc), code=1) from None
         except KeyboardInterrupt:
@@ -496,6 +497,7 @@ def demo(
             progress=lambda k: progress.advance(task, k),
             max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
+            limits=settings.plausibility,
         )
         now = datetime.now(UTC)  # one instant for the summary and the report: the same late reviews
         counted = incidents.counts(store.con, review_due(settings), now)
@@ -602,7 +604,7 @@ def publish(
 
     settings = load()
     try:
-        publisher = Publisher(settings.kafka, settings.topics, chain=chain)
+        publisher = Publisher(settings.kafka, settings.topics, chain=chain, limits=settings.plausibility)
     except Exception as exc:
         raise _fail(f"cannot reach Kafka at {settings.kafka.bootstrap}: {type(exc).__name__}") from None
     try:
@@ -829,7 +831,9 @@ def replay(
             trail = list(stored_events(con, table, begin.last_seq))
         else:
             raise _fail("--source must be db or kafka")
-        result = run(table, trail, stored, window, at, begin if begin.state is not None else None)
+        result = run(
+            table, trail, stored, window, at, begin if begin.state is not None else None, settings.plausibility
+        )
     except (ReplayError, FileNotFoundError, TimeoutError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:

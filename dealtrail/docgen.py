@@ -15,6 +15,7 @@ import inspect
 import re
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -52,6 +53,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "duckdb_memory_limit": WRITERS,
     "snapshot_every": ("audit", "demo", "reaudit", "worker"),
     "max_record_bytes": ("audit", "demo", "publish", "worker"),
+    "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
+    "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every
@@ -144,7 +147,14 @@ def _type_name(annotation: Any) -> str:
     origin = get_origin(annotation)
     if origin is None:
         name = getattr(annotation, "__name__", str(annotation))
-        return {"NoneType": "none", "SecretStr": "secret", "Path": "path", "time": "time (HH:MM)"}.get(name, name)
+        names = {
+            "NoneType": "none",
+            "SecretStr": "secret",
+            "Path": "path",
+            "time": "time (HH:MM)",
+            "timedelta": "duration (seconds, or ISO 8601 such as PT1H)",
+        }
+        return names.get(name, name)
     args = [a for a in get_args(annotation) if a is not type(None)]
     inner = " or ".join(_type_name(a) for a in args)
     if origin is list:
@@ -160,6 +170,8 @@ def _default(info: FieldInfo, path: str) -> str:
     value = info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
     if value is None:
         return "unset"
+    if isinstance(value, timedelta):
+        return f"`{value.total_seconds():g}` s"
     if value == []:
         return "`[]`"
     return f"`{value}`"

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from projections.generations import RuleDiff, generation_diff
 from projections.store import FINDINGS_SCHEMA, Store, finding_row
 from schemas.codec import DecodeError, decode
-from streams.engine import EventRejected, TableState, apply
+from streams.engine import EventRejected, Plausibility, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.state import load_state
 
@@ -89,6 +89,7 @@ def _apply_part(
     starts: dict[str, str],
     period: tuple[datetime | None, datetime | None],
     snapshot_every: int | None = None,
+    limits: Plausibility | None = None,
 ) -> tuple[int, list[tuple[str, str]], list[dict[str, Any]]]:
     """Re-apply one worker's share: the tables' events of ``events_paths`` (files one after the
     other in seq; each in table and seq order) from the states in ``starts`` (table -> state
@@ -121,7 +122,7 @@ def _apply_part(
                 before = states[table_id]
                 try:
                     event = decode(payload)
-                    state, found = apply(before, event)
+                    state, found = apply(before, event, limits=limits)
                 except (DecodeError, EventRejected) as exc:
                     rejected.append((_event_id(payload), f"{exc.reason}: {exc.detail}"))
                     continue
@@ -169,6 +170,7 @@ def reaudit(
     end: datetime | None = None,
     workers: int | None = None,
     snapshot_every: int | None = None,
+    limits: Plausibility | None = None,
 ) -> ReauditResult:
     """Write a new generation of findings: the stored events re-applied with the engine in force.
 
@@ -182,6 +184,9 @@ def reaudit(
         workers: processes applying events; None: one per core.
         snapshot_every: keep snapshots of this engine every this many events of a table (so
             that replays under the new rules start near their window); None keeps none.
+        limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``), as
+            the audit and the worker apply them; an event beyond them is refused (listed with
+            its reason) and leaves its table as it was. None checks none.
 
     Returns:
         The :class:`ReauditResult`, with the per-rule diff against the previous generation.
@@ -243,7 +248,7 @@ def reaudit(
             con.unregister("span_batch")
             jobs.append((paths, str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
         if len(jobs) == 1:
-            results = [_apply_part(*jobs[0], (start, end), snapshot_every)]
+            results = [_apply_part(*jobs[0], (start, end), snapshot_every, limits)]
         else:
             with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) as pool:
                 results = list(
@@ -252,6 +257,7 @@ def reaudit(
                         *zip(*jobs, strict=True),
                         [(start, end)] * len(jobs),
                         [snapshot_every] * len(jobs),
+                        [limits] * len(jobs),
                     )
                 )
         events = sum(r[0] for r in results)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from schemas.findings import Finding
-from streams.engine import EventRejected, TableState, apply
+from streams.engine import EventRejected, Plausibility, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION, RULES_BY_ID, Remedy
 from streams.engine.state import load_state
 
@@ -350,6 +350,7 @@ def replay(
     window: Window = Window(),
     at: str | None = None,
     start: SnapshotStart | None = None,
+    limits: Plausibility | None = None,
 ) -> ReplayResult:
     """Re-apply a table's stored events through the engine.
 
@@ -362,6 +363,8 @@ def replay(
             window, the steps (and the findings compared) stop there too.
         start: the snapshot to start from (:func:`snapshot_start`); ``trail`` then holds the
             events after it only. None: ``trail`` is the whole trail.
+        limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``), as the
+            audit applied them: a refused event is listed as unreadable. None checks none.
 
     Returns:
         The :class:`ReplayResult`.
@@ -381,7 +384,7 @@ def replay(
             result.unreadable.append((event_id, f"{exc.reason}: {exc.detail}"))
             continue
         try:
-            state, found = apply(state, event)
+            state, found = apply(state, event, limits=limits)
         except EventRejected as exc:
             result.unreadable.append((event.event_id, f"{exc.reason}: {exc.detail}"))
             continue

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import time
+from datetime import time, timedelta
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.topics import Topics
+
+if TYPE_CHECKING:
+    from streams.engine.engine import Plausibility
 
 
 class KafkaSettings(BaseModel):
@@ -274,6 +277,13 @@ class Settings(BaseSettings):
         snapshot_every: the audit keeps a table's engine state every this many of its events
             (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 1000), and at each UTC day boundary,
             so that a replay re-applies at most about this many events before its window.
+        max_seq_jump: an event whose seq is more than this ahead of its table's last seq is
+            refused, dead-lettered as ``implausible_seq_jump`` (seqs; ``DEALTRAIL_MAX_SEQ_JUMP``,
+            default 100,000; rulebook 10.3.4). A real gap smaller than this is a DT-sequence-gap.
+        max_clock_skew: an event whose ``occurred_at`` is more than this after its own
+            ``recorded_at`` is refused, dead-lettered as ``implausible_clock_skew``
+            (``DEALTRAIL_MAX_CLOCK_SKEW``, seconds or an ISO 8601 duration such as ``PT1H``,
+            default 1 hour; rulebook 10.3.4). The time between two events is never a limit.
     """
 
     # populate_by_name: Settings(kafka_bootstrap=...) is read too (an ignored keyword once made
@@ -306,6 +316,15 @@ class Settings(BaseSettings):
     snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
+    max_seq_jump: int = Field(default=100_000, ge=1, le=2**62)
+    max_clock_skew: timedelta = Field(default=timedelta(hours=1), ge=timedelta(0), le=timedelta(days=366))
+
+    @property
+    def plausibility(self) -> Plausibility:
+        """The engine's limits of rulebook 10.3.4 (``max_seq_jump``, ``max_clock_skew``)."""
+        from streams.engine.engine import Plausibility
+
+        return Plausibility(self.max_seq_jump, self.max_clock_skew)
 
     @property
     def console_url(self) -> str | None:

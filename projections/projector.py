@@ -29,6 +29,7 @@ from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
+from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import client_config, key_mismatch
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class ProjectSummary:
     """What a projector run wrote (rows added after de-duplication) and read: ``records`` read,
     ``bad_records`` of the findings/rounds/dead-letter topics it could not read (stored as dead
     letters), ``skipped_events`` records of the events topic that are not a valid event of the table they are
-    keyed by (the worker dead-letters those)."""
+    keyed by, or beyond the plausibility limits of rulebook 10.3.4 (the worker dead-letters those)."""
 
     written: BatchCounts
     records: int = 0
@@ -156,6 +157,7 @@ def project(
     ]
     lock = write_lock if write_lock is not None else contextlib.nullcontext()
     gate = SnapshotGate(topics.snapshots.name)
+    heads = Heads(settings.plausibility)
     group = topics.projector_group
     consumer = KafkaConsumer(
         **client_config(settings.kafka, "dealtrail-projector", one_shot=True),
@@ -190,7 +192,7 @@ def project(
             polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
             if polled:
                 with lock:
-                    added = _write(store, consumer, group, polled, names, summary, gate)
+                    added = _write(store, consumer, group, polled, names, summary, gate, heads)
                 if on_batch is not None:
                     on_batch(added)
             caught_up = (
@@ -279,6 +281,50 @@ def _unreadable(topic: str, r: Any, exc: Exception) -> dict[str, Any]:
     }
 
 
+def _refused_row(names: list[str], kind: str, row: Any, error: str) -> dict[str, Any]:
+    """The ``dead_letters`` row (reason ``store_error``) of a row the store refused
+    (:meth:`projections.store.Store.write_batch_isolating`)."""
+    if kind == "raw_events":
+        offset, data = row
+        source, position, raw = names[0], f"{names[0]}@{offset}", bytes(data).decode("utf-8", "replace")
+    else:
+        doc = row.model_dump(mode="json") if isinstance(row, Finding) else row
+        source, position, raw = kind, f"{kind} row", json.dumps(doc, default=str)
+    what = kind.removesuffix("s").replace("raw_event", "event")
+    return {"source": source, "position": position, "reason": "store_error",
+            "detail": f"the store refused this {what}: {error}", "raw": raw}  # fmt: skip
+
+
+class Heads:
+    """The projector's side of the plausibility limits (rulebook 10.3.4): the worker refuses an
+    implausible event (and dead-letters it), so the projector must not store it either.
+
+    The seq limit is judged against the table's highest stored seq (read from the store once
+    per table, then followed batch by batch), as the worker judges it against its state's.
+
+    Args:
+        limits: the resolved ``settings.plausibility``.
+    """
+
+    def __init__(self, limits: Plausibility) -> None:
+        self.limits = limits
+        self.last: dict[str, int | None] = {}
+
+    def admits(self, store: Store, event: Any) -> bool:
+        """Whether ``event`` is within the limits; if so, it becomes its table's head."""
+        table = event.table_id
+        if table not in self.last:
+            row = store.con.execute("SELECT max(seq) FROM events WHERE table_id = ?", [table]).fetchone()
+            self.last[table] = None if row is None or row[0] is None else int(row[0])
+        last = self.last[table]
+        try:
+            check_plausible(last, event, self.limits)
+        except EventRejected:
+            return False
+        self.last[table] = event.seq if last is None else max(last, event.seq)
+        return True
+
+
 def _write(
     store: Store,
     consumer: Any,
@@ -287,6 +333,7 @@ def _write(
     names: list[str],
     summary: ProjectSummary,
     gate: SnapshotGate | None = None,
+    heads: Heads | None = None,
 ) -> BatchCounts:
     from kafka import OffsetAndMetadata
 
@@ -326,6 +373,9 @@ def _write(
                         # their own table's trail only (a record keyed otherwise is not part of it).
                         summary.skipped_events += 1
                         continue
+                    if heads is not None and not heads.admits(store, event):
+                        summary.skipped_events += 1  # implausible: the worker dead-letters it
+                        continue
                     raw_events.append((r.offset, encode(event)))  # canonical, as the audit stores it
                 elif tp.topic == findings_name:
                     findings.append(Finding.model_validate_json(r.value))
@@ -349,7 +399,18 @@ def _write(
         last = records[-1].offset + 1
         offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
         commit[tp] = OffsetAndMetadata(last, "", -1)
-    added = store.write_batch(raw_events, findings, rounds, dead, offsets, snapshots=snapshots, reviews=review_rows)
+    added, refused = store.write_batch_isolating(
+        raw_events=raw_events,
+        findings=findings,
+        rounds=rounds,
+        dead_letters=dead,
+        offsets=offsets,
+        snapshots=snapshots,
+        reviews=review_rows,
+    )
+    if refused:  # rows the store could not hold: dead letters, the batch stored without them, no crash loop
+        summary.bad_records += len(refused)
+        added.add(store.write_batch((), dead_letters=[_refused_row(names, *r) for r in refused]))
     summary.written.add(added)
     summary.batches += 1
     consumer.commit(commit)

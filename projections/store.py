@@ -225,6 +225,32 @@ def snapshot_row(
     }
 
 
+DATA_ERRORS: tuple[type[BaseException], ...] = (
+    duckdb.DataError,
+    duckdb.IntegrityError,
+    duckdb.InvalidInputException,
+    pa.ArrowException,
+    ValueError,
+    TypeError,
+    OverflowError,
+)
+"""Errors by which the store refuses the data of a batch (a value its column cannot hold, a
+constraint), as against errors of the store itself (I/O, a lost file)."""
+
+ISOLATED_PARTS = (
+    "raw_events",
+    "event_rows",
+    "findings",
+    "rounds",
+    "reviews",
+    "snapshots",
+    "table_states",
+    "dead_letters",
+)
+"""The kinds of row :meth:`Store.write_batch_isolating` writes on their own, in this order
+(events before the snapshots that count them); ``offsets`` go in after all of them."""
+
+
 def _sql(name: str) -> str:
     return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
 
@@ -556,6 +582,66 @@ class Store:
             ):  # fmt: skip
                 con.unregister(view)
         return counts
+
+    def write_batch_isolating(self, **parts: Any) -> tuple[BatchCounts, list[tuple[str, Any, str]]]:
+        """:meth:`write_batch`, and if the store refuses a row of the batch (a value its column
+        cannot hold, a constraint), the batch again without it (issue 19: no poison record).
+
+        On a refusal of the data (:data:`DATA_ERRORS`), each kind of row is written on its own,
+        split in halves down to the single row the store refuses (so a batch of n rows with one
+        bad row costs about 2 log2 n extra transactions); ``offsets`` go in last, after every
+        row they cover. Each write skips rows already stored, so a crash in between loses
+        nothing and stores nothing twice. An error that is not about the data (a full disk, a
+        lost file) is raised as before.
+
+        Args:
+            parts: the keyword arguments of :meth:`write_batch` (``raw_events`` as the first).
+
+        Returns:
+            The rows written, and the refused rows as ``(kind, row, error)``: kind is the
+            argument's name (``raw_events``, ``event_rows``, ``findings``, ``rounds`` ...), row
+            the item given (for ``event_rows`` the row as a dict).
+
+        Raises:
+            duckdb.Error, OSError: as :meth:`write_batch`, for errors that are not about one row.
+        """
+        try:
+            return self.write_batch(**parts), []
+        except DATA_ERRORS:
+            pass
+        counts = BatchCounts()
+        refused: list[tuple[str, Any, str]] = []
+        for kind in ISOLATED_PARTS:
+            items = parts.get(kind)
+            if items is None or not len(items):
+                continue
+            self._bisect(kind, items, counts, refused)
+        rest = {k: v for k, v in parts.items() if k not in ISOLATED_PARTS and k != "raw_events"}
+        counts.add(self.write_batch((), **rest))
+        return counts, refused
+
+    def _bisect(self, kind: str, items: Any, counts: BatchCounts, refused: list[tuple[str, Any, str]]) -> None:
+        """Write ``items`` (a list, or an Arrow table for ``event_rows``) as ``kind``, leaving
+        out the single rows the store refuses (added to ``refused``)."""
+        stack = [items]
+        while stack:
+            part = stack.pop()
+            try:
+                if kind == "raw_events":
+                    counts.add(self.write_batch(part))
+                else:
+                    counts.add(self.write_batch((), **{kind: part}))
+                continue
+            except DATA_ERRORS as exc:
+                if len(part) > 1:
+                    half = len(part) // 2
+                    if isinstance(part, pa.Table):
+                        stack += [part.slice(half), part.slice(0, half)]
+                    else:
+                        stack += [part[half:], part[:half]]
+                    continue
+                row = part.to_pylist()[0] if isinstance(part, pa.Table) else part[0]
+                refused.append((kind, row, f"{type(exc).__name__}: {exc}"[:500]))
 
     def _count(self, sql: str, params: dict[str, Any] | None = None) -> int:
         row = self.con.execute(sql, params).fetchone()

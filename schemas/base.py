@@ -93,22 +93,35 @@ Area = Annotated[
 or ``STACK_s`` (Pai Gow stack s)."""
 
 
-def _utc_representable(value: datetime) -> datetime:
-    """Refuse an instant whose UTC time falls outside years 1 to 9999 (``9999-12-31T23:59:59-05:00``
-    is 10000-01-01 in UTC): such a time cannot be stored as a UTC instant or compared with others."""
+EARLIEST_INSTANT = datetime(2000, 1, 1, tzinfo=UTC)
+"""The earliest ``occurred_at`` / ``recorded_at`` a trail can mean (rulebook 10.3.4: the years
+2000 to 2100)."""
+LATEST_INSTANT = datetime(2101, 1, 1, tzinfo=UTC)
+"""The first instant after the years 2000 to 2100 (excluded)."""
+
+
+def _plausible_instant(value: datetime) -> datetime:
+    """Refuse an instant whose UTC time falls outside the years 2000 to 2100 (rulebook 10.3.4):
+    no real trail holds one, and a year such as 0001 breaks every period computed from it
+    (``9999-12-31T23:59:59-05:00`` is not even a UTC instant: 10000-01-01)."""
     try:
-        value.astimezone(UTC)
+        utc = value.astimezone(UTC)
     except OverflowError:
-        raise ValueError("the instant in UTC falls outside the years 1 to 9999") from None
+        utc = None
+    if utc is None or not EARLIEST_INSTANT <= utc < LATEST_INSTANT:
+        raise ValueError("the instant in UTC falls outside the years 2000 to 2100")
     return value
 
 
-Instant = Annotated[AwareDatetime, AfterValidator(_utc_representable)]
-"""A timezone-aware time whose UTC instant lies within the years 1 to 9999."""
+Instant = Annotated[AwareDatetime, AfterValidator(_plausible_instant)]
+"""A timezone-aware time whose UTC instant lies within the years 2000 to 2100 (rulebook 10.3.4)."""
 
 Position = Annotated[str, StringConstraints(pattern=r"^(?:SEAT_[1-9]|DEALER|BANK)$")]
 """A betting position or the dealer/bank: ``SEAT_k``, ``DEALER`` or ``BANK``."""
 
+
+MAX_INT32 = 2**31 - 1
+"""The largest number an INTEGER column of the store holds (a round number at most: rulebook 10.3.4)."""
 
 SCHEMA_VERSION = 2
 """The ``schema_version`` events are written with now (2: rulebook revision 2's vocabulary).
@@ -137,10 +150,13 @@ class Envelope(Frozen):
         game: the game the table deals.
         round_id: the round the event belongs to, or None for table-level events.
         deck_id: the deck the event concerns, or None.
-        seq: per-table sequence number, 1, 2, 3, ... without gaps (DT-sequence-gap otherwise).
+        seq: per-table sequence number, 1, 2, 3, ... without gaps (DT-sequence-gap otherwise);
+            at most 2^62 (the store's BIGINT); the engine refuses a seq more than
+            ``max_seq_jump`` ahead of its table's last one.
         occurred_at: when it happened at the table (timezone-aware; its UTC instant within the
-            years 1 to 9999, else a schema error).
-        recorded_at: when the capture system recorded it (timezone-aware, same range).
+            years 2000 to 2100, else a schema error: rulebook 10.3.4).
+        recorded_at: when the capture system recorded it (timezone-aware, same range); the
+            engine refuses an ``occurred_at`` more than ``max_clock_skew`` after it.
         source: capture channel; actor: who did it.
         schema_version: version of this event type's schema: :data:`SCHEMA_VERSION` for events
             made now; a decoded event keeps the version it was written with (1 if omitted).
@@ -160,7 +176,7 @@ class Envelope(Frozen):
     recorded_at: Instant
     source: Source
     actor: Actor
-    schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
+    schema_version: Annotated[int, Field(ge=1, le=MAX_INT32)] = SCHEMA_VERSION
     corrects: Identifier | None = None
     prev_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
     hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from schemas.base import (
+    MAX_INT32,
     Area,
     Card,
     DealingMethod,
@@ -204,7 +205,8 @@ class RoundStarted(Envelope):
     """A round of play began (``round_id`` and ``deck_id`` in the envelope)."""
 
     type: Literal["RoundStarted"] = "RoundStarted"
-    round_no: Annotated[int, Field(ge=1)]
+    # the store's rounds.round_no is an INTEGER: a round number above 2^31 - 1 is refused (rulebook 10.3.4)
+    round_no: Annotated[int, Field(ge=1, le=MAX_INT32)]
     dealing_method: DealingMethod
     dealer_id: PersonId
 

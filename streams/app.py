@@ -370,6 +370,7 @@ def create_app(settings: Settings) -> faust.App:
         await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
 
     max_record = settings.max_record_bytes
+    limits = settings.plausibility  # rulebook 10.3.4: an implausible event is dead-lettered, the table stays as it was
 
     async def decoded(msg: Any, raw: bytes) -> ev.DealingEvent | None:
         """The event in a message (a Faust message or a re-read record), or None after sending
@@ -407,7 +408,7 @@ def create_app(settings: Settings) -> faust.App:
         before = current.state if current is not None else None
         unfit = current.unfit if current is not None else False
         try:
-            state, found = apply(before, dealing, raw)
+            state, found = apply(before, dealing, raw, limits)
         except EventRejected as exc:
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
             return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None

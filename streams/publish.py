@@ -21,6 +21,7 @@ from schemas.chain import Chainer, E
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.events import DealingEvent
 from schemas.lines import RAW_KEEP, read_lines
+from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import client_config, create_topics, partition_for, read_range
 from streams.topics import Topics
 
@@ -317,15 +318,28 @@ class Publisher:
         linger_ms: producer batching delay (milliseconds).
         chain: stamp the per-table hash chain on events that carry none (:class:`ChainKeeper`);
             events that carry one keep it.
+        limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``): an
+            event beyond them goes to the dead-letter topic with its reason instead of being
+            chained (a seq far ahead would become its table's chain head, and every later event
+            would link to it); the seq limit needs the chain's head, so without ``chain`` only
+            the worker checks it. None checks none.
 
     Raises:
         kafka.errors.NoBrokersAvailable: the cluster cannot be reached.
     """
 
-    def __init__(self, kafka: KafkaSettings, topics: Topics, linger_ms: int = 5, chain: bool = True) -> None:
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        topics: Topics,
+        linger_ms: int = 5,
+        chain: bool = True,
+        limits: Plausibility | None = None,
+    ) -> None:
         from kafka import KafkaProducer
 
         self.topics = topics
+        self.limits = limits
         self.failed: list[tuple[str, str]] = []
         self.producer = KafkaProducer(
             **client_config(kafka, "dealtrail-publisher"),
@@ -412,6 +426,14 @@ class Publisher:
                 )
                 self.reject(raw, reason, detail, source, position)
                 summary.rejected[reason] += 1
+                return
+        if self.limits is not None:
+            chained = self.keeper.chainer.heads.get(event.table_id) if self.keeper is not None else None
+            try:
+                check_plausible(None if chained is None else chained[0], event, self.limits)
+            except EventRejected as exc:
+                self.reject(raw, exc.reason, exc.detail, source, position)
+                summary.rejected[exc.reason] += 1
                 return
         try:
             self.send(event)

@@ -486,6 +486,32 @@ def page_query(
 Filters = Annotated[FindingsQuery, Depends(page_query)]
 
 
+async def strict_json_body(request: Request) -> None:
+    """Refuse a JSON request body that the standard parser would read loosely: a key twice in
+    one object (the last would win), nesting too deep (:func:`schemas.strict_json.loads`).
+
+    Declared once for the whole app; bodies that are not JSON (forms) pass untouched.
+
+    Raises:
+        RequestValidationError: 422 with FastAPI's list of errors, one of type
+            ``json_invalid`` whose message starts with ``malformed_json`` and names the key.
+    """
+    if "json" not in request.headers.get("content-type", ""):
+        return
+    body = await request.body()
+    if not body:
+        return
+    from fastapi.exceptions import RequestValidationError
+
+    from schemas.strict_json import StrictJSONError, loads
+
+    try:
+        loads(body)
+    except StrictJSONError as exc:
+        error = {"type": "json_invalid", "loc": ("body", 0), "msg": f"malformed_json: {exc}", "input": {}}
+        raise RequestValidationError([{**error, "ctx": {"error": str(exc)}}]) from None
+
+
 def create_app(
     store: Store,
     config: ConsoleConfig,
@@ -508,6 +534,7 @@ def create_app(
         The FastAPI application (serve it with uvicorn).
     """
     app = FastAPI(
+        dependencies=[Depends(strict_json_body)],
         title="dealtrail compliance console API",
         version="1",
         openapi_url=None,

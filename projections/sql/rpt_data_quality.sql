@@ -18,4 +18,6 @@ SELECT
         AND TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) < $end
         AND ($table_id IS NULL OR json_extract_string(TRY_CAST(raw AS JSON), '$.table_id') = $table_id)) AS dead_letters,
     (SELECT count(*) FROM dead_letters
-      WHERE TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) IS NULL) AS dead_letters_undated
+      WHERE coalesce(TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ)
+                     NOT BETWEEN TIMESTAMPTZ '2000-01-01 00:00:00+00' AND TIMESTAMPTZ '2100-12-31 23:59:59.999999+00',
+                     true)) AS dead_letters_undated  -- no date, or one outside 2000-2100 (rulebook 10.3.4)

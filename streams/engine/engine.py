@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
 
 from schemas import events as ev
 from schemas.base import Envelope, Game
@@ -44,12 +46,58 @@ GAME_RULES: dict[Game, tuple[Callable[[Step], list[Finding]], ...]] = {
 
 class EventRejected(ValueError):
     """The event cannot be applied to this table; ``reason`` is a dead-letter reason code
-    (``unconfigured_table``, ``game_mismatch``, ``table_mismatch``)."""
+    (``unconfigured_table``, ``game_mismatch``, ``table_mismatch``, ``implausible_seq_jump``,
+    ``implausible_clock_skew``)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Plausibility:
+    """The setting-dependent limits of rulebook 10.3.4, resolved by the caller from the settings
+    (``DEALTRAIL_MAX_SEQ_JUMP``, ``DEALTRAIL_MAX_CLOCK_SKEW``).
+
+    Attributes:
+        max_seq_jump: how far (seqs) an event may be ahead of its table's last seq.
+        max_clock_skew: how long an event's ``occurred_at`` may be after its own
+            ``recorded_at``. The time between two events is never a limit: a table idle for
+            weeks is normal.
+    """
+
+    max_seq_jump: int
+    max_clock_skew: timedelta
+
+
+def check_plausible(last_seq: int | None, event: Envelope, limits: Plausibility) -> None:
+    """Refuse a record whose values no real trail holds (rulebook 10.3.4).
+
+    Args:
+        last_seq: the seq of the table's last applied event, or None when the table has no state.
+        event: the event about to be applied (or chained).
+        limits: the limits in force.
+
+    Raises:
+        EventRejected: ``implausible_seq_jump`` (the seq is more than ``max_seq_jump`` ahead
+            of ``last_seq``) or ``implausible_clock_skew`` (``occurred_at`` more than
+            ``max_clock_skew`` after ``recorded_at``). The table's state is left as it was: the
+            next event is judged as if this one had not arrived.
+    """
+    if last_seq is not None and event.seq - last_seq > limits.max_seq_jump:
+        raise EventRejected(
+            "implausible_seq_jump",
+            f"seq {event.seq} is {event.seq - last_seq:,} ahead of the table's last seq {last_seq} "
+            f"(at most {limits.max_seq_jump:,}: DEALTRAIL_MAX_SEQ_JUMP)",
+        )
+    skew = event.occurred_at - event.recorded_at
+    if skew > limits.max_clock_skew:
+        raise EventRejected(
+            "implausible_clock_skew",
+            f"occurred_at {event.occurred_at.isoformat()} is {skew} after its recorded_at "
+            f"{event.recorded_at.isoformat()} (at most {limits.max_clock_skew}: DEALTRAIL_MAX_CLOCK_SKEW)",
+        )
 
 
 def event_digest(event: ev.DealingEvent, raw: bytes | None = None) -> int:
@@ -83,7 +131,7 @@ def _remember(
 
 
 def apply(
-    state: TableState | None, event: ev.DealingEvent, raw: bytes | None = None
+    state: TableState | None, event: ev.DealingEvent, raw: bytes | None = None, limits: Plausibility | None = None
 ) -> tuple[TableState, list[Finding]]:
     """Apply one event of a table and return the new state and the findings it raises.
 
@@ -93,6 +141,8 @@ def apply(
         raw: the bytes ``event`` was decoded from, if at hand: hashing them is cheaper than
             re-encoding the event to tell duplicates apart. Callers must be consistent per
             source (the simulator, the publisher and the audit all use the canonical encoding).
+        limits: the plausibility limits of rulebook 10.3.4 (:func:`check_plausible`), from the
+            settings; None checks none (tests and benchmarks of the rules alone).
 
     Returns:
         ``(new_state, findings)``. Findings are new findings (revision 0) and new revisions of
@@ -105,8 +155,11 @@ def apply(
 
     Raises:
         EventRejected: the table was never configured (its first event is not
-            ``TableConfigured``), or the event names another game or table than the state.
+            ``TableConfigured``), the event names another game or table than the state, or
+            it is implausible (:func:`check_plausible`); the state is then unchanged.
     """
+    if limits is not None:
+        check_plausible(None if state is None else state.last_seq, event, limits)
     if state is None:
         if not isinstance(event, ev.TableConfigured):
             raise EventRejected(
@@ -240,7 +293,9 @@ def _mark(step: Step, state: TableState, findings: list[Finding]) -> TableState:
     return state.model_copy(update=update) if update else state
 
 
-def fold(events: Iterable[ev.DealingEvent], state: TableState | None = None) -> tuple[TableState | None, list[Finding]]:
+def fold(
+    events: Iterable[ev.DealingEvent], state: TableState | None = None, limits: Plausibility | None = None
+) -> tuple[TableState | None, list[Finding]]:
     """Apply events of one table in order; the only loop over events in the engine.
 
     Returns:
@@ -251,6 +306,6 @@ def fold(events: Iterable[ev.DealingEvent], state: TableState | None = None) -> 
     """
     out: list[Finding] = []
     for event in events:
-        state, found = apply(state, event)
+        state, found = apply(state, event, limits=limits)
         out.extend(found)
     return state, out

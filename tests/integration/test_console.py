@@ -533,3 +533,26 @@ def test_floor_device_state_is_the_engines_a_fault_cleared_by_a_good_shuffle_is_
         else:
             expected = "in service" if devices else "no device"
         assert tables[table_id]["device_state"] == expected, table_id
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (b'{"action": "acknowledge", "action": "dispose"}', "'action'"),
+        (b'{"action": "acknowledge", "note": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nest deeper"),
+    ],
+)
+def test_a_json_body_with_a_key_twice_or_nested_too_deep_is_refused_with_a_reason(
+    client: TestClient, store: Store, body: bytes, named: str
+) -> None:
+    fid = first_finding(store)
+    headers = {**token(store, "rita"), "content-type": "application/json"}
+    r = client.post(f"/api/v1/findings/{fid}/reviews", content=body, headers=headers)
+    if named == "nest deeper":  # FastAPI's own parser gives up first: a 400 with its reason, never a 500
+        assert r.status_code == 400 and "parsing the body" in r.text
+    else:
+        assert r.status_code == 422
+        detail = r.json()["detail"]
+        assert isinstance(detail, list) and detail[0]["msg"].startswith("malformed_json") and named in detail[0]["msg"]
+    with store.con.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM reviews").fetchone() == (0,)  # nothing recorded

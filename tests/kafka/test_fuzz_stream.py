@@ -90,7 +90,8 @@ def test_hostile_lines_through_publish_and_the_worker_are_all_accounted_for(
                 except DecodeError:
                     assert position in worker_dead, "an undecodable record was not dead-lettered"
                     continue
-                assert event.event_id in stored, f"accepted event {event.event_id!r} was not stored"
+                # stored, or refused by the worker as implausible (rulebook 10.3.4: the projector skips it too)
+                assert event.event_id in stored or position in worker_dead, f"event {event.event_id!r} is lost"
                 if event.table_id != CONFIG["table_id"]:  # the engine refuses an unconfigured table
                     assert position in worker_dead, f"event of unconfigured {event.table_id!r} not dead-lettered"
         finally:

@@ -115,20 +115,87 @@ def test_a_truncated_line_is_described_without_its_own_newline(line: bytes | str
 
 
 @pytest.mark.parametrize("field", ["occurred_at", "recorded_at"])
-@pytest.mark.parametrize("value", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:30:00+01:00"])
-def test_a_time_whose_utc_instant_leaves_years_1_to_9999_is_a_schema_error(field: str, value: str) -> None:
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-12-31T23:59:59-05:00",
+        "0001-01-01T00:30:00+01:00",
+        "2000-01-01T00:30:00+01:00",  # 1999 in UTC
+        "2100-12-31T23:30:00-01:00",  # 2101 in UTC
+    ],
+)
+def test_a_time_whose_utc_instant_leaves_years_2000_to_2100_is_out_of_bounds(field: str, value: str) -> None:
     with pytest.raises(DecodeError) as info:
         decode(json.dumps({**GOOD, field: value}))
-    assert info.value.reason == "schema_error"
+    assert info.value.reason == "out_of_bounds"
     assert field in info.value.detail
-    assert "1 to 9999" in info.value.detail
+    assert "2000 to 2100" in info.value.detail
 
 
-def test_the_last_and_first_representable_utc_instants_are_accepted() -> None:
-    late = decode(json.dumps({**GOOD, "occurred_at": "9999-12-31T18:59:59-05:00"}))
-    early = decode(json.dumps({**GOOD, "recorded_at": "0001-01-01T01:00:00+01:00"}))
-    assert late.occurred_at.astimezone(UTC).year == 9999
-    assert early.recorded_at.astimezone(UTC).year == 1
+def test_the_last_and_first_plausible_utc_instants_are_accepted() -> None:
+    late = decode(json.dumps({**GOOD, "occurred_at": "2100-12-31T18:59:59-05:00"}))
+    early = decode(json.dumps({**GOOD, "recorded_at": "2000-01-01T01:00:00+01:00"}))
+    assert late.occurred_at.astimezone(UTC).year == 2100
+    assert early.recorded_at.astimezone(UTC).year == 2000
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "value"),
+    [
+        ("RoundStarted", "round_no", 2**31),
+        ("WagerSettled", "payout", 10**15),
+        ("StubCounted", "count", 1001),
+    ],
+)
+def test_a_number_beyond_what_the_store_holds_is_out_of_bounds_naming_the_field(
+    kind: str, field: str, value: int
+) -> None:
+    extra = {
+        "RoundStarted": {"round_no": 1, "dealing_method": "HAND", "dealer_id": "D-1"},
+        "WagerSettled": {"wager_id": "W-1", "outcome": "WIN"},
+        "StubCounted": {"count": 1},
+    }[kind]
+    doc = {k: v for k, v in GOOD.items() if k not in ("deal_index", "to_area", "card", "face", "dealt_from")}
+    decode(json.dumps({**doc, **extra, "type": kind}))  # the event itself is valid
+    with pytest.raises(DecodeError) as info:
+        decode(json.dumps({**doc, **extra, "type": kind, field: value}))
+    assert info.value.reason == "out_of_bounds"
+    assert field in info.value.detail
+
+
+def test_a_key_given_twice_is_malformed_json_naming_the_key() -> None:
+    line = json.dumps(GOOD)[:-1] + ', "seq": 99}'
+    with pytest.raises(DecodeError) as info:
+        decode(line)
+    assert info.value.reason == "malformed_json"
+    assert "'seq'" in info.value.detail and "more than once" in info.value.detail
+    nested = json.dumps(GOOD).replace('"actor": {', '"actor": {"id": "X", ', 1)
+    with pytest.raises(DecodeError) as info:
+        decode(nested.encode())
+    assert info.value.reason == "malformed_json" and "'id'" in info.value.detail
+    spaced = json.dumps(GOOD)[:-1] + ', "seq" : 99}'  # a blank before the colon: the slow path
+    with pytest.raises(DecodeError) as info:
+        decode(spaced.encode())
+    assert info.value.reason == "malformed_json"
+
+
+def test_a_repeated_key_in_an_otherwise_invalid_event_is_still_malformed_json() -> None:
+    line = json.dumps({**GOOD, "seq": "x"})[:-1] + ', "seq": "y"}'
+    with pytest.raises(DecodeError) as info:
+        decode(line)
+    assert info.value.reason == "malformed_json" and "'seq'" in info.value.detail
+
+
+def test_a_string_value_holding_a_key_like_text_is_not_taken_for_a_repeat() -> None:
+    event = decode(json.dumps({**GOOD, "actor": {"role": "DEALER", "id": 'D "seq": 1'}}))
+    assert event.actor.id == 'D "seq": 1'
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000, b'{"a":' * 100_000, b"[" * 70 + b"]" * 70])
+def test_nesting_too_deep_is_malformed_json_not_a_crash(data: bytes) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode(data)
+    assert info.value.reason == "malformed_json"
 
 
 _ENVELOPE = {
