@@ -83,6 +83,9 @@ class WorkerSettings(BaseModel):
         datadir: the folder under which each worker process keeps its own Faust data folder
             (``<app id>-<pid>``, owner-only, removed when the worker stops cleanly);
             ``DEALTRAIL_WORKER__DATADIR``, default :func:`default_datadir`.
+        alive_file: a file the worker touches every few seconds while its event loop runs,
+            through broker outages too (``DEALTRAIL_WORKER__ALIVE_FILE``; a liveness check
+            compares its age with a bound, as docker-compose.yml does); unset: none.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -92,10 +95,32 @@ class WorkerSettings(BaseModel):
     state_interval: float = Field(default=1.0, gt=0, le=60)
     loglevel: str = "warning"
     datadir: Path = Field(default_factory=default_datadir)
+    alive_file: Path | None = None
 
 
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 """The default longest event record (bytes): 1 MiB, as Kafka's default record limit."""
+
+
+class HealthSettings(BaseModel):
+    """The health endpoints (``/healthz``: alive; ``/readyz``: connected to Kafka and caught up).
+
+    The console serves them on its own port (``dealtrail serve``, ``dealtrail project --serve``);
+    a projector without the console serves them on ``host:port`` when ``port`` is set.
+
+    Attributes:
+        host: the address the projector's health server listens on (``DEALTRAIL_HEALTH__HOST``,
+            default 127.0.0.1).
+        port: its port (``DEALTRAIL_HEALTH__PORT``); unset: no health server of its own.
+        max_lag_seconds: ``/readyz`` answers 503 once the process has had records left to read
+            for longer than this (seconds; ``DEALTRAIL_HEALTH__MAX_LAG_SECONDS``, default 60).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+    max_lag_seconds: float = Field(default=60.0, gt=0, le=86_400)
 
 
 class ReviewSettings(BaseModel):
@@ -239,6 +264,7 @@ class Settings(BaseSettings):
         review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
+        health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -279,6 +305,7 @@ class Settings(BaseSettings):
     review: ReviewSettings = ReviewSettings()
     console: ConsoleSettings = ConsoleSettings()
     notify: NotifySettings = NotifySettings()
+    health: HealthSettings = HealthSettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

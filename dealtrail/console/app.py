@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 from starlette.middleware.sessions import SessionMiddleware
 from ulid import ULID
 
-from dealtrail.console import auth
+from dealtrail.console import auth, health
 from projections import access, reviews
 from projections.cards import area_name, card_face
 from projections.reviews import FindingFilter, ReviewDue
@@ -345,6 +345,7 @@ def create_app(
     )
     app.state.store = store
     app.state.config = config
+    app.include_router(health.router)  # /healthz, /readyz: no login, no data (app.state.readiness)
     env = _env()
     write_lock = write_lock or threading.Lock()
     app.state.write_lock = write_lock
