@@ -297,8 +297,6 @@ class _Run:
             # projector's memory jump by hundreds of MB whenever it lagged (soak run).
             fetch_max_bytes=16 * 1024 * 1024,
             max_partition_fetch_bytes=2 * 1024 * 1024,
-            # the client's own reconnection backoff, capped as the projector's (default 30 s)
-            reconnect_backoff_max_ms=int(RETRY_CAP * 1000),
         )
         try:
             parts = []

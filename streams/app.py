@@ -39,8 +39,8 @@ from streams.engine import EventRejected, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.state import dump_state
 from streams.engine.summaries import round_row
-from streams.kafka import faust_credentials, key_mismatch, read_range
-from streams.link import KafkaLink
+from streams.kafka import faust_credentials, key_mismatch, read_range, unreachable_errors
+from streams.link import Backoff, KafkaLink
 from streams.publish import dead_letter_value
 
 if TYPE_CHECKING:
@@ -445,13 +445,21 @@ def create_app(settings: Settings) -> faust.App:
     async def catch_up(key: bytes, current: Applied, msg: Any, seq: int) -> Applied | None:
         """Apply the messages of table ``key`` between its stored offset and ``msg`` (same
         partition) that the consumer passed over, read again; returns where the table stands."""
-        try:
-            records = await asyncio.to_thread(
-                read_range, settings.kafka, msg.topic, msg.partition, current.offset + 1, msg.offset, {key}
-            )
-        except Exception:  # the worker goes on; the engine reports the seq gap as a finding
-            log.exception("table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition)
-            return current
+        backoff = Backoff(first=0.5, cap=5.0)
+        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
+        while True:
+            try:
+                records = await asyncio.to_thread(
+                    read_range, settings.kafka, msg.topic, msg.partition, current.offset + 1, msg.offset, {key}
+                )
+                break
+            except away:  # the cluster is away: wait for it (capped backoff)
+                await asyncio.sleep(backoff.next())
+            except Exception:  # the worker goes on; the engine reports the seq gap as a finding
+                log.exception(
+                    "table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition
+                )
+                return current
         log.warning(
             "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",
             key.decode(errors="replace"), seq, current.state.last_seq, msg.topic, msg.partition,
@@ -638,6 +646,9 @@ def watch_link(app: faust.App, settings: Settings) -> LinkWatch:
     :class:`LinkWatch`); it runs through broker outages, as long as the event loop does."""
     watch = LinkWatch(KafkaLink(settings.kafka.bootstrap, log.warning))
     watch.install()
+    # kafka-python (the worker's re-reads of passed-over messages, which retry while the cluster
+    # is away) logs a line per reconnection attempt: its loggers, made on first use, inherit this
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     alive = settings.worker.alive_file
 
     @app.timer(ALIVE_EVERY)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped

@@ -159,7 +159,8 @@ class KafkaLink:
 def _reason(exc: BaseException) -> str:
     """``Type: message``, without the type twice (kafka-python's messages often start with it)."""
     name, text = type(exc).__name__, str(exc)
-    return text if text.startswith(name) else f"{name}: {text}" if text else name
+    text = text.removeprefix(name).removeprefix(":").strip()
+    return f"{name}: {text}" if text and text != "None" else name
 
 
 class Backoff:

@@ -63,6 +63,11 @@ def dead_letter_value(
     return json.dumps({**rec, **raw_field(raw)}).encode()
 
 
+RIDE_OUT = 15 * 60
+"""How long a record may wait for the cluster before the publisher gives up on it (seconds): a
+broker outage this long is ridden out; the records are then reported (``PublishError``)."""
+
+
 class PublishError(RuntimeError):
     """Some records were not acknowledged by the cluster (after the producer's own retries).
 
@@ -282,6 +287,10 @@ class Publisher:
             max_in_flight_requests_per_connection=5,
             batch_size=256 * 1024,
             compression_type=None,
+            # ride out a broker outage: records wait in the producer (and a full buffer makes
+            # send wait) up to RIDE_OUT seconds, then fail and are reported, never dropped silently
+            delivery_timeout_ms=RIDE_OUT * 1000,
+            max_block_ms=RIDE_OUT * 1000,
         )
         self.keeper = ChainKeeper(kafka, topics, self.producer) if chain else None
 
@@ -358,11 +367,11 @@ class Publisher:
             return
         summary.sent += 1
 
-    def flush(self, timeout: float = 120.0) -> None:
+    def flush(self, timeout: float = RIDE_OUT + 60.0) -> None:
         """Wait until every sent record is acknowledged (seconds).
 
-        The producer retries on its own (a broker restart is ridden out); a record it finally
-        gives up on is reported here, never dropped silently.
+        The producer retries on its own (a broker outage of up to :data:`RIDE_OUT` seconds is
+        ridden out); a record it finally gives up on is reported here, never dropped silently.
 
         Raises:
             kafka.errors.KafkaTimeoutError: not all records were acknowledged in time.
