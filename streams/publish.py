@@ -21,7 +21,8 @@ from schemas.chain import Chainer, E
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.events import DealingEvent
 from schemas.lines import RAW_KEEP, read_lines
-from streams.kafka import client_config, create_topics, partition_for, read_range
+from streams.kafka import client_config, create_topics, partition_for, read_range, unreachable_errors
+from streams.link import Backoff
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -115,12 +116,26 @@ class ChainKeeper:
         self.markers: dict[str, dict[str, Any]] = {}
 
     def prepare(self, table_ids: Iterable[str]) -> None:
-        """Find the chain heads of these tables (one read of the heads topic, one per partition).
+        """Find the chain heads of these tables (one read of the heads topic, one per partition),
+        waiting for the cluster (capped backoff) through an outage of up to :data:`RIDE_OUT` s.
 
         Raises:
-            kafka.errors.KafkaError: the cluster cannot be reached.
-            TimeoutError: a topic could not be read in 60 seconds.
+            kafka.errors.KafkaError: the cluster cannot be reached (for longer than ``RIDE_OUT``).
+            TimeoutError: a topic could not be read in 60 seconds (for longer than ``RIDE_OUT``).
         """
+        tables = list(table_ids)
+        backoff = Backoff(first=0.5, cap=5.0)
+        give_up = time.monotonic() + RIDE_OUT
+        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
+        while True:
+            try:
+                return self._prepare_once(tables)
+            except away:
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(backoff.next())
+
+    def _prepare_once(self, table_ids: Iterable[str]) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
         tables = sorted(set(table_ids) - self.ready)
