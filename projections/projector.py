@@ -179,7 +179,7 @@ def project(
                 )
                 if done:
                     return summary
-            except (*unreachable_errors(), KafkaError, OSError) as exc:
+            except (*unreachable_errors(), KafkaError) as exc:
                 # the cluster did not answer (at the start, or a request of the run): say so once,
                 # wait (capped backoff) and open a new consumer from the offsets in the store
                 link.down(exc)
@@ -301,12 +301,7 @@ class _Run:
         try:
             parts = []
             for name in [*self.names, self.gate.topic]:
-                found = consumer.partitions_for_topic(name)
-                if found is None:
-                    from kafka.errors import KafkaTimeoutError
-
-                    raise KafkaTimeoutError(f"no metadata for topic {name}")
-                for p in sorted(found):
+                for p in sorted(consumer.partitions_for_topic(name) or ()):
                     parts.append(TopicPartition(name, p))
             consumer.assign(parts)
             self.gate.partitions.update(tp.partition for tp in parts if tp.topic == self.names[0])
