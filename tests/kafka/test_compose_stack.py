@@ -231,8 +231,8 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     # 3. the workers (deploy.replicas) and the projector, with its scheduled reports and the console
     replicas = int((services["worker"].get("deploy") or {}).get("replicas", 1))
     assert replicas == 2
-    # each replica's container has its own /tmp: here, its own alive file
-    alive = [{**user, "DEALTRAIL_WORKER__ALIVE_FILE": str(data / f"worker-{i}.alive")} for i in range(replicas)]
+    # each replica's container has its own /tmp: here, its own alive file (outside the mapped /data)
+    alive = [{**user, "DEALTRAIL_WORKER__ALIVE_FILE": str(tmp_path / f"worker-{i}.alive")} for i in range(replicas)]
     workers = [_start(services["worker"], alive[i], data, bootstrap, logs / f"worker-{i}.log") for i in range(replicas)]
     port = free_port()
     projector_argv = console_argv(service_argv(services["projector"], data, bootstrap), port)
