@@ -146,10 +146,10 @@ def test_three_30_s_outages_during_a_publish_lose_nothing_double_nothing_and_sto
     cluster: Cluster, tmp_path: Path
 ) -> None:
     shift, events, audited = tmp_path / "shift.jsonl", tmp_path / "events.jsonl", tmp_path / "audit.duckdb"
-    # 24 tables for 1.5 hours (~130,000 events): more than the publish needs at 500/s however
+    # 24 tables for 1.3 hours (~115,000 events): more than the publish needs at 500/s however
     # slowly the broker restarts; the publish stops a few seconds after the third outage, and the
     # lines sent (events.jsonl) are what the embedded audit reads
-    cluster.cli("simulate", "--out", str(shift), "--tables", "24", "--hours", "1.5", "--seed", "19")
+    cluster.cli("simulate", "--out", str(shift), "--tables", "24", "--hours", "1.3", "--seed", "19")
     db, port = tmp_path / "stream.duckdb", _free_port()
     logs = {name: tmp_path / f"{name}.log" for name in ("w1", "w2", "projector", "publish", "audit")}
     workers = [
