@@ -740,4 +740,3 @@ def _store_refusal(source: str, kind: str, row: Any, error: str) -> dict[str, An
         raw, line = json.dumps(doc, default=str).encode(), 0
     detail = f"the store refused this {kind.removesuffix('s').replace('_row', '')}: {error}"
     return dead_letter_record(source, line, "store_error", detail, raw)
-

@@ -18,6 +18,8 @@ from dealtrail.settings import Settings
 from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dealtrail.verify import ChainReport
     from projections.reviews import ReviewDue
     from projections.store import BatchCounts
@@ -688,9 +690,11 @@ def project(
     same DuckDB database: reviews made there are published to the reviews topic and stored
     by this projector; users are managed on the console's admin page.
     """
+    from projections.discard import remove_if_empty
+    from projections.projector import KafkaUnreachableError
     from projections.projector import project as run
     from projections.store import Store
-    from streams.kafka import unreachable_errors
+    from streams.link import KafkaLink
 
     settings = load()
     spec = None
@@ -711,53 +715,66 @@ def project(
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:
         raise _fail(f"cannot open {db} for writing: {exc}") from None
-    unreachable: Exception | None = None
+
+    def say(line: str) -> None:
+        # --once is a command a user waits on: a broker that never answered is its one error line
+        if not once or link.ever_connected:
+            err.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    link = KafkaLink(settings.kafka.bootstrap, say)
+    stop = _stop_on_signals()
     lock = threading.Lock()
     hosted: _HostedConsole | None = None
-    if address is not None:
-        try:
-            hosted = _host_console(settings, store, lock, address, db)
-        except BaseException as exc:
-            store.close()
-            if created:  # the store this run made holds nothing: leave no empty file behind
-                for path in (db, db.with_name(db.name + ".wal")):
-                    path.unlink(missing_ok=True)
-            if isinstance(exc, unreachable_errors()):
-                raise _unreachable(settings, exc) from None
-            raise
-    with store:
-        try:
-            summary = run(
-                settings,
-                store,
-                once=once,
-                max_seconds=timeout,
-                max_records=batch,
-                schedule=spec,
-                reports=reports or settings.out / "periods",
-                write_lock=lock,
-                on_batch=hosted.batch_stored if hosted is not None else None,
-                property_name=settings.property_name,
-                review_due=review_due(settings),
-                console_url=settings.console_url,
-                report_grace=report_grace(settings),
-                report_check_seconds=settings.reports.check_seconds,
-            )
-        except TimeoutError as exc:
-            raise _fail(str(exc), code=1) from None
-        except unreachable_errors() as exc:
-            unreachable = exc
-        finally:
-            if hosted is not None:
-                hosted.stop()
+    health: object | None = None
+    unreachable: KafkaUnreachableError | None = None
+    failed = True
+    try:
+        with store:
+            if address is not None:
+                hosted = _host_console(settings, store, lock, address, db, link, stop)
+            elif settings.health.port is not None and not once:
+                health = _serve_health(settings, link)
+            try:
+                summary = run(
+                    settings,
+                    store,
+                    once=once,
+                    max_seconds=timeout,
+                    max_records=batch,
+                    schedule=spec,
+                    reports=reports or settings.out / "periods",
+                    write_lock=lock,
+                    on_batch=hosted.batch_stored if hosted is not None else None,
+                    property_name=settings.property_name,
+                    review_due=review_due(settings),
+                    console_url=settings.console_url,
+                    report_grace=report_grace(settings),
+                    report_check_seconds=settings.reports.check_seconds,
+                    link=link,
+                    stop=stop,
+                )
+            except TimeoutError as exc:
+                raise _fail(str(exc), code=1) from None
+            except KafkaUnreachableError as exc:
+                unreachable = exc
+            finally:
+                if hosted is not None:
+                    hosted.stop()
+                if health is not None:
+                    health.should_exit = True  # type: ignore[attr-defined]
+        failed = unreachable is not None
+    finally:
+        _restore_signals(stop)
+        if created and failed:
+            remove_if_empty(db)  # a store this run made and that holds nothing: no empty file left
     if unreachable is not None:
-        if created:  # the store this run made holds nothing: leave no empty file behind
-            for path in (db, db.with_name(db.name + ".wal")):
-                path.unlink(missing_ok=True)
+        if link.ever_connected:
+            raise _fail(f"lost Kafka at {settings.kafka.bootstrap} ({unreachable}); {db} keeps what was projected")
         raise _unreachable(settings, unreachable) from None
     w = summary.written
     console.print(
-        f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
+        ("stopped: " if stop.is_set() else "")
+        + f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
         f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters, "
         f"{w.reviews:,} reviews"
     )
@@ -1224,12 +1241,82 @@ def _console_config(settings: Settings, secure: bool = False) -> object:
     )
 
 
+class _Stop(threading.Event):
+    """Set by SIGTERM or SIGINT (:func:`_stop_on_signals`); remembers the handlers it replaced."""
+
+    previous: dict[int, object]
+
+
+def _stop_on_signals() -> _Stop:
+    """An event set by the first SIGTERM or SIGINT, so that a long-running command ends its work
+    in progress, writes its state and exits within seconds (compose's grace is 10 s), even while
+    Kafka is away; a second signal interrupts at once."""
+    import signal
+
+    stop = _Stop()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    stop.previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            stop.previous[sig] = signal.signal(sig, on_signal)
+    return stop
+
+
+def _restore_signals(stop: _Stop) -> None:
+    import signal
+
+    for sig, handler in stop.previous.items():
+        signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _readiness(settings: Settings, link: object) -> Callable[[], dict[str, object]]:
+    """The ``/readyz`` body of a process whose Kafka connection ``link`` (a ``KafkaLink``) follows."""
+    from streams.link import KafkaLink
+
+    assert isinstance(link, KafkaLink)
+    bound = settings.health.max_lag_seconds
+    return lambda: link.status().as_json(bound)
+
+
+def _serve_health(settings: Settings, link: object) -> object:
+    """Serve ``/healthz`` and ``/readyz`` on ``health.host:health.port`` (uvicorn in a thread).
+
+    Returns:
+        The uvicorn server (set ``should_exit`` to stop it).
+    """
+    import time
+
+    import uvicorn
+
+    from dealtrail.console.health import health_app
+
+    host, port = settings.health.host, settings.health.port
+    assert port is not None
+    server = uvicorn.Server(
+        uvicorn.Config(health_app(_readiness(settings, link)), host=host, port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="dealtrail-health", daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.05)
+    if not server.started:
+        raise _fail(f"cannot serve the health endpoints on {host}:{port} (DEALTRAIL_HEALTH__PORT in use?)", code=1)
+    return server
+
+
 class _HostedConsole:
     """The console (uvicorn in a thread), its review producer and its notifier, in the projector's
     process (``dealtrail project --serve``)."""
 
-    def __init__(self, server: object, thread: threading.Thread, publisher: object, notifier: _NotifyLoop | None):
-        self.server, self.thread, self.publisher, self.notifier = server, thread, publisher, notifier
+    def __init__(
+        self, server: object, thread: threading.Thread, producer: list[object], notifier: _NotifyLoop | None
+    ) -> None:
+        self.server, self.thread, self.producer, self.notifier = server, thread, producer, notifier
 
     def batch_stored(self, added: BatchCounts) -> None:
         """After each projector batch: wake the notifier when the batch stored findings."""
@@ -1237,19 +1324,31 @@ class _HostedConsole:
             self.notifier.wake.set()
 
     def stop(self) -> None:
-        """Stop serving (requests in flight finish), then the notifier and the producer."""
+        """Stop serving (requests in flight finish), then the notifier and the producer (within
+        seconds, even while Kafka is away)."""
         self.server.should_exit = True  # type: ignore[attr-defined]
-        self.thread.join(timeout=15)
+        self.thread.join(timeout=5)
         if self.notifier is not None:
             self.notifier.stop()
-        self.publisher.close()  # type: ignore[attr-defined]
+        for p in self.producer:
+            p.close(timeout=1)  # type: ignore[attr-defined]
 
 
 def _host_console(
-    settings: Settings, store: object, lock: threading.Lock, address: tuple[str, int], db: Path
+    settings: Settings,
+    store: object,
+    lock: threading.Lock,
+    address: tuple[str, int],
+    db: Path,
+    link: object,
+    stop: threading.Event,
 ) -> _HostedConsole:
     """Start the console over the projector's store: reviews to the reviews topic, users and
-    notifications through the store's connection under the projector's write lock."""
+    notifications through the store's connection under the projector's write lock.
+
+    The console serves at once, whether Kafka answers or not: its review producer connects in
+    the background (a review is answered 503 until it has, and while the cluster is away), and
+    its ``/readyz`` follows the projector's connection (``link``)."""
     import time
 
     import uvicorn
@@ -1257,6 +1356,7 @@ def _host_console(
     from dealtrail.console.app import ConsoleConfig, create_app
     from projections.reviews import ReviewEvent
     from projections.store import Store
+    from streams.link import Backoff
     from streams.review_publish import ReviewPublisher, ReviewPublishError
 
     assert isinstance(store, Store)
@@ -1269,7 +1369,22 @@ def _host_console(
             raise ReviewPublishError("the console is still connecting to Kafka")
         producer[0].send(review)
 
+    def connect() -> None:
+        backoff = Backoff(first=0.5, cap=5.0)
+        while not stop.is_set():
+            try:
+                publisher = ReviewPublisher(settings.kafka, settings.topics)
+            except Exception:  # the projector's link says that Kafka is away; retry quietly
+                stop.wait(backoff.next())
+                continue
+            if stop.is_set():
+                publisher.close(timeout=1)
+            else:
+                producer.append(publisher)
+            return
+
     console_app = create_app(store, config, review_sink=publish, write_lock=lock)
+    console_app.state.readiness = _readiness(settings, link)
     host, port = address
     server = uvicorn.Server(uvicorn.Config(console_app, host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="dealtrail-console", daemon=True)
@@ -1278,12 +1393,7 @@ def _host_console(
         time.sleep(0.05)
     if not server.started:
         raise _fail(f"cannot serve the console on {host}:{port} (is the address in use or not this host's?)", code=1)
-    try:
-        producer.append(ReviewPublisher(settings.kafka, settings.topics))
-    except BaseException:
-        server.should_exit = True
-        thread.join(timeout=15)
-        raise
+    threading.Thread(target=connect, name="dealtrail-review-producer", daemon=True).start()
     notifier = _start_notifier(settings, store, lock, config.poll_seconds)
     shown = f"[{host}]" if ":" in host else host
     err.print(
@@ -1291,7 +1401,7 @@ def _host_console(
         "(reviews go through the reviews topic; users on its admin page)",
         soft_wrap=True,
     )
-    return _HostedConsole(server, thread, producer[0], notifier)
+    return _HostedConsole(server, thread, producer, notifier)  # type: ignore[arg-type]
 
 
 @app.command()

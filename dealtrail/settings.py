@@ -38,11 +38,11 @@ class KafkaSettings(BaseModel):
         sasl_mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with SASL_*).
         sasl_username / sasl_password: SASL credentials (the password is never printed).
         ssl_cafile / ssl_certfile / ssl_keyfile: PEM files for SSL.
-        connect_timeout: how long ``project`` and ``replay``/``verify --source kafka`` wait for
-            a first connection to the cluster (seconds, default 5; kafka-python's
-            ``bootstrap_timeout_ms``): given an address where no broker answers, they stop with
-            one error line after this long. The publisher, the workers and ``topics create``
-            keep kafka-python's 30 s, so that they ride out a broker restart.
+        connect_timeout: how long ``project --once`` and ``replay``/``verify --source kafka``
+            wait for the cluster (seconds, default 5; kafka-python's ``bootstrap_timeout_ms``):
+            when no broker has answered for this long, they stop with one error line. A
+            long-running ``project``, the workers and the publisher wait for the cluster instead,
+            so that they ride out an outage of any length (the publisher up to 15 minutes).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -86,6 +86,9 @@ class WorkerSettings(BaseModel):
         datadir: the folder under which each worker process keeps its own Faust data folder
             (``<app id>-<pid>``, owner-only, removed when the worker stops cleanly);
             ``DEALTRAIL_WORKER__DATADIR``, default :func:`default_datadir`.
+        alive_file: a file the worker touches every few seconds while its event loop runs,
+            through broker outages too (``DEALTRAIL_WORKER__ALIVE_FILE``; a liveness check
+            compares its age with a bound, as docker-compose.yml does); unset: none.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -95,10 +98,32 @@ class WorkerSettings(BaseModel):
     state_interval: float = Field(default=1.0, gt=0, le=60)
     loglevel: str = "warning"
     datadir: Path = Field(default_factory=default_datadir)
+    alive_file: Path | None = None
 
 
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 """The default longest event record (bytes): 1 MiB, as Kafka's default record limit."""
+
+
+class HealthSettings(BaseModel):
+    """The health endpoints (``/healthz``: alive; ``/readyz``: connected to Kafka and caught up).
+
+    The console serves them on its own port (``dealtrail serve``, ``dealtrail project --serve``);
+    a projector without the console serves them on ``host:port`` when ``port`` is set.
+
+    Attributes:
+        host: the address the projector's health server listens on (``DEALTRAIL_HEALTH__HOST``,
+            default 127.0.0.1).
+        port: its port (``DEALTRAIL_HEALTH__PORT``); unset: no health server of its own.
+        max_lag_seconds: ``/readyz`` answers 503 once the process has had records left to read
+            for longer than this (seconds; ``DEALTRAIL_HEALTH__MAX_LAG_SECONDS``, default 60).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+    max_lag_seconds: float = Field(default=60.0, gt=0, le=86_400)
 
 
 class ReviewSettings(BaseModel):
@@ -262,6 +287,7 @@ class Settings(BaseSettings):
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
+        health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -310,6 +336,7 @@ class Settings(BaseSettings):
     console: ConsoleSettings = ConsoleSettings()
     reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
+    health: HealthSettings = HealthSettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,7 +32,8 @@ from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
-from streams.kafka import client_config, key_mismatch
+from streams.kafka import client_config, key_mismatch, unreachable_errors
+from streams.link import Backoff, KafkaLink, quiet_clients
 
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
@@ -107,8 +110,16 @@ def project(
     console_url: str | None = None,
     report_grace: timedelta | None = None,
     report_check_seconds: float = 30.0,
+    link: KafkaLink | None = None,
+    stop: threading.Event | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
+
+    A broker outage of any length is ridden out: the consumer reconnects by itself, the lag is
+    measured with capped exponential backoff, and a consumer that fails is replaced by a new
+    one that resumes from the offsets in the store; ``link`` says once that the connection is
+    lost and once that it is back (and holds what ``/readyz`` reports). Only ``once`` gives up,
+    when no broker has answered for ``kafka.connect_timeout`` seconds (at the start or later).
 
     Args:
         settings: cluster and namespace.
@@ -137,94 +148,296 @@ def project(
             None: ``dealtrail.schedule.DEFAULT_GRACE``.
         report_check_seconds: seconds between two looks for closed periods and stale reports
             (resolved ``DEALTRAIL_REPORTS__CHECK_SECONDS``).
+        link: the connection state to report to (the health endpoints read it); None: a new
+            one that logs its lines to ``dealtrail.projector``.
+        stop: set (by a signal handler) to end the run after the batch in progress, within
+            seconds even while the cluster is away; None: runs until ``once`` or ``max_seconds``.
 
     Returns:
         The rows written.
 
     Raises:
-        kafka.errors.KafkaError: the cluster cannot be reached.
+        KafkaUnreachableError: ``once``, and no broker answered for ``kafka.connect_timeout`` seconds.
         TimeoutError: ``max_seconds`` passed before the projector caught up (with ``once``).
     """
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
 
-    topics = settings.topics
-    names = [
-        topics.events.name,
-        topics.findings.name,
-        topics.rounds.name,
-        topics.dead_letter.name,
-        topics.reviews.name,
-    ]
-    lock = write_lock if write_lock is not None else contextlib.nullcontext()
-    gate = SnapshotGate(topics.snapshots.name)
-    heads = Heads(settings.plausibility)
-    group = topics.projector_group
-    consumer = KafkaConsumer(
-        **client_config(settings.kafka, "dealtrail-projector", one_shot=True),
-        group_id=group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_poll_records=max_records,
-        # Fetched records wait in the client's memory until polled: large fetches made the
-        # projector's memory jump by hundreds of MB whenever it lagged (soak run).
-        fetch_max_bytes=16 * 1024 * 1024,
-        max_partition_fetch_bytes=2 * 1024 * 1024,
-    )
+    link = link if link is not None else KafkaLink(settings.kafka.bootstrap, log.warning)
+    stop = stop if stop is not None else threading.Event()
     summary = ProjectSummary(written=BatchCounts())
     started = time.monotonic()
-    watch: Any = None  # run_due's memory between checks (dealtrail.schedule.ReportWatch)
-    next_check = started
-    try:
-        parts = []
-        for name in [*names, gate.topic]:
-            for p in sorted(consumer.partitions_for_topic(name) or ()):
-                parts.append(TopicPartition(name, p))
-        consumer.assign(parts)
-        gate.partitions.update(tp.partition for tp in parts if tp.topic == names[0])
-        stored = store.offsets(group)
-        gate.projected.update({p: o for (t, p), o in stored.items() if t == names[0]})
-        for tp in parts:
-            if (tp.topic, tp.partition) in stored:
-                consumer.seek(tp, stored[(tp.topic, tp.partition)])
-            else:  # a new store starts from the beginning; Kafka's committed offsets only show lag
-                consumer.seek_to_beginning(tp)
-        while True:
-            polled = consumer.poll(timeout_ms=poll_ms, max_records=max_records)
-            if polled:
-                with lock:
-                    added = _write(store, consumer, group, polled, names, summary, gate, heads)
-                if on_batch is not None:
-                    on_batch(added)
-            caught_up = (
-                not polled
-                and once
-                and all(consumer.position(tp) >= end for tp, end in consumer.end_offsets(parts).items())
-            )
-            if schedule is not None and reports is not None and (caught_up or time.monotonic() >= next_check):
-                from dealtrail.schedule import ReportWatch, run_due
-
-                watch = watch or ReportWatch()
-                with lock:
-                    summary.reports += run_due(
-                        store.con,
-                        reports,
-                        schedule,
-                        clock(),
-                        property_name=property_name,
-                        review_due=review_due,
-                        console_url=console_url,
-                        grace=report_grace,
-                        watch=watch,
-                    )
-                next_check = time.monotonic() + report_check_seconds
-            if caught_up:
-                return summary
+    backoff = Backoff(first=0.5, cap=RETRY_CAP)
+    run = _Run(settings, store, summary, max_records, write_lock, on_batch, link)
+    reporting = _Reporting(
+        store, write_lock, summary, schedule, reports, clock, property_name, review_due, console_url,
+        report_grace, report_check_seconds,
+    )  # fmt: skip
+    with quiet_clients():
+        while not stop.is_set():
+            consumer = None
+            try:
+                consumer = run.open()
+                link.up()
+                backoff.reset()
+                done = run.loop(
+                    consumer,
+                    once=once,
+                    poll_ms=poll_ms,
+                    stop=stop,
+                    deadline=None if max_seconds is None else started + max_seconds,
+                    max_seconds=max_seconds,
+                    scheduled=reporting.look,
+                )
+                if done:
+                    return summary
+            except (*unreachable_errors(), KafkaError) as exc:
+                # the cluster did not answer (at the start, or a request of the run): say so once,
+                # wait (capped backoff) and open a new consumer from the offsets in the store
+                link.down(exc)
+            finally:
+                if consumer is not None:
+                    with contextlib.suppress(Exception):  # a consumer of a cluster that is away
+                        consumer.close(autocommit=False, timeout_ms=CLOSE_MS)
+            if once and link.down_for() > settings.kafka.connect_timeout:
+                raise KafkaUnreachableError(link.down_for())
             if max_seconds is not None and time.monotonic() - started > max_seconds:
                 if once:
                     raise TimeoutError(f"projector not caught up after {max_seconds:.0f} s")
                 return summary
-    finally:
-        consumer.close(autocommit=False)
+            stop.wait(backoff.next())
+    return summary
+
+
+PROBE_EVERY = 2.0
+"""Seconds between two measures of the lag (end offsets) while connected (seconds)."""
+REQUEST_MS = 2_000
+"""How long a request of the projector's own (end offsets, the Kafka commit) waits for the
+cluster (milliseconds): short, so that a stop during an outage ends the process within seconds."""
+CLOSE_MS = 1_000
+"""How long closing the consumer waits for the cluster (milliseconds)."""
+RETRY_CAP = 5.0
+"""The longest wait between two attempts to reach the cluster (seconds)."""
+
+
+class KafkaUnreachableError(RuntimeError):
+    """``--once``: no broker answered for longer than ``kafka.connect_timeout``.
+
+    Args:
+        seconds: how long the cluster has not answered (seconds).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no broker answered for {seconds:.0f} s")
+        self.seconds = seconds
+
+
+class _Reporting:
+    """The projector's scheduled reports: writes the closed periods' reports that are due and new
+    revisions of stale ones (:func:`dealtrail.schedule.run_due`), looking at most every
+    ``check_seconds`` and whenever the projector has caught up; keeps ``run_due``'s memory
+    between looks, so that a look reads only what the rows added since can change."""
+
+    def __init__(
+        self,
+        store: Store,
+        write_lock: contextlib.AbstractContextManager[Any] | None,
+        summary: ProjectSummary,
+        schedule: Schedule | None,
+        reports: Path | None,
+        clock: Callable[[], datetime],
+        property_name: str | None,
+        review_due: ReviewDue | None,
+        console_url: str | None,
+        grace: timedelta | None,
+        check_seconds: float,
+    ) -> None:
+        self.store, self.lock, self.summary, self.schedule, self.reports = store, write_lock, summary, schedule, reports
+        self.clock, self.property_name, self.review_due, self.console_url = (
+            clock,
+            property_name,
+            review_due,
+            console_url,
+        )
+        self.grace, self.check_seconds = grace, check_seconds
+        self.watch: Any = None  # dealtrail.schedule.ReportWatch
+        self.next_look = 0.0
+
+    def look(self, caught_up: bool = False) -> None:
+        """Write what is due, if ``check_seconds`` have passed since the last look or ``caught_up``."""
+        if self.schedule is None or self.reports is None:
+            return
+        if not caught_up and time.monotonic() < self.next_look:
+            return
+        from dealtrail.schedule import ReportWatch, run_due
+
+        self.watch = self.watch or ReportWatch()
+        with self.lock if self.lock is not None else contextlib.nullcontext():
+            self.summary.reports += run_due(
+                self.store.con,
+                self.reports,
+                self.schedule,
+                self.clock(),
+                property_name=self.property_name,
+                review_due=self.review_due,
+                console_url=self.console_url,
+                grace=self.grace,
+                watch=self.watch,
+            )
+        self.next_look = time.monotonic() + self.check_seconds
+
+
+class _Run:
+    """One projector run: opens consumers (a new one after an outage) and reads batches into the store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        summary: ProjectSummary,
+        max_records: int,
+        write_lock: contextlib.AbstractContextManager[Any] | None,
+        on_batch: Callable[[BatchCounts], None] | None,
+        link: KafkaLink,
+    ) -> None:
+        topics = settings.topics
+        self.settings, self.store, self.summary, self.max_records = settings, store, summary, max_records
+        self.lock = write_lock if write_lock is not None else contextlib.nullcontext()
+        self.on_batch, self.link = on_batch, link
+        self.names = [
+            topics.events.name,
+            topics.findings.name,
+            topics.rounds.name,
+            topics.dead_letter.name,
+            topics.reviews.name,
+        ]
+        self.gate = SnapshotGate(topics.snapshots.name)
+        self.heads = Heads(settings.plausibility)
+        self.group = topics.projector_group
+        self.parts: list[Any] = []
+        self.measures: deque[tuple[float, dict[Any, int]]] = deque(maxlen=10_000)
+        self.reached_at: float | None = None  # the time of the latest measure whose ends were read
+
+    def open(self) -> Any:
+        """A consumer assigned every partition of the topics, each at the offset the store holds
+        (a new store: the beginning of each topic; Kafka's committed offsets only show lag).
+
+        Raises:
+            kafka.errors.KafkaError: no broker answered within ``kafka.connect_timeout``.
+        """
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(
+            **client_config(self.settings.kafka, "dealtrail-projector", one_shot=True),
+            group_id=self.group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=self.max_records,
+            # Fetched records wait in the client's memory until polled: large fetches made the
+            # projector's memory jump by hundreds of MB whenever it lagged (soak run).
+            fetch_max_bytes=16 * 1024 * 1024,
+            max_partition_fetch_bytes=2 * 1024 * 1024,
+        )
+        try:
+            parts = []
+            for name in [*self.names, self.gate.topic]:
+                for p in sorted(consumer.partitions_for_topic(name) or ()):
+                    parts.append(TopicPartition(name, p))
+            consumer.assign(parts)
+            self.gate.partitions.update(tp.partition for tp in parts if tp.topic == self.names[0])
+            stored = self.store.offsets(self.group)
+            self.gate.projected.update({p: o for (t, p), o in stored.items() if t == self.names[0]})
+            for tp in parts:
+                if (tp.topic, tp.partition) in stored:
+                    consumer.seek(tp, stored[(tp.topic, tp.partition)])
+                else:
+                    consumer.seek_to_beginning(tp)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                consumer.close(autocommit=False, timeout_ms=CLOSE_MS)
+            raise
+        self.parts = parts
+        return consumer
+
+    def loop(
+        self,
+        consumer: Any,
+        once: bool,
+        poll_ms: int,
+        stop: threading.Event,
+        deadline: float | None,
+        max_seconds: float | None,
+        scheduled: Callable[[bool], None],
+    ) -> bool:
+        """Read batches into the store until stopped, caught up (``once``) or past ``deadline``
+        (monotonic seconds): True. While the cluster does not answer, it keeps polling (the
+        client reconnects by itself) and measures the lag with capped backoff.
+
+        Raises:
+            TimeoutError: ``deadline`` passed with ``once`` before the projector caught up.
+            KafkaUnreachableError: ``once``, and no broker answered for ``kafka.connect_timeout``.
+            kafka.errors.KafkaError: a request failed in a way the consumer cannot go on from.
+        """
+        probe = Backoff(first=1.0, cap=RETRY_CAP)
+        next_probe = 0.0
+        while not stop.is_set():
+            polled = consumer.poll(timeout_ms=poll_ms, max_records=self.max_records)
+            if polled:
+                with self.lock:
+                    added = _write(
+                        self.store,
+                        consumer,
+                        self.group,
+                        polled,
+                        self.names,
+                        self.summary,
+                        self.gate,
+                        self.heads,
+                        self.link,
+                    )
+                if self.on_batch is not None:
+                    self.on_batch(added)
+            scheduled(False)
+            now = time.monotonic()
+            if (not polled and once) or now >= next_probe:
+                lag = self.lag(consumer)
+                if lag is None:
+                    next_probe = now + probe.next()
+                    if once and self.link.down_for() > self.settings.kafka.connect_timeout:
+                        raise KafkaUnreachableError(self.link.down_for())
+                else:
+                    probe.reset()
+                    next_probe = now + PROBE_EVERY
+                    if once and not polled and lag == 0:
+                        scheduled(True)  # caught up: the reports of what is stored now
+                        return True
+            if deadline is not None and time.monotonic() > deadline:
+                if once:
+                    raise TimeoutError(f"projector not caught up after {max_seconds or 0:.0f} s")
+                return True
+        return True
+
+    def lag(self, consumer: Any) -> int | None:
+        """Records left to read on every partition (messages), or None when the cluster did not
+        answer within :data:`REQUEST_MS` (the link is then marked down). The lag in seconds is
+        the age of the latest measure whose end offsets the consumer has reached."""
+        from kafka.errors import KafkaError
+
+        try:
+            ends = consumer.end_offsets(self.parts, timeout_ms=REQUEST_MS)
+        except KafkaError as exc:
+            self.link.down(exc)
+            return None
+        now = time.monotonic()
+        positions = {tp: int(consumer.position(tp)) for tp in ends}
+        lag = sum(max(0, int(end) - positions[tp]) for tp, end in ends.items())
+        self.measures.append((now, {tp: int(end) for tp, end in ends.items()}))
+        while self.measures and all(positions.get(tp, 0) >= e for tp, e in self.measures[0][1].items()):
+            self.reached_at = self.measures.popleft()[0]
+        if self.reached_at is None:  # nothing measured is read yet: behind since the first measure
+            self.reached_at = self.measures[0][0]
+        self.link.up()
+        self.link.lag(lag, now - self.reached_at if lag else 0.0)
+        return lag
 
 
 class SnapshotGate:
@@ -334,8 +547,10 @@ def _write(
     summary: ProjectSummary,
     gate: SnapshotGate | None = None,
     heads: Heads | None = None,
+    link: KafkaLink | None = None,
 ) -> BatchCounts:
     from kafka import OffsetAndMetadata
+    from kafka.errors import KafkaError
 
     events_name, findings_name, rounds_name, dead_name, reviews_name = names
     raw_events: list[tuple[int, bytes]] = []
@@ -413,8 +628,12 @@ def _write(
         added.add(store.write_batch((), dead_letters=[_refused_row(names, *r) for r in refused]))
     summary.written.add(added)
     summary.batches += 1
-    consumer.commit(commit)
     if gate is not None:
         for p, end in batch_events.items():
             gate.projected[p] = max(gate.projected.get(p, 0), end)
+    try:  # the store holds the offsets; Kafka's copy only shows the group's lag to its tools
+        consumer.commit(commit, timeout_ms=REQUEST_MS)
+    except KafkaError as exc:
+        if link is not None:
+            link.down(exc)
     return added

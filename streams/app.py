@@ -39,7 +39,8 @@ from streams.engine import EventRejected, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.state import dump_state
 from streams.engine.summaries import round_row
-from streams.kafka import faust_credentials, key_mismatch, read_range
+from streams.kafka import faust_credentials, key_mismatch, read_range, unreachable_errors
+from streams.link import Backoff, KafkaLink
 from streams.publish import dead_letter_value
 
 if TYPE_CHECKING:
@@ -445,13 +446,21 @@ def create_app(settings: Settings) -> faust.App:
     async def catch_up(key: bytes, current: Applied, msg: Any, seq: int) -> Applied | None:
         """Apply the messages of table ``key`` between its stored offset and ``msg`` (same
         partition) that the consumer passed over, read again; returns where the table stands."""
-        try:
-            records = await asyncio.to_thread(
-                read_range, settings.kafka, msg.topic, msg.partition, current.offset + 1, msg.offset, {key}
-            )
-        except Exception:  # the worker goes on; the engine reports the seq gap as a finding
-            log.exception("table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition)
-            return current
+        backoff = Backoff(first=0.5, cap=5.0)
+        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
+        while True:
+            try:
+                records = await asyncio.to_thread(
+                    read_range, settings.kafka, msg.topic, msg.partition, current.offset + 1, msg.offset, {key}
+                )
+                break
+            except away:  # the cluster is away: wait for it (capped backoff)
+                await asyncio.sleep(backoff.next())
+            except Exception:  # the worker goes on; the engine reports the seq gap as a finding
+                log.exception(
+                    "table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition
+                )
+                return current
         log.warning(
             "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",
             key.decode(errors="replace"), seq, current.state.last_seq, msg.topic, msg.partition,
@@ -556,18 +565,178 @@ def create_app(settings: Settings) -> faust.App:
     return app
 
 
+ALIVE_EVERY = 2.0
+"""Seconds between two touches of the worker's alive file, and two probes of the cluster (seconds)."""
+QUIET_AFTER_ERROR = 3.0
+"""The cluster is taken as back once it accepts connections and the client has logged no
+connection error for this long (seconds)."""
+CONNECTION_ERRORS = (
+    "Unable connect to node",
+    "Unable to update metadata",
+    "Unable to request metadata",
+    "Connect call failed",
+    "NodeNotReadyError",
+    "KafkaConnectionError",
+    "Marking the coordinator dead",
+)
+"""Parts of the aiokafka log lines that mean the cluster is out of reach."""
+
+
+class LinkWatch(logging.Filter):
+    """The worker's view of its Kafka connection: one line when it is lost, one when it is back.
+
+    As a filter on the aiokafka loggers it drops their per-retry lines (thousands a second while
+    the broker is down) and marks the link down on the first; :meth:`probe`, run by a timer,
+    marks it up again once a bootstrap broker accepts connections and the client has been quiet
+    for :data:`QUIET_AFTER_ERROR` seconds. While the link is down every aiokafka line below
+    CRITICAL is dropped; while it is up only the connection errors are.
+
+    Args:
+        link: the connection state that prints the two lines.
+        clock: monotonic seconds.
+    """
+
+    def __init__(self, link: KafkaLink, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.link, self.clock = link, clock
+        self.last_error = -1e9
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Drop (and act on) an aiokafka record; keep the rest."""
+        if record.levelno >= logging.CRITICAL:
+            return True
+        if record.levelno >= logging.WARNING:
+            message = record.getMessage()
+            if any(part in message for part in CONNECTION_ERRORS):
+                self.last_error = self.clock()
+                if self.link.connected or not self.link.ever_connected:
+                    self.link.down(message[:200])
+                return False
+        return self.link.connected
+
+    async def probe(self, bootstrap: str, timeout: float = 2.0) -> None:
+        """Mark the link up when a bootstrap broker accepts a connection and the client has been
+        quiet long enough; down when none does."""
+        reached = False
+        for address in bootstrap.split(","):
+            host, _, port = address.strip().rpartition(":")
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), timeout)
+            except (OSError, TimeoutError, ValueError):
+                continue
+            writer.close()
+            reached = True
+            break
+        if not reached:
+            self.link.down(f"no broker of {bootstrap} accepts connections")
+        elif self.clock() - self.last_error >= QUIET_AFTER_ERROR:
+            self.link.up()
+
+    def install(self) -> None:
+        """Filter every aiokafka logger that exists now (Faust imported them all)."""
+        for name in list(logging.Logger.manager.loggerDict):
+            if name == "aiokafka" or name.startswith("aiokafka."):
+                logger = logging.getLogger(name)
+                if self not in logger.filters:
+                    logger.addFilter(self)
+
+
+def watch_link(app: faust.App, settings: Settings) -> LinkWatch:
+    """Add the worker's liveness and connection timer to ``app``: every :data:`ALIVE_EVERY`
+    seconds it touches ``worker.alive_file`` (when set) and probes the cluster (see
+    :class:`LinkWatch`); it runs through broker outages, as long as the event loop does."""
+    watch = LinkWatch(KafkaLink(settings.kafka.bootstrap, log.warning))
+    watch.install()
+    # kafka-python (the worker's re-reads of passed-over messages, which retry while the cluster
+    # is away) logs a line per reconnection attempt: its loggers, made on first use, inherit this
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    alive = settings.worker.alive_file
+
+    @app.timer(ALIVE_EVERY)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped
+    async def alive_and_linked() -> None:
+        if alive is not None:
+            with contextlib.suppress(OSError):  # a liveness check then fails, which says enough
+                alive.touch()
+        await watch.probe(settings.kafka.bootstrap)
+
+    return watch
+
+
+STOP_WITHIN = 5.0
+"""Seconds a stopping worker waits for the cluster before it exits without it (seconds): compose
+sends SIGKILL 10 s after SIGTERM."""
+
+
+def _worker_class() -> type[faust.Worker]:
+    """``faust.Worker`` that, once told to stop (SIGTERM or SIGINT), exits within
+    :data:`STOP_WITHIN` seconds if the cluster does not answer (see :func:`_exit_when_stuck`)."""
+    import faust
+
+    class StoppingWorker(faust.Worker):
+        on_stop_signal: Callable[[], None] | None = None
+
+        def _schedule_shutdown(self, signal: Any) -> None:
+            if not self._signal_stop_time and self.on_stop_signal is not None:
+                self.on_stop_signal()
+            super()._schedule_shutdown(signal)
+
+    return StoppingWorker
+
+
+def _exit_when_stuck(settings: Settings, watch: LinkWatch) -> None:
+    """Started by the stop signal: after :data:`STOP_WITHIN` seconds, once the cluster does not
+    answer, say so in one line, remove the worker's own folder and alive file, and exit (0).
+
+    Nothing is lost: the events whose states could not be written were not acknowledged, so the
+    worker group reads them again after a restart (at-least-once; the engine ignores the copies).
+    """
+    import threading
+
+    def one_line(args: threading.ExceptHookArgs) -> None:
+        # the client threads that Faust stops fail on the absent cluster: a line, not a traceback
+        log.warning(
+            "stopping: %s ended with %s", args.thread.name if args.thread else "a thread", args.exc_type.__name__
+        )
+
+    threading.excepthook = one_line
+
+    def wait() -> None:
+        time.sleep(STOP_WITHIN)
+        while watch.link.connected:  # the cluster answers: the stop is only slow, let it finish
+            time.sleep(0.5)
+        log.warning(
+            "stopping without Kafka at %s: exiting now; the events not yet written are read again "
+            "after a restart (nothing is lost)",
+            settings.kafka.bootstrap,
+        )
+        shutil.rmtree(worker_datadir(settings), ignore_errors=True)
+        if settings.worker.alive_file is not None:
+            settings.worker.alive_file.unlink(missing_ok=True)
+        logging.shutdown()
+        os._exit(0)
+
+    threading.Thread(target=wait, name="dealtrail-stop-deadline", daemon=True).start()
+
+
 def run_worker(settings: Settings) -> None:
     """Run the worker until it is stopped (SIGTERM or SIGINT); exits the process.
+
+    Through a broker outage of any length the worker keeps running: its clients reconnect by
+    themselves, and one line says that the connection is lost and one that it is back
+    (:class:`LinkWatch`); ``worker.alive_file`` is touched all along. A stop during an outage
+    ends the process within :data:`STOP_WITHIN` seconds.
 
     The worker's own data folder (:func:`worker_datadir`) is removed when it stops; only a
     killed worker (SIGKILL) leaves its folder behind.
     """
-    import faust
-
     app = create_app(settings)
+    watch = watch_link(app, settings)
     try:
-        worker = faust.Worker(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
+        worker = _worker_class()(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
+        worker.on_stop_signal = lambda: _exit_when_stuck(settings, watch)  # type: ignore[attr-defined]
         worker.spinner = None
         worker.execute_from_commandline()
     finally:
         shutil.rmtree(worker_datadir(settings), ignore_errors=True)
+        if settings.worker.alive_file is not None:
+            settings.worker.alive_file.unlink(missing_ok=True)

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from schemas.events import DealingEvent
 
 
+RECONNECT_BACKOFF_MAX_MS = 5_000
+"""The longest wait between two reconnection attempts of a kafka-python client (milliseconds)."""
+
+
 def client_config(kafka: KafkaSettings, client_id: str, one_shot: bool = False) -> dict[str, Any]:
     """Keyword arguments for kafka-python's clients (``KafkaProducer``, ``KafkaConsumer``, admin).
 
@@ -34,6 +38,9 @@ def client_config(kafka: KafkaSettings, client_id: str, one_shot: bool = False) 
         "bootstrap_servers": kafka.bootstrap.split(","),
         "client_id": client_id,
         "security_protocol": kafka.security_protocol,
+        # reconnection attempts back off exponentially up to this (kafka-python's default, 30 s,
+        # let a client miss a broker that had been back for half a minute)
+        "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
     }
     if one_shot:
         cfg["bootstrap_timeout_ms"] = int(kafka.connect_timeout * 1000)

@@ -22,7 +22,8 @@ from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_fie
 from schemas.events import DealingEvent
 from schemas.lines import RAW_KEEP, read_lines
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
-from streams.kafka import client_config, create_topics, partition_for, read_range
+from streams.kafka import client_config, create_topics, partition_for, read_range, unreachable_errors
+from streams.link import Backoff
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -70,6 +71,11 @@ def _content_digest(event: DealingEvent) -> bytes:
 
     bare = event.model_copy(update={"prev_hash": None, "hash": None}) if event.hash is not None else event
     return hashlib.blake2b(encode(bare), digest_size=16).digest()
+
+
+RIDE_OUT = 15 * 60
+"""How long a record may wait for the cluster before the publisher gives up on it (seconds): a
+broker outage this long is ridden out; the records are then reported (``PublishError``)."""
 
 
 class PublishError(RuntimeError):
@@ -123,12 +129,26 @@ class ChainKeeper:
         self.history: dict[int, dict[tuple[str, int], list[tuple[bytes, str | None]]]] = {}
 
     def prepare(self, table_ids: Iterable[str]) -> None:
-        """Find the chain heads of these tables (one read of the heads topic, one per partition).
+        """Find the chain heads of these tables (one read of the heads topic, one per partition),
+        waiting for the cluster (capped backoff) through an outage of up to :data:`RIDE_OUT` s.
 
         Raises:
-            kafka.errors.KafkaError: the cluster cannot be reached.
-            TimeoutError: a topic could not be read in 60 seconds.
+            kafka.errors.KafkaError: the cluster cannot be reached (for longer than ``RIDE_OUT``).
+            TimeoutError: a topic could not be read in 60 seconds (for longer than ``RIDE_OUT``).
         """
+        tables = list(table_ids)
+        backoff = Backoff(first=0.5, cap=5.0)
+        give_up = time.monotonic() + RIDE_OUT
+        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
+        while True:
+            try:
+                return self._prepare_once(tables)
+            except away:
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(backoff.next())
+
+    def _prepare_once(self, table_ids: Iterable[str]) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
         tables = sorted(set(table_ids) - self.ready)
@@ -350,6 +370,10 @@ class Publisher:
             max_in_flight_requests_per_connection=5,
             batch_size=256 * 1024,
             compression_type=None,
+            # ride out a broker outage: records wait in the producer (and a full buffer makes
+            # send wait) up to RIDE_OUT seconds, then fail and are reported, never dropped silently
+            delivery_timeout_ms=RIDE_OUT * 1000,
+            max_block_ms=RIDE_OUT * 1000,
         )
         self.keeper = ChainKeeper(kafka, topics, self.producer) if chain else None
 
@@ -443,11 +467,11 @@ class Publisher:
             return
         summary.sent += 1
 
-    def flush(self, timeout: float = 120.0) -> None:
+    def flush(self, timeout: float = RIDE_OUT + 60.0) -> None:
         """Wait until every sent record is acknowledged (seconds).
 
-        The producer retries on its own (a broker restart is ridden out); a record it finally
-        gives up on is reported here, never dropped silently.
+        The producer retries on its own (a broker outage of up to :data:`RIDE_OUT` seconds is
+        ridden out); a record it finally gives up on is reported here, never dropped silently.
 
         Raises:
             kafka.errors.KafkaTimeoutError: not all records were acknowledged in time.

@@ -70,6 +70,6 @@ class ReviewPublisher:
         except KafkaError as exc:
             raise ReviewPublishError(f"the review was not stored in {self.topic}: {type(exc).__name__}") from None
 
-    def close(self) -> None:
-        """Flush and close the producer."""
-        self.producer.close(timeout=10)
+    def close(self, timeout: float = 10) -> None:
+        """Flush and close the producer, waiting at most ``timeout`` seconds for the broker."""
+        self.producer.close(timeout=timeout)

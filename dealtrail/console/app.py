@@ -42,7 +42,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from starlette.middleware.sessions import SessionMiddleware
 from ulid import ULID
 
-from dealtrail.console import auth
+from dealtrail.console import auth, health
 from projections import access, incidents, reviews
 from projections.cards import area_name, card_face
 from projections.reviews import FindingFilter, ReviewDue
@@ -545,6 +545,7 @@ def create_app(
     )
     app.state.store = store
     app.state.config = config
+    app.include_router(health.router)  # /healthz, /readyz: no login, no data (app.state.readiness)
     env = _env()
     write_lock = write_lock or threading.Lock()
     app.state.write_lock = write_lock

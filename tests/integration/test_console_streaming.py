@@ -52,7 +52,7 @@ class Consumer:
     def __init__(self) -> None:
         self.commits: list[dict[object, object]] = []
 
-    def commit(self, offsets: dict[object, object]) -> None:
+    def commit(self, offsets: dict[object, object], timeout_ms: int | None = None) -> None:
         self.commits.append(offsets)
 
 

@@ -62,3 +62,61 @@ def test_an_unreachable_broker_is_one_error_line_naming_the_address(args: list[s
     assert "Traceback" not in proc.stdout + proc.stderr
     assert took < 60, f"took {took:.0f} s"
     assert not (tmp_path / "p.duckdb").exists(), "project left the empty store it made behind"
+
+
+def _get(url: str) -> tuple[int, dict[str, object]]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_projector_without_once_waits_for_kafka_says_so_once_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """A first start against a broker that never answers: the projector (and the console it
+    serves) stays up, says once that it waits, answers /healthz 200 and /readyz 503, and a
+    SIGTERM ends it at once with exit 0."""
+    import signal
+
+    port = _closed_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEALTRAIL_")}
+    env.update({"DEALTRAIL_KAFKA_BOOTSTRAP": f"127.0.0.1:{_closed_port()}", "DEALTRAIL_KAFKA__CONNECT_TIMEOUT": "1"})
+    log = tmp_path / "project.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dealtrail.cli", "project", "--db", "p.duckdb", "--serve", f"127.0.0.1:{port}"],
+            env=env,
+            cwd=tmp_path,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                alive = _get(f"http://127.0.0.1:{port}/healthz")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        assert alive == (200, {"alive": True})
+        time.sleep(8)  # several attempts to reach the cluster
+        status, body = _get(f"http://127.0.0.1:{port}/readyz")
+        assert (status, body["kafka"], body["ready"]) == (503, "disconnected", False)
+        assert proc.poll() is None, log.read_text()
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        assert time.monotonic() - started < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert text.count("waiting for Kafka at") == 1, text
+    assert "Traceback" not in text
+    assert "stopped: projected 0 records" in text

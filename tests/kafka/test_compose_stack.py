@@ -162,6 +162,19 @@ def _start(
         )
 
 
+def healthcheck(
+    service: dict[str, Any], user: dict[str, str], data: Path, bootstrap: str, port: int
+) -> subprocess.CompletedProcess[str]:
+    """Run the service's healthcheck ``test`` (CMD form) with its environment, the console's port
+    8000 mapped to ``port`` and ``python`` to this interpreter."""
+    argv = _argv(service["healthcheck"]["test"])
+    assert argv[0] == "CMD", argv
+    argv = [a.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for a in argv[1:]]
+    if argv[0] == "python":
+        argv[0] = sys.executable
+    return _run(service, user, data, bootstrap, argv)
+
+
 def _projected(cluster: Cluster) -> bool:
     """True when the projector's group has committed the end of every partition of its topics."""
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -218,7 +231,9 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     # 3. the workers (deploy.replicas) and the projector, with its scheduled reports and the console
     replicas = int((services["worker"].get("deploy") or {}).get("replicas", 1))
     assert replicas == 2
-    workers = [_start(services["worker"], user, data, bootstrap, logs / f"worker-{i}.log") for i in range(replicas)]
+    # each replica's container has its own /tmp: here, its own alive file (outside the mapped /data)
+    alive = [{**user, "DEALTRAIL_WORKER__ALIVE_FILE": str(tmp_path / f"worker-{i}.alive")} for i in range(replicas)]
+    workers = [_start(services["worker"], alive[i], data, bootstrap, logs / f"worker-{i}.log") for i in range(replicas)]
     port = free_port()
     projector_argv = console_argv(service_argv(services["projector"], data, bootstrap), port)
     projector = _start(services["projector"], user, data, bootstrap, logs / "projector.log", projector_argv)
@@ -248,11 +263,17 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
             assert listed.status_code == 200, listed.text
             served = {f["finding_id"] for f in listed.json()["findings"]}
             assert listed.json()["total"] == len(served)
+        # 6. the services' own healthchecks: the workers alive, the projector ready
+        for i in range(replicas):
+            check = healthcheck(services["worker"], alive[i], data, bootstrap, port)
+            assert check.returncode == 0, check.stderr
+        check = healthcheck(services["projector"], user, data, bootstrap, port)
+        assert check.returncode == 0, check.stderr
     finally:
         for w in workers:
             assert stop(w, signal.SIGTERM) == 0, [log.read_text() for log in logs.iterdir()]
-        # compose's stop_signal for the projector: SIGINT lets it close the DuckDB file
-        assert stop(projector, signal.SIGINT) in (0, 130), (logs / "projector.log").read_text()
+        # compose's stop signal for the projector (SIGTERM): it closes the DuckDB file and exits 0
+        assert stop(projector, signal.SIGTERM) == 0, (logs / "projector.log").read_text()
 
     db = data / "dealtrail.duckdb"
     assert db.is_file(), (logs / "projector.log").read_text()

@@ -32,7 +32,7 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 KAFKA_SERVICE = "kafka"
 # Settings whose compose default deliberately differs from the Settings default.
-CONTAINER_DEFAULTS = {"DEALTRAIL_KAFKA_BOOTSTRAP"}
+CONTAINER_DEFAULTS = {"DEALTRAIL_KAFKA_BOOTSTRAP", "DEALTRAIL_WORKER__ALIVE_FILE"}
 PREFIX = str(Settings.model_config.get("env_prefix", "")).upper()
 DELIMITER = str(Settings.model_config.get("env_nested_delimiter", "__"))
 
@@ -392,6 +392,50 @@ def check_topology(compose: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+GRACE = 10.0  # seconds compose waits after the stop signal before SIGKILL, when a service sets none
+
+
+def _seconds(value: Any) -> float:
+    """A compose duration (``30s``, ``1m30s``, ``500ms``) in seconds."""
+    total = 0.0
+    for amount, unit in re.findall(r"([0-9.]+)(ms|us|ns|h|m|s)", str(value)):
+        total += float(amount) * {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    return total
+
+
+def check_health(compose: Mapping[str, Any]) -> list[str]:
+    """The projector's healthcheck asks its console's ``/readyz``; each worker's reads the alive file
+    the worker touches; the publisher waits for live workers; every stop fits compose's grace."""
+    problems, services = [], dealtrail_services(compose)
+    by_command = {resolve_command(run)[2]: name for name, svc in services.items() for run in invocations(svc)}
+    projector, worker = by_command.get("dealtrail project"), by_command.get("dealtrail worker")
+    if projector:
+        (run,) = invocations(services[projector])
+        port = run[run.index("--serve") + 1].rpartition(":")[2] if "--serve" in run else None
+        test = " ".join(_argv((services[projector].get("healthcheck") or {}).get("test")))
+        if port is None or f"127.0.0.1:{port}/readyz" not in test:
+            problems.append(f"{projector}: healthcheck must ask the console's /readyz on 127.0.0.1:{port}")
+    if worker:
+        test = " ".join(_argv((services[worker].get("healthcheck") or {}).get("test")))
+        alive = resolved_environment(services[worker], {}).get("DEALTRAIL_WORKER__ALIVE_FILE")
+        if not alive:
+            problems.append(f"{worker}: DEALTRAIL_WORKER__ALIVE_FILE must be set for its liveness check")
+        if "DEALTRAIL_WORKER__ALIVE_FILE" not in test:
+            problems.append(f"{worker}: healthcheck must check the age of DEALTRAIL_WORKER__ALIVE_FILE")
+    for name, svc in services.items():
+        if "healthcheck" in svc and not str(_argv(svc["healthcheck"].get("test"))[:1]).startswith("['CMD"):
+            problems.append(f"{name}: healthcheck test must be CMD or CMD-SHELL form")
+        grace = _seconds(svc.get("stop_grace_period", "10s"))
+        if grace > GRACE:
+            problems.append(f"{name}: stop_grace_period {grace:g} s; dealtrail stops within compose's {GRACE:g} s")
+    publisher = by_command.get("dealtrail publish")
+    if publisher and worker:
+        condition = (services[publisher].get("depends_on") or {}).get(worker, {}).get("condition")
+        if condition != "service_healthy":
+            problems.append(f"{publisher}: must wait for the workers to be healthy (alive)")
+    return problems
+
+
 # ---------------------------------------------------------------- tests
 
 
@@ -405,6 +449,7 @@ def test_the_compose_file_passes_every_check(clean_env: pytest.MonkeyPatch) -> N
         + check_single_writer(compose)
         + check_kafka(compose)
         + check_topology(compose)
+        + check_health(compose)
     )
     assert problems == []
 
@@ -564,6 +609,50 @@ def test_the_kafka_check_catches_a_bad_broker(path: list[str], value: Any, needl
         svc["environment"] = compose["x-dealtrail"]["environment"]
     problems = check_kafka(compose)
     assert any(needle in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        (["services", "projector", "healthcheck"], {"test": ["CMD", "true"]}, "/readyz"),
+        (["services", "projector", "healthcheck", "test", 3], "urlopen('http://127.0.0.1:9000/readyz')", "/readyz"),
+        (["services", "worker", "healthcheck"], {"test": ["CMD", "true"]}, "DEALTRAIL_WORKER__ALIVE_FILE"),
+        (["x-dealtrail", "environment", "DEALTRAIL_WORKER__ALIVE_FILE"], "", "must be set"),
+        (["services", "projector", "stop_grace_period"], "30s", "stop_grace_period 30 s"),
+        (["services", "publisher", "depends_on", "worker"], {"condition": "service_started"}, "healthy"),
+    ],
+)
+def test_the_health_check_catches_a_missing_or_wrong_healthcheck(path: list[Any], value: Any, needle: str) -> None:
+    compose = _mutated(path, value)
+    if path[0] == "x-dealtrail":  # the anchor is merged into each service when the file is read
+        for svc in dealtrail_services(compose).values():
+            svc["environment"] = compose["x-dealtrail"]["environment"]
+    problems = check_health(compose)
+    assert any(needle in p for p in problems), problems
+
+
+def test_the_healthcheck_commands_answer_as_compose_reads_them(tmp_path: Path) -> None:
+    """The worker's check passes on a fresh alive file and fails on a stale or missing one."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    services = dealtrail_services(load_compose())
+    argv = _argv(services["worker"]["healthcheck"]["test"])
+    assert argv[:2] == ["CMD", "python"]
+    alive = tmp_path / "w.alive"
+
+    def check() -> int:
+        env = {**os.environ, "DEALTRAIL_WORKER__ALIVE_FILE": str(alive)}
+        return subprocess.run([sys.executable, *argv[2:]], env=env, timeout=60, check=False).returncode
+
+    assert check() != 0, "no file: not alive"
+    alive.touch()
+    assert check() == 0
+    old = time.time() - 60
+    os.utime(alive, (old, old))
+    assert check() != 0, "a file a minute old: stuck"
 
 
 def test_the_topology_check_catches_one_worker() -> None:
