@@ -44,6 +44,7 @@ from schemas.lines import IntakeCheck, Line, NotEventsError, read_lines
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.engine import RECALLED
+from streams.engine.reorder import WINDOW, Reorder, ReorderLimits
 from streams.engine.state import dump_state, load_state
 from streams.engine.summaries import round_row
 
@@ -265,6 +266,8 @@ def scan(
     resume: Resume | None = None,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
+    arrival: int = 0,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
 
@@ -285,6 +288,13 @@ def scan(
     dead-lettered as ``does_not_continue``, with the reason. The final batch carries the state
     of every table seen, to be stored for the next file. With ``snapshot_every``, batches carry
     the tables' snapshots (:class:`Snapshots`).
+
+    Each table's events pass through its reorder window (:mod:`streams.engine.reorder`,
+    bounds ``reorder``) before they are stamped, applied and staged: they are applied in seq
+    order within the window (rulebook decision 10.1.2), and the windows are emptied at the end
+    of the file, before the final batch carries the tables' states. An event is staged with
+    ``arrival`` + its line number as its ``arrival`` (the re-audit replays a table's stored
+    events in that order through the same window).
 
     Raises:
         NotEventsError: the file is not an event file (see :class:`schemas.lines.IntakeCheck`).
@@ -347,6 +357,45 @@ def scan(
         if not final:
             out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
+    windows: Reorder[tuple[int, bytes, ev.DealingEvent]] = Reorder(reorder)
+
+    def release(line_no: int, raw: bytes, event: ev.DealingEvent) -> None:
+        """Apply one event the reorder window let through, and stage it."""
+        nonlocal events, staged
+        try:
+            data = None  # the canonical bytes of a stamped event
+            if chainer is not None:
+                # stamped in the order applied (seq order within the window), so that the chain
+                # links each event to the one the engine applied before it; an event that
+                # carries its hash keeps it (and becomes its table's head)
+                event, data = chainer.stamp_encoded(event)
+            if data is None:
+                # the store keeps the validated event in its canonical form (lax input, a
+                # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
+                # as written), and the engine tells copies apart by the same bytes: a copy
+                # written with other spacing or key order is the same event
+                data = encode(event)
+            before = auditor.states.get(event.table_id)
+            found = auditor.apply(event, data)
+            if snaps is not None:
+                snaps.seen(event, before, auditor.states[event.table_id], found)
+        except (DecodeError, EventRejected) as exc:
+            dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+            return
+        except Exception as exc:
+            detail = f"{type(exc).__name__}: {exc}"[:500]
+            dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
+            return
+        finally:
+            st = auditor.states.get(event.table_id)
+            if st is not None:
+                windows.windows[event.table_id].last = st.last_seq  # the engine's word on where the table is
+        events += 1
+        out.add(arrival + line_no, event, data)  # an in-batch copy of an event is left out here
+        staged += 1
+        if staged >= batch_lines:
+            flush(final=False)
+
     check = IntakeCheck(source)
     try:
         with path.open("rb") as fh:
@@ -384,20 +433,6 @@ def scan(
                                 chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
-                    data = None  # the canonical bytes of a stamped event
-                    if chainer is not None:
-                        # an event that carries its hash keeps it (and becomes its table's head)
-                        event, data = chainer.stamp_encoded(event)
-                    if data is None:
-                        # the store keeps the validated event in its canonical form (lax input, a
-                        # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
-                        # as written), and the engine tells copies apart by the same bytes: a copy
-                        # written with other spacing or key order is the same event
-                        data = encode(event)
-                    before = auditor.states.get(event.table_id)
-                    found = auditor.apply(event, data)
-                    if snaps is not None:
-                        snaps.seen(event, before, auditor.states[event.table_id], found)
                 except (DecodeError, EventRejected) as exc:
                     dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                     continue
@@ -405,11 +440,15 @@ def scan(
                     detail = f"{type(exc).__name__}: {exc}"[:500]
                     dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
                     continue
-                events += 1
-                out.add(line_no, event, data)  # an in-batch copy of an event is left out here
-                staged += 1
-                if staged >= batch_lines:
-                    flush(final=False)
+                window = windows.windows.get(event.table_id)
+                if window is None:
+                    st0 = auditor.states.get(event.table_id)
+                    window = windows.window(event.table_id, st0.last_seq if st0 is not None else 0)
+                for held in window.push(event.seq, event.occurred_at, (line_no, raw, event)):
+                    release(*held)
+            for table_windows in windows.windows.values():
+                for held in table_windows.flush():
+                    release(*held)
             check.end()
     except BaseException:  # a refused file, a read error: the stage file goes too
         out.discard()
@@ -454,6 +493,8 @@ def _worker(
     replies: Any,
     max_record_bytes: int,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
+    arrival: int = 0,
 ) -> None:
     parent = mp.parent_process()
     gc.freeze()  # what the imports made is kept for the process's life: no collection walks it again
@@ -501,6 +542,8 @@ def _worker(
             resume,
             max_record_bytes,
             snapshot_every,
+            reorder,
+            arrival,
         )
     except NotEventsError as exc:
         send(("refused", shard, str(exc)))
@@ -537,6 +580,7 @@ def audit_file(
     chain: bool = True,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
@@ -561,6 +605,8 @@ def audit_file(
             256 KiB, its length and SHA-256, and never held whole.
         snapshot_every: keep each table's engine state every this many of its events and at
             each UTC day boundary (``table_snapshots``, see :class:`Snapshots`); None keeps none.
+        reorder: the bounds of each table's reorder window (the ``reorder`` settings): events
+            are applied in seq order within it (see :func:`scan`).
 
     Returns:
         The run's :class:`AuditSummary`.
@@ -617,9 +663,26 @@ def audit_file(
     def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | str | None:
         return load_resume(stored_resume(store, table_id, seq))
 
+    # a table's stored events keep the order they arrived in across files: this file's lines
+    # come after every event the store holds (the re-audit replays them in that order)
+    base = store.con.execute("SELECT coalesce(max(arrival), 0) FROM events").fetchone()
+    arrival = int(base[0]) if base is not None else 0
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes, snapshot_every)
+            scan(
+                path,
+                0,
+                1,
+                stage_dir,
+                batch_lines,
+                write,
+                chain,
+                resume,
+                max_record_bytes,
+                snapshot_every,
+                reorder,
+                arrival,
+            )
         else:
             _parallel(
                 path,
@@ -631,6 +694,8 @@ def audit_file(
                 lambda t, q: stored_resume(store, t, q),
                 max_record_bytes,
                 snapshot_every,
+                reorder,
+                arrival,
             )
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
@@ -647,6 +712,8 @@ def _parallel(
     stored: Callable[[str, int], tuple[str, str] | str | None],
     max_record_bytes: int,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
+    arrival: int = 0,
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -665,6 +732,8 @@ def _parallel(
                 replies[k],
                 max_record_bytes,
                 snapshot_every,
+                reorder,
+                arrival,
             ),
             daemon=True,
         )

@@ -216,6 +216,7 @@ def audit(
                 chain=chain,
                 max_record_bytes=settings.max_record_bytes,
                 snapshot_every=settings.snapshot_every,
+                reorder=settings.reorder.limits,
             )
         except NotEventsError as exc:
             raise _fail(str(exc)) from None
@@ -461,6 +462,7 @@ def demo(
             progress=lambda k: progress.advance(task, k),
             max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
+            reorder=settings.reorder.limits,
         )
         statuses = latest_statuses(store)
     console.print(_summary_table(summary))

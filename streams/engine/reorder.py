@@ -66,6 +66,10 @@ class ReorderLimits:
     seconds: float = DEFAULT_SECONDS
 
 
+WINDOW = ReorderLimits()
+"""The default bounds (a module-level value, for default arguments)."""
+
+
 class TableWindow(Generic[T]):
     """One table's reorder window (see the module docstring).
 
@@ -80,7 +84,7 @@ class TableWindow(Generic[T]):
 
     __slots__ = ("_arrived", "_heap", "_max", "_span", "last")
 
-    def __init__(self, last_seq: int = 0, limits: ReorderLimits = ReorderLimits()) -> None:
+    def __init__(self, last_seq: int = 0, limits: ReorderLimits = WINDOW) -> None:
         self.last = last_seq
         """The highest seq released (the caller may set it to the engine's ``last_seq``)."""
         self._heap: list[tuple[int, int, datetime, T]] = []
@@ -154,7 +158,7 @@ class Reorder(Generic[T]):
         limits: the bounds of every table's window.
     """
 
-    def __init__(self, limits: ReorderLimits = ReorderLimits()) -> None:
+    def __init__(self, limits: ReorderLimits = WINDOW) -> None:
         self.limits = limits
         self.windows: dict[str, TableWindow[T]] = {}
 
