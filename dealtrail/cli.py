@@ -312,7 +312,7 @@ def reaudit(
         raise _fail(f"cannot open {db} for writing (is a projector or audit writing it?): {exc}", code=1) from None
     with store:
         try:
-            result = run(store, table, start, end, workers, settings.snapshot_every)
+            result = run(store, table, start, end, workers, settings.snapshot_every, settings.reorder.limits)
         except ReauditError as exc:
             raise _fail(str(exc), code=1) from None
         except KeyboardInterrupt:
