@@ -443,7 +443,7 @@ def scan(
                 window = windows.windows.get(event.table_id)
                 if window is None:
                     st0 = auditor.states.get(event.table_id)
-                    window = windows.window(event.table_id, st0.last_seq if st0 is not None else 0)
+                    window = windows.window(event.table_id, st0.last_seq if st0 is not None else None)
                 for held in window.push(event.seq, event.occurred_at, (line_no, raw, event)):
                     release(*held)
             for table_windows in windows.windows.values():

@@ -145,7 +145,7 @@ def _apply_part(
                 if table_id not in states:
                     start = starts.get(table_id)
                     states[table_id] = st = load_state(start) if start is not None else None
-                    windows.window(table_id, st.last_seq if st is not None else 0)
+                    windows.window(table_id, st.last_seq if st is not None else None)
                 for held in windows.windows[table_id].push(seq, at, (table_id, payload)):
                     release(*held)
             if rows:

@@ -77,16 +77,20 @@ class TableWindow(Generic[T]):
     Kafka position ...); the window reads only the seq and the event time given with it.
 
     Args:
-        last_seq: the seq of the table's last applied event (its state's ``last_seq``; 0 for
-            a table not seen yet: its first seq is expected to be 1).
+        last_seq: the seq of the table's last applied event (its state's ``last_seq``), or
+            None for a table that has no state yet: until the caller sets :attr:`last` (once
+            the engine has applied the table's ``TableConfigured``), the window holds nothing
+            and hands every event on in arrival order (so no path ever holds events of a
+            table it has no state to keep them with).
         limits: the window's bounds.
     """
 
     __slots__ = ("_arrived", "_heap", "_max", "_span", "last")
 
-    def __init__(self, last_seq: int = 0, limits: ReorderLimits = WINDOW) -> None:
+    def __init__(self, last_seq: int | None = 0, limits: ReorderLimits = WINDOW) -> None:
         self.last = last_seq
-        """The highest seq released (the caller may set it to the engine's ``last_seq``)."""
+        """The highest seq released (the caller sets it to the engine's ``last_seq`` after it
+        applied what was released); None: the table has no state yet."""
         self._heap: list[tuple[int, int, datetime, T]] = []
         self._arrived = 0
         self._max = limits.events
@@ -104,6 +108,8 @@ class TableWindow(Generic[T]):
             The items released by this arrival (possibly none, possibly this one and others).
         """
         last = self.last
+        if last is None:
+            return [item]  # no state to hold events with yet: arrival order
         heap = self._heap
         if seq <= last:
             return [item]  # a copy or a late arrival: the engine judges it now
@@ -132,7 +138,7 @@ class TableWindow(Generic[T]):
         while heap:
             seq, _, _, item = heapq.heappop(heap)
             out.append(item)
-            self.last = max(self.last, seq)
+            self.last = seq if self.last is None else max(self.last, seq)
         return out
 
     def held(self) -> list[tuple[int, datetime, T]]:
@@ -162,7 +168,7 @@ class Reorder(Generic[T]):
         self.limits = limits
         self.windows: dict[str, TableWindow[T]] = {}
 
-    def window(self, table_id: str, last_seq: int = 0) -> TableWindow[T]:
+    def window(self, table_id: str, last_seq: int | None = 0) -> TableWindow[T]:
         """The window of ``table_id``, made if new with ``last_seq`` (see :class:`TableWindow`)."""
         w = self.windows.get(table_id)
         if w is None:
