@@ -80,7 +80,10 @@ class Stored:
     window releases them. ``offset`` is that of the last message *taken* (applied or held), so
     a held message is never redelivered into the window twice, and it is kept here, with the
     state, until it is applied: the offset the worker commits never passes a message that is
-    neither applied in ``state`` nor held here (a stop, a crash or a rebalance loses none).
+    neither applied in ``state`` nor held here (a crash loses none: the next message of the
+    table, after a restart or on the worker that takes the partition over, finds them here).
+    A clean stop and a rebalance apply what the windows hold before they write the states
+    (as the end of the file does in the audit), so ``held`` is empty in the entries they write.
     """
 
     offset: int
@@ -507,12 +510,13 @@ def create_app(settings: Settings) -> faust.App:
             return None
         return Applied(msg.partition, msg.offset, current.state, current.unfit)
 
-    async def release_idle(now: float) -> None:
+    async def release_idle(now: float, everything: bool = False) -> None:
         """Apply what the windows of tables idle for ``reorder.idle`` seconds hold (the stream's
-        end of input: the audit and the re-audit empty their windows at the end of theirs).
-        Called with ``lock`` held."""
+        end of input: the audit and the re-audit empty their windows at the end of theirs);
+        with ``everything``, what every window holds (a clean stop, a rebalance). Called with
+        ``lock`` held."""
         for key in [k for k, w in windows.items() if len(w)]:
-            if now - last_taken.get(key, now) < settings.reorder.idle:
+            if not everything and now - last_taken.get(key, now) < settings.reorder.idle:
                 continue
             current = await load_live(key)  # (re)builds the window from the stored entry if need be
             window = windows.get(key)
@@ -599,10 +603,12 @@ def create_app(settings: Settings) -> faust.App:
     draining = [False]
 
     async def drain() -> None:
-        """Write the states of the events held (a stop or a rebalance waits for them)."""
+        """Apply what the reorder windows hold and write the states of the events held (a stop
+        or a rebalance waits for them)."""
         draining[0] = True
         async with lock:
-            if held:
+            await release_idle(time.monotonic(), everything=True)
+            if held or live:
                 await write_states()
 
     app.before_drain = drain  # type: ignore[attr-defined]  # WorkerApp's hook (see _app_class)
@@ -652,6 +658,8 @@ def create_app(settings: Settings) -> faust.App:
                         # prefetched messages and still commit past them); read them again first.
                         current = await catch_up(key, current, msg, dealing.seq)
                     live[key] = await take(key, current, msg, dealing, raw)
+                if draining[0]:
+                    await release_idle(time.monotonic(), everything=True)
                 if draining[0] or time.monotonic() - last_write[0] >= interval:
                     await write_states()
 

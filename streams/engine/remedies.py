@@ -7,7 +7,7 @@ status ``remedied``); if the next round at the table starts first, the finding t
 from __future__ import annotations
 
 from schemas import events as ev
-from schemas.base import Envelope
+from schemas.base import DICE_WAGERS, Envelope
 from schemas.findings import Finding, FindingStatus, Severity, finding_id_for
 from streams.engine.catalog import REMEDY_TEXT, RULEBOOK_REVISION, RULES_BY_ID, Remedy
 from streams.engine.context import Step
@@ -54,13 +54,19 @@ def _open_wagers(step: Step) -> frozenset[str]:
 
 def _voided_wagers(ob: Obligation, state: TableState) -> frozenset[str]:
     """The owed wagers that the obligation's remedies void: all of them when the rule voids
-    all hands or returns the wagers, else those of the obligation's seat."""
+    all hands or returns the wagers, else the wagers of the obligation's seat that ride on its
+    hand (a seat's dice-outcome wagers, Sum / Match / Beat It, do not: § 645a.14(d) voids the
+    player's hand, not the dice)."""
     remedies = RULES_BY_ID[ob.finding.rule_id].remedies
     if Remedy.VOID_ALL in remedies or Remedy.WAGERS_RETURNED in remedies or ob.seat is None:
         return ob.owed_wagers
     rnd = state.round
     wagers = rnd.wagers if rnd is not None else {}
-    return frozenset(w for w in ob.owed_wagers if w in wagers and wagers[w].seat == ob.seat)
+    return frozenset(
+        w
+        for w in ob.owed_wagers
+        if w in wagers and wagers[w].seat == ob.seat and wagers[w].wager_type not in DICE_WAGERS
+    )
 
 
 def _track_wagers(ob: Obligation, state: TableState, event: ev.DealingEvent) -> Obligation:  # noqa: PLR0911
@@ -244,13 +250,15 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
             )
         revisions.extend(closed)
         rnd = state.round
+        remedies = RULES_BY_ID[ob.finding.rule_id].remedies
         if (
             ob.round_id is not None
             and rnd is not None
             and rnd.round_id == ob.round_id
-            and VOIDING.intersection(RULES_BY_ID[ob.finding.rule_id].remedies)
+            and (Remedy.VOID_ALL in remedies or Remedy.WAGERS_RETURNED in remedies or type(event) is ev.RoundVoided)
         ):
-            # remedied by a void while its round goes on: watched until the next round starts
+            # remedied by a void while its round goes on (a player who plays out voids nothing):
+            # watched until the next round starts
             kept.append(
                 ob.model_copy(
                     update={

@@ -472,3 +472,16 @@ def test_TCP_679a_9_f_misdeal_void_all_is_not_remedied_by_a_void_after_a_wager_w
     t.return_wagers()
     # then the finding is never remedied
     assert REMEDIED not in [h.status for h in t.history(f.finding_id)]
+
+
+def test_PGP_645a_14_d_a_player_who_plays_out_stays_remedied_when_the_hand_is_settled(pgp):
+    # given a player card exposed at SEAT_3 and the player decides to play the hand out
+    t = pgp()
+    exposed = _expose(location="PLAYER_HAND", seat="SEAT_3", exposed_by="DEALER", phase="PLAY")
+    t.pgp_round("R1", views=("SEAT_1", "SEAT_5"), hooks={"after_delivery": exposed}, **OPEN_ROUND)
+    t.emit(ev.PlayerVoidDecided, seat="SEAT_3", decision="PLAY_OUT")
+    # when the hand is settled as a loss (nothing was voided)
+    t.emit(ev.WagerSettled, wager_id=_seat_wager(t, "SEAT_3"), outcome="LOSS")
+    # then the finding stays remedied
+    [f] = t.raised("PGP-645a.14-d-player-card-exposed")
+    assert [h.status for h in t.history(f.finding_id)] == [OPEN, REMEDIED]
