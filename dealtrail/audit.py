@@ -44,6 +44,7 @@ from schemas.lines import IntakeCheck, Line, NotEventsError, read_lines
 from streams.engine import EventRejected, Plausibility, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.engine import RECALLED
+from streams.engine.reorder import WINDOW, Reorder, ReorderLimits
 from streams.engine.state import dump_state, load_state
 from streams.engine.summaries import round_row
 
@@ -267,6 +268,8 @@ def scan(
     resume: Resume | None = None,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
+    arrival: int = 0,
     limits: Plausibility | None = None,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
@@ -290,6 +293,13 @@ def scan(
     the tables' snapshots (:class:`Snapshots`). With ``limits``, an implausible event
     (rulebook 10.3.4, :func:`streams.engine.check_plausible`) is dead-lettered before it is
     chained, so the chain and the table's state go on as if it had not arrived.
+
+    Each table's events pass through its reorder window (:mod:`streams.engine.reorder`,
+    bounds ``reorder``) before they are stamped, applied and staged: they are applied in seq
+    order within the window (rulebook decision 10.1.2), and the windows are emptied at the end
+    of the file, before the final batch carries the tables' states. An event is staged with
+    ``arrival`` + its line number as its ``arrival`` (the re-audit replays a table's stored
+    events in that order through the same window).
 
     Raises:
         NotEventsError: the file is not an event file (see :class:`schemas.lines.IntakeCheck`).
@@ -352,6 +362,48 @@ def scan(
         if not final:
             out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
+    windows: Reorder[tuple[int, bytes, ev.DealingEvent]] = Reorder(reorder)
+
+    def release(line_no: int, raw: bytes, event: ev.DealingEvent) -> None:
+        """Apply one event the reorder window let through, and stage it."""
+        nonlocal events, staged
+        try:
+            if limits is not None:  # before the chain: a refused event must not become its head
+                last = auditor.states.get(event.table_id)
+                check_plausible(None if last is None else last.last_seq, event, limits)
+            data = None  # the canonical bytes of a stamped event
+            if chainer is not None:
+                # stamped in the order applied (seq order within the window), so that the chain
+                # links each event to the one the engine applied before it; an event that
+                # carries its hash keeps it (and becomes its table's head)
+                event, data = chainer.stamp_encoded(event)
+            if data is None:
+                # the store keeps the validated event in its canonical form (lax input, a
+                # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
+                # as written), and the engine tells copies apart by the same bytes: a copy
+                # written with other spacing or key order is the same event
+                data = encode(event)
+            before = auditor.states.get(event.table_id)
+            found = auditor.apply(event, data)
+            if snaps is not None:
+                snaps.seen(event, before, auditor.states[event.table_id], found)
+        except (DecodeError, EventRejected) as exc:
+            dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+            return
+        except Exception as exc:
+            detail = f"{type(exc).__name__}: {exc}"[:500]
+            dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
+            return
+        finally:
+            st = auditor.states.get(event.table_id)
+            if st is not None:
+                windows.windows[event.table_id].last = st.last_seq  # the engine's word on where the table is
+        events += 1
+        out.add(arrival + line_no, event, data)  # an in-batch copy of an event is left out here
+        staged += 1
+        if staged >= batch_lines:
+            flush(final=False)
+
     check = IntakeCheck(source)
     try:
         with path.open("rb") as fh:
@@ -389,23 +441,6 @@ def scan(
                                 chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
-                    if limits is not None:  # before the chain: a refused event must not become its head
-                        last = auditor.states.get(event.table_id)
-                        check_plausible(None if last is None else last.last_seq, event, limits)
-                    data = None  # the canonical bytes of a stamped event
-                    if chainer is not None:
-                        # an event that carries its hash keeps it (and becomes its table's head)
-                        event, data = chainer.stamp_encoded(event)
-                    if data is None:
-                        # the store keeps the validated event in its canonical form (lax input, a
-                        # Unix time for a timestamp or "7" for a number, must not reach the SQL casts
-                        # as written), and the engine tells copies apart by the same bytes: a copy
-                        # written with other spacing or key order is the same event
-                        data = encode(event)
-                    before = auditor.states.get(event.table_id)
-                    found = auditor.apply(event, data)
-                    if snaps is not None:
-                        snaps.seen(event, before, auditor.states[event.table_id], found)
                 except (DecodeError, EventRejected) as exc:
                     dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                     continue
@@ -413,11 +448,15 @@ def scan(
                     detail = f"{type(exc).__name__}: {exc}"[:500]
                     dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
                     continue
-                events += 1
-                out.add(line_no, event, data)  # an in-batch copy of an event is left out here
-                staged += 1
-                if staged >= batch_lines:
-                    flush(final=False)
+                window = windows.windows.get(event.table_id)
+                if window is None:
+                    st0 = auditor.states.get(event.table_id)
+                    window = windows.window(event.table_id, st0.last_seq if st0 is not None else None)
+                for held in window.push(event.seq, event.occurred_at, (line_no, raw, event)):
+                    release(*held)
+            for table_windows in windows.windows.values():
+                for held in table_windows.flush():
+                    release(*held)
             check.end()
     except BaseException:  # a refused file, a read error: the stage file goes too
         out.discard()
@@ -462,6 +501,8 @@ def _worker(
     replies: Any,
     max_record_bytes: int,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
+    arrival: int = 0,
     limits: Plausibility | None = None,
 ) -> None:
     parent = mp.parent_process()
@@ -510,6 +551,8 @@ def _worker(
             resume,
             max_record_bytes,
             snapshot_every,
+            reorder,
+            arrival,
             limits,
         )
     except NotEventsError as exc:
@@ -547,6 +590,7 @@ def audit_file(
     chain: bool = True,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
     limits: Plausibility | None = None,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
@@ -572,6 +616,8 @@ def audit_file(
             256 KiB, its length and SHA-256, and never held whole.
         snapshot_every: keep each table's engine state every this many of its events and at
             each UTC day boundary (``table_snapshots``, see :class:`Snapshots`); None keeps none.
+        reorder: the bounds of each table's reorder window (the ``reorder`` settings): events
+            are applied in seq order within it (see :func:`scan`).
         limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``): an
             event beyond them is dead-lettered with its reason (``implausible_seq_jump``,
             ``implausible_clock_skew``) and leaves its table as it was; None checks none.
@@ -625,9 +671,27 @@ def audit_file(
     def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | str | None:
         return load_resume(stored_resume(store, table_id, seq))
 
+    # a table's stored events keep the order they arrived in across files: this file's lines
+    # come after every event the store holds (the re-audit replays them in that order)
+    base = store.con.execute("SELECT coalesce(max(arrival), 0) FROM events").fetchone()
+    arrival = int(base[0]) if base is not None else 0
     try:
         if shards == 1:
-            scan(path, 0, 1, stage_dir, batch_lines, write, chain, resume, max_record_bytes, snapshot_every, limits)
+            scan(
+                path,
+                0,
+                1,
+                stage_dir,
+                batch_lines,
+                write,
+                chain,
+                resume,
+                max_record_bytes,
+                snapshot_every,
+                reorder,
+                arrival,
+                limits,
+            )
         else:
             _parallel(
                 path,
@@ -639,6 +703,8 @@ def audit_file(
                 lambda t, q: stored_resume(store, t, q),
                 max_record_bytes,
                 snapshot_every,
+                reorder,
+                arrival,
                 limits,
             )
     finally:
@@ -656,6 +722,8 @@ def _parallel(
     stored: Callable[[str, int], tuple[str, str] | str | None],
     max_record_bytes: int,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
+    arrival: int = 0,
     limits: Plausibility | None = None,
 ) -> None:
     ctx = mp.get_context("spawn")
@@ -675,6 +743,8 @@ def _parallel(
                 replies[k],
                 max_record_bytes,
                 snapshot_every,
+                reorder,
+                arrival,
                 limits,
             ),
             daemon=True,

@@ -242,6 +242,7 @@ def audit(
                 max_record_bytes=settings.max_record_bytes,
                 snapshot_every=settings.snapshot_every,
                 limits=settings.plausibility,
+                reorder=settings.reorder.limits,
             )
         except NotEventsError as exc:
             raise _fail(str(exc)) from None
@@ -336,7 +337,16 @@ def reaudit(
         raise _fail(f"cannot open {db} for writing (is a projector or audit writing it?): {exc}", code=1) from None
     with store:
         try:
-            result = run(store, table, start, end, workers, settings.snapshot_every, settings.plausibility)
+            result = run(
+                store,
+                table,
+                start,
+                end,
+                workers,
+                settings.snapshot_every,
+                settings.reorder.limits,
+                settings.plausibility,
+            )
         except ReauditError as exc:
             raise _fail(str(exc), code=1) from None
         except KeyboardInterrupt:
@@ -500,6 +510,7 @@ def demo(
             max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
             limits=settings.plausibility,
+            reorder=settings.reorder.limits,
         )
         now = datetime.now(UTC)  # one instant for the summary and the report: the same late reviews
         counted = incidents.counts(store.con, review_due(settings), now)

@@ -43,6 +43,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "partitions": ("topics",),
     "replication": ("topics",),
     "worker": ("worker",),
+    "reorder": ("audit", "demo", "worker", "reaudit"),
+    "reorder.idle": ("worker",),
     "health": ("project", "serve"),
     "health.host": ("project",),
     "health.port": ("project",),

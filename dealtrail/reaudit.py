@@ -9,7 +9,7 @@ Earlier generations stay stored and queryable (``report --generation N``); the v
 latest. The writer process exports each worker's tables' events to Parquet files of about
 :data:`SORT_ROWS` events, cut at seq quantiles of the events exported (no other process may
 open the store while it writes); the workers apply them in parallel, each its files in turn
-(every table's events in seq order across them), and hand their findings back as Parquet
+(every table's events in arrival order across them, through the reorder window), and hand their findings back as Parquet
 files, which the writer appends in one transaction with the new ``generations`` row.
 
 Rounds (what was dealt) are not re-derived: they are kept as stored.
@@ -37,15 +37,16 @@ from projections.store import FINDINGS_SCHEMA, Store, finding_row
 from schemas.codec import DecodeError, decode
 from streams.engine import EventRejected, Plausibility, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
+from streams.engine.reorder import WINDOW, Reorder, ReorderLimits
 from streams.engine.state import load_state
 
 EXPORT_ROWS = 20_000
 """Events per Parquet row group of a worker's export (and per batch a worker reads)."""
 SORT_ROWS = 50_000
 """Events per export file at most (about): each file is one sort of its events' payloads by
-table and seq, and DuckDB's sort of long strings ran out of a 200MB memory limit on some
-150,000 events. A worker's share is cut into files by seq ranges of about this many events
-(quantiles of seq), applied one after the other: every table's events still in seq order."""
+table and arrival, and DuckDB's sort of long strings ran out of a 200MB memory limit on some
+150,000 events. A worker's share is cut into files by arrival ranges of about this many events
+(quantiles of arrival), applied one after the other: every table's events still in arrival order."""
 
 
 class ReauditError(ValueError):
@@ -89,12 +90,14 @@ def _apply_part(
     starts: dict[str, str],
     period: tuple[datetime | None, datetime | None],
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
     limits: Plausibility | None = None,
 ) -> tuple[int, list[tuple[str, str]], list[dict[str, Any]]]:
     """Re-apply one worker's share: the tables' events of ``events_paths`` (files one after the
-    other in seq; each in table and seq order) from the states in ``starts`` (table -> state
-    JSON; a table absent starts at its first event); write the findings observed in ``period``
-    to ``out_path`` (Parquet).
+    other in arrival; each in table and arrival order) from the states in ``starts`` (table ->
+    state JSON; a table absent starts at its first event), each table's events through its
+    reorder window (bounds ``reorder``) as the audit and the worker apply them; write the
+    findings observed in ``period`` to ``out_path`` (Parquet).
 
     Returns:
         Events applied, events refused (event ID, reason), and the snapshots of this engine
@@ -110,34 +113,54 @@ def _apply_part(
     rows: list[dict[str, Any]] = []
     rejected: list[tuple[str, str]] = []
     applied = 0
+    windows: Reorder[tuple[str, str]] = Reorder(reorder)
+
+    def release(table_id: str, payload: str) -> None:
+        nonlocal applied
+        before = states[table_id]
+        try:
+            event = decode(payload)
+            state, found = apply(before, event, limits=limits)
+        except (DecodeError, EventRejected) as exc:
+            rejected.append((_event_id(payload), f"{exc.reason}: {exc.detail}"))
+            return
+        states[table_id] = state
+        windows.windows[table_id].last = state.last_seq  # the engine's word on where the table is
+        if snaps is not None:
+            snaps.seen(event, before, state, found)
+        applied += 1
+        for f in found:
+            if (lo is None or f.observed_at >= lo) and (hi is None or f.observed_at < hi):
+                rows.append(finding_row(f))
+
     writer = pq.ParquetWriter(out_path, FINDINGS_SCHEMA)
     try:
         for batch in (b for p in events_paths for b in pq.ParquetFile(p).iter_batches(batch_size=EXPORT_ROWS)):
-            for table_id, payload in zip(
-                batch.column("table_id").to_pylist(), batch.column("payload").to_pylist(), strict=True
+            for table_id, seq, at, payload in zip(
+                batch.column("table_id").to_pylist(),
+                batch.column("seq").to_pylist(),
+                batch.column("occurred_at").to_pylist(),
+                batch.column("payload").to_pylist(),
+                strict=True,
             ):
                 if table_id not in states:
                     start = starts.get(table_id)
-                    states[table_id] = load_state(start) if start is not None else None
-                before = states[table_id]
-                try:
-                    event = decode(payload)
-                    state, found = apply(before, event, limits=limits)
-                except (DecodeError, EventRejected) as exc:
-                    rejected.append((_event_id(payload), f"{exc.reason}: {exc.detail}"))
-                    continue
-                states[table_id] = state
-                if snaps is not None:
-                    snaps.seen(event, before, state, found)
-                applied += 1
-                for f in found:
-                    if (lo is None or f.observed_at >= lo) and (hi is None or f.observed_at < hi):
-                        rows.append(finding_row(f))
+                    states[table_id] = st = load_state(start) if start is not None else None
+                    windows.window(table_id, st.last_seq if st is not None else None)
+                for held in windows.windows[table_id].push(seq, at, (table_id, payload)):
+                    release(*held)
             if rows:
                 writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
                 rows = []
             if snaps is not None:
                 taken.extend(snaps.take())
+        for held in windows.flush():
+            release(*held)
+        if rows:
+            writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
+            rows = []
+        if snaps is not None:
+            taken.extend(snaps.take())
     finally:
         writer.close()
     return applied, rejected, taken
@@ -170,6 +193,7 @@ def reaudit(
     end: datetime | None = None,
     workers: int | None = None,
     snapshot_every: int | None = None,
+    reorder: ReorderLimits = WINDOW,
     limits: Plausibility | None = None,
 ) -> ReauditResult:
     """Write a new generation of findings: the stored events re-applied with the engine in force.
@@ -184,6 +208,11 @@ def reaudit(
         workers: processes applying events; None: one per core.
         snapshot_every: keep snapshots of this engine every this many events of a table (so
             that replays under the new rules start near their window); None keeps none.
+        reorder: the bounds of the reorder window (the ``reorder`` settings). A table's events
+            are re-applied in the order they were stored (``arrival``: the audit's file lines,
+            the projector's Kafka offsets) through the same window as the audit and the worker
+            applied them, so an event that came later than the window is judged as a late
+            arrival here too, and the same trail gives the same findings.
         limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``), as
             the audit and the worker apply them; an event beyond them is refused (listed with
             its reason) and leaves its table as it was. None checks none.
@@ -248,7 +277,7 @@ def reaudit(
             con.unregister("span_batch")
             jobs.append((paths, str(stage / f"findings-{k}.parquet"), {t: starts[t] for t in share if t in starts}))
         if len(jobs) == 1:
-            results = [_apply_part(*jobs[0], (start, end), snapshot_every, limits)]
+            results = [_apply_part(*jobs[0], (start, end), snapshot_every, reorder, limits)]
         else:
             with ProcessPoolExecutor(len(jobs), mp_context=mp.get_context("spawn")) as pool:
                 results = list(
@@ -257,6 +286,7 @@ def reaudit(
                         *zip(*jobs, strict=True),
                         [(start, end)] * len(jobs),
                         [snapshot_every] * len(jobs),
+                        [reorder] * len(jobs),
                         [limits] * len(jobs),
                     )
                 )
@@ -284,8 +314,9 @@ def reaudit(
 
 def _export(con: Any, stage: Path, k: int) -> list[str]:
     """Export the events of the tables in the registered ``span_batch`` (table, seq after, seq
-    up to) to Parquet files of about :data:`SORT_ROWS` events, cut at seq quantiles; each file
-    is in table, seq and arrival order, and the files follow each other in seq.
+    up to) to Parquet files of about :data:`SORT_ROWS` events, cut at ``arrival`` quantiles;
+    each file is in table and arrival order (seq within an arrival), and the files follow each
+    other in arrival.
 
     Args:
         con: the writer's connection.
@@ -305,20 +336,23 @@ def _export(con: Any, stage: Path, k: int) -> list[str]:
     cuts: list[int] = []
     if pieces > 1:
         found = con.execute(
-            f"SELECT quantile_disc(e.seq, $q) {join}", {"q": [i / pieces for i in range(1, pieces)]}
+            f"SELECT quantile_disc(e.arrival, $q) {join}", {"q": [i / pieces for i in range(1, pieces)]}
         ).fetchone()
         cuts = sorted({int(c) for c in (found[0] if found and found[0] else [])})
     edges = [None, *cuts, None]
     paths = []
     for i, (lo, hi) in enumerate(itertools.pairwise(edges)):
         where = " AND ".join(
-            [*([f"e.seq > {int(lo)}"] if lo is not None else []), *([f"e.seq <= {int(hi)}"] if hi is not None else [])]
+            [
+                *([f"e.arrival > {int(lo)}"] if lo is not None else []),
+                *([f"e.arrival <= {int(hi)}"] if hi is not None else []),
+            ]
         )
         path = stage / f"events-{k}-{i:05d}.parquet"
         con.execute(
-            f"""COPY (SELECT e.table_id, e.payload::VARCHAR AS payload {join}
+            f"""COPY (SELECT e.table_id, e.seq, e.occurred_at, e.payload::VARCHAR AS payload {join}
                       {"WHERE " + where if where else ""}
-                      ORDER BY e.table_id, e.seq, e.arrival)
+                      ORDER BY e.table_id, e.arrival, e.seq)
                 TO '{_quoted(path)}' (FORMAT parquet, ROW_GROUP_SIZE {EXPORT_ROWS})"""
         )
         paths.append(str(path))

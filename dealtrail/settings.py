@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from streams.engine.reorder import DEFAULT_EVENTS, DEFAULT_SECONDS, ReorderLimits
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -124,6 +125,37 @@ class HealthSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=1, le=65535)
     max_lag_seconds: float = Field(default=60.0, gt=0, le=86_400)
+
+
+class ReorderSettings(BaseModel):
+    """The reorder window (rulebook decision 10.1.2; :mod:`streams.engine.reorder`): within a
+    table, events are applied in seq order, whatever order they arrive in, by the audit, the
+    worker and the re-audit alike.
+
+    Attributes:
+        events: events a table's window holds at most (``DEALTRAIL_REORDER__EVENTS``, default
+            500); once more are held, the lowest missing seq is given up on (a
+            ``DT-sequence-gap``) and it is judged as a late arrival if it comes after all.
+            0 applies events in arrival order.
+        seconds: event-time seconds the window waits for a missing seq
+            (``DEALTRAIL_REORDER__SECONDS``, default 30), from the lowest held event's
+            ``occurred_at`` to that of the newest arrival. See the module for why these defaults.
+        idle: wall-clock seconds after which the worker releases what a table's window holds
+            when no event of that table has arrived since (``DEALTRAIL_REORDER__IDLE``, default
+            5): the stream's "end of input" (the audit and the re-audit release everything at
+            the end of their input).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    events: int = Field(default=DEFAULT_EVENTS, ge=0, le=100_000)
+    seconds: float = Field(default=DEFAULT_SECONDS, ge=0, le=86_400)
+    idle: float = Field(default=5.0, gt=0, le=3600)
+
+    @property
+    def limits(self) -> ReorderLimits:
+        """The window's bounds as the engine module takes them."""
+        return ReorderLimits(self.events, self.seconds)
 
 
 class ReviewSettings(BaseModel):
@@ -283,6 +315,7 @@ class Settings(BaseSettings):
         partitions: partitions of the events, findings and rounds topics.
         replication: replication factor of the topics dealtrail creates.
         worker: see :class:`WorkerSettings` (``DEALTRAIL_WORKER__BATCH`` ...).
+        reorder: see :class:`ReorderSettings` (``DEALTRAIL_REORDER__EVENTS`` ...).
         review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
@@ -332,6 +365,7 @@ class Settings(BaseSettings):
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    reorder: ReorderSettings = ReorderSettings()
     review: ReviewSettings = ReviewSettings()
     console: ConsoleSettings = ConsoleSettings()
     reports: ReportSettings = ReportSettings()

@@ -148,6 +148,13 @@ class Chainer:
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]
 
+    def covers(self, table_id: str, seq: int) -> bool:
+        """True if ``seq`` lies within the span of the table's remembered events (its lowest
+        remembered seq or above): an event there that :meth:`recalled` does not know was never
+        chained here (it arrived out of seq order), rather than too old to compare."""
+        recent = self._recent.get(table_id)
+        return recent is not None and bool(recent) and seq >= min(recent)
+
     def recalled(self, table_id: str, seq: int) -> tuple[Envelope, Envelope] | None:
         """The event of ``table_id`` at ``seq`` among the last :attr:`WINDOW` ones chained or
         remembered, as ``(without chain fields, with them)``; None if not among them."""

@@ -37,6 +37,7 @@ from schemas.codec import DecodeError, decode
 from schemas.snapshots import TableSnapshot
 from streams.engine import EventRejected, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
+from streams.engine.reorder import TableWindow
 from streams.engine.state import dump_state
 from streams.engine.summaries import round_row
 from streams.kafka import faust_credentials, key_mismatch, read_range, unreachable_errors
@@ -74,6 +75,16 @@ class Stored:
     completing event). ``unfit`` is set once an event of the table came out of seq order: its
     state may then differ from a replay's (which applies the trail in seq order), so the table
     gets no more snapshots (:func:`snapshot_value`).
+
+    ``held`` is what the table's reorder window holds (:mod:`streams.engine.reorder`): the
+    ``(partition, offset, value)`` of each message taken and not applied yet, in the order the
+    window releases them. ``offset`` is that of the last message *taken* (applied or held), so
+    a held message is never redelivered into the window twice, and it is kept here, with the
+    state, until it is applied: the offset the worker commits never passes a message that is
+    neither applied in ``state`` nor held here (a crash loses none: the next message of the
+    table, after a restart or on the worker that takes the partition over, finds them here).
+    A clean stop and a rebalance apply what the windows hold before they write the states
+    (as the end of the file does in the audit), so ``held`` is empty in the entries they write.
     """
 
     offset: int
@@ -82,6 +93,7 @@ class Stored:
     rounds: tuple[bytes, ...] = ()
     partition: int | None = None
     unfit: bool = False
+    held: tuple[tuple[int, int, bytes], ...] = ()
 
 
 class Applied(NamedTuple):
@@ -103,6 +115,17 @@ class Applied(NamedTuple):
         only an offset of the same partition is compared (a table's messages can sit in another
         partition after the topic grew, or when a producer chose the partition itself)."""
         return self.same_partition(partition) and offset <= self.offset
+
+
+class Taken(NamedTuple):
+    """A message taken into a table's reorder window (the fields of a Kafka record the worker
+    reads when it applies it)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
 
 
 class Outbox:
@@ -331,6 +354,7 @@ def create_app(settings: Settings) -> faust.App:
     # Faust makes <datadir>/v<version>/tables on start (mode masked by the umask only): made
     # here first, owner-only, Faust finds them there
     private_folder(Path(app.conf.tabledir))
+    source_name = topics.events.name
     source = app.topic(
         topics.events.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
     )
@@ -389,9 +413,33 @@ def create_app(settings: Settings) -> faust.App:
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
             return None
 
+    # Each table's reorder window (rulebook 10.1.2): events are applied in seq order within it.
+    # What a window holds is written with the table's state (Stored.held) and rebuilt from the
+    # stored entry whenever the entry is loaded from the table (after a restart or a rebalance).
+    limits = settings.reorder.limits
+    windows: dict[bytes, TableWindow[tuple[Taken, ev.DealingEvent]]] = {}
+    last_taken: dict[bytes, float] = {}  # table -> when (monotonic) its last message was taken
+
+    def window_of(key: bytes, state: TableState | None, holding: tuple[tuple[int, int, bytes], ...]) -> None:
+        window: TableWindow[tuple[Taken, ev.DealingEvent]] = TableWindow(
+            state.last_seq if state is not None else None, limits
+        )
+        items = []
+        for partition, offset, value in holding:
+            dealing = decode(value)  # it decoded when it was taken
+            items.append(
+                (dealing.seq, dealing.occurred_at, (Taken(source_name, partition, offset, key, value), dealing))
+            )
+        window.restore(items)
+        windows[key] = window
+        if holding:
+            last_taken[key] = time.monotonic()
+
     async def load(key: bytes) -> Applied | None:
         entry, loaded = cache.get(key, states.get(key))
         if entry is None:
+            if key not in live:
+                windows.pop(key, None)
             return None
         if loaded:  # maybe undelivered before a crash: send again
             outbox.forget(key)
@@ -399,6 +447,8 @@ def create_app(settings: Settings) -> faust.App:
                 await send(key, True, value)
             for value in entry.rounds:
                 await send(key, False, value)
+        if loaded or key not in windows:
+            window_of(key, entry.state, entry.held)
         return Applied(entry.partition, entry.offset, entry.state, entry.unfit)
 
     async def step(
@@ -443,6 +493,46 @@ def create_app(settings: Settings) -> faust.App:
         await dead_letter(msg.topic, msg.key, position, "key_mismatch", detail, raw)
         return True
 
+    async def take(
+        key: bytes, current: Applied | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
+    ) -> Applied | None:
+        """Take one message of table ``key`` into its reorder window and apply what the window
+        releases (in seq order); returns where the table stands: its position is that of
+        ``msg``, the last message taken, whether applied or held."""
+        window = windows.get(key)
+        if window is None:
+            window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, limits)
+        last_taken[key] = time.monotonic()
+        taken = Taken(msg.topic, msg.partition, msg.offset, msg.key, raw)
+        for item, event in window.push(dealing.seq, dealing.occurred_at, (taken, dealing)):
+            current = await step(key, current, item, event, item.value)
+            if current is not None:
+                window.last = current.state.last_seq  # the engine's word on where the table is
+        if current is None:
+            return None
+        return Applied(msg.partition, msg.offset, current.state, current.unfit)
+
+    async def release_idle(now: float, everything: bool = False) -> None:
+        """Apply what the windows of tables idle for ``reorder.idle`` seconds hold (the stream's
+        end of input: the audit and the re-audit empty their windows at the end of theirs);
+        with ``everything``, what every window holds (a clean stop, a rebalance). Called with
+        ``lock`` held."""
+        for key in [k for k, w in windows.items() if len(w)]:
+            if not everything and now - last_taken.get(key, now) < settings.reorder.idle:
+                continue
+            current = await load_live(key)  # (re)builds the window from the stored entry if need be
+            window = windows.get(key)
+            if current is None or window is None:
+                continue
+            position = (current.partition, current.offset)
+            for item, event in window.flush():
+                current = await step(key, current, item, event, item.value)
+                if current is None:
+                    break
+                window.last = current.state.last_seq
+            if current is not None:
+                live[key] = Applied(position[0], position[1], current.state, current.unfit)
+
     async def catch_up(key: bytes, current: Applied, msg: Any, seq: int) -> Applied | None:
         """Apply the messages of table ``key`` between its stored offset and ``msg`` (same
         partition) that the consumer passed over, read again; returns where the table stands."""
@@ -471,7 +561,7 @@ def create_app(settings: Settings) -> faust.App:
             raw = bytes(rec.value or b"")
             dealing = await decoded(rec, raw)
             if dealing is not None and not await mismatched(rec, dealing, raw):
-                state = await step(key, state, rec, dealing, raw)
+                state = await take(key, state, rec, dealing, raw)
         return state
 
     # Tables whose state changed since it was last written, and the events applied since then,
@@ -495,7 +585,9 @@ def create_app(settings: Settings) -> faust.App:
             if current is None:
                 continue
             findings, rounds = outbox.undelivered(key)
-            entry = Stored(current.offset, current.state, findings, rounds, current.partition, current.unfit)
+            window = windows.get(key)
+            holding = tuple((t.partition, t.offset, t.value) for _, _, (t, _) in window.held()) if window else ()
+            entry = Stored(current.offset, current.state, findings, rounds, current.partition, current.unfit, holding)
             stored = STORED.dump_json(entry)
             await write_state(states, key, stored)
             cache.put(key, stored, entry)
@@ -510,6 +602,8 @@ def create_app(settings: Settings) -> faust.App:
         """Write the changed states every ``interval`` even when no batch comes (a rebalance
         waits for every held event to be acknowledged)."""
         async with lock:
+            if windows and not draining[0]:
+                await release_idle(time.monotonic())
             if held:
                 await write_states()
 
@@ -519,10 +613,12 @@ def create_app(settings: Settings) -> faust.App:
     draining = [False]
 
     async def drain() -> None:
-        """Write the states of the events held (a stop or a rebalance waits for them)."""
+        """Apply what the reorder windows hold and write the states of the events held (a stop
+        or a rebalance waits for them)."""
         draining[0] = True
         async with lock:
-            if held:
+            await release_idle(time.monotonic(), everything=True)
+            if held or live:
                 await write_states()
 
     app.before_drain = drain  # type: ignore[attr-defined]  # WorkerApp's hook (see _app_class)
@@ -531,6 +627,17 @@ def create_app(settings: Settings) -> faust.App:
     async def drained(sender: Any, *args: Any, **kwargs: Any) -> None:
         """The rebalance is over: states are written every ``interval`` again."""
         draining[0] = False
+        assigned[0] += 1
+        # the tables' windows are rebuilt from their stored entries (this worker may have lost
+        # some partitions, or got back one whose tables another worker moved on)
+        windows.clear()
+        last_taken.clear()
+
+    # Partition assignments so far, and per table the assignment its last skip check was made
+    # in: a consumer passes over messages only around a rebalance, so the first message of a
+    # table after each assignment is checked for a skip (a seq past everything the table took).
+    assigned = [0]
+    checked: dict[bytes, int] = {}
 
     @app.agent(source)
     async def audit(stream: Any) -> None:
@@ -548,17 +655,21 @@ def create_app(settings: Settings) -> faust.App:
                     current = await load_live(key)
                     if current is not None and current.holds(msg.partition, msg.offset):
                         continue  # a redelivery of a message this state already holds
-                    if (
-                        current is not None
-                        and current.same_partition(msg.partition)
-                        and dealing.seq > current.state.last_seq + 1
-                        and msg.offset > current.offset + 1
-                    ):
+                    if checked.get(key) != assigned[0] and current is not None:
+                        checked[key] = assigned[0]
+                        window = windows.get(key)
+                        top = max([current.state.last_seq, *(h[0] for h in (window.held() if window else ()))])
+                        skipped = current.same_partition(msg.partition) and dealing.seq > top + 1
+                    else:
+                        skipped = False
+                    if skipped and current is not None and msg.offset > current.offset + 1:
                         # A seq jump: either the trail has a gap (the engine reports it) or the
                         # consumer passed over messages of this table (a Faust rebalance can skip
                         # prefetched messages and still commit past them); read them again first.
                         current = await catch_up(key, current, msg, dealing.seq)
-                    live[key] = await step(key, current, msg, dealing, raw)
+                    live[key] = await take(key, current, msg, dealing, raw)
+                if draining[0]:
+                    await release_idle(time.monotonic(), everything=True)
                 if draining[0] or time.monotonic() - last_write[0] >= interval:
                     await write_states()
 

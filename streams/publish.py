@@ -221,7 +221,9 @@ class ChainKeeper:
             return None
         prior = self.chainer.recalled(event.table_id, event.seq)
         if prior is None:
-            return "stale"
+            # a seq within the remembered span that was never sent arrived out of seq order
+            # (merged feeds): it is new, and the engine's reorder window puts it in its place
+            return None if self.chainer.covers(event.table_id, event.seq) else "stale"
         return "copy" if event == (prior[1] if event.hash is not None else prior[0]) else None
 
     def published_as(self, event: DealingEvent) -> str:

@@ -191,6 +191,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         }[k or ""]
         remedy_void(sim, list(wagers), rule)
         voided = True
+    void_seat: str | None = None  # a seat whose hand the player voided: its hand wagers are returned
     if not voided:
         exposed_seat = seats[0]
         if k in ("player-card-exposed", "decision-after-look"):
@@ -208,6 +209,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 actor_id=f"P-{exposed_seat}",
             )
             if decision == "VOID":
+                void_seat = exposed_seat
                 sim.emit(
                     ev.RoundVoided,
                     scope=exposed_seat,
@@ -236,8 +238,10 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             sim.emit(ev.HandReset, owner="DEALER")
         held = {cfg_order[(start + s - 1) % 7]: cards for s, cards in stack_cards.items()}
         reveal(sim, [(o, held.get(o, [])) for o in ("DEALER", *seats)])
-        for w in wagers:
+        for w, seat in wagers.items():
             outcome = rng.choice(("WIN", "LOSS", "PUSH"))
+            if seat == void_seat and w not in dice_wagers:
+                outcome = "PUSH"  # the voided hand's wager is returned, never won or lost
             sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
     sim.emit(ev.RoundCompleted)
     return False

@@ -7,7 +7,7 @@ status ``remedied``); if the next round at the table starts first, the finding t
 from __future__ import annotations
 
 from schemas import events as ev
-from schemas.base import Envelope
+from schemas.base import DICE_WAGERS, Envelope
 from schemas.findings import Finding, FindingStatus, Severity, finding_id_for
 from streams.engine.catalog import REMEDY_TEXT, RULEBOOK_REVISION, RULES_BY_ID, Remedy
 from streams.engine.context import Step
@@ -16,6 +16,8 @@ from streams.engine.state import Obligation, TableState
 
 OVERDUE = "DT-remedy-overdue"
 ROUND_SCOPED = frozenset({Remedy.VOID_ALL, Remedy.WAGERS_RETURNED, Remedy.VOID_SEAT, Remedy.PLAYER_DECISION})
+VOIDING = frozenset({Remedy.VOID_ALL, Remedy.WAGERS_RETURNED, Remedy.VOID_SEAT, Remedy.PLAYER_DECISION})
+"""Remedies that void wagers: a voided wager settled win or loss undoes them (issue 19, item 6)."""
 
 
 def open_obligations(step: Step, findings: list[Finding]) -> tuple[Obligation, ...]:
@@ -50,21 +52,77 @@ def _open_wagers(step: Step) -> frozenset[str]:
     return frozenset(w.wager_id for w in rnd.wagers.values() if w.active and not w.settled)
 
 
-def _track_wagers(ob: Obligation, state: TableState, event: ev.DealingEvent) -> Obligation:
-    """Follow the owed wagers of ``ob``: returned, pushed, or settled win/loss instead."""
-    if Remedy.WAGERS_RETURNED not in ob.pending:
+def _voided_wagers(ob: Obligation, state: TableState) -> frozenset[str]:
+    """The owed wagers that the obligation's remedies void: all of them when the rule voids
+    all hands or returns the wagers, else the wagers of the obligation's seat that ride on its
+    hand (a seat's dice-outcome wagers, Sum / Match / Beat It, do not: § 645a.14(d) voids the
+    player's hand, not the dice)."""
+    remedies = RULES_BY_ID[ob.finding.rule_id].remedies
+    if Remedy.VOID_ALL in remedies or Remedy.WAGERS_RETURNED in remedies or ob.seat is None:
+        return ob.owed_wagers
+    rnd = state.round
+    wagers = rnd.wagers if rnd is not None else {}
+    return frozenset(
+        w
+        for w in ob.owed_wagers
+        if w in wagers and wagers[w].seat == ob.seat and wagers[w].wager_type not in DICE_WAGERS
+    )
+
+
+def _track_wagers(ob: Obligation, state: TableState, event: ev.DealingEvent) -> Obligation:  # noqa: PLR0911
+    """Follow the owed wagers of ``ob``: returned, pushed, or settled win/loss instead (a voided
+    wager settled win or loss keeps every voiding remedy unmet, rulebook decision 4)."""
+    if not VOIDING.intersection(RULES_BY_ID[ob.finding.rule_id].remedies):
         return ob
     round_id = event.round_id or (state.round.round_id if state.round else None)
     if round_id != ob.round_id:
         return ob
     if type(event) is ev.WagersReturned:
+        if Remedy.WAGERS_RETURNED not in ob.pending:
+            return ob
         got = ob.owed_wagers & frozenset(event.wager_ids)
         return ob.model_copy(update={"returned_wagers": ob.returned_wagers | got}) if got else ob
     if type(event) is ev.WagerSettled and event.wager_id in ob.owed_wagers:
         if event.outcome == "PUSH":
+            if Remedy.WAGERS_RETURNED not in ob.pending:
+                return ob
             return ob.model_copy(update={"returned_wagers": ob.returned_wagers | {event.wager_id}})
-        return ob.model_copy(update={"settled_instead": True})
+        if event.wager_id in _voided_wagers(ob, state) and not ob.settled_instead:
+            return ob.model_copy(update={"settled_instead": True})
     return ob
+
+
+def _undone(ob: Obligation, event: ev.DealingEvent) -> tuple[Obligation, list[Finding]]:
+    """A remedied obligation under watch whose voided wager was just settled win or loss: its
+    findings get a revision that is no longer ``remedied`` (``overdue`` if the next round had
+    started before the remedy, else ``open``), and the void is owed again (it can no longer be
+    met: the obligation turns overdue at the next round)."""
+    status = FindingStatus.OVERDUE if ob.deadline_passed else FindingStatus.OPEN
+    out: list[Finding] = []
+    for f in (ob.finding, ob.overdue_finding):
+        if f is None:
+            continue
+        out.append(
+            f.model_copy(
+                update={
+                    "revision": f.revision + 1,
+                    "status": status,
+                    "remedy_event_ids": (),
+                    "remedy_delay_seconds": None,
+                    "late": False,
+                    "trigger_event_id": event.event_id,
+                    "observed_at": event.occurred_at,
+                    "rulebook_revision": RULEBOOK_REVISION,
+                }
+            )
+        )
+    finding, overdue = out[0], (out[1] if len(out) > 1 else None)
+    remedies = RULES_BY_ID[ob.finding.rule_id].remedies
+    owed = tuple(r for r in remedies if r in VOIDING and r != Remedy.PLAYER_DECISION) or (Remedy.VOID_SEAT,)
+    reopened = ob.model_copy(
+        update={"watch": False, "pending": owed, "finding": finding, "overdue_finding": overdue, "done": ()}
+    )
+    return reopened, out
 
 
 def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.DealingEvent) -> bool:  # noqa: PLR0911
@@ -74,6 +132,8 @@ def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.Dealing
         if round_id != ob.round_id:
             return False
     if type(event) is ev.RoundVoided:
+        if ob.settled_instead:  # a voided wager was settled win or loss: the void is not a remedy
+            return False
         if remedy == Remedy.VOID_ALL:
             return event.scope == "ALL_HANDS"
         if remedy == Remedy.VOID_SEAT:
@@ -140,6 +200,15 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
     changed = False
     for ob in state.obligations:
         tracked = _track_wagers(ob, state, event)
+        if ob.watch:
+            if tracked.settled_instead and not ob.settled_instead:
+                reopened, undone = _undone(tracked, event)
+                kept.append(reopened)
+                revisions.extend(undone)
+                changed = True
+            else:
+                kept.append(ob)
+            continue
         if tracked is not ob:
             changed = True
             ob = tracked  # noqa: PLW2901
@@ -159,12 +228,13 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
             kept.append(ob.model_copy(update={"pending": tuple(pending), "done": tuple(dict.fromkeys(done))}))
             continue
         remedy_ids = tuple(dict.fromkeys(done))
+        closed: list[Finding] = []
         for f in (ob.finding, ob.overdue_finding):
             if f is None:
                 continue
             since = ob.opened_at if f is ob.finding else f.observed_at
             delay = (event.occurred_at - since).total_seconds()
-            revisions.append(
+            closed.append(
                 f.model_copy(
                     update={
                         "revision": f.revision + 1,
@@ -175,6 +245,28 @@ def progress(state: TableState, event: ev.DealingEvent) -> tuple[TableState, lis
                         "trigger_event_id": event.event_id,
                         "observed_at": event.occurred_at,
                         "rulebook_revision": RULEBOOK_REVISION,
+                    }
+                )
+            )
+        revisions.extend(closed)
+        rnd = state.round
+        remedies = RULES_BY_ID[ob.finding.rule_id].remedies
+        if (
+            ob.round_id is not None
+            and rnd is not None
+            and rnd.round_id == ob.round_id
+            and (Remedy.VOID_ALL in remedies or Remedy.WAGERS_RETURNED in remedies or type(event) is ev.RoundVoided)
+        ):
+            # remedied by a void while its round goes on (a player who plays out voids nothing):
+            # watched until the next round starts
+            kept.append(
+                ob.model_copy(
+                    update={
+                        "pending": (),
+                        "done": remedy_ids,
+                        "watch": True,
+                        "finding": closed[0],
+                        "overdue_finding": closed[1] if len(closed) > 1 else None,
                     }
                 )
             )
@@ -192,7 +284,11 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
         return state, []
     out: list[Finding] = []
     kept = []
+    changed = False
     for ob in state.obligations:
+        if ob.watch:
+            changed = True
+            continue  # remedied, and its round is over: nothing more can undo the remedy
         if ob.deadline_passed:
             kept.append(ob)
             continue
@@ -229,4 +325,6 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
         )
         out += [late, overdue]
         kept.append(ob.model_copy(update={"deadline_passed": True, "finding": late, "overdue_finding": overdue}))
+    if not out and not changed:
+        return state, []
     return state.model_copy(update={"obligations": tuple(kept)}), out

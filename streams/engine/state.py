@@ -224,6 +224,9 @@ class Obligation(_State):
     ``settled_instead`` turns True if one was settled win/loss instead (rulebook decision 4),
     which keeps WAGERS_RETURNED unmet. ``deadline_passed`` turns True when the
     next round started first (DT-remedy-overdue raised, ``overdue_finding`` kept for its update).
+    ``watch`` is True for an obligation already remedied by voiding wagers (all hands, or a
+    seat) while its round goes on: a voided wager settled win or loss after the void undoes the
+    remedy (a new revision, not ``remedied``); the watch ends at the next ``RoundStarted``.
     """
 
     finding: Finding
@@ -241,6 +244,7 @@ class Obligation(_State):
     settled_instead: bool = False
     deadline_passed: bool = False
     overdue_finding: Finding | None = None
+    watch: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, eq=True)

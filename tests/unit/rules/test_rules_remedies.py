@@ -417,3 +417,71 @@ def test_late_void_of_earlier_round_does_not_void_the_round_in_progress(tcp):
     }
     log = t.tcp_round("R2", stub=None, discard=False, hooks=late_void)  # R2's stub never reaches the discard rack
     t.assert_raised("TCP-679a.9-c-stub-unexposed", round_id="R2", evidence=log.ids("started", "completed"))
+
+
+# -- a voided wager settled win or loss undoes the void (issue 19, item 6) ----------------------
+
+
+def _seat_wager(t, seat: str) -> str:
+    return next(w for w, placed in t.round_wagers[t.writer.round_id].items() if placed.seat == seat)
+
+
+def test_PGP_645a_14_d_seat_void_is_not_remedied_once_its_wager_is_then_settled_win(pgp):
+    # given a player card exposed at SEAT_3, the player voids, and the seat is voided
+    t = pgp()
+    exposed = _expose(location="PLAYER_HAND", seat="SEAT_3", exposed_by="DEALER", phase="PLAY")
+    t.pgp_round("R1", views=("SEAT_1", "SEAT_5"), hooks={"after_delivery": exposed}, **OPEN_ROUND)
+    t.emit(ev.PlayerVoidDecided, seat="SEAT_3", decision="VOID")
+    t.emit(ev.RoundVoided, scope="SEAT_3", reason_code="EXPOSED_CARD")
+    [f] = t.raised("PGP-645a.14-d-player-card-exposed")
+    assert [h.status for h in t.history(f.finding_id)] == [OPEN, REMEDIED]
+    # when the voided seat's wager is then settled as a win
+    t.emit(ev.WagerSettled, wager_id=_seat_wager(t, "SEAT_3"), outcome="WIN")
+    # then the remedy is no longer remedied, and the next round finds it overdue
+    assert [h.status for h in t.history(f.finding_id)] == [OPEN, REMEDIED, OPEN]
+    t.complete()
+    t.start_round("R2")
+    assert t.history(f.finding_id)[-1].status == OVERDUE
+
+
+def test_PGP_645a_14_d_seat_void_stays_remedied_when_other_seats_are_settled(pgp):
+    # given the seat void of SEAT_3 carried out
+    t = pgp()
+    exposed = _expose(location="PLAYER_HAND", seat="SEAT_3", exposed_by="DEALER", phase="PLAY")
+    t.pgp_round("R1", views=("SEAT_1", "SEAT_5"), hooks={"after_delivery": exposed}, **OPEN_ROUND)
+    t.emit(ev.PlayerVoidDecided, seat="SEAT_3", decision="VOID")
+    t.emit(ev.RoundVoided, scope="SEAT_3", reason_code="EXPOSED_CARD")
+    # when another seat's wager is settled and the round goes on to the next
+    t.emit(ev.WagerSettled, wager_id=_seat_wager(t, "SEAT_1"), outcome="WIN")
+    t.complete()
+    t.start_round("R2")
+    # then the finding stays remedied
+    [f] = t.raised("PGP-645a.14-d-player-card-exposed")
+    assert [h.status for h in t.history(f.finding_id)] == [OPEN, REMEDIED]
+
+
+def test_TCP_679a_9_f_misdeal_void_all_is_not_remedied_by_a_void_after_a_wager_was_settled_loss(tcp):
+    # given a misdeal and one of the round's wagers settled as a loss
+    t = tcp()
+    t.tcp_round("R1", deal=TCP_PLAN[:-1], stub=44, play={}, **OPEN_ROUND)
+    [f] = t.raised("TCP-679a.9-f-misdeal-full-deck")
+    wager = next(iter(t.round_wagers["R1"]))
+    t.emit(ev.WagerSettled, wager_id=wager, outcome="LOSS")
+    # when all hands are voided and the wagers returned
+    t.void_all()
+    t.return_wagers()
+    # then the finding is never remedied
+    assert REMEDIED not in [h.status for h in t.history(f.finding_id)]
+
+
+def test_PGP_645a_14_d_a_player_who_plays_out_stays_remedied_when_the_hand_is_settled(pgp):
+    # given a player card exposed at SEAT_3 and the player decides to play the hand out
+    t = pgp()
+    exposed = _expose(location="PLAYER_HAND", seat="SEAT_3", exposed_by="DEALER", phase="PLAY")
+    t.pgp_round("R1", views=("SEAT_1", "SEAT_5"), hooks={"after_delivery": exposed}, **OPEN_ROUND)
+    t.emit(ev.PlayerVoidDecided, seat="SEAT_3", decision="PLAY_OUT")
+    # when the hand is settled as a loss (nothing was voided)
+    t.emit(ev.WagerSettled, wager_id=_seat_wager(t, "SEAT_3"), outcome="LOSS")
+    # then the finding stays remedied
+    [f] = t.raised("PGP-645a.14-d-player-card-exposed")
+    assert [h.status for h in t.history(f.finding_id)] == [OPEN, REMEDIED]
