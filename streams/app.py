@@ -416,13 +416,13 @@ def create_app(settings: Settings) -> faust.App:
     # Each table's reorder window (rulebook 10.1.2): events are applied in seq order within it.
     # What a window holds is written with the table's state (Stored.held) and rebuilt from the
     # stored entry whenever the entry is loaded from the table (after a restart or a rebalance).
-    limits = settings.reorder.limits
+    window_limits = settings.reorder.limits
     windows: dict[bytes, TableWindow[tuple[Taken, ev.DealingEvent]]] = {}
     last_taken: dict[bytes, float] = {}  # table -> when (monotonic) its last message was taken
 
     def window_of(key: bytes, state: TableState | None, holding: tuple[tuple[int, int, bytes], ...]) -> None:
         window: TableWindow[tuple[Taken, ev.DealingEvent]] = TableWindow(
-            state.last_seq if state is not None else None, limits
+            state.last_seq if state is not None else None, window_limits
         )
         items = []
         for partition, offset, value in holding:
@@ -501,7 +501,7 @@ def create_app(settings: Settings) -> faust.App:
         ``msg``, the last message taken, whether applied or held."""
         window = windows.get(key)
         if window is None:
-            window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, limits)
+            window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, window_limits)
         last_taken[key] = time.monotonic()
         taken = Taken(msg.topic, msg.partition, msg.offset, msg.key, raw)
         for item, event in window.push(dealing.seq, dealing.occurred_at, (taken, dealing)):
