@@ -452,6 +452,12 @@ def scan(
                 if window is None:
                     st0 = auditor.states.get(event.table_id)
                     window = windows.window(event.table_id, st0.last_seq if st0 is not None else None)
+                if limits is not None:  # judged on arrival: a seq far ahead must not wait in the window
+                    try:
+                        check_plausible(window.last, event, limits)
+                    except EventRejected as exc:
+                        dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                        continue
                 for held in window.push(event.seq, event.occurred_at, (line_no, raw, event)):
                     release(*held)
             for table_windows in windows.windows.values():

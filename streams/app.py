@@ -35,7 +35,7 @@ from pydantic import TypeAdapter
 from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from schemas.snapshots import TableSnapshot
-from streams.engine import EventRejected, TableState, apply
+from streams.engine import EventRejected, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.reorder import TableWindow
 from streams.engine.state import dump_state
@@ -503,6 +503,12 @@ def create_app(settings: Settings) -> faust.App:
         if window is None:
             window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, window_limits)
         last_taken[key] = time.monotonic()
+        try:  # judged on arrival (rulebook 10.3.4): a seq far ahead must not wait in the window
+            check_plausible(window.last, dealing, limits)
+        except EventRejected as exc:
+            position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
+            await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
+            return None if current is None else Applied(msg.partition, msg.offset, current.state, current.unfit)
         taken = Taken(msg.topic, msg.partition, msg.offset, msg.key, raw)
         for item, event in window.push(dealing.seq, dealing.occurred_at, (taken, dealing)):
             current = await step(key, current, item, event, item.value)

@@ -143,11 +143,11 @@ def test_sequences_that_follow_the_documents_links_answer_as_documented(
         ("GET", "/api/v1/findings", {"to": "9999-12-31T23:59:59-23:59"}, None, ["query", "to"]),
         ("GET", "/api/v1/findings", {"statuss": "open"}, None, ["query", "statuss"]),
         ("GET", "/api/v1/findings", [("table", "A"), ("table", "B")], None, ["query", "table"]),
-        ("POST", "REVIEW", None, b'{"action": "acknowledge", "note": "\\ud800"}', ["body", "note"]),
-        ("POST", "REVIEW", None, b'{"action": "acknowledge", "note": NaN}', ["body", "note"]),
-        ("POST", "REVIEW", None, b'{"action": NaN}', ["body", "action"]),
+        ("POST", "REVIEW", None, b'{"action": "acknowledge", "note": "\\ud800"}', ["body", 0]),
+        ("POST", "REVIEW", None, b'{"action": "acknowledge", "note": NaN}', ["body", 0]),
+        ("POST", "REVIEW", None, b'{"action": NaN}', ["body", 0]),
         ("POST", "REVIEW", None, b'{"action": "dispose", "cause": "DEVICE", "corrective_action": Infinity}', None),
-        ("POST", "REVIEW", None, b'{"action": "acknowledge", "x": -Infinity}', ["body", "x"]),
+        ("POST", "REVIEW", None, b'{"action": "acknowledge", "x": -Infinity}', ["body", 0]),
         ("POST", "REVIEW", None, b'{"action": ["acknowledge"]}', ["body", "action"]),
         ("POST", "REVIEW", None, b"[1, 2]", ["body"]),
         ("POST", "REVIEW", None, b'{"action": "dispose"}', ["body", "cause"]),
@@ -178,3 +178,5 @@ def test_a_malformed_request_is_a_422_with_fastapis_list_of_reasons(
     assert isinstance(detail, list) and detail and all(d["msg"] and d["type"] for d in detail), detail
     if where is not None:
         assert detail[0]["loc"] == where, detail
+    if where == ["body", 0]:  # not JSON text (NaN, Infinity, a lone surrogate): refused whole, before any field
+        assert detail[0]["msg"].startswith("malformed_json"), detail

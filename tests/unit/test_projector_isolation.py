@@ -37,7 +37,7 @@ class Rec:
 class Consumer:
     committed: list[dict[Any, Any]] = field(default_factory=list)
 
-    def commit(self, offsets: dict[Any, Any]) -> None:
+    def commit(self, offsets: dict[Any, Any], timeout_ms: int | None = None) -> None:
         self.committed.append(offsets)
 
     def seek(self, tp: Any, offset: int) -> None:
