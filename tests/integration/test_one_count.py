@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-import dealtrail.cli as cli_module
+import dealtrail.cli.reports as cli_module  # where `audit` reads the clock
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app

@@ -67,7 +67,7 @@ def test_engine_never_reads_the_clock() -> None:
 def test_nothing_imports_the_cli() -> None:
     for folder in ("schemas", "streams", "projections", "dealtrail"):
         for path in _files(folder):
-            if path.name == "cli.py":
-                continue
+            if path.parent.name == "cli" and path.parent.parent.name == "dealtrail":
+                continue  # the command line's own package
             text = path.read_text(encoding="utf-8")
             assert "dealtrail.cli" not in text and "from dealtrail import cli" not in text, path

@@ -1,0 +1,246 @@
+"""The command line: the compliance console: serve, its notifier, and users and API tokens."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dealtrail.settings import Settings
+
+if TYPE_CHECKING:
+    pass
+
+from dealtrail.cli.common import _DB, _fail, app, console, err, load, review_due
+
+
+def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
+    """The store opened for writing, or a clear error when another process holds it (for the
+    ``users`` commands, one line pointing to the console's admin page, without DuckDB's text)."""
+    from projections.store import NotAStoreError, Store
+
+    try:
+        return Store(db, settings.duckdb_memory_limit)
+    except NotAStoreError as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        if users and "lock" in str(exc).lower():  # DuckDB: "Could not set lock on file ..."
+            raise _fail(
+                f"{db} is held by another process (the projector?): manage users on the console's admin page "
+                "(one writer per file)",
+                code=1,
+            ) from None
+        raise _fail(
+            f"cannot open {db} for writing (a projector, audit or console holds it; one writer per file: "
+            f"manage users on the console's admin page instead): {exc}",
+            code=1,
+        ) from None
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    """``--serve HOST:PORT`` as (host, port); ``[::1]:8000`` for an IPv6 address."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _fail(f"--serve takes HOST:PORT, e.g. 127.0.0.1:8000 or 0.0.0.0:8000; got {value!r}")
+    return host, int(port)
+
+
+def _console_config(settings: Settings, secure: bool = False) -> object:
+    """The console's resolved configuration (``ConsoleConfig``) from the settings."""
+    from dealtrail.console.app import ConsoleConfig, new_session_secret
+
+    secret = settings.console.session_secret
+    return ConsoleConfig(
+        review_due=review_due(settings),
+        session_secret=secret.get_secret_value() if secret else new_session_secret(),
+        secure_cookies=secure,
+        reports_dir=settings.console.reports_dir,
+        poll_seconds=settings.console.poll_seconds,
+        property_name=settings.property_name,
+    )
+
+
+@app.command()
+def serve(
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB file (this process becomes its writer).", show_default=_DB)
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
+    certfile: Annotated[
+        Path | None, typer.Option(help="TLS certificate (PEM): serve https, cookies marked Secure.", exists=True)
+    ] = None,
+    keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM) for --certfile.", exists=True)] = None,
+) -> None:
+    """Run the compliance console (floor, findings, reviews, reports, JSON API) over one store."""
+    import uvicorn
+
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    if not db.exists():
+        raise _fail(f"no dealtrail database at {db} (run dealtrail audit or demo first)", code=1)
+    if (certfile is None) != (keyfile is None):
+        raise _fail("--certfile and --keyfile go together")
+    store = _open_writer(db, settings)
+    assert isinstance(store, Store)
+    config = _console_config(settings, secure=certfile is not None)
+    assert isinstance(config, ConsoleConfig)
+    scheme = "https" if certfile else "http"
+    err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
+    console_app = create_app(store, config)
+    _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
+    with store:
+        uvicorn.run(
+            console_app,
+            host=host,
+            port=port,
+            log_level="warning",
+            ssl_certfile=str(certfile) if certfile else None,
+            ssl_keyfile=str(keyfile) if keyfile else None,
+        )
+
+
+class _NotifyLoop:
+    """The notifier's background thread: it runs every ``every`` seconds (for retries), and at
+    once when :attr:`wake` is set (a projector batch stored findings)."""
+
+    def __init__(self, notifier: object, every: float) -> None:
+        self.wake = threading.Event()
+        self._stopped = threading.Event()
+        self._notifier, self._every = notifier, every
+        self._thread = threading.Thread(target=self._loop, name="dealtrail-notify", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._notifier.run_once()  # type: ignore[attr-defined]
+            except Exception as exc:  # one line, and go on: a delivery is retried, never dropped
+                err.print(f"notifications: {type(exc).__name__}: {exc}")
+            self.wake.wait(self._every)
+            self.wake.clear()
+
+    def stop(self) -> None:
+        """Let the round in progress finish and end the thread."""
+        self._stopped.set()
+        self.wake.set()
+        self._thread.join(timeout=30)
+
+
+def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> _NotifyLoop | None:
+    """Send notifications (and the daily digest of late reviews) from a background thread of the
+    console's process, if rules or a digest are set."""
+    from dealtrail.notify import Notifier, NotifyRule, SmtpConfig
+
+    n = settings.notify
+    digest = None
+    if n.digest_at is not None and n.digest_to:
+        from zoneinfo import ZoneInfo
+
+        from dealtrail.notify import DigestConfig, digest_target
+
+        digest = DigestConfig(
+            n.digest_at,
+            ZoneInfo(n.digest_tz),
+            tuple(digest_target(t) for t in n.digest_to),
+            review_due(settings),
+            settings.property_name,
+        )
+    if not n.rules and digest is None:
+        return None
+    smtp = (
+        SmtpConfig(
+            n.smtp_host,
+            n.smtp_port,
+            n.smtp_sender,
+            n.smtp_starttls,
+            n.smtp_username,
+            n.smtp_password.get_secret_value() if n.smtp_password else None,
+        )
+        if n.smtp_host
+        else None
+    )
+    rules = [
+        NotifyRule(
+            frozenset(r.severities),
+            frozenset(r.rules),
+            frozenset(r.games),
+            frozenset(r.tables),
+            r.webhook,
+            tuple(r.emails),
+        )
+        for r in n.rules
+    ]
+    notifier = Notifier(
+        store.con,  # type: ignore[attr-defined]
+        rules,
+        smtp,
+        settings.console_url,
+        lock,  # type: ignore[arg-type]
+        lambda: datetime.now(UTC),
+        n.max_attempts,
+        n.backoff_seconds,
+        digest=digest,
+    )
+    return _NotifyLoop(notifier, every)
+
+
+users_app = typer.Typer(help="Console users and API tokens (stored hashed in the store).", no_args_is_help=True)
+app.add_typer(users_app, name="users")
+
+
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="The user's name (letters, digits, ._@-).")],
+    role: Annotated[str, typer.Option(help="viewer (reads), reviewer (also reviews) or admin (also manages users).")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """Add a user, or set an existing user's role and password; the password is read from stdin."""
+    from datetime import UTC
+
+    from dealtrail.console.auth import AccessError, add_user
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    password = sys.stdin.readline().rstrip("\r\n")
+    store = _open_writer(db, settings, users=True)
+    assert isinstance(store, Store)
+    with store:
+        try:
+            new = add_user(store.con, name, role, password, datetime.now(UTC))
+        except AccessError as exc:
+            raise _fail(str(exc)) from None
+    console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
+
+
+@users_app.command("token")
+def users_token(
+    name: Annotated[str, typer.Argument(help="The user the token acts for.")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """Make an API token for a user; it is printed once, as the last word of the output."""
+    from datetime import UTC
+
+    from dealtrail.console.auth import AccessError, new_token
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    store = _open_writer(db, settings, users=True)
+    assert isinstance(store, Store)
+    with store:
+        try:
+            token = new_token(store.con, name, datetime.now(UTC))
+        except AccessError as exc:
+            raise _fail(str(exc), code=1) from None
+    # plain print: rich would wrap or style the token
+    print(f"API token for {name} (stored hashed; it cannot be shown again): {token}")

@@ -1,0 +1,164 @@
+"""The command line: the hash chain: verify and digest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NamedTuple
+
+import typer
+
+if TYPE_CHECKING:
+    from dealtrail.verify import ChainReport
+
+from dealtrail.cli.common import _BOOTSTRAP, _DB, _busy, _fail, _output_file, _unreachable, app, console, err, load
+
+
+class _Checked(NamedTuple):
+    """What ``verify`` checks: each table's chain, and stored rows whose columns no longer match
+    their payload (event ID, table, seq, the columns that differ)."""
+
+    reports: list[ChainReport]
+    mismatches: list[tuple[str, str, int, str]]
+
+
+def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | None, columns: bool = True) -> _Checked:
+    import duckdb
+
+    from dealtrail.replay import kafka_events, stored_events
+    from dealtrail.verify import check_chain, column_mismatches, tables
+    from projections.store import connect_read_only
+
+    settings = load()
+    settings = settings.with_bootstrap(bootstrap)
+    if source == "kafka":
+        if table is None:
+            raise _fail("--source kafka needs --table")
+        from dealtrail.replay import ReplayError
+        from streams.kafka import unreachable_errors
+
+        try:
+            report = check_chain(table, kafka_events(settings, table))
+        except unreachable_errors() as exc:
+            raise _unreachable(settings, exc) from None
+        except (ReplayError, TimeoutError) as exc:
+            raise _fail(f"{exc} (is the broker at {settings.kafka.bootstrap} reachable?)") from None
+        if report.events == 0:
+            raise _fail(f"the events topic holds no event of table {table!r}: there is nothing to verify", code=1)
+        return _Checked([report], [])
+    if source != "db":
+        raise _fail("--source must be db or kafka")
+    db = db or settings.db
+    try:
+        con = connect_read_only(db)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None
+    try:
+        known = tables(con)
+        if table is not None and table not in known:
+            raise _fail(f"no stored event for table {table!r} in {db}")
+        if not known:
+            raise _fail(f"{db} holds no event: there is nothing to verify", code=1)
+        names = [table] if table else known
+        return _Checked(
+            [check_chain(t, stored_events(con, t)) for t in names],
+            column_mismatches(con, table) if columns else [],
+        )
+    finally:
+        con.close()
+
+
+@app.command()
+def verify(
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).", show_default=_DB)] = None,
+    table: Annotated[str | None, typer.Option(help="Check one table only.", show_default="every table")] = None,
+    against: Annotated[
+        Path | None, typer.Option(help="A digest saved earlier by dealtrail digest --out.", show_default="none")
+    ] = None,
+    source: Annotated[str, typer.Option(help="db or kafka (with --table).")] = "db",
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
+    ] = None,
+) -> None:
+    """Recompute every table's hash chain; report the first broken link per table (exit 4 if any).
+
+    Exit 1 with one line when there is nothing to check (an empty store, a table the store or
+    topic does not hold, a digest without tables or without the --table asked for).
+    """
+    from dealtrail.verify import check_against, load_digest
+
+    saved = None
+    if against is not None:  # read before the chains are checked, which can take a while
+        _output_file(against, "--against")
+        try:
+            saved = load_digest(against)
+        except FileNotFoundError:
+            raise _fail(f"--against {against}: no such file") from None
+        except (OSError, ValueError) as exc:
+            raise _fail(f"cannot read digest {against}: {exc}") from None
+        if not saved:
+            raise _fail(f"digest {against} holds no table: there is nothing to check against", code=1)
+        if table is not None:
+            if table not in saved:
+                raise _fail(f"digest {against} holds no head for table {table!r}", code=1)
+            saved = {table: saved[table]}
+    checked = _chains(db, table, source, bootstrap)
+    reports = checked.reports
+    bad = 0
+    for r in reports:
+        if r.first_break is None:
+            state = "not chained" if r.head_hash is None else f"intact, head seq {r.head_seq}"
+            console.print(f"{r.table_id}: {r.chained:,} of {r.events:,} events chained, {state}")
+        else:
+            bad += 1
+            b = r.first_break
+            console.print(
+                f"[bold red]{r.table_id}: chain broken at seq {b.seq}, event {b.event_id}[/]"
+                f" (after {b.previous_event_id}): {b.problem}"
+            )
+    for event_id, table_id, seq, columns in checked.mismatches:
+        bad += 1
+        console.print(
+            f"[bold red]{table_id}: stored columns differ from the event's payload at seq {seq}, "
+            f"event {event_id}[/]: {columns} (altered in the store)"
+        )
+    if against is not None and saved is not None:
+        problems = check_against(reports, saved)
+        for p in problems:
+            console.print(f"[bold red]{p}[/]")
+        bad += len(problems)
+        if not problems:
+            console.print(f"every table still passes through the heads of {against}")
+    if bad:
+        raise typer.Exit(4)
+
+
+@app.command()
+def digest(
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).", show_default=_DB)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Also write the digest here (JSON), to keep elsewhere.", show_default="printed only"),
+    ] = None,
+) -> None:
+    """Print each table's chain head (seq, hash) and event count: a digest to keep elsewhere."""
+    import json
+
+    from dealtrail.verify import digest as make
+    from projections.private import make_private_dirs, write_private_text
+
+    _output_file(out, "--out")
+    reports = _chains(db, None, "db", None, columns=False).reports
+    data = make([r for r in reports if r.intact])
+    if not data and reports:
+        err.print("[yellow]no table of this store is chained: the digest is empty (see dealtrail verify)[/]")
+    for table_id, head in data.items():
+        console.print(f"{table_id}  seq {head['head_seq']}  events {head['events']}  {head['head_hash']}")
+    broken = [r.table_id for r in reports if not r.intact]
+    if broken:
+        err.print(f"[red]not in the digest, chain broken: {', '.join(broken)} (run dealtrail verify)[/]")
+    if out is not None:
+        make_private_dirs(out.parent)
+        write_private_text(out, json.dumps({"tables": data}, indent=2, sort_keys=True) + "\n")
+        console.print(f"digest written to {out}")

@@ -1,0 +1,112 @@
+"""The command line: scheduled period reports."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    pass
+
+from dealtrail.cli.common import (
+    _DB,
+    _PERIODS,
+    _busy,
+    _fail,
+    _output_folder,
+    _when,
+    app,
+    console,
+    err,
+    load,
+    report_grace,
+    review_due,
+)
+
+
+@app.command()
+def schedule(
+    every: Annotated[str, typer.Option(help="shift (06:00, 14:00, 22:00), day, or a cron expression.")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (opened read-only).", show_default=_DB)] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for one sub-folder per period.", show_default=_PERIODS)
+    ] = None,
+    tz: Annotated[
+        str, typer.Option(help="Time zone of the periods (IANA name); the pages show times in it too.")
+    ] = "UTC",
+    once: Annotated[bool, typer.Option("--once", help="Write the closed periods and exit.")] = False,
+    now: Annotated[
+        str | None,
+        typer.Option(help="Pretend the time is this (ISO 8601), e.g. to backfill.", show_default="the clock"),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write a new revision of every closed period, stale or not.")
+    ] = False,
+    poll: Annotated[float, typer.Option(min=1, help="Seconds between checks for a closed period.")] = 60.0,
+) -> None:
+    """Write the compliance report of each closed period as it closes, and a new revision of each stale one.
+
+    Each period's folder holds one folder per revision (rev-0001, ...: report.html, CSV, Parquet,
+    summary.json) and a manifest.json; older revisions stay, marked superseded. A report is as of
+    the clock (or --now): reviews made later are not counted.
+    """
+    import duckdb
+
+    from dealtrail.schedule import Schedule, ScheduleError, run_due, run_forever
+
+    settings = load()
+    db, out = db or settings.db, out or settings.out / "periods"
+    try:
+        spec = Schedule(every, tz)
+    except ScheduleError as exc:
+        raise _fail(str(exc)) from None
+    if not db.exists():
+        raise _fail(f"no dealtrail database at {db}")
+    _output_folder(out, "--out")
+    fixed = _when(now, "--now")
+    try:
+        if once or fixed is not None:
+            written = run_due(
+                db,
+                out,
+                spec,
+                fixed or datetime.now(UTC),
+                force=force,
+                property_name=settings.property_name,
+                review_due=review_due(settings),
+                console_url=settings.console_url,
+                grace=report_grace(settings),
+            )
+            console.print(
+                f"wrote {len(written)} period report revisions to {out}"
+                + "".join(f"\n  {p.parent.name}/{p.name}" for p in written)
+            )
+            return
+        console.print(f"writing a report for each closed {every} period into {out} (Ctrl-C to stop)")
+
+        def announce(paths: list[Path]) -> None:
+            for p in paths:
+                console.print(f"wrote {p}")
+
+        def busy(message: str) -> None:
+            err.print(f"[yellow]{message}[/]")
+
+        run_forever(
+            db,
+            out,
+            spec,
+            poll_seconds=poll,
+            on_written=announce,
+            on_busy=busy,
+            property_name=settings.property_name,
+            review_due=review_due(settings),
+            console_url=settings.console_url,
+            grace=report_grace(settings),
+        )
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None

@@ -1,0 +1,413 @@
+"""The command line: the streaming pipeline: topics, publish, worker and the projector."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dealtrail.settings import Settings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from projections.store import BatchCounts
+    from streams.publish import PublishSummary
+
+from dealtrail.cli.common import (
+    _DB,
+    _PERIODS,
+    _fail,
+    _output_file,
+    _output_folder,
+    _unreachable,
+    app,
+    console,
+    err,
+    load,
+    report_grace,
+    review_due,
+)
+from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier
+from dealtrail.cli.reports import _progress
+
+topics_app = typer.Typer(help="Kafka topics of this namespace.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+@topics_app.command("create")
+def topics_create() -> None:
+    """Create the events, findings, rounds, dead-letter, chain-heads and reviews topics (idempotent)."""
+    from streams.kafka import create_topics
+
+    settings = load()
+    try:
+        done = create_topics(settings.kafka, settings.topics)
+    except Exception as exc:
+        raise _fail(f"cannot create topics at {settings.kafka.bootstrap}: {type(exc).__name__}: {exc}") from None
+    console.print(f"Kafka at {done.bootstrap} (brokers: {', '.join(done.brokers) or 'none listed'})")
+    for t in settings.topics.all():
+        console.print(
+            f"{t.name}: {t.partitions} partitions" + (" (created)" if t.name in done.created else " (exists)")
+        )
+
+
+@topics_app.command("list")
+def topics_list() -> None:
+    """Print the topic names of this namespace."""
+    for t in load().topics.all():
+        console.print(t.name)
+
+
+@app.command()
+def publish(
+    events: Annotated[Path, typer.Argument(help="Event file (JSON Lines).", exists=True, dir_okay=False)],
+    rate: Annotated[
+        float | None, typer.Option(min=1, help="Send at most this many lines per second (default: no limit).")
+    ] = None,
+    chain: Annotated[
+        bool, typer.Option("--chain/--no-chain", help="Stamp the per-table hash chain on events that carry none.")
+    ] = True,
+) -> None:
+    """Validate events and publish them to the events topic; invalid lines go to the dead-letter topic."""
+    from streams.publish import Publisher, PublishError, publish_file
+
+    settings = load()
+    try:
+        publisher = Publisher(settings.kafka, settings.topics, chain=chain, limits=settings.plausibility)
+    except Exception as exc:
+        raise _fail(f"cannot reach Kafka at {settings.kafka.bootstrap}: {type(exc).__name__}") from None
+    try:
+        with _progress() as progress:
+            task = progress.add_task("publishing", total=events.stat().st_size)
+            summary = publish_file(
+                events,
+                publisher,
+                lambda n: progress.advance(task, n),
+                rate=rate,
+                max_record_bytes=settings.max_record_bytes,
+            )
+    except PublishError as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        publisher.close()
+    for line in publish_report(summary, settings.topics.events.name, settings.topics.dead_letter.name):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def publish_report(summary: PublishSummary, events_topic: str, dead_letter_topic: str) -> list[str]:
+    """The lines ``publish`` prints: events sent, events already on the topic and skipped
+    (copies of recent events, and older ones found on the topic: nothing recorded for either),
+    and rejected lines by reason (each in the dead-letter topic)."""
+    rejected = sum(summary.rejected.values())
+    reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.rejected.items()))
+    return [
+        f"published {summary.sent:,} events to {events_topic}",
+        f"already on the topic, not sent again: {summary.copies + summary.already_published:,} "
+        f"({summary.copies:,} exact copies of recent events; {summary.already_published:,} already_published, "
+        "older events found on the topic unchanged)",
+        f"rejected: {rejected:,} lines to {dead_letter_topic}" + (f" ({reasons})" if rejected else ""),
+    ]
+
+
+@app.command()
+def worker() -> None:
+    """Run a Faust worker: events topic -> rule engine -> findings and rounds topics."""
+    from streams.app import run_worker
+
+    run_worker(load())
+
+
+@app.command()
+def project(
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB file to write (this process is its only writer).", show_default=_DB)
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Exit when caught up with the end of the topics.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up after this many seconds.", show_default="no limit")
+    ] = None,
+    report_every: Annotated[
+        str | None,
+        typer.Option(help="Also write each closed period's report: shift, day or cron.", show_default="none"),
+    ] = None,
+    reports: Annotated[
+        Path | None, typer.Option(help="Folder of the scheduled reports.", show_default=_PERIODS)
+    ] = None,
+    tz: Annotated[str, typer.Option(help="Time zone of the report periods.")] = "UTC",
+    batch: Annotated[
+        int, typer.Option(min=1, max=1_000_000, help="Records per DuckDB transaction at most (records).")
+    ] = 20_000,
+    serve: Annotated[
+        str | None,
+        typer.Option(
+            "--serve",
+            metavar="HOST:PORT",
+            help="Also run the compliance console on HOST:PORT in this process (reviews go through the reviews topic).",
+            show_default="no console",
+        ),
+    ] = None,
+) -> None:
+    """Project the events, findings, rounds, dead-letter and reviews topics into DuckDB.
+
+    With --report-every, the projector (the file's only writer) also writes each closed
+    period's report from its own connection, since no other process may open the file then,
+    and a new revision of each report that events, reviews or a re-audit made stale (checked
+    every DEALTRAIL_REPORTS__CHECK_SECONDS).
+    With --serve, it also runs the console (and the notifications, when configured) over the
+    same DuckDB database: reviews made there are published to the reviews topic and stored
+    by this projector; users are managed on the console's admin page.
+    """
+    from projections.discard import remove_if_empty
+    from projections.projector import KafkaUnreachableError
+    from projections.projector import project as run
+    from projections.store import Store
+    from streams.link import KafkaLink
+
+    settings = load()
+    spec = None
+    if report_every is not None:
+        from dealtrail.schedule import Schedule, ScheduleError
+
+        try:
+            spec = Schedule(report_every, tz)
+        except ScheduleError as exc:
+            raise _fail(str(exc)) from None
+    address = _host_port(serve) if serve is not None else None
+    db = db or settings.db
+    _output_file(db, "--db")
+    if spec is not None:
+        _output_folder(reports or settings.out / "periods", "--reports")
+    created = not db.exists()
+    try:
+        store = Store(db, settings.duckdb_memory_limit)
+    except Exception as exc:
+        raise _fail(f"cannot open {db} for writing: {exc}") from None
+
+    def say(line: str) -> None:
+        # --once is a command a user waits on: a broker that never answered is its one error line
+        if not once or link.ever_connected:
+            err.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    link = KafkaLink(settings.kafka.bootstrap, say)
+    stop = _stop_on_signals()
+    lock = threading.Lock()
+    hosted: _HostedConsole | None = None
+    health: object | None = None
+    unreachable: KafkaUnreachableError | None = None
+    failed = True
+    try:
+        with store:
+            if address is not None:
+                hosted = _host_console(settings, store, lock, address, db, link, stop)
+            elif settings.health.port is not None and not once:
+                health = _serve_health(settings, link)
+            try:
+                summary = run(
+                    settings,
+                    store,
+                    once=once,
+                    max_seconds=timeout,
+                    max_records=batch,
+                    schedule=spec,
+                    reports=reports or settings.out / "periods",
+                    write_lock=lock,
+                    on_batch=hosted.batch_stored if hosted is not None else None,
+                    property_name=settings.property_name,
+                    review_due=review_due(settings),
+                    console_url=settings.console_url,
+                    report_grace=report_grace(settings),
+                    report_check_seconds=settings.reports.check_seconds,
+                    link=link,
+                    stop=stop,
+                )
+            except TimeoutError as exc:
+                raise _fail(str(exc), code=1) from None
+            except KafkaUnreachableError as exc:
+                unreachable = exc
+            finally:
+                if hosted is not None:
+                    hosted.stop()
+                if health is not None:
+                    health.should_exit = True  # type: ignore[attr-defined]
+        failed = unreachable is not None
+    finally:
+        _restore_signals(stop)
+        if created and failed:
+            remove_if_empty(db)  # a store this run made and that holds nothing: no empty file left
+    if unreachable is not None:
+        if link.ever_connected:
+            raise _fail(f"lost Kafka at {settings.kafka.bootstrap} ({unreachable}); {db} keeps what was projected")
+        raise _unreachable(settings, unreachable) from None
+    w = summary.written
+    console.print(
+        ("stopped: " if stop.is_set() else "")
+        + f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
+        f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters, "
+        f"{w.reviews:,} reviews"
+    )
+
+
+class _Stop(threading.Event):
+    """Set by SIGTERM or SIGINT (:func:`_stop_on_signals`); remembers the handlers it replaced."""
+
+    previous: dict[int, object]
+
+
+def _stop_on_signals() -> _Stop:
+    """An event set by the first SIGTERM or SIGINT, so that a long-running command ends its work
+    in progress, writes its state and exits within seconds (compose's grace is 10 s), even while
+    Kafka is away; a second signal interrupts at once."""
+    import signal
+
+    stop = _Stop()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    stop.previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            stop.previous[sig] = signal.signal(sig, on_signal)
+    return stop
+
+
+def _restore_signals(stop: _Stop) -> None:
+    import signal
+
+    for sig, handler in stop.previous.items():
+        signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _readiness(settings: Settings, link: object) -> Callable[[], dict[str, object]]:
+    """The ``/readyz`` body of a process whose Kafka connection ``link`` (a ``KafkaLink``) follows."""
+    from streams.link import KafkaLink
+
+    assert isinstance(link, KafkaLink)
+    bound = settings.health.max_lag_seconds
+    return lambda: link.status().as_json(bound)
+
+
+def _serve_health(settings: Settings, link: object) -> object:
+    """Serve ``/healthz`` and ``/readyz`` on ``health.host:health.port`` (uvicorn in a thread).
+
+    Returns:
+        The uvicorn server (set ``should_exit`` to stop it).
+    """
+    import time
+
+    import uvicorn
+
+    from dealtrail.console.health import health_app
+
+    host, port = settings.health.host, settings.health.port
+    assert port is not None
+    server = uvicorn.Server(
+        uvicorn.Config(health_app(_readiness(settings, link)), host=host, port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="dealtrail-health", daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.05)
+    if not server.started:
+        raise _fail(f"cannot serve the health endpoints on {host}:{port} (DEALTRAIL_HEALTH__PORT in use?)", code=1)
+    return server
+
+
+class _HostedConsole:
+    """The console (uvicorn in a thread), its review producer and its notifier, in the projector's
+    process (``dealtrail project --serve``)."""
+
+    def __init__(
+        self, server: object, thread: threading.Thread, producer: list[object], notifier: _NotifyLoop | None
+    ) -> None:
+        self.server, self.thread, self.producer, self.notifier = server, thread, producer, notifier
+
+    def batch_stored(self, added: BatchCounts) -> None:
+        """After each projector batch: wake the notifier when the batch stored findings."""
+        if self.notifier is not None and added.findings:
+            self.notifier.wake.set()
+
+    def stop(self) -> None:
+        """Stop serving (requests in flight finish), then the notifier and the producer (within
+        seconds, even while Kafka is away)."""
+        self.server.should_exit = True  # type: ignore[attr-defined]
+        self.thread.join(timeout=5)
+        if self.notifier is not None:
+            self.notifier.stop()
+        for p in self.producer:
+            p.close(timeout=1)  # type: ignore[attr-defined]
+
+
+def _host_console(
+    settings: Settings,
+    store: object,
+    lock: threading.Lock,
+    address: tuple[str, int],
+    db: Path,
+    link: object,
+    stop: threading.Event,
+) -> _HostedConsole:
+    """Start the console over the projector's store: reviews to the reviews topic, users and
+    notifications through the store's connection under the projector's write lock.
+
+    The console serves at once, whether Kafka answers or not: its review producer connects in
+    the background (a review is answered 503 until it has, and while the cluster is away), and
+    its ``/readyz`` follows the projector's connection (``link``)."""
+    import time
+
+    import uvicorn
+
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.reviews import ReviewEvent
+    from projections.store import Store
+    from streams.link import Backoff
+    from streams.review_publish import ReviewPublisher, ReviewPublishError
+
+    assert isinstance(store, Store)
+    config = _console_config(settings)
+    assert isinstance(config, ConsoleConfig)
+    producer: list[ReviewPublisher] = []
+
+    def publish(review: ReviewEvent) -> None:
+        if not producer:
+            raise ReviewPublishError("the console is still connecting to Kafka")
+        producer[0].send(review)
+
+    def connect() -> None:
+        backoff = Backoff(first=0.5, cap=5.0)
+        while not stop.is_set():
+            try:
+                publisher = ReviewPublisher(settings.kafka, settings.topics)
+            except Exception:  # the projector's link says that Kafka is away; retry quietly
+                stop.wait(backoff.next())
+                continue
+            if stop.is_set():
+                publisher.close(timeout=1)
+            else:
+                producer.append(publisher)
+            return
+
+    console_app = create_app(store, config, review_sink=publish, write_lock=lock)
+    console_app.state.readiness = _readiness(settings, link)
+    host, port = address
+    server = uvicorn.Server(uvicorn.Config(console_app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="dealtrail-console", daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.05)
+    if not server.started:
+        raise _fail(f"cannot serve the console on {host}:{port} (is the address in use or not this host's?)", code=1)
+    threading.Thread(target=connect, name="dealtrail-review-producer", daemon=True).start()
+    notifier = _start_notifier(settings, store, lock, config.poll_seconds)
+    shown = f"[{host}]" if ":" in host else host
+    err.print(
+        f"console: http://{shown}:{port}/ in the projector's process over {db} "
+        "(reviews go through the reviews topic; users on its admin page)",
+        soft_wrap=True,
+    )
+    return _HostedConsole(server, thread, producer, notifier)  # type: ignore[arg-type]
