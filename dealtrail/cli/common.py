@@ -114,7 +114,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 def _busy(db: Path | None, exc: Exception) -> typer.Exit:
     """The error for a store that cannot be opened read-only because a writer holds it."""
-    return _fail(f"cannot open {db} read-only (is a projector or audit writing it?): {exc}")
+    return _fail(f"cannot open {db} read-only (is a projector, an audit or a console (serve) writing it?): {exc}")
 
 
 def _unreachable(settings: Settings, exc: Exception) -> typer.Exit:

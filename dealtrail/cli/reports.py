@@ -184,7 +184,7 @@ def reaudit(
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        raise _fail(f"cannot open {db} for writing (is a projector or audit writing it?): {exc}", code=1) from None
+        raise _fail(f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1) from None
     with store:
         try:
             result = run(
