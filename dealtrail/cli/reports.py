@@ -123,7 +123,7 @@ def audit(
         f"({', '.join(f'{k} {v:,}' for k, v in sorted(by_sev.items())) or 'none'})"
     )
     console.print(f"rulebook revision {RULEBOOK_REVISION} applied")
-    console.print(f"store {db}: {incidents.summary_line(counted)}")
+    console.print(f"store {db}: {incidents.summary_line(counted)}", soft_wrap=True)
     console.print(
         f"written: {summary.written.events:,} events, {summary.written.findings:,} finding revisions, "
         f"{summary.written.rounds:,} rounds (rows already stored are skipped)"
@@ -184,7 +184,9 @@ def reaudit(
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        raise _fail(f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1) from None
+        raise _fail(
+            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
+        ) from None
     with store:
         try:
             result = run(

@@ -92,7 +92,7 @@ def demo(
         console_url=settings.console_url,
         review_due=review_due(settings),
     )
-    console.print(f"audited {summary.events:,} events: {incidents.summary_line(counted)}")
+    console.print(f"audited {summary.events:,} events: {incidents.summary_line(counted)}", soft_wrap=True)
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
     console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
 
