@@ -43,7 +43,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "partitions": ("topics",),
     "replication": ("topics",),
     "worker": ("worker",),
-    "reorder": ("audit", "demo", "worker", "reaudit"),
+    "reorder": ("audit", "demo", "publish", "worker", "reaudit"),
     "reorder.idle": ("worker",),
     "health": ("project", "serve"),
     "health.host": ("project",),

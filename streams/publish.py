@@ -22,6 +22,7 @@ from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_fie
 from schemas.events import DealingEvent
 from schemas.lines import RAW_KEEP, read_lines
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
+from streams.engine.reorder import ReorderLimits, TableWindow
 from streams.kafka import client_config, create_topics, partition_for, read_range, unreachable_errors
 from streams.link import Backoff
 from streams.topics import Topics
@@ -345,6 +346,12 @@ class Publisher:
             chained (a seq far ahead would become its table's chain head, and every later event
             would link to it); the seq limit needs the chain's head, so without ``chain`` only
             the worker checks it. None checks none.
+        reorder: the bounds of a per-table reorder window (rulebook 10.1.2, the ``reorder``
+            settings) that events pass through before they are chained, so that a file whose
+            events come out of seq order within a table is stamped in seq order, as the audit
+            stamps it (the chain then links each event to the one the engine applies before it);
+            what the windows hold is sent by :meth:`release_held` at the end of the input.
+            None (or no ``chain``): every event is sent in arrival order.
 
     Raises:
         kafka.errors.NoBrokersAvailable: the cluster cannot be reached.
@@ -357,11 +364,14 @@ class Publisher:
         linger_ms: int = 5,
         chain: bool = True,
         limits: Plausibility | None = None,
+        reorder: ReorderLimits | None = None,
     ) -> None:
         from kafka import KafkaProducer
 
         self.topics = topics
         self.limits = limits
+        self.reorder = reorder
+        self.windows: dict[str, TableWindow[tuple[bytes, DealingEvent, str, str]]] = {}
         self.failed: list[tuple[str, str]] = []
         self.producer = KafkaProducer(
             **client_config(kafka, "dealtrail-publisher"),
@@ -421,15 +431,53 @@ class Publisher:
         self.failed.append((what, f"{type(exc).__name__}: {exc}"[:300]))
 
     def publish_line(self, raw: bytes, source: str, position: str, summary: PublishSummary) -> None:
-        """Validate one line and send it to the events topic, or reject it."""
-        from kafka.errors import MessageSizeTooLargeError
-
+        """Validate one line and send it to the events topic (through its table's reorder window,
+        when there is one), or reject it."""
         try:
             event = decode(raw)
         except DecodeError as exc:
             self.reject(raw, exc.reason, exc.detail, source, position)
             summary.rejected[exc.reason] += 1
             return
+        if self.reorder is None or self.keeper is None:
+            self._publish(raw, event, source, position, summary)
+            return
+        window = self.windows.get(event.table_id)
+        if window is None:
+            head = self.keeper.chainer.heads.get(event.table_id)
+            window = self.windows[event.table_id] = TableWindow(head[0] if head else None, self.reorder)
+        if self.limits is not None:  # judged on arrival: a seq far ahead must not wait in the window
+            try:
+                check_plausible(window.last, event, self.limits)
+            except EventRejected as exc:
+                self.reject(raw, exc.reason, exc.detail, source, position)
+                summary.rejected[exc.reason] += 1
+                return
+        for held in window.push(event.seq, event.occurred_at, (raw, event, source, position)):
+            self._release(window, held, summary)
+
+    def release_held(self, summary: PublishSummary) -> None:
+        """Send what the reorder windows hold, each table's in seq order (the end of the input)."""
+        for window in self.windows.values():
+            for held in window.flush():
+                self._release(window, held, summary)
+
+    def _release(
+        self,
+        window: TableWindow[tuple[bytes, DealingEvent, str, str]],
+        held: tuple[bytes, DealingEvent, str, str],
+        summary: PublishSummary,
+    ) -> None:
+        raw, event, source, position = held
+        self._publish(raw, event, source, position, summary)
+        head = self.keeper.chainer.heads.get(event.table_id) if self.keeper is not None else None
+        if head is not None:
+            window.last = head[0]  # the chain's word on where the table is
+
+    def _publish(self, raw: bytes, event: DealingEvent, source: str, position: str, summary: PublishSummary) -> None:
+        """Chain one validated event and send it, or reject it (a copy, a stale or an implausible event)."""
+        from kafka.errors import MessageSizeTooLargeError
+
         if self.keeper is not None:
             seen = self.keeper.published_before(event)
             if seen == "copy":
@@ -565,6 +613,7 @@ def publish_file(
             if progress is not None and line_no % 10_000 == 0:
                 progress(pending)
                 pending = 0
+    publisher.release_held(summary)
     publisher.flush()
     if progress is not None:
         progress(pending)

@@ -76,7 +76,9 @@ def publish(
 
     settings = load()
     try:
-        publisher = Publisher(settings.kafka, settings.topics, chain=chain, limits=settings.plausibility)
+        publisher = Publisher(
+            settings.kafka, settings.topics, chain=chain, limits=settings.plausibility, reorder=settings.reorder.limits
+        )
     except Exception as exc:
         raise _fail(f"cannot reach Kafka at {settings.kafka.bootstrap}: {type(exc).__name__}") from None
     try:

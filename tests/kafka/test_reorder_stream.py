@@ -53,6 +53,42 @@ def test_a_shuffled_trail_gives_the_same_findings_from_audit_stream_and_reaudit(
     assert result.no_change, result.diff
 
 
+def test_an_unchained_trail_shuffled_within_the_window_is_chained_in_seq_order_by_publish_as_by_audit(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # events without hashes, merged out of order: the publisher stamps the chain, and it must
+    # stamp in seq order (through the same window as the audit), or each swap breaks the chain
+    events, _ = shift
+    bare = tmp_path / "unchained.jsonl"  # the simulator chains what it writes: take the chain off
+    with bare.open("w") as out:
+        for line in events.read_text().splitlines():
+            if line.strip():
+                doc = json.loads(line)
+                doc.pop("prev_hash", None)
+                doc.pop("hash", None)
+                out.write(json.dumps(doc) + "\n")
+    trail = shuffled(bare, tmp_path / "shuffled.jsonl")
+    audited = tmp_path / "audit.duckdb"
+    with Store(audited) as store:
+        audit_file(trail, store, workers=1, reorder=WINDOW)
+    expected = findings_of(audited)
+    assert expected
+
+    monkeypatch.setenv("DEALTRAIL_REORDER__EVENTS", "50")
+    monkeypatch.setenv("DEALTRAIL_REORDER__SECONDS", "30")
+    cluster.cli("publish", str(trail))
+    log = tmp_path / "worker.log"
+    worker = cluster.start_worker(log)
+    try:
+        cluster.wait_consumed(timeout=180)
+    finally:
+        assert stop(worker) == 0, log.read_text()
+    streamed = tmp_path / "stream.duckdb"
+    project_all(cluster, streamed)
+    assert findings_of(streamed) == expected
+    assert count_rows(streamed, "events") == count_rows(audited, "events")
+
+
 def test_events_held_in_the_window_survive_a_crash_of_the_worker(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
