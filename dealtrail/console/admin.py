@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import duckdb
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
-from dealtrail.console.deps import Console, Cursor, PageUser
+from dealtrail.console.deps import Console, Cursor, PageUser, User
 from projections import access, reviews
 
 
@@ -19,20 +20,32 @@ def router(console: Console) -> APIRouter:
     config, render, check_csrf = console.config, console.render, console.check_csrf
     store, write_lock = console.store, console.write_lock
 
-    @routes.get("/admin/users", include_in_schema=False)
-    def admin_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
-        if not user.is_admin:
-            raise HTTPException(403, "only an admin manages users")
+    def admin_view(
+        request: Request,
+        user: User,
+        con: duckdb.DuckDBPyConnection,
+        status_code: int = 200,
+        token: str | None = None,
+        message: str | None = None,
+    ) -> HTMLResponse:
+        """The admin page: every user and token, a new token shown once, the outcome of a change."""
         return render(
             request,
             "admin.html.j2",
             user,
+            status_code,
             users=access.users(con),
             tokens=access.tokens(con),
             roles=reviews.ROLES,
-            token=None,
-            message=None,
+            token=token,
+            message=message,
         )
+
+    @routes.get("/admin/users", include_in_schema=False)
+    def admin_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
+        if not user.is_admin:
+            raise HTTPException(403, "only an admin manages users")
+        return admin_view(request, user, con)
 
     @routes.post("/admin/users", include_in_schema=False)
     def admin_change(
@@ -83,26 +96,7 @@ def router(console: Console) -> APIRouter:
                         token = auth.new_token(store.con, name, now)
                         message = f"API token for {name} (shown once, copy it now)"
         except auth.AccessError as exc:
-            return render(
-                request,
-                "admin.html.j2",
-                user,
-                422,
-                users=access.users(con),
-                tokens=access.tokens(con),
-                roles=reviews.ROLES,
-                token=None,
-                message=str(exc),
-            )
-        return render(
-            request,
-            "admin.html.j2",
-            user,
-            users=access.users(con),
-            tokens=access.tokens(con),
-            roles=reviews.ROLES,
-            token=token,
-            message=message,
-        )
+            return admin_view(request, user, con, 422, message=str(exc))
+        return admin_view(request, user, con, token=token, message=message)
 
     return routes
