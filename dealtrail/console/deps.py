@@ -1,0 +1,366 @@
+"""What the console's routers share: the resolved configuration, the request's user and cursor
+(FastAPI dependencies), the 422 every refusal of a value takes, and :class:`Console`, built once
+by ``create_app`` and handed to each router: the store, the configuration, the templates, the
+write lock, the review sink and the methods more than one router uses (rendering a page, the
+CSRF token, the floor's figures, a finding, recording a review).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import duckdb
+import jinja2
+from fastapi import Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse
+from ulid import ULID
+
+from dealtrail.console import auth
+from dealtrail.console.models import ReviewRequest
+from projections import access, incidents, reviews
+from projections.reviews import FindingFilter, ReviewDue
+from projections.store import Store
+from schemas.reviews import (
+    Cause,
+    FindingAcknowledged,
+    FindingAssigned,
+    FindingDisposed,
+    FindingReopened,
+)
+
+SEVERITIES = ("voiding", "integrity", "procedural")
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    """What the console needs, resolved by the entry point from the settings.
+
+    Attributes:
+        review_due: review due times per severity (hours).
+        session_secret: key that signs session cookies (keep it secret; never logged).
+        secure_cookies: mark the session cookie ``Secure`` (served over https).
+        reports_dir: folder of scheduled reports to list, or None.
+        poll_seconds: how often the floor page refreshes (seconds).
+        clock: the current time (timezone-aware); tests pass a fixed one.
+        property_name: the casino property report headers name (resolved settings); None: none.
+    """
+
+    review_due: ReviewDue
+    session_secret: str
+    secure_cookies: bool = False
+    reports_dir: Path | None = None
+    poll_seconds: float = 2.0
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    property_name: str | None = None
+
+
+class LoginRequiredError(Exception):
+    """A page was asked for without a session: the browser goes to the login page."""
+
+    def __init__(self, next_path: str) -> None:
+        super().__init__(next_path)
+        self.next_path = next_path
+
+
+@dataclass(frozen=True)
+class User:
+    """The authenticated user of a request (name and role)."""
+
+    name: str
+    role: str
+
+    @property
+    def can_review(self) -> bool:
+        """Reviewers and admins review; viewers only read."""
+        return self.role in ("reviewer", "admin")
+
+    @property
+    def is_admin(self) -> bool:
+        """Admins also manage users."""
+        return self.role == "admin"
+
+
+def _cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A cursor of the store's connection for one request (session time zone UTC)."""
+    cur = request.app.state.store.con.cursor()
+    cur.execute("SET TimeZone = 'UTC'").fetchall()
+    try:
+        yield cur
+    finally:
+        cur.close()
+
+
+Cursor = Annotated[duckdb.DuckDBPyConnection, Depends(_cursor)]
+
+
+def _session_user(request: Request, con: duckdb.DuckDBPyConnection) -> User | None:
+    name = request.session.get("user")
+    if not isinstance(name, str):
+        return None
+    u = access.user(con, name)
+    if u is None or not u["active"]:
+        request.session.clear()
+        return None
+    return User(u["name"], u["role"])
+
+
+def _page_user(request: Request, con: Cursor) -> User:
+    """The signed-in user of a page request; without a session the browser goes to the login page."""
+    u = _session_user(request, con)
+    if u is None:
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raise LoginRequiredError(path)
+    return u
+
+
+def _api_user(request: Request, con: Cursor) -> User:
+    """The user of an API request: ``Authorization: Bearer TOKEN``, or a browser session (401 without)."""
+    header = request.headers.get("authorization", "")
+    if header:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() == "bearer" and token:
+            found = access.token_user(con, auth.token_hash(token.strip()))
+            if found is not None:
+                return User(found["name"], found["role"])
+        raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    u = _session_user(request, con)
+    if u is None:
+        raise HTTPException(401, "authentication required", headers={"WWW-Authenticate": "Bearer"})
+    return u
+
+
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the API operation does not have, or one given twice (422): a
+    misspelt filter (``?statuss=open``) would otherwise be ignored and widen the answer without
+    a word, and of ``?table=A&table=B`` only B would count."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known: set[str] = set()
+    todo = [dependant]
+    while todo:  # the operation's own parameters and those of its dependencies (FastAPI's Dependant)
+        d = todo.pop()
+        known.update(p.alias for p in d.query_params)
+        todo.extend(d.dependencies)
+    unknown = sorted(k for k in request.query_params if k not in known)
+    if unknown:
+        raise invalid(
+            ("query", unknown[0]), f"unknown query parameter {unknown[0]!r}; known: {', '.join(sorted(known))}"
+        )
+    names = [k for k, _ in request.query_params.multi_items()]
+    twice = sorted({k for k in names if names.count(k) > 1})
+    if twice:  # one value each: the last one would win without a word
+        raise invalid(("query", twice[0]), f"query parameter {twice[0]!r} is given more than once")
+
+
+PageUser = Annotated[User, Depends(_page_user)]
+ApiUser = Annotated[User, Depends(_api_user)]
+
+
+def invalid(loc: tuple[str | int, ...], message: str) -> RequestValidationError:
+    """A 422 in FastAPI's validation shape (``{"detail": [{"loc", "msg", "type"}]}``), the one
+    shape every 422 of the console has, as its OpenAPI document says.
+
+    Args:
+        loc: where the value was, e.g. ``("query", "from")`` or ``("body", "cause")``.
+        message: what is wrong with it.
+    """
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message}])
+
+
+def utc(value: datetime | None) -> str:
+    """A time as ``YYYY-MM-DD HH:MM:SS+00:00`` (UTC with its offset); ``-`` for None."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
+def utc_short(value: datetime | None) -> str:
+    """A time as ``MM-DD HH:MM:SS`` in UTC, for the floor's narrow columns (the column heads say
+    UTC; the full time is the cell's title); ``-`` for None."""
+    if value is None:
+        return "-"
+    return value.astimezone(UTC).strftime("%m-%d %H:%M:%S")
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dealtrail.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["utc"] = utc
+    env.filters["utc_short"] = utc_short
+    return env
+
+
+def sql(name: str) -> str:
+    """The text of the read model's query ``projections/sql/<name>``."""
+    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def query_string(params: dict[str, Any]) -> str:
+    """``params`` as a URL query string, blank values left out."""
+    from urllib.parse import urlencode
+
+    return urlencode({k: v for k, v in params.items() if v not in (None, "")})
+
+
+def _floor_counts(c: incidents.Counts) -> dict[str, Any]:
+    """A floor row's figures from the incidents read model (the keys the floor and its API use)."""
+    return {
+        "incidents": c.incidents,
+        "not_disposed": c.not_disposed,
+        **{f"open_{sev}": c.not_disposed_by_severity[sev] for sev in SEVERITIES},
+        "remedies_overdue": c.overdue_not_disposed,
+        "late_reviews": c.late_not_disposed,
+        "last_finding_at": c.last_not_disposed_at,
+    }
+
+
+class Console:
+    """The console's state and the methods its routers share, built once per app.
+
+    Args:
+        store: the open store; users and tokens (and, without a sink, reviews) are written
+            through its connection.
+        config: see :class:`ConsoleConfig`.
+        review_sink: where a review event goes instead of the store (see ``create_app``); None:
+            reviews are stored directly.
+        write_lock: the lock every writer of ``store.con`` in this process holds.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: ConsoleConfig,
+        review_sink: Callable[[reviews.ReviewEvent], None] | None,
+        write_lock: threading.Lock,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.review_sink = review_sink
+        self.write_lock = write_lock
+        self.env = _env()
+
+    def csrf_token(self, request: Request) -> str:
+        """The session's CSRF token (made on first use), for the forms of a page."""
+        token = request.session.get("csrf")
+        if not isinstance(token, str):
+            token = secrets.token_urlsafe(32)
+            request.session["csrf"] = token
+        return token
+
+    def check_csrf(self, request: Request, token: str) -> None:
+        """Refuse a form whose CSRF token is not the session's.
+
+        Raises:
+            HTTPException: 403.
+        """
+        expected = request.session.get("csrf")
+        if not isinstance(expected, str) or not secrets.compare_digest(expected, token):
+            raise HTTPException(403, "the form has expired or did not come from this console; reload the page")
+
+    def render(
+        self, request: Request, template: str, user: User | None, status_code: int = 200, **ctx: Any
+    ) -> HTMLResponse:
+        """A page: ``template`` rendered with the user, the CSRF token, the time, the path and ``ctx``."""
+        html = self.env.get_template(template).render(
+            user=user,
+            csrf=self.csrf_token(request),
+            now=self.config.clock(),
+            path=request.url.path,
+            **ctx,
+        )
+        return HTMLResponse(html, status_code=status_code)
+
+    def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
+        """Each table's row: its devices and dealer (``con_floor.sql``) with its incidents not yet
+        disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
+        cur = con.execute(sql("con_floor.sql"))
+        cols = [d[0] for d in cur.description]
+        fetched = cur.fetchall()
+        per_table = incidents.counts_by_table(con, self.config.review_due, now)
+        rows = []
+        for r in fetched:
+            row = dict(zip(cols, r, strict=True))
+            rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
+        return rows
+
+    def floor_context(self, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        """The floor now: every table's row, the store's incident totals and the time."""
+        now = self.config.clock()
+        return {
+            "tables": self.floor_rows(con, now),
+            "totals": incidents.counts(con, self.config.review_due, now),
+            "as_of": now,
+        }
+
+    def finding(self, con: duckdb.DuckDBPyConnection, finding_id: str) -> dict[str, Any]:
+        """One finding's row (``reviews.find``).
+
+        Raises:
+            HTTPException: 404, no such finding.
+        """
+        if not re.fullmatch(r"[0-9a-f]{1,64}", finding_id):
+            raise HTTPException(404, f"no finding {finding_id}")
+        rows, _ = reviews.find(con, FindingFilter(finding_id=finding_id), self.config.review_due, self.config.clock())
+        if not rows:
+            raise HTTPException(404, f"no finding {finding_id}")
+        return rows[0]
+
+    def record_review(self, con: duckdb.DuckDBPyConnection, finding_id: str, user: User, body: ReviewRequest) -> Any:
+        """Record a review of a finding: to the review sink if there is one, else to the store.
+
+        Returns:
+            The review event recorded.
+
+        Raises:
+            HTTPException: 404 for an unknown finding; 503 when the sink did not take it.
+            RequestValidationError: 422, an assignee who is no active user, a disposal without cause.
+        """
+        self.finding(con, finding_id)  # 404 for an unknown finding
+        common = {
+            "review_id": str(ULID()),
+            "finding_id": finding_id,
+            "user": user.name,
+            "reviewed_at": self.config.clock(),
+            "note": body.note,
+        }
+        event: reviews.ReviewEvent
+        if body.action == "acknowledge":
+            event = FindingAcknowledged.model_validate(common)
+        elif body.action == "assign":
+            target = access.user(con, body.assignee or "")
+            if target is None or not target["active"]:
+                raise invalid(("body", "assignee"), "assign needs the name of an active console user as assignee")
+            event = FindingAssigned.model_validate({**common, "assignee": target["name"]})
+        elif body.action == "dispose":
+            if body.cause is None:
+                raise invalid(("body", "cause"), f"dispose needs a cause: one of {', '.join(c.value for c in Cause)}")
+            event = FindingDisposed.model_validate(
+                {**common, "cause": body.cause, "corrective_action": body.corrective_action}
+            )
+        else:
+            event = FindingReopened.model_validate(common)
+        if self.review_sink is not None:
+            try:
+                self.review_sink(event)
+            except Exception as exc:  # the broker did not take it: say so, store nothing
+                raise HTTPException(503, f"the review was not recorded, try again: {exc}") from None
+            return event
+        with self.write_lock:
+            reviews.append_review(self.store.con, event)
+        return event

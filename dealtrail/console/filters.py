@@ -1,0 +1,112 @@
+"""The findings filters of the pages' and the API's query strings: ``from``/``to`` times read as
+ISO 8601 (UTC without an offset), blank values meaning any."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from fastapi import Depends, Query
+
+from dealtrail.console.deps import invalid
+from projections.reviews import FindingFilter
+
+KINDS = {"incidents": True, "consequences": False}
+"""The findings list's ``kind`` values -> ``FindingFilter.incident`` (absent: every record)."""
+
+
+def parse_time(value: str | datetime | None, name: str) -> datetime | None:
+    """A filter's time: ISO 8601; without an offset it is read as UTC (the pages say so).
+
+    Raises:
+        RequestValidationError: 422, not a time, or one that is not a UTC instant (an offset
+            that moves year 1 or 9999 out of range).
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        t = value
+    else:
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            raise invalid(("query", name), f"{name} must be an ISO 8601 time, e.g. 2026-11-27T18:00:00+00:00") from None
+    t = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    try:
+        return t.astimezone(UTC)
+    except OverflowError:
+        raise invalid(("query", name), f"{name} is out of range once taken to UTC") from None
+
+
+def _blank(value: str | None) -> str | None:
+    return value or None
+
+
+@dataclass(frozen=True)
+class FindingsQuery:
+    """A findings list's query: the filter, the query-string values as given (for links), the sort
+    column and its order (``asc`` or ``desc``)."""
+
+    flt: FindingFilter
+    params: dict[str, str]
+    sort: str
+    order: Literal["asc", "desc"]
+
+
+def filters_from(
+    from_: str | datetime | None,
+    to: str | datetime | None,
+    game: str | None,
+    table: str | None,
+    dealer: str | None,
+    rule: str | None,
+    severity: str | None,
+    status: str | None,
+    review: str | None,
+) -> FindingFilter:
+    """The findings filter of a page's or the API's query values (blank means any).
+
+    Raises:
+        RequestValidationError: 422 for a ``from``/``to`` that is not an ISO 8601 time (no offset: UTC).
+    """
+    return FindingFilter(
+        start=parse_time(from_, "from"),
+        end=parse_time(to, "to"),
+        game=_blank(game),
+        table_id=_blank(table),
+        dealer=_blank(dealer),
+        rule=_blank(rule),
+        severity=_blank(severity),
+        status=_blank(status),
+        review_status=_blank(review),
+    )
+
+
+def page_query(
+    from_: Annotated[str | None, Query(alias="from")] = None,
+    to: str | None = None,
+    game: str | None = None,
+    table: str | None = None,
+    dealer: str | None = None,
+    rule: str | None = None,
+    severity: str | None = None,
+    status: str | None = None,
+    review: str | None = None,
+    sort: str = "detected",
+    order: Literal["asc", "desc"] = "desc",
+    kind: str | None = None,
+) -> FindingsQuery:
+    """The findings page's and its CSV export's query: one filter, one order. ``kind``
+    ``incidents`` keeps the incidents, ``consequences`` the consequences (anything else: every
+    finding record)."""
+    given = {"from": from_, "to": to, "game": game, "table": table, "dealer": dealer, "rule": rule,
+             "severity": severity, "status": status, "review": review}  # fmt: skip
+    flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
+    incident = KINDS.get(kind or "")
+    given["kind"] = kind if incident is not None else None
+    flt = replace(flt, incident=incident)
+    return FindingsQuery(flt, {k: v or "" for k, v in given.items()}, sort, order)
+
+
+Filters = Annotated[FindingsQuery, Depends(page_query)]

@@ -1,0 +1,132 @@
+"""The JSON API's Pydantic models: the request body it reads and the answers its OpenAPI document
+describes (the answers' fields named are always there; more may be)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+from schemas.reviews import Cause
+
+
+def _unicode_text(value: str) -> str:
+    """Text a store and a JSON answer can hold: no lone surrogate (U+D800 to U+DFFF alone; a form's
+    fields and library callers reach the model without the JSON parser's own check)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be Unicode text (a lone surrogate such as \\ud800 is not)") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_unicode_text)]
+
+_ISO_START = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _iso_date_time(value: Any) -> Any:
+    """An API time is an ISO 8601 date and time (a number of seconds or a bare date is not)."""
+    if isinstance(value, str) and not _ISO_START.match(value):
+        raise ValueError("must be an ISO 8601 date and time, e.g. 2026-11-27T18:00:00+00:00")
+    return value
+
+
+ApiTime = Annotated[datetime, BeforeValidator(_iso_date_time)]
+
+
+class ErrorMessage(BaseModel):
+    """An answer that refuses a request for another reason than its values (401, 403, 404, 503)."""
+
+    detail: str = Field(description="Why, in one sentence.")
+
+
+class _Open(BaseModel):
+    """An answer's documented shape: the fields named are always there; more may be (so the
+    document stays true when a field is added)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class FindingRow(_Open):
+    """One finding in the API's answers (times UTC with their offset)."""
+
+    finding_id: str
+    rule_id: str
+    citation: str
+    game: str
+    severity: str
+    table_id: str
+    round_id: str | None
+    status: str
+    message: str
+    detected_at: datetime
+    review_status: str
+
+
+class FindingsPage(_Open):
+    """``GET /api/v1/findings``: ``total`` findings match; these start at ``offset``."""
+
+    total: int
+    offset: int
+    findings: list[FindingRow]
+
+
+class ReviewRow(_Open):
+    """One review event of a finding, as stored."""
+
+    review_id: str
+    type: str
+    user_name: str
+    reviewed_at: datetime
+
+
+class FindingDetail(FindingRow):
+    """``GET /api/v1/findings/{finding_id}``: the finding and its review history."""
+
+    reviews: list[ReviewRow]
+
+
+class StoredReview(_Open):
+    """``POST /api/v1/findings/{finding_id}/reviews``: the review event recorded."""
+
+    type: str
+    review_id: str
+    finding_id: str
+    user: str
+    reviewed_at: datetime
+
+
+class FloorTable(_Open):
+    """One table on the floor."""
+
+    table_id: str
+
+
+class Floor(_Open):
+    """``GET /api/v1/floor``: every table."""
+
+    tables: list[FloorTable]
+
+
+class ReviewRequest(BaseModel):
+    """Body of ``POST /api/v1/findings/{finding_id}/reviews`` (unknown fields are refused).
+
+    Attributes:
+        action: acknowledge, assign, dispose or reopen.
+        cause: with ``dispose``: DEALER_ERROR, SUPERVISOR_ERROR, DEVICE, PATRON, DATA_ERROR or
+            NOT_A_VIOLATION.
+        corrective_action: with ``dispose``: what was done about it.
+        assignee: with ``assign``: the user the finding is assigned to.
+        note: free text.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["acknowledge", "assign", "dispose", "reopen"]
+    cause: Cause | None = None
+    corrective_action: Text = Field(default="", max_length=4000)
+    assignee: Text | None = Field(default=None, max_length=64)
+    note: Text = Field(default="", max_length=4000)

@@ -1,0 +1,356 @@
+"""The console's pages: the floor, the findings list and its CSV export, a finding with its
+evidence and its review form, a dealer's and a table's rates, and the static assets (served
+only after login, like everything else)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import duckdb
+from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, invalid, query_string, sql, utc
+from dealtrail.console.filters import Filters
+from dealtrail.console.models import ReviewRequest
+from projections import incidents, reviews
+from projections.cards import area_name, card_face
+from projections.spreadsheet import neutralise_cell
+from schemas.reviews import Cause, ReviewStatus
+from streams.engine.catalog import RULES_BY_ID
+
+PAGE_SIZE = 50
+ACTIONS = ("acknowledge", "assign", "dispose", "reopen")
+
+
+def router(console: Console) -> APIRouter:
+    """The pages' routes (none in the API's document)."""
+    routes = APIRouter()
+    config, render, check_csrf = console.config, console.render, console.check_csrf
+
+    # -- static assets (authenticated like everything else) ---------------------------------
+
+    @routes.get("/static/{name}", include_in_schema=False)
+    def static(name: str, user: PageUser) -> Response:
+        if name not in ("console.css", "console.js"):
+            raise HTTPException(404)
+        path = Path(str(resources.files("dealtrail.console").joinpath("static", name)))
+        kind = "text/css" if name.endswith(".css") else "text/javascript"
+        return FileResponse(path, media_type=kind, headers={"Cache-Control": "private, max-age=300"})
+
+    # -- floor -----------------------------------------------------------------------------
+
+    @routes.get("/", include_in_schema=False)
+    def floor(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
+        return render(
+            request,
+            "floor.html.j2",
+            user,
+            **console.floor_context(con),
+            poll_ms=int(config.poll_seconds * 1000),
+            undelivered=_undelivered(con),
+        )
+
+    @routes.get("/floor/tables", include_in_schema=False)
+    def floor_fragment(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
+        return render(request, "floor_rows.html.j2", user, **console.floor_context(con))
+
+    # -- findings --------------------------------------------------------------------------
+
+    @routes.get("/findings", include_in_schema=False)
+    def findings_page(
+        request: Request,
+        user: PageUser,
+        con: Cursor,
+        q: Filters,
+        page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    ) -> HTMLResponse:
+        now = config.clock()
+        rows, total = reviews.find(
+            con, q.flt, config.review_due, now, q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
+        )
+        params, sort, order = q.params, q.sort, q.order
+        return render(
+            request,
+            "findings.html.j2",
+            user,
+            rows=[_decorate(r) for r in rows],
+            total=total,
+            counted=incidents.counts(con, config.review_due, now, q.flt),
+            page=page,
+            pages=max(1, math.ceil(total / PAGE_SIZE)),
+            params=params,
+            sort=sort,
+            order=order,
+            query=lambda **kw: query_string({**params, "sort": sort, "order": order, **kw}),
+            choices=_choices(con),
+            severities=SEVERITIES,
+            review_statuses=[s.value for s in ReviewStatus],
+        )
+
+    @routes.get("/findings.csv", include_in_schema=False)
+    def findings_csv(user: PageUser, con: Cursor, q: Filters) -> Response:
+        rows, _ = reviews.find(con, q.flt, config.review_due, config.clock(), q.sort, q.order == "desc")
+        return Response(
+            _csv(rows),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="findings.csv"'},
+        )
+
+    @routes.get("/findings/{finding_id}", include_in_schema=False)
+    def finding_page(request: Request, finding_id: str, user: PageUser, con: Cursor, done: str = "") -> HTMLResponse:
+        f = console.finding(con, finding_id)
+        spec = RULES_BY_ID.get(f["rule_id"])
+        return render(
+            request,
+            "finding.html.j2",
+            user,
+            f=_decorate(f),
+            summary=spec.summary if spec else "",
+            evidence=_events(con, list(f["evidence_event_ids"])),
+            remedy_events=_events(con, list(f["remedy_event_ids"] or [])),
+            layout=_round_layout(con, f["table_id"], f["round_id"]),
+            history=reviews.history(con, finding_id),
+            revisions=_revisions(con, finding_id),
+            causes=[c.value for c in Cause],
+            users=_choices(con)["users"],
+            done=done if done in ACTIONS else "",
+            queued=console.review_sink is not None,
+            error=None,
+        )
+
+    @routes.post("/findings/{finding_id}/reviews", include_in_schema=False)
+    def review_form(
+        request: Request,
+        finding_id: str,
+        user: PageUser,
+        con: Cursor,
+        csrf: Annotated[str, Form()],
+        action: Annotated[str, Form()],
+        note: Annotated[str, Form(max_length=4000)] = "",
+        cause: Annotated[str, Form()] = "",
+        corrective_action: Annotated[str, Form(max_length=4000)] = "",
+        assignee: Annotated[str, Form(max_length=64)] = "",
+    ) -> Response:
+        check_csrf(request, csrf)
+        if not user.can_review:
+            raise HTTPException(403, "a viewer cannot review findings")
+        if action not in ACTIONS:
+            raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
+        try:
+            body = ReviewRequest.model_validate(
+                {
+                    "action": action,
+                    "cause": cause or None,
+                    "corrective_action": corrective_action,
+                    "assignee": assignee or None,
+                    "note": note,
+                }
+            )
+        except ValidationError as exc:  # a form's values, refused as the API refuses them
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+        console.record_review(con, finding_id, user, body)
+        return RedirectResponse(f"/findings/{finding_id}?done={action}#reviews", status_code=303)
+
+    @routes.get("/dealers/{dealer_id}", include_in_schema=False)
+    def dealer_page(request: Request, dealer_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
+        r = _rates(con, dealer_id, None)
+        if r["rounds"] == 0:
+            raise HTTPException(404, f"no round dealt by {dealer_id}")
+        tables = con.execute(
+            "SELECT table_id, count(*) FROM rounds WHERE dealer_id = ? GROUP BY 1 ORDER BY 2 DESC", [dealer_id]
+        ).fetchall()
+        return render(request, "rates.html.j2", user, kind="Dealer", key=dealer_id, r=r, related=tables)
+
+    @routes.get("/tables/{table_id}", include_in_schema=False)
+    def table_page(request: Request, table_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
+        r = _rates(con, None, table_id)
+        dealers = con.execute(
+            "SELECT dealer_id, count(*) FROM rounds WHERE table_id = ? GROUP BY 1 ORDER BY 2 DESC", [table_id]
+        ).fetchall()
+        if r["rounds"] == 0 and not r["findings"]:
+            raise HTTPException(404, f"no table {table_id}")
+        return render(request, "rates.html.j2", user, kind="Table", key=table_id, r=r, related=dealers)
+
+    return routes
+
+
+def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """The values the findings filters and the assign form offer."""
+
+    def one(query: str) -> list[str]:
+        return [str(r[0]) for r in con.execute(query).fetchall() if r[0] is not None]
+
+    return {
+        "games": one("SELECT DISTINCT game FROM dim_findings ORDER BY 1"),
+        "tables": one("SELECT DISTINCT table_id FROM dim_findings ORDER BY 1"),
+        "rules": one("SELECT DISTINCT rule_id FROM dim_findings ORDER BY 1"),
+        "dealers": one("SELECT DISTINCT dealer_id FROM rounds ORDER BY 1"),
+        "users": one("SELECT name FROM dim_users WHERE active ORDER BY 1"),
+    }
+
+
+def _rates(con: duckdb.DuckDBPyConnection, dealer: str | None, table: str | None) -> dict[str, Any]:
+    """A dealer's or a table's rounds, findings and rates per 1,000 rounds, by rule and by hour."""
+    cur = con.execute(sql("con_rates.sql"), {"dealer": dealer, "table_id": table})
+    cols = [d[0] for d in cur.description]
+    rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+    by_rule = [r for r in rows if r["kind"] == "rule"]
+    hours = [r for r in rows if r["kind"] == "hour"]
+    total_rounds = int(by_rule[0]["rounds"]) if by_rule else sum(int(h["rounds"]) for h in hours)
+    for r in by_rule:
+        r["rate"] = _rate(r["findings"], total_rounds)
+        spec = RULES_BY_ID.get(r["key"])
+        r["summary"] = spec.summary if spec else ""
+    by_rule.sort(key=lambda r: (-r["findings"], r["key"]))
+    for h in hours:
+        h["rate"] = _rate(h["findings"], h["rounds"])
+    findings_total = sum(int(r["findings"]) for r in by_rule)
+    return {
+        "rounds": total_rounds,
+        "findings": findings_total,
+        "rate": _rate(findings_total, total_rounds),
+        "by_rule": by_rule,
+        "hours": hours,
+        "chart": _bars([(h["key"][11:16], h["rate"] or 0.0, h["findings"], h["rounds"]) for h in hours]),
+    }
+
+
+def _undelivered(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Notifications still failing or given up (none when notifications never ran on this store)."""
+    from dealtrail.notify import failures
+
+    views = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'dim_notifications'").fetchall()
+    return failures(con) if views and views[0][0] else []
+
+
+def _rate(findings: int | None, rounds: int | None) -> float | None:
+    return round(1000 * (findings or 0) / rounds, 1) if rounds else None
+
+
+def _decorate(row: dict[str, Any]) -> dict[str, Any]:
+    spec = RULES_BY_ID.get(row["rule_id"])
+    return {**row, "rule_summary": spec.summary if spec else ""}
+
+
+def _events(con: duckdb.DuckDBPyConnection, ids: list[str]) -> list[dict[str, Any]]:
+    if not ids:
+        return []
+    import json
+
+    cur = con.execute(
+        """SELECT event_id, seq, type, occurred_at, actor_role, actor_id, payload::VARCHAR
+           FROM events WHERE event_id IN (SELECT unnest($ids)) ORDER BY seq, arrival""",
+        {"ids": ids},
+    )
+    out = []
+    skip = {"event_id", "table_id", "game", "round_id", "deck_id", "seq", "occurred_at", "recorded_at", "source",
+            "actor", "schema_version", "type", "prev_hash", "hash"}  # fmt: skip
+    for event_id, seq, type_, at, role, actor, payload in cur.fetchall():
+        data = json.loads(payload)
+        details = ", ".join(f"{k}={v}" for k, v in data.items() if k not in skip and v is not None)
+        out.append(
+            {
+                "event_id": event_id,
+                "seq": seq,
+                "type": type_,
+                "occurred_at": at,
+                "actor": f"{(role or '').lower()} {actor or ''}".strip(),
+                "details": details,
+                "hash": data.get("hash"),
+                "prev_hash": data.get("prev_hash"),
+            }
+        )
+    return out
+
+
+def _revisions(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
+    cur = con.execute(
+        """SELECT revision, status, observed_at, trigger_event_id, remedy_delay_seconds, late
+           FROM findings WHERE finding_id = ? ORDER BY revision""",
+        [finding_id],
+    )
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _round_layout(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None) -> dict[str, Any] | None:
+    """The round as it lay when it ended (or when the trail stops): cards per area."""
+    if round_id is None:
+        return None
+    from dealtrail.replay import ReplayError, Window, layout, replay, stored_events
+
+    try:
+        result = replay(table_id, stored_events(con, table_id), None, Window(round_id=round_id))
+    except ReplayError:
+        return None
+    rows: list[dict[str, Any]] = []
+    dealer = None
+    for step in result.steps:
+        found = layout(step.state, result.cards)
+        if found:
+            rows = found
+        if step.state.round is not None:
+            dealer = step.state.round.dealer_id
+    if not rows:
+        return None
+    return {"dealer_id": dealer, "areas": table_layout(rows)}
+
+
+def _bars(points: list[tuple[str, float, int, int]]) -> dict[str, Any]:
+    """Bar chart geometry (SVG attributes, no inline style): label, rate, findings, rounds."""
+    if not points:
+        return {"bars": [], "width": 0, "height": 0, "max": 0}
+    top = max(p[1] for p in points) or 1.0
+    width = 44
+    bars = []
+    for i, (label, rate, n, rounds) in enumerate(points):
+        h = round(150 * rate / top, 1)
+        bars.append({"x": 40 + i * width, "y": round(170 - h, 1), "h": h, "w": width - 6, "label": label, "rate": rate,
+                     "findings": n, "rounds": rounds})  # fmt: skip
+    return {"bars": bars, "width": 60 + len(points) * width, "height": 200, "max": top}
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    cols = [
+        "finding_id", "detected_at", "game", "table_id", "round_id", "dealer_id", "rule_id", "citation", "severity",
+        "status", "review_status", "review_due_at", "review_late", "last_reviewed_by", "last_reviewed_at", "assignee",
+        "cause", "required_remedy", "message",
+    ]  # fmt: skip
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(cols)
+    for r in rows:
+        line = []
+        for c in cols:
+            v = r.get(c)
+            text = utc(v) if isinstance(v, datetime) else "" if v is None else str(v)
+            line.append(neutralise_cell(text))  # a cell a spreadsheet would run is quoted as text
+        w.writerow(line)
+    return buf.getvalue()
+
+
+def table_layout(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Layout rows (from ``dealtrail.replay.layout``) placed as on the felt: the dealer's side
+    (dealer, bank), the middle (community cards, burns, stacks) and the players' seats."""
+    placed: dict[str, list[dict[str, Any]]] = {"dealer": [], "middle": [], "seats": []}
+    for row in rows:
+        area = row["area"]
+        cards = [{**card_face(code), "face_up": face == "UP", "event_id": eid} for eid, code, face in row["cards"]]
+        item = {"area": area, "name": area_name(area), "cards": cards}
+        if area in ("DEALER", "BANK"):
+            placed["dealer"].append(item)
+        elif area.startswith("SEAT_"):
+            placed["seats"].append(item)
+        else:
+            placed["middle"].append(item)
+    placed["seats"].sort(key=lambda i: int(i["area"].split("_")[1]))
+    return placed

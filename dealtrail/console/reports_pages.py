@@ -1,0 +1,164 @@
+"""The reports pages: the list of scheduled reports and their revisions, a report of any span
+made on request, and the scheduled reports' files (only those named, only inside their folder)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+
+from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
+from dealtrail.console.filters import parse_time
+
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
+"""The compliance report is a self-contained page with its own inline styles and no script."""
+
+_LABEL = re.compile(r"^[A-Za-z0-9._:+-]{1,80}$")
+_REPORT_FILES = {"report.html", "summary.json", "findings.csv", "findings.parquet"}
+_REPORT_ORDER = ("report.html", "summary.json", "findings.csv", "findings.parquet")
+
+
+def router(console: Console) -> APIRouter:
+    """The routes under ``/reports`` (none in the API's document)."""
+    routes = APIRouter()
+    config, render = console.config, console.render
+
+    @routes.get("/reports", include_in_schema=False)
+    def reports_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
+        spans = con.execute("SELECT min(occurred_at), max(occurred_at) FROM events").fetchall()
+        span = spans[0] if spans else None
+        return render(
+            request,
+            "reports.html.j2",
+            user,
+            scheduled=_scheduled(config),
+            reports_dir=config.reports_dir,
+            first=span[0] if span else None,
+            last=span[1] if span else None,
+        )
+
+    @routes.get("/reports/view", include_in_schema=False)
+    def report_view(
+        user: PageUser,
+        con: Cursor,
+        from_: Annotated[str | None, Query(alias="from")] = None,
+        to: str | None = None,
+    ) -> Response:
+        from projections.report import write_report
+
+        start, end = parse_time(from_, "from"), parse_time(to, "to")
+        if start is not None and end is not None and start >= end:
+            raise invalid(("query", "to"), "from must be before to")
+        with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:
+            span = f"{utc(start) if start else 'the first event'} to {utc(end) if end else 'the last event'}"
+            title = f"Compliance report, {span}"
+            files = write_report(
+                con,
+                Path(tmp),
+                start,
+                end,
+                title,
+                review_due=config.review_due,
+                property_name=config.property_name,
+                generated_at=config.clock(),
+                console_url="",  # served by the console: its own paths
+            )
+            html = files.html.read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})
+
+    @routes.get("/reports/scheduled/{label}/{name}", include_in_schema=False)
+    def scheduled_file(label: str, name: str, user: PageUser) -> Response:
+        folder = config.reports_dir
+        path = _inside(folder, label, name) if folder is not None and name in _REPORT_FILES else None
+        if path is None or not _LABEL.match(label):
+            raise HTTPException(404)
+        headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
+        return FileResponse(path, headers=headers)
+
+    @routes.get("/reports/scheduled/{label}/{revision}/{name}", include_in_schema=False)
+    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser) -> Response:
+        from projections.period_reports import REVISION
+
+        folder = config.reports_dir
+        ok = folder is not None and _LABEL.match(label) and REVISION.match(revision) and name in _REPORT_FILES
+        path = _inside(folder, label, revision, name) if ok and folder is not None else None
+        if path is None:
+            raise HTTPException(404)
+        headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
+        return FileResponse(path, headers=headers)
+
+    return routes
+
+
+def _scheduled(config: ConsoleConfig) -> list[dict[str, Any]]:
+    """Each period's revisions (``projections.period_reports.history``), latest first, newest
+    period first; a revision's ``base`` is the path its files are served under."""
+    from projections.period_reports import LEGACY, history
+
+    folder = config.reports_dir
+    if folder is None or not folder.is_dir():
+        return []
+    out = []
+    for sub in sorted(folder.iterdir(), reverse=True):
+        if not (sub.is_dir() and _LABEL.match(sub.name)):
+            continue
+        revisions = []
+        for r in reversed(history(sub)):
+            where = sub if r["folder"] == LEGACY else sub / r["folder"]
+            base = f"/reports/scheduled/{quote(sub.name)}" + ("" if r["folder"] == LEGACY else f"/{r['folder']}")
+            files = [name for name in _REPORT_ORDER if (where / name).is_file()]
+            revisions.append({**r, "base": base, "files": files})
+        for r in revisions:
+            r["as_of_shown"] = _shown(r["as_of"])
+        if revisions:
+            try:
+                manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
+                start = datetime.fromisoformat(manifest["start"]).astimezone(UTC)
+                end = datetime.fromisoformat(manifest["end"]).astimezone(UTC)
+                to = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+                span = f"{start:%Y-%m-%d %H:%M} to {to} UTC"
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                span = None
+            out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
+    return out
+
+
+def _shown(value: object) -> str | None:
+    """An ISO 8601 time read from a report's files, shown as :func:`utc` does (None if unreadable)."""
+    try:
+        return utc(datetime.fromisoformat(str(value))) if value else None
+    except ValueError:
+        return None
+
+
+def _inside(root: Path, *names: str) -> Path | None:
+    """The file ``root/names...`` if it lies inside ``root`` once resolved, else None.
+
+    Each name must be one plain path component: not empty, ``.`` or ``..``, and without a slash,
+    a backslash or NUL, however many times the server decoded it (``%2e%2e`` and a double-encoded
+    ``%252e%252e`` both arrive here as ``..``). The path is then resolved (symbolic links
+    followed) and must still be a regular file under ``root`` resolved: a link that points out
+    of the folder is not followed out.
+
+    Args:
+        root: the folder served from.
+        names: the path components below it, as the route received them.
+
+    Returns:
+        The resolved path of a regular file inside ``root``, or None (the caller answers 404).
+    """
+    if any(n in ("", ".", "..") or any(c in n for c in "/\\\0") for n in names):
+        return None
+    try:
+        base = root.resolve(strict=True)
+        path = base.joinpath(*names).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, a link loop, a name the OS refuses
+        return None
+    return path if path.is_relative_to(base) and path.is_file() else None
