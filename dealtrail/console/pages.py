@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,6 +23,7 @@ from dealtrail.console.filters import Filters
 from dealtrail.console.models import ReviewRequest
 from projections import incidents, reviews
 from projections.cards import area_name, card_face
+from projections.reviews import FindingFilter, ReviewDue
 from projections.spreadsheet import neutralise_cell
 from schemas.reviews import Cause, ReviewStatus
 from streams.engine.catalog import RULES_BY_ID
@@ -199,8 +200,12 @@ def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
 
 
 def _rates(con: duckdb.DuckDBPyConnection, dealer: str | None, table: str | None) -> dict[str, Any]:
-    """A dealer's or a table's rounds, findings and rates per 1,000 rounds, by rule and by hour."""
-    cur = con.execute(sql("con_rates.sql"), {"dealer": dealer, "table_id": table})
+    """A dealer's or a table's rounds, incidents and rates per 1,000 rounds, by rule and by hour:
+    the incidents of the report and the floor (a consequence is counted under its cause)."""
+    scope = FindingFilter(table_id=table, dealer=dealer, incident=False)
+    consequences, _ = incidents.records(con, scope, ReviewDue(0, 0, 0), datetime.now(UTC))
+    params = {"dealer": dealer, "table_id": table, "consequences": [c["finding_id"] for c in consequences]}
+    cur = con.execute(sql("con_rates.sql"), params)
     cols = [d[0] for d in cur.description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     by_rule = [r for r in rows if r["kind"] == "rule"]

@@ -211,6 +211,10 @@ def test_every_surface_gives_the_same_incident_open_and_late_counts(
             incidents, open_, late,
         )  # fmt: skip
 
+        for t, n in fs["by_table"].items():  # each table's page counts its incidents, as the report
+            page = _text(client.get(f"/tables/{t}").text)
+            assert re.search(rf"(?<![\d,]){n:,} incidents", page), (t, n, page[:400])
+
         from datetime import time
         from zoneinfo import ZoneInfo
 
