@@ -444,6 +444,8 @@ class Publisher:
             return
         window = self.windows.get(event.table_id)
         if window is None:
+            if event.table_id not in self.keeper.ready:  # a pipe: its tables are prepared as they come
+                self.keeper.prepare([event.table_id])
             head = self.keeper.chainer.heads.get(event.table_id)
             window = self.windows[event.table_id] = TableWindow(head[0] if head else None, self.reorder)
         if self.limits is not None:  # judged on arrival: a seq far ahead must not wait in the window

@@ -67,13 +67,15 @@ async def strict_json_body(request: Request) -> None:
     """Refuse a JSON request body that the standard parser would read loosely: a key twice in
     one object (the last would win), nesting too deep (:func:`schemas.strict_json.loads`).
 
-    Declared once for the whole app; bodies that are not JSON (forms) pass untouched.
+    Declared once for the whole app; forms pass untouched. Every other body is checked, whatever
+    the case of its ``Content-Type`` or without one: FastAPI reads such a body as JSON.
 
     Raises:
         RequestValidationError: 422 with FastAPI's list of errors, one of type
             ``json_invalid`` whose message starts with ``malformed_json`` and names the key.
     """
-    if "json" not in request.headers.get("content-type", ""):
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
         return
     body = await request.body()
     if not body:

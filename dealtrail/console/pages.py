@@ -161,7 +161,7 @@ def router(console: Console) -> APIRouter:
         console.record_review(con, finding_id, user, body)
         return RedirectResponse(f"/findings/{finding_id}?done={action}#reviews", status_code=303)
 
-    @routes.get("/dealers/{dealer_id}", include_in_schema=False)
+    @routes.get("/dealers/{dealer_id:path}", include_in_schema=False)  # an ID may hold a "/"
     def dealer_page(request: Request, dealer_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
         r = _rates(con, dealer_id, None)
         if r["rounds"] == 0:
@@ -171,7 +171,7 @@ def router(console: Console) -> APIRouter:
         ).fetchall()
         return render(request, "rates.html.j2", user, kind="Dealer", key=dealer_id, r=r, related=tables)
 
-    @routes.get("/tables/{table_id}", include_in_schema=False)
+    @routes.get("/tables/{table_id:path}", include_in_schema=False)
     def table_page(request: Request, table_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
         r = _rates(con, None, table_id)
         dealers = con.execute(

@@ -75,7 +75,8 @@ def check_plausible(last_seq: int | None, event: Envelope, limits: Plausibility)
     """Refuse a record whose values no real trail holds (rulebook 10.3.4).
 
     Args:
-        last_seq: the seq of the table's last applied event, or None when the table has no state.
+        last_seq: the seq of the table's last applied event, or None when the table has no state
+            (its trail starts at seq 1, so a first event is judged against 0).
         event: the event about to be applied (or chained).
         limits: the limits in force.
 
@@ -85,10 +86,11 @@ def check_plausible(last_seq: int | None, event: Envelope, limits: Plausibility)
             ``max_clock_skew`` after ``recorded_at``). The table's state is left as it was: the
             next event is judged as if this one had not arrived.
     """
-    if last_seq is not None and event.seq - last_seq > limits.max_seq_jump:
+    last = 0 if last_seq is None else last_seq  # a table's trail starts at seq 1
+    if event.seq - last > limits.max_seq_jump:
         raise EventRejected(
             "implausible_seq_jump",
-            f"seq {event.seq} is {event.seq - last_seq:,} ahead of the table's last seq {last_seq} "
+            f"seq {event.seq} is {event.seq - last:,} ahead of the table's last seq {last} "
             f"(at most {limits.max_seq_jump:,}: DEALTRAIL_MAX_SEQ_JUMP)",
         )
     skew = event.occurred_at - event.recorded_at

@@ -70,6 +70,14 @@ def test_a_seq_far_ahead_is_refused_and_the_rest_of_the_table_is_judged_as_witho
     assert dirty["events"] == clean["events"]
 
 
+def test_a_new_tables_first_event_far_ahead_is_refused(trail: list[bytes], tmp_path: Path) -> None:
+    # a table's trail starts at seq 1: a first event at 2**62 would make every later seq unstorable
+    first = json.loads(trail[0])
+    new = bad_copy(trail[0], 1, seq=2**62, table_id="NEW-TABLE", game=first["game"])
+    dirty = audited(tmp_path, "dirty", [*trail, new])
+    assert [(d["reason"], d["line"]) for d in dirty["dead"]] == [("implausible_seq_jump", len(trail) + 1)]
+
+
 def test_without_the_limit_a_seq_far_ahead_poisons_the_rest_of_its_table(trail: list[bytes], tmp_path: Path) -> None:
     """What the limit prevents: the record becomes the table's head and the rest of its trail
     turns into contradictory-seq findings."""
