@@ -215,6 +215,8 @@ REQUEST_MS = 2_000
 cluster (milliseconds): short, so that a stop during an outage ends the process within seconds."""
 CLOSE_MS = 1_000
 """How long closing the consumer waits for the cluster (milliseconds)."""
+IDLE_LOOK = 2.0
+"""Seconds without a new batch after which the projector looks for due reports (seconds)."""
 RETRY_CAP = 5.0
 """The longest wait between two attempts to reach the cluster (seconds)."""
 
@@ -261,12 +263,26 @@ class _Reporting:
         self.grace, self.check_seconds = grace, check_seconds
         self.watch: Any = None  # dealtrail.schedule.ReportWatch
         self.next_look = 0.0
+        self.dirty = False  # batches stored since the last look
+        self.last_write = 0.0
 
-    def look(self, caught_up: bool = False) -> None:
-        """Write what is due, if ``check_seconds`` have passed since the last look or ``caught_up``."""
+    def look(self, wrote: bool, caught_up: bool = False) -> None:
+        """Write what is due: when the projector has ``caught_up`` (``--once``), when it has been
+        idle for :data:`IDLE_LOOK` seconds after storing batches (so a period's report follows
+        its last events, without a revision per burst), and at most every ``check_seconds``
+        while batches keep coming.
+
+        Args:
+            wrote: the poll before this look stored a batch.
+            caught_up: ``--once`` has read everything: look now.
+        """
         if self.schedule is None or self.reports is None:
             return
-        if not caught_up and time.monotonic() < self.next_look:
+        now = time.monotonic()
+        if wrote:
+            self.dirty, self.last_write = True, now
+        idle = self.dirty and now - self.last_write >= IDLE_LOOK
+        if not (caught_up or idle or now >= self.next_look):
             return
         from dealtrail.schedule import ReportWatch, run_due
 
@@ -283,6 +299,7 @@ class _Reporting:
                 grace=self.grace,
                 watch=self.watch,
             )
+        self.dirty = False
         self.next_look = time.monotonic() + self.check_seconds
 
 
@@ -366,7 +383,7 @@ class _Run:
         stop: threading.Event,
         deadline: float | None,
         max_seconds: float | None,
-        scheduled: Callable[[bool], None],
+        scheduled: Callable[..., None],
     ) -> bool:
         """Read batches into the store until stopped, caught up (``once``) or past ``deadline``
         (monotonic seconds): True. While the cluster does not answer, it keeps polling (the
@@ -396,7 +413,7 @@ class _Run:
                     )
                 if self.on_batch is not None:
                     self.on_batch(added)
-            scheduled(False)
+            scheduled(bool(polled))
             now = time.monotonic()
             if (not polled and once) or now >= next_probe:
                 lag = self.lag(consumer)
@@ -408,7 +425,7 @@ class _Run:
                     probe.reset()
                     next_probe = now + PROBE_EVERY
                     if once and not polled and lag == 0:
-                        scheduled(True)  # caught up: the reports of what is stored now
+                        scheduled(False, True)  # caught up: the reports of what is stored now
                         return True
             if deadline is not None and time.monotonic() > deadline:
                 if once:
