@@ -108,7 +108,8 @@ def edge_events(draw: Any, templates: dict[str, dict[str, Any]]) -> list[bytes]:
             doc["occurred_at"] = doc["recorded_at"] = at
         doc["actor"] = {**doc["actor"], "id": "A" * 128}
         out.append(doc)
-    # the largest seq the schema admits, as a table's first event: the store holds it
+    # the largest seq the schema admits, as a table's first event: a trail starts at seq 1, so
+    # it is refused as implausible (rulebook 10.3.4), never stored as the table's head
     out.append(_unchained(config, table_id=EDGE_TABLE_2, event_id="EDGE-SEQ", seq=2**62))
     return [json.dumps(d).encode() for d in out]
 
@@ -172,9 +173,10 @@ def test_bad_records_and_edge_values_leave_the_findings_on_the_rest_of_the_trail
             k += 1
         mixed.append(line)
     mixed += edges
+    expected[len(mixed)] = "implausible_seq_jump"  # EDGE-SEQ, the last line
     result = _audit(shift["folder"], "mixed", mixed)
     clean = shift["clean"]
     assert {d["line"]: d["reason"] for d in result["dead"]} == expected
-    edge_ids = {json.loads(e)["event_id"] for e in edges}
+    edge_ids = {json.loads(e)["event_id"] for e in edges} - {"EDGE-SEQ"}
     assert result["events"] == clean["events"] | edge_ids  # every other event stored, the edges too
     assert [f for f in result["findings"] if f[3] not in (EDGE_TABLE, EDGE_TABLE_2)] == clean["findings"]

@@ -23,6 +23,9 @@ class Recorder:
         self.sent_at.append(self.clock[0])
         summary.sent += 1
 
+    def release_held(self, summary: PublishSummary) -> None:
+        """Nothing is held here (the real publisher's reorder windows)."""
+
     def flush(self) -> None:
         if self.failed:
             raise PublishError(self.failed)
