@@ -50,8 +50,10 @@ def _host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _console_config(settings: Settings, secure: bool = False) -> object:
-    """The console's resolved configuration (``ConsoleConfig``) from the settings."""
+def _console_config(settings: Settings, secure: bool = False, reports: Path | None = None) -> object:
+    """The console's resolved configuration (``ConsoleConfig``) from the settings; ``reports``
+    is the folder of scheduled reports to list when ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset
+    (a projector's own ``--reports``)."""
     from dealtrail.console.app import ConsoleConfig, new_session_secret
 
     secret = settings.console.session_secret
@@ -59,7 +61,7 @@ def _console_config(settings: Settings, secure: bool = False) -> object:
         review_due=review_due(settings),
         session_secret=secret.get_secret_value() if secret else new_session_secret(),
         secure_cookies=secure,
-        reports_dir=settings.console.reports_dir,
+        reports_dir=settings.console.reports_dir or reports,
         poll_seconds=settings.console.poll_seconds,
         property_name=settings.property_name,
     )

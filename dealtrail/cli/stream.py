@@ -203,7 +203,8 @@ def project(
     try:
         with store:
             if address is not None:
-                hosted = _host_console(settings, store, lock, address, db, link, stop)
+                own = (reports or settings.out / "periods") if spec is not None else None  # its shift reports
+                hosted = _host_console(settings, store, lock, address, db, link, stop, own)
             elif settings.health.port is not None and not once:
                 health = _serve_health(settings, link)
             try:
@@ -353,9 +354,11 @@ def _host_console(
     db: Path,
     link: object,
     stop: threading.Event,
+    reports: Path | None = None,
 ) -> _HostedConsole:
     """Start the console over the projector's store: reviews to the reviews topic, users and
-    notifications through the store's connection under the projector's write lock.
+    notifications through the store's connection under the projector's write lock; its Reports
+    page lists ``reports`` (the projector's scheduled reports) unless the settings name a folder.
 
     The console serves at once, whether Kafka answers or not: its review producer connects in
     the background (a review is answered 503 until it has, and while the cluster is away), and
@@ -371,7 +374,7 @@ def _host_console(
     from streams.review_publish import ReviewPublisher, ReviewPublishError
 
     assert isinstance(store, Store)
-    config = _console_config(settings)
+    config = _console_config(settings, reports=reports)
     assert isinstance(config, ConsoleConfig)
     producer: list[ReviewPublisher] = []
 

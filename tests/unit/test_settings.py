@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dealtrail.settings import Settings
@@ -53,3 +55,18 @@ def test_the_worker_and_its_reread_use_the_resolved_address(clean_env: pytest.Mo
     clean_env.setenv("DEALTRAIL_KAFKA_BOOTSTRAP", "w1:19092,w2:19092")
     settings = Settings()
     assert faust_settings(settings)["broker"] == ["kafka://w1:19092", "kafka://w2:19092"]
+
+
+def test_a_projector_serving_the_console_lists_its_own_scheduled_reports(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from dealtrail.cli.console import _console_config
+    from dealtrail.console.app import ConsoleConfig
+
+    monkeypatch.delenv("DEALTRAIL_CONSOLE__REPORTS_DIR", raising=False)
+    own = tmp_path / "periods"
+    config = _console_config(Settings(), reports=own)
+    assert isinstance(config, ConsoleConfig) and config.reports_dir == own
+    monkeypatch.setenv("DEALTRAIL_CONSOLE__REPORTS_DIR", str(tmp_path / "named"))
+    config = _console_config(Settings(), reports=own)
+    assert isinstance(config, ConsoleConfig) and config.reports_dir == tmp_path / "named"  # the setting wins
