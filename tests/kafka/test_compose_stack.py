@@ -264,8 +264,12 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
             served = {f["finding_id"] for f in listed.json()["findings"]}
             assert listed.json()["total"] == len(served)
         # 6. the services' own healthchecks: the workers alive, the projector ready
-        for i in range(replicas):
-            check = healthcheck(services["worker"], alive[i], data, bootstrap, port)
+        for i in range(replicas):  # retried as compose retries a healthcheck (a worker may start late)
+            for _ in range(30):
+                check = healthcheck(services["worker"], alive[i], data, bootstrap, port)
+                if check.returncode == 0:
+                    break
+                time.sleep(1)
             assert check.returncode == 0, check.stderr
         check = healthcheck(services["projector"], user, data, bootstrap, port)
         assert check.returncode == 0, check.stderr
