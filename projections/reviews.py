@@ -124,14 +124,42 @@ def find(
 
 
 def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
-    """The finding's review events, oldest first, as dicts (type, user_name, reviewed_at, ...)."""
+    """The finding's review events, oldest first, as dicts (type, user_name, reviewed_at, ...,
+    ``references``: the video references attached, as dicts of camera, clip_id, url and note;
+    an empty list for a review without any, or stored before references existed)."""
     cur = con.execute(
-        """SELECT review_id, type, user_name, reviewed_at, assignee, cause, corrective_action, note
+        """SELECT review_id, type, user_name, reviewed_at, assignee, cause, corrective_action, note,
+                  coalesce(payload->'references', '[]')::VARCHAR AS refs
            FROM reviews WHERE finding_id = ? ORDER BY reviewed_at, review_id""",
         [finding_id],
     )
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    out = []
+    for row in cur.fetchall():
+        rec = dict(zip(cols, row, strict=True))
+        rec["references"] = _references(rec.pop("refs"))
+        out.append(rec)
+    return out
+
+
+def _references(text: str | None) -> list[dict[str, str]]:
+    """The video references of a stored review payload's ``references`` (JSON text), each
+    checked again by :class:`schemas.reviews.VideoReference`; one that no longer validates is
+    left out of links and shown as ``invalid`` with its camera text, never dropped silently."""
+    import json
+
+    from pydantic import ValidationError
+
+    from schemas.reviews import VideoReference
+
+    out: list[dict[str, str]] = []
+    for item in json.loads(text or "[]") or []:
+        try:
+            out.append(VideoReference.model_validate(item).model_dump())
+        except ValidationError:
+            camera = str(item.get("camera", "")) if isinstance(item, dict) else ""
+            out.append({"camera": camera[:128], "clip_id": "", "url": "", "note": "", "invalid": "yes"})
+    return out
 
 
 REVIEWS_SCHEMA = pa.schema(
