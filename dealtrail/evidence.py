@@ -162,7 +162,7 @@ def _link_problem(text: str, data: dict[str, Any], head_hash: str | None) -> str
 def build_package(
     con: duckdb.DuckDBPyConnection,
     finding_id: str,
-    limits: Plausibility,
+    limits: Plausibility | None,
     generated_at: datetime,
     digest: dict[str, Any] | None = None,
 ) -> Package:
@@ -172,7 +172,7 @@ def build_package(
         con: a connection to the store (read-only is enough).
         finding_id: the finding (32 hex characters).
         limits: the plausibility limits the audit applied (``settings.plausibility``, rulebook
-            10.3.4): recorded in the manifest, the verifier applies the same.
+            10.3.4): recorded in the manifest, the verifier applies the same; None: none checked.
         generated_at: when the package is made (timezone-aware), written to the manifest.
         digest: a saved digest's ``tables`` (``dealtrail digest --out``); None: the table's
             chain head now, computed as ``dealtrail digest`` does.
@@ -321,10 +321,9 @@ def build_package(
         "generated_at": generated_at.astimezone(UTC).isoformat(),
         "engine_version": ENGINE_VERSION,
         "rulebook_revision": RULEBOOK_REVISION,
-        "plausibility": {
-            "max_seq_jump": limits.max_seq_jump,
-            "max_clock_skew_seconds": limits.max_clock_skew.total_seconds(),
-        },
+        "plausibility": None
+        if limits is None
+        else {"max_seq_jump": limits.max_seq_jump, "max_clock_skew_seconds": limits.max_clock_skew.total_seconds()},
         "events": len(lines),
         "chain_links": len(links),
         "hash_only_links": sum(1 for x in links if "line" not in x),
@@ -580,9 +579,11 @@ def _verify(folder: _Folder, report: PackageReport) -> None:
     )
 
     # 3-4: the start states anchored in the chain, and the finding re-derived by the engine
-    limits = Plausibility(
-        int(manifest["plausibility"]["max_seq_jump"]),
-        timedelta(seconds=float(manifest["plausibility"]["max_clock_skew_seconds"])),
+    bounds = manifest.get("plausibility")
+    limits = (
+        None
+        if bounds is None
+        else Plausibility(int(bounds["max_seq_jump"]), timedelta(seconds=float(bounds["max_clock_skew_seconds"])))
     )
     starts = _json(folder, "start-states.json")
     by_line = {int(s["first_line"]): s for s in starts}

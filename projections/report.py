@@ -731,6 +731,7 @@ def write_report(
                 reviews_until=as_of,
             )
             review_rows = {r["finding_id"]: r for r in rows}
+        video_refs = reviews.video_references(con, start, end, as_of)  # attached in reviews (issue 22)
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
             open_private(p, binary=True).close()
         # the CSV's text cells neutralised (a spreadsheet opens it); the Parquet stays raw
@@ -801,6 +802,7 @@ def write_report(
             rule_label=rule_label,
             rule_name=lambda rule_id: rule_label(rule_id, 400),
             top=TOP,
+            video_references=video_refs,
         )
     )
     html_path = out_dir / "report.html"

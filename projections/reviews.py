@@ -274,3 +274,42 @@ def review_rows_json(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def video_references(
+    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, as_of: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The video references attached in reviews of the findings detected in [start, end), made
+    up to ``as_of`` (None: every review), oldest review first.
+
+    Returns:
+        One dict per reference: ``finding_id``, ``rule_id``, ``table_id``, ``round_id``,
+        ``user_name``, ``type`` and ``reviewed_at`` of its review, and ``camera``, ``clip_id``,
+        ``url``, ``note`` (and ``invalid`` for a stored one that no longer validates).
+    """
+    if not has_console_tables(con):
+        return []
+    rows = con.execute(
+        """SELECT r.finding_id, d.rule_id, d.table_id, d.round_id, r.user_name, r.type, r.reviewed_at,
+                  (r.payload->'references')::VARCHAR
+           FROM reviews r JOIN fct_detections d USING (finding_id)
+           WHERE json_array_length(r.payload->'references') > 0
+             AND ($start::TIMESTAMPTZ IS NULL OR d.observed_at >= $start)
+             AND ($end::TIMESTAMPTZ IS NULL OR d.observed_at < $end)
+             AND ($as_of::TIMESTAMPTZ IS NULL OR r.reviewed_at <= $as_of)
+           ORDER BY r.reviewed_at, r.review_id""",
+        {"start": start, "end": end, "as_of": as_of},
+    ).fetchall()
+    out = []
+    for finding_id, rule_id, table_id, round_id, user_name, type_, reviewed_at, refs in rows:
+        review = {
+            "finding_id": finding_id,
+            "rule_id": rule_id,
+            "table_id": table_id,
+            "round_id": round_id,
+            "user_name": user_name,
+            "type": type_,
+            "reviewed_at": reviewed_at,
+        }
+        out.extend({**review, **ref} for ref in _references(refs))
+    return out

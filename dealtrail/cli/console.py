@@ -66,6 +66,7 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
         poll_seconds=settings.console.poll_seconds,
         property_name=settings.property_name,
         video=VideoLinks.from_settings(settings.video),
+        plausibility=settings.plausibility,
     )
 
 

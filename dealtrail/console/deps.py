@@ -27,6 +27,7 @@ from ulid import ULID
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
 from dealtrail.video import VideoLinks
+from streams.engine import Plausibility
 from projections import access, incidents, reviews
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
@@ -55,6 +56,8 @@ class ConsoleConfig:
         property_name: the casino property report headers name (resolved settings); None: none.
         video: the tables' cameras and the clip links of the video management system
             (:class:`dealtrail.video.VideoLinks`, from ``settings.video``); default: none.
+        plausibility: the limits of rulebook 10.3.4 the audit applies (``settings.plausibility``),
+            for the evidence packages the finding page downloads; None: none checked.
     """
 
     review_due: ReviewDue
@@ -65,6 +68,7 @@ class ConsoleConfig:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     property_name: str | None = None
     video: VideoLinks = field(default_factory=VideoLinks)
+    plausibility: Plausibility | None = None
 
 
 class LoginRequiredError(Exception):
