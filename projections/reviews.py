@@ -300,7 +300,7 @@ def video_references(
            ORDER BY r.reviewed_at, r.review_id""",
         {"start": start, "end": end, "as_of": as_of},
     ).fetchall()
-    out = []
+    out: list[dict[str, Any]] = []
     for finding_id, rule_id, table_id, round_id, user_name, type_, reviewed_at, refs in rows:
         review = {
             "finding_id": finding_id,

@@ -27,7 +27,6 @@ from ulid import ULID
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
 from dealtrail.video import VideoLinks
-from streams.engine import Plausibility
 from projections import access, incidents, reviews
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
@@ -38,6 +37,7 @@ from schemas.reviews import (
     FindingDisposed,
     FindingReopened,
 )
+from streams.engine import Plausibility
 
 SEVERITIES = ("voiding", "integrity", "procedural")
 

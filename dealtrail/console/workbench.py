@@ -61,32 +61,32 @@ def router(console: Console) -> APIRouter:
         user: PageUser,
         con: Cursor,
         csrf: Annotated[str, Form()],
-        action: Annotated[str, Form()],
+        ref_action: Annotated[str, Form()],
         camera: Annotated[str, Form(max_length=128)],
         clip_id: Annotated[str, Form(max_length=200)] = "",
         url: Annotated[str, Form(max_length=2000)] = "",
         reference_note: Annotated[str, Form(max_length=4000)] = "",
-        cause: Annotated[str, Form()] = "",
-        note: Annotated[str, Form(max_length=4000)] = "",
+        ref_cause: Annotated[str, Form()] = "",
+        ref_review_note: Annotated[str, Form(max_length=4000)] = "",
     ) -> Response:
         console.check_csrf(request, csrf)
         if not user.can_review:
             raise HTTPException(403, "a viewer cannot review findings")
-        if action not in REFERENCE_ACTIONS:
-            raise invalid(("body", "action"), f"action must be one of {', '.join(REFERENCE_ACTIONS)}")
+        if ref_action not in REFERENCE_ACTIONS:
+            raise invalid(("body", "ref_action"), f"ref_action must be one of {', '.join(REFERENCE_ACTIONS)}")
         try:
             body = ReviewRequest.model_validate(
                 {
-                    "action": action,
-                    "cause": cause or None,
-                    "note": note,
+                    "action": ref_action,
+                    "cause": ref_cause or None,
+                    "note": ref_review_note,
                     "references": [{"camera": camera, "clip_id": clip_id, "url": url, "note": reference_note}],
                 }
             )
         except ValidationError as exc:  # refused as the API refuses them
             raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
         console.record_review(con, finding_id, user, body)
-        return RedirectResponse(f"/findings/{finding_id}?done={action}#video", status_code=303)
+        return RedirectResponse(f"/findings/{finding_id}?done={ref_action}#video", status_code=303)
 
     @routes.get("/findings/{finding_id}/evidence.zip", include_in_schema=False)
     def evidence_zip(finding_id: str, user: PageUser, con: Cursor) -> Response:
