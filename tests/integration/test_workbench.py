@@ -4,8 +4,10 @@ verify-package``, a tampered event named, the finding page's download (issue 22,
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import logging
 import re
 import shutil
 import stat
@@ -240,6 +242,11 @@ def test_evidence_then_verify_package_passes_and_one_altered_byte_fails_naming_t
     # a package is never written over another
     again = runner.invoke(cli, ["evidence", "--db", str(audited_shift), "--finding", fid, "--out", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
+    unknown = runner.invoke(
+        cli, ["evidence", "--db", str(audited_shift), "--finding", "f" * 32, "--out", str(tmp_path / "u")]
+    )
+    assert unknown.exit_code == 2 and "no finding" in unknown.output and not (tmp_path / "u").exists()
+    assert runner.invoke(cli, ["verify-package", str(tmp_path / "nothing-here")]).exit_code == 2
     # one byte of one event altered (a digit of its time): the event is named, exit 4
     lines = (out / "events.jsonl").read_bytes().split(b"\n")
     victim = json.loads(lines[2])
@@ -294,14 +301,21 @@ def test_verify_package_refuses_a_rewritten_event_and_chain_and_warns_of_another
     assert report.ok and any("rulebook revision 99" in n and n.startswith("WARNING") for n in report.notes)
 
 
-def test_finding_page_downloads_the_same_package_for_a_logged_in_user(store: Store, tmp_path: Path) -> None:
+def test_finding_page_downloads_the_same_package_for_a_logged_in_user(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     fid, _, _ = _finding(store.con)
     client = _client(store, VideoLinks())
     assert client.get(f"/findings/{fid}/evidence.zip", follow_redirects=False).status_code == 303  # to the login
     _login(client, "vic", "vic-viewer-pass")
     assert f'href="/findings/{fid}/evidence.zip"' in client.get(f"/findings/{fid}").text
-    r = client.get(f"/findings/{fid}/evidence.zip")
+    with caplog.at_level(logging.INFO, logger="dealtrail.console.evidence"):
+        r = client.get(f"/findings/{fid}/evidence.zip")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+    sha = hashlib.sha256(r.content).hexdigest()
+    assert [m.getMessage() for m in caplog.records] == [
+        f"evidence package downloaded: user=vic finding={fid} sha256={sha}"
+    ]
     expected = build_package(store.con, fid, LIMITS, NOW)
     with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
         got = {Path(n).name: zf.read(n) for n in zf.namelist()}
