@@ -8,7 +8,8 @@
   to the reviews topic in the streaming deployment).
 - ``GET /findings/{id}/evidence.zip``: the finding's evidence package
   (:func:`dealtrail.evidence.build_package`), for any logged-in user; each download is logged
-  (user, finding, the zip's SHA-256) on the ``dealtrail.console.evidence`` logger.
+  (user, finding, the zip's SHA-256) on the ``dealtrail.console.evidence`` logger, which writes
+  to standard error.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ def router(console: Console) -> APIRouter:
     """The routes of this module over ``console`` (and the ``video_clips`` template function)."""
     routes = APIRouter()
     video = console.config.video
+    if not log.handlers:  # the downloads go to standard error (compose: docker compose logs projector)
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
     def video_clips(table_id: str, evidence: list[dict[str, Any]]) -> dict[str, Any]:
         """What the finding page shows of video: the cameras, the window and the clips."""
