@@ -488,10 +488,15 @@ def verify_package(path: Path) -> PackageReport:
         EvidenceError: the path is no package, or a file of it is missing or not JSON.
     """
     report = PackageReport()
+    folder = _Folder(path)
     try:
-        _verify(_Folder(path), report)
+        _verify(folder, report)
     except _Failed as exc:
         report.fail(exc.problem, exc.event_id)
+    except EvidenceError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:  # a field missing or of the wrong kind (pydantic's errors too)
+        report.fail(f"the package is malformed or made by an engine this one cannot read: {type(exc).__name__}: {exc}")
     return report
 
 
@@ -599,7 +604,14 @@ def _verify(folder: _Folder, report: PackageReport) -> None:
                 "state_sha256"
             ):
                 raise _Failed(f"the engine state before line {line_no} does not match its SHA-256", event.event_id)
-            state = load_state(json.dumps(start["state"])) if start["state"] is not None else None
+            try:
+                state = load_state(json.dumps(start["state"])) if start["state"] is not None else None
+            except ValueError as exc:
+                raise _Failed(
+                    f"the engine state before event {event.event_id} does not load in this engine "
+                    f"({ENGINE_VERSION}): {type(exc).__name__}",
+                    event.event_id,
+                ) from None
             anchor_hash = head_before[line_no][1]
             if (state.last_hash if state is not None else None) != anchor_hash:
                 raise _Failed(

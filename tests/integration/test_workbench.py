@@ -292,6 +292,15 @@ def test_verify_package_refuses_a_rewritten_event_and_chain_and_warns_of_another
     (out2 / "chain.jsonl").write_text("\n".join(links) + "\n")
     report = verify_package(out2)
     assert not report.ok and report.event_id == json.loads(links[k + 1])["event_id"]
+    # an engine state this engine cannot load: refused, naming the event it was to start at
+    out4 = package.write(tmp_path / "p4")
+    states = json.loads((out4 / "start-states.json").read_text())
+    assert states[0]["state"] is not None  # the round starts mid-table: the engine resumes from a state
+    states[0]["state"] = {"table_id": "T", "unknown": 1}
+    states[0]["state_sha256"] = hashlib.sha256(json.dumps(states[0]["state"], sort_keys=True).encode()).hexdigest()
+    (out4 / "start-states.json").write_text(json.dumps(states))
+    report = verify_package(out4)
+    assert not report.ok and "does not load" in (report.problem or "") and report.event_id == event.event_id
     # a package judged under another rulebook revision: said plainly, the engine's rules used
     out3 = package.write(tmp_path / "p3")
     manifest = json.loads((out3 / "manifest.json").read_text())
