@@ -188,8 +188,8 @@ def test_notifications_name_the_dealer_beside_the_id() -> None:
 
 
 def test_an_excel_saved_roster_with_bom_crlf_quotes_and_windows_1252_reads_like_a_plain_one() -> None:
-    plain = b"staff_id,name,role\nD-1,Ann Lee,dealer\nD-2,\"Smith, Jos\xc3\xa9\",dealer\nF-1,Sam Super,supervisor\n"
-    excel = "\ufeffStaff ID,Name,Role,Active\r\nD-1,Ann Lee,Dealer,yes\r\n\"D-2\",\"Smith, José\",dealer,\r\n"
+    plain = b'staff_id,name,role\nD-1,Ann Lee,dealer\nD-2,"Smith, Jos\xc3\xa9",dealer\nF-1,Sam Super,supervisor\n'
+    excel = '\ufeffStaff ID,Name,Role,Active\r\nD-1,Ann Lee,Dealer,yes\r\n"D-2","Smith, José",dealer,\r\n'
     excel += 'F-1,"Sam ""Boss"" Super",SUPERVISOR,Y\r\n,,,\r\n'
     semicolons = "staff_id;name;role\r\nD-1;Ann Lee;dealer\r\nD-2;Smith, José;dealer\r\nF-1;Sam Super;supervisor\r\n"
     got = {}
@@ -289,11 +289,12 @@ def test_staff_admin_page_is_for_admins_only_needs_csrf_and_records_each_change(
     csrf = _csrf(page.text)
     r = c.post("/admin/staff", data={"csrf": "forged", "op": "save", "staff_id": "D-9", "name": "X", "role": "dealer"})
     assert r.status_code == 403
-    r = c.post("/admin/staff", data={"csrf": csrf, "op": "save", "staff_id": "D-9", "name": "Nia Ode", "role": "dealer"})
+    nia = {"csrf": csrf, "op": "save", "staff_id": "D-9", "name": "Nia Ode"}
+    r = c.post("/admin/staff", data={**nia, "role": "dealer"})
     assert r.status_code == 200 and "Nia Ode (D-9): added" in r.text
     r = c.post("/admin/staff", data={"csrf": csrf, "op": "save", "staff_id": "D-9", "name": "", "role": "croupier"})
     assert r.status_code == 422 and 'value="D-9"' in r.text and "role" in r.text  # the typed values kept
-    c.post("/admin/staff", data={"csrf": csrf, "op": "save", "staff_id": "D-9", "name": "Nia Ode", "role": "supervisor"})
+    c.post("/admin/staff", data={**nia, "role": "supervisor"})
     r = c.post("/admin/staff", data={"csrf": csrf, "op": "deactivate", "staff_id": "D-9"})
     assert "deactivated" in r.text
     history = staff.history(store.con, "D-9")
