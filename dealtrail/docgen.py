@@ -37,7 +37,19 @@ REPORTERS = ("report", "demo", "schedule", "project", "serve")
 
 READERS: dict[str, tuple[str, ...]] = {
     "kafka": KAFKA_CLIENTS,
-    "db": ("audit", "reaudit", "report", "project", "replay", "schedule", "verify", "digest", "serve", "users", "staff"),
+    "db": (
+        "audit",
+        "reaudit",
+        "report",
+        "project",
+        "replay",
+        "schedule",
+        "verify",
+        "digest",
+        "serve",
+        "users",
+        "staff",
+    ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,
     "namespace": KAFKA_CLIENTS,
