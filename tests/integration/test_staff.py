@@ -107,7 +107,7 @@ def test_names_from_an_imported_roster_appear_on_the_floor_finding_dealer_pages_
     i = dealers.index(dealer)
     page = client.get(f"/findings/{fid}").text
     assert f"Dealer Nr {i} ({dealer})" in page
-    assert re.search(r"Supervisor on duty</dt><dd>Sam Super \(FLOOR-1\)", page)
+    assert re.search(r"Supervisor on duty</dt><dd[^>]*>Sam Super \(FLOOR-1\)</dd>", page)
     listing = client.get("/findings", params={"dealer": dealer}).text
     assert f"Dealer Nr {i} ({dealer})" in listing
     dealer_page = client.get(f"/dealers/{dealer}").text
