@@ -365,3 +365,18 @@ def test_the_reports_chart_over_time_has_a_zero_slot_for_an_hour_without_finding
     assert minutes == 60 and len(slots) == 8
     assert slots[datetime(2026, 11, 27, 20)] == Counter()
     assert list(slots) == sorted(slots)
+
+
+def test_a_version_1_roster_event_decodes_and_refuses_a_naive_time_or_an_unknown_field() -> None:
+    golden = (
+        b'{"type":"StaffMemberRecorded","change_id":"01JSTAFFGOLDEN0000000000X1","staff_id":"D-C691-04-3",'
+        b'"name":"Lee, Ann","role":"dealer","active":true,"change":"added","recorded_by":"cli",'
+        b'"recorded_at":"2026-11-27T18:00:00Z","source":"import:staff.csv","schema_version":1}'
+    )
+    event = STAFF_ADAPTER.validate_json(golden)
+    assert (event.staff_id, event.name, event.role, event.active) == ("D-C691-04-3", "Lee, Ann", "dealer", True)
+    assert STAFF_ADAPTER.validate_json(event.model_dump_json()) == event
+    with pytest.raises(ValueError):
+        STAFF_ADAPTER.validate_json(golden.replace(b"18:00:00Z", b"18:00:00"))
+    with pytest.raises(ValueError):
+        STAFF_ADAPTER.validate_json(golden.replace(b'"schema_version":1', b'"schema_version":1,"email":"x"'))
