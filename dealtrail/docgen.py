@@ -27,16 +27,29 @@ from schemas.base import SCHEMA_VERSION
 from schemas.events import EVENT_TYPES
 from streams.engine.catalog import RULEBOOK_REVISION, RULES
 
-KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify")
-"""The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``)."""
-WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users")
+KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify", "staff")
+"""The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``, ``staff
+import --publish``)."""
+WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users", "staff")
 """The commands that open the store for writing."""
 REPORTERS = ("report", "demo", "schedule", "project", "serve")
 """The commands that write or show compliance reports."""
 
 READERS: dict[str, tuple[str, ...]] = {
     "kafka": KAFKA_CLIENTS,
-    "db": ("audit", "reaudit", "report", "project", "replay", "schedule", "verify", "digest", "serve", "users"),
+    "db": (
+        "audit",
+        "reaudit",
+        "report",
+        "project",
+        "replay",
+        "schedule",
+        "verify",
+        "digest",
+        "serve",
+        "users",
+        "staff",
+    ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,
     "namespace": KAFKA_CLIENTS,

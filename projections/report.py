@@ -26,7 +26,7 @@ import jinja2
 import pyarrow as pa
 
 from projections import incidents as incident_model
-from projections import reviews
+from projections import reviews, staff
 from projections.generations import generation_diff, generation_info
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.spreadsheet import neutralise_table
@@ -96,6 +96,27 @@ def _svg(fig: Any) -> str:
     return svg[svg.find("<svg") :]
 
 
+def time_slots(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> tuple[int, dict[datetime, Counter[str]]]:
+    """Findings per time slot and severity for the chart over time: ``(minutes per slot, {slot
+    start (wall clock of tz, naive): counts by severity})``, every slot from the first finding's
+    to the last one's present, in order (a slot without a finding is all zeros, never skipped).
+    Slots are 60 minutes when the findings span more than 6 hours, else 15."""
+    if not rows:
+        return 60, {}
+    times = [r["detected_at"].astimezone(tz).replace(tzinfo=None) for r in rows]
+    span = max(times) - min(times)
+    minutes = 60 if span > timedelta(hours=6) else 15
+    found: dict[datetime, Counter[str]] = defaultdict(Counter)
+    for t, r in zip(times, rows, strict=True):
+        found[t.replace(minute=t.minute - t.minute % minutes, second=0, microsecond=0)][r["severity"]] += 1
+    slots: dict[datetime, Counter[str]] = {}
+    slot, last = min(found), max(found)
+    while slot <= last:
+        slots[slot] = found.get(slot, Counter())
+        slot += timedelta(minutes=minutes)
+    return minutes, slots
+
+
 def _chart_svg(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> str:
     """Findings per hour, stacked by severity, as an inline SVG (empty string if no finding);
     the time axis is the wall clock of ``tz``, labelled."""
@@ -107,14 +128,8 @@ def _chart_svg(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    times = [r["detected_at"].astimezone(tz).replace(tzinfo=None) for r in rows]
-    span = max(times) - min(times)
-    minutes = 60 if span > timedelta(hours=6) else 15
-    buckets: dict[datetime, Counter[str]] = defaultdict(Counter)
-    for t, r in zip(times, rows, strict=True):
-        slot = t.replace(minute=t.minute - t.minute % minutes, second=0, microsecond=0)
-        buckets[slot][r["severity"]] += 1
-    hours = sorted(buckets)
+    minutes, buckets = time_slots(rows, tz)
+    hours = list(buckets)
     fig, ax = plt.subplots(figsize=(9, 3), dpi=100)
     bottom = [0] * len(hours)
     colours = {"voiding": "#b2182b", "integrity": "#ef8a62", "procedural": "#67a9cf"}
@@ -625,7 +640,8 @@ def report_digest(
     }
     said = {
         "figures": figs,
-        "findings": _jsonable(findings),
+        # the roster's names are left out: naming a dealer changes no fact of the period
+        "findings": _jsonable([{k: v for k, v in f.items() if k != "dealer_name"} for f in findings]),
         "reviews": {
             fid: [r.get("review_status"), r.get("assignee"), bool(r.get("review_late"))]
             for fid, r in sorted(review_rows.items())
@@ -713,7 +729,8 @@ def write_report(
         covered = coverage(con, start, end, as_of)
         judged = judge_status(con, start, end, grace) if grace is not None else None
         make_private_dirs(out_dir)
-        table = query(con, "rpt_findings", start, end)
+        names = staff.names(con)  # the roster's names: beside each dealer ID on the page and in the exports
+        table = staff.with_names(query(con, "rpt_findings", start, end), names)
         findings = _with_rulebook_revisions(con, table.to_pylist())
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
@@ -803,6 +820,7 @@ def write_report(
             rule_name=lambda rule_id: rule_label(rule_id, 400),
             top=TOP,
             video_references=video_refs,
+            person=lambda staff_id: staff.label(staff_id, names),
         )
     )
     html_path = out_dir / "report.html"

@@ -11,9 +11,10 @@ import typer
 from dealtrail.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from projections.store import BatchCounts
+    from schemas.staff import StaffMemberRecorded
     from streams.publish import PublishSummary
 
 from dealtrail.cli.common import (
@@ -286,6 +287,24 @@ def _restore_signals(stop: _Stop) -> None:
         signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
+def _publish_staff(settings: Settings) -> Callable[[Sequence[StaffMemberRecorded]], None]:
+    """The console's staff sink in the streaming deployment: each roster change is published to
+    the staff topic by a producer made for it (changes are rare) and stored by the projector.
+
+    The sink raises when the broker does not take the change (the admin page says so)."""
+
+    def send(events: Sequence[StaffMemberRecorded]) -> None:
+        from streams.staff_publish import StaffPublisher
+
+        publisher = StaffPublisher(settings.kafka, settings.topics)
+        try:
+            publisher.send(events)
+        finally:
+            publisher.close(timeout=5)
+
+    return send
+
+
 def _readiness(settings: Settings, link: object) -> Callable[[], dict[str, object]]:
     """The ``/readyz`` body of a process whose Kafka connection ``link`` (a ``KafkaLink``) follows."""
     from streams.link import KafkaLink
@@ -398,6 +417,7 @@ def _host_console(
             return
 
     console_app = create_app(store, config, review_sink=publish, write_lock=lock)
+    console_app.state.staff_sink = _publish_staff(settings)  # roster changes travel as reviews do
     console_app.state.readiness = _readiness(settings, link)
     host, port = address
     server = uvicorn.Server(uvicorn.Config(console_app, host=host, port=port, log_level="warning"))

@@ -27,7 +27,7 @@ from ulid import ULID
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
 from dealtrail.video import VideoLinks
-from projections import access, incidents, reviews
+from projections import access, incidents, reviews, staff
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.reviews import (
@@ -211,7 +211,15 @@ def _env() -> jinja2.Environment:
     )
     env.filters["utc"] = utc
     env.filters["utc_short"] = utc_short
+    env.filters["person"] = _person
     return env
+
+
+@jinja2.pass_context
+def _person(ctx: jinja2.runtime.Context, staff_id: str | None) -> str:
+    """The template filter ``person``: ``Name (ID)`` from the roster the page was rendered with
+    (:func:`projections.staff.label`), the ID alone without a name."""
+    return staff.label(staff_id, ctx.get("staff_names") or {})
 
 
 def sql(name: str) -> str:
@@ -284,7 +292,15 @@ class Console:
     def render(
         self, request: Request, template: str, user: User | None, status_code: int = 200, **ctx: Any
     ) -> HTMLResponse:
-        """A page: ``template`` rendered with the user, the CSRF token, the time, the path and ``ctx``."""
+        """A page: ``template`` rendered with the user, the CSRF token, the time, the path, the
+        roster's names (``staff_names``, for the ``person`` filter; only for a signed-in user:
+        names are personal data) and ``ctx``."""
+        if user is not None and "staff_names" not in ctx:
+            cur = self.store.con.cursor()
+            try:
+                ctx["staff_names"] = staff.names(cur)
+            finally:
+                cur.close()
         html = self.env.get_template(template).render(
             user=user,
             csrf=self.csrf_token(request),
@@ -295,15 +311,18 @@ class Console:
         return HTMLResponse(html, status_code=status_code)
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its devices and dealer (``con_floor.sql``) with its incidents not yet
-        disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
+        """Each table's row: its devices and dealer (``con_floor.sql``), its supervisor on duty
+        (``supervisor_id``: :func:`projections.staff.supervisors_by_table`) with its incidents not
+        yet disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
         cur = con.execute(sql("con_floor.sql"))
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
         per_table = incidents.counts_by_table(con, self.config.review_due, now)
+        supervisors = staff.supervisors_by_table(con)  # the latest floorperson in each table's events
         rows = []
         for r in fetched:
             row = dict(zip(cols, r, strict=True))
+            row["supervisor_id"] = supervisors.get(row["table_id"])
             rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
         return rows
 
