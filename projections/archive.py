@@ -289,9 +289,7 @@ def _check(
         )
         raise ArchiveError(f"the archived files do not match the store ({bad}); nothing deleted")
     return [
-        ArchivePart(
-            kind, str(m), str(t), int(n), fs, ls, fh, lh, str(d), [str(Path(p)) for p in by_part.get((str(m), str(t)), [])]
-        )
+        ArchivePart(kind, str(m), str(t), int(n), fs, ls, fh, lh, str(d), by_part.get((str(m), str(t)), []))
         for m, t, n, fs, ls, fh, lh, d in stored
     ]
 
@@ -424,8 +422,9 @@ def attach_archive(
     ``snapshots``, ``table_snapshots``) over the store's rows and the archived files.
 
     Args:
-        con: a connection to the store (read-only, or the re-audit's writer, which keeps
-            ``snapshots`` False: it writes snapshots into the store's table).
+        con: a connection to the store (read-only, or the re-audit's writer).
+        snapshots: also a view over ``table_snapshots`` (False for the re-audit's writer,
+            which writes snapshots into the store's table).
         folder: the archive folder (``--archive``, else ``DEALTRAIL_ARCHIVE__DIR``); None: the
             folder the store's manifest names (the latest run's ``--to``).
 

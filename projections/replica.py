@@ -202,11 +202,13 @@ class ReplicaTimer:
         path: the replica file.
         every: seconds between two copies.
         say: where a copy's one-line account goes (its time under the lock included).
+        wait_first: the first copy is due after ``every`` seconds (an audit, which copies at its
+            end anyway); False: at the first look (the projector: a replica as soon as it runs).
     """
 
-    def __init__(self, path: Path, every: float, say: Callable[[str], None]) -> None:
+    def __init__(self, path: Path, every: float, say: Callable[[str], None], wait_first: bool = False) -> None:
         self.path, self.every, self.say = path, every, say
-        self.next_copy = 0.0  # the first look copies
+        self.next_copy = time.monotonic() + every if wait_first else 0.0
         self.copies = 0
 
     def due(self) -> bool:

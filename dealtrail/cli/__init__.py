@@ -13,7 +13,7 @@ import sys
 from typing import NoReturn
 
 # each command group registers its commands on the app when it is imported
-from dealtrail.cli import console, integrity, replay, reports, schedule, simulate, stream  # noqa: F401
+from dealtrail.cli import console, copies, integrity, replay, reports, schedule, simulate, stream  # noqa: F401
 from dealtrail.cli.common import _DUCKDB_INTERRUPTED, _INTERRUPTED, app, err
 from dealtrail.cli.stream import publish_report
 
