@@ -3,7 +3,8 @@
 
 DuckDB lets one process write a file and no other process open it meanwhile, not even to read.
 The writer therefore copies its file now and then (:func:`write_replica`): a ``CHECKPOINT``
-and a plain file copy (with the write-ahead log, should the checkpoint leave any) while it holds
+and a plain file copy by a child process (with the write-ahead log, should the checkpoint leave
+any; a child, so that the writer's lock on the store stays: see :func:`_private_copy`) while it holds
 its write lock, so that no batch commits during the copy, then, without the lock, a small
 ``replica_meta`` table in the copy (when and from which store it was copied) and an
 ``os.replace`` over the previous replica. A reader that has the old replica open keeps reading
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,11 +159,23 @@ def write_replica(
 
 
 def _private_copy(src: Path, dst: Path) -> None:
-    """Copy ``src`` to a new owner-only file ``dst`` (never readable by others, not even briefly)."""
+    """Copy ``src`` to a new owner-only file ``dst`` (never readable by others, not even briefly).
+
+    The copy runs in a child process (``cp``): DuckDB holds the store's lock as a POSIX record
+    lock, which the kernel drops for the whole process as soon as the process closes *any*
+    descriptor of that file; a copy that opened and closed the store in this process would leave
+    it unlocked, open to a second writer.
+
+    Raises:
+        OSError: the copy failed.
+    """
     dst.unlink(missing_ok=True)
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-        shutil.copyfileobj(inp, out, 8 * 1024 * 1024)
+    os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    done = subprocess.run(  # into the owner-only file: cp keeps an existing file's mode
+        ["cp", "--", str(src), str(dst)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise OSError(f"cp {src} {dst} failed: {done.stderr.strip()}")
 
 
 def replica_info(con: duckdb.DuckDBPyConnection) -> ReplicaInfo | None:

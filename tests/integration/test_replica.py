@@ -23,6 +23,17 @@ def _run(*args: str) -> tuple[int, str]:
     return r.exit_code, " ".join(r.output.split())
 
 
+def _locked(db: Path) -> bool:
+    """True if another process cannot open ``db`` (a writer holds its lock)."""
+    other = subprocess.run(
+        [sys.executable, "-c", f"import duckdb; duckdb.connect({str(db)!r}, read_only=True)"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return other.returncode != 0 and "lock" in other.stderr.lower()
+
+
 def _writer(audited_shift: Path, tmp_path: Path) -> Store:
     db = tmp_path / "store.duckdb"
     shutil.copyfile(audited_shift, db)
@@ -32,14 +43,9 @@ def _writer(audited_shift: Path, tmp_path: Path) -> Store:
 def test_readers_open_the_replica_while_the_writer_holds_the_store(audited_shift: Path, tmp_path: Path) -> None:
     replica = tmp_path / "replica" / "store.replica.duckdb"
     with _writer(audited_shift, tmp_path) as store:
-        other = subprocess.run(  # the store itself: no other process may open it, not even to read
-            [sys.executable, "-c", f"import duckdb; duckdb.connect({str(store.path)!r}, read_only=True)"],
-            check=False,
-            capture_output=True,
-            text=True,
-        )
-        assert other.returncode != 0 and "lock" in other.stderr.lower()
+        assert _locked(store.path)  # the store itself: no other process may open it, not even to read
         copy = write_replica(store.con, store.path, replica, threading.Lock())
+        assert _locked(store.path)  # the copy left the writer's lock in place
         assert copy.locked_seconds <= copy.total_seconds
         code, out = _run("verify", "--db", str(replica))
         assert f"reading replica {replica}, copied " in out and "s ago at" in out
