@@ -56,8 +56,8 @@ def main() -> None:
         con.execute("CHECKPOINT")
         folder = Path(tmp) / "archive"
         result = archive(con, db, str(month), folder, datetime.now(UTC))
-        con, result.compact_seconds = compact(con, db)
         con.close()
+        result.compact_seconds = compact(db)
         print(f"archive events: {result.events:,} ({result.snapshots:,} snapshots, {len(result.parts)} parts)")
         steps = result.copy_seconds + result.verify_seconds + result.delete_seconds
         print(f"archive s (one month): {steps:.2f}")

@@ -61,7 +61,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
     "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
     "replica": ("audit", "project"),
-    "archive": ("replay", "verify", "reaudit"),
+    "archive": ("replay", "verify", "digest", "reaudit"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every

@@ -273,15 +273,11 @@ def _check(
         _parts_sql(kind, f"read_parquet({names}, hive_partitioning = false)", ""),
     ).fetchall()
     by_part: dict[tuple[str, str], list[str]] = {}
-    for f, (m, t) in zip(
-        files,
-        con.execute(
-            f"""SELECT any_value(month), any_value(table_id) FROM read_parquet({names}, filename = true,
-                    hive_partitioning = false) GROUP BY filename ORDER BY filename"""
-        ).fetchall(),
-        strict=True,
-    ):
-        by_part.setdefault((str(m), str(t)), []).append(str(f.relative_to(stage)))
+    for name, m, t in con.execute(
+        f"""SELECT filename, any_value(month), any_value(table_id) FROM read_parquet({names}, filename = true,
+                hive_partitioning = false) GROUP BY filename ORDER BY filename"""
+    ).fetchall():
+        by_part.setdefault((str(m), str(t)), []).append(str(Path(name).relative_to(stage)))
     if stored != written:
         bad = next(
             (f"{kind} {s[0]} table {s[1]}" for s, w in zip(stored, written, strict=False) if s != w),
@@ -375,35 +371,34 @@ def _append_json(folder: Path, result: ArchiveResult, before: str, now: datetime
     os.replace(tmp, path)
 
 
-def compact(con: duckdb.DuckDBPyConnection, db: Path) -> tuple[duckdb.DuckDBPyConnection, float]:
+def compact(db: Path) -> float:
     """Give the space of deleted rows back: copy the store to a new file and replace it.
 
     Args:
-        con: the writer's connection to ``db`` (closed; the returned one replaces it).
-        db: the store file.
+        db: the store file, closed (no process may hold it).
 
     Returns:
-        A new writer connection to the compacted file, and the seconds it took.
+        The seconds it took.
+
+    Raises:
+        OSError, duckdb.Error: the copy failed; the store is left as it was.
     """
     started = time.monotonic()
     tmp = db.with_name(f".{db.name}.compact.tmp")
     tmp.unlink(missing_ok=True)
-    name = con.execute("SELECT current_database()").fetchone()
-    assert name is not None
-    con.execute(f"ATTACH '{_quoted(tmp)}' AS dealtrail_compact")
     try:
-        con.execute(f'COPY FROM DATABASE "{name[0]}" TO dealtrail_compact')
-        con.execute("DETACH dealtrail_compact")
+        with duckdb.connect(str(db)) as con:
+            name = con.execute("SELECT current_database()").fetchone()
+            assert name is not None
+            con.execute(f"ATTACH '{_quoted(tmp)}' AS dealtrail_compact")
+            con.execute(f'COPY FROM DATABASE "{name[0]}" TO dealtrail_compact')
+            con.execute("DETACH dealtrail_compact")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, db)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    con.execute("CHECKPOINT")
-    con.close()
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, db)
-    new = duckdb.connect(str(db))
-    new.execute("SET TimeZone = 'UTC'")
-    return new, time.monotonic() - started
+    return time.monotonic() - started
 
 
 def archived_files(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:

@@ -86,8 +86,7 @@ def read_archive(
     try:
         read = attach_archive(con, folder or settings.archive.dir, snapshots)
     except ArchiveError as exc:
-        con.close()
-        raise _fail(str(exc)) from None
+        raise _fail(str(exc)) from None  # the caller closes the connection
     if read is not None:
         err.print(
             f"reading archived months from {read[0]} ({read[1]} files)", soft_wrap=True, markup=False, highlight=False
@@ -137,9 +136,17 @@ def archive_cmd(
     except (OSError, duckdb.Error) as exc:
         store.close()
         raise _fail(f"archive to {to} failed, nothing deleted: {type(exc).__name__}: {exc}", code=1) from None
-    if compact:
-        store.con, result.compact_seconds = compact_store(store.con, db)
     store.close()
+    if compact:
+        try:
+            result.compact_seconds = compact_store(db)
+        except (OSError, duckdb.Error) as exc:
+            err.print(
+                f"archived, but the store was not compacted ({type(exc).__name__}: {exc}); it is whole, and "
+                "DuckDB reuses the freed space for new rows",
+                soft_wrap=True,
+                markup=False,
+            )
     result.bytes_after = db.stat().st_size
     console.print(
         f"archived {', '.join(result.months)}: {result.events:,} events and {result.snapshots:,} snapshots of "

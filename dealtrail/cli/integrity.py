@@ -62,9 +62,9 @@ def _chains(
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
-    announce(con, db)
-    read_archive(con, archive, settings)
     try:
+        announce(con, db)
+        read_archive(con, archive, settings)
         known = tables(con)
         if table is not None and table not in known:
             raise _fail(f"no stored event for table {table!r} in {db}")
