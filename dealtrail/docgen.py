@@ -74,6 +74,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
     "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
     "video": ("serve", "project"),
+    "replica": ("audit", "project"),
+    "archive": ("replay", "verify", "digest", "reaudit"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every

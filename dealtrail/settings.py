@@ -360,6 +360,37 @@ class NotifySettings(BaseModel):
         return value
 
 
+class ReplicaSettings(BaseModel):
+    """The read replica that ``project`` and ``audit`` keep of the store (``--replica``, ``--replica-every``).
+
+    Attributes:
+        path: the replica file (a read-only copy of the store, replaced atomically; readers such
+            as ``report``, ``verify``, ``replay``, ``schedule`` or a BI tool open it while the
+            writer runs); unset: no replica (the ``--replica`` option wins).
+        every: seconds between two copies (seconds, default 300; ``--replica-every`` takes
+            ``30s``, ``5m``, ``1h`` and wins).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path | None = None
+    every: float = Field(default=300, ge=1, le=86_400)
+
+
+class ArchiveSettings(BaseModel):
+    """Where ``dealtrail archive`` put the cold months (Parquet) that ``replay``, ``verify`` and
+    ``reaudit`` read beside the store.
+
+    Attributes:
+        dir: the archive folder (``--archive`` wins); unset: the folder the store's archive
+            manifest names (the ``--to`` of the latest ``dealtrail archive``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    dir: Path | None = None
+
+
 class Settings(BaseSettings):
     """All dealtrail settings.
 
@@ -381,6 +412,8 @@ class Settings(BaseSettings):
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
         video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
+        replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
+        archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -432,6 +465,8 @@ class Settings(BaseSettings):
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()
     video: VideoSettings = VideoSettings()
+    replica: ReplicaSettings = ReplicaSettings()
+    archive: ArchiveSettings = ArchiveSettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

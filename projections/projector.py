@@ -42,6 +42,7 @@ from streams.link import Backoff, KafkaLink, quiet_clients
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
+    from projections.replica import ReplicaTimer
     from projections.reviews import ReviewDue
 
 log = logging.getLogger("dealtrail.projector")
@@ -130,6 +131,7 @@ def project(
     report_check_seconds: float = 30.0,
     link: KafkaLink | None = None,
     stop: threading.Event | None = None,
+    replica: ReplicaTimer | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -170,6 +172,8 @@ def project(
             one that logs its lines to ``dealtrail.projector``.
         stop: set (by a signal handler) to end the run after the batch in progress, within
             seconds even while the cluster is away; None: runs until ``once`` or ``max_seconds``.
+        replica: copy the store to its read replica when due (between two batches, under
+            ``write_lock``; :mod:`projections.replica`), and once more at the end; None: no replica.
 
     Returns:
         The rows written.
@@ -186,6 +190,7 @@ def project(
     started = time.monotonic()
     backoff = Backoff(first=0.5, cap=RETRY_CAP)
     run = _Run(settings, store, summary, max_records, write_lock, on_batch, link)
+    run.replica = replica
     reporting = _Reporting(
         store, write_lock, summary, schedule, reports, clock, property_name, review_due, console_url,
         report_grace, report_check_seconds,
@@ -207,6 +212,8 @@ def project(
                     scheduled=reporting.look,
                 )
                 if done:
+                    if replica is not None:
+                        replica.copy(store.con, store.path, write_lock)  # what this run stored, at the end
                     return summary
             except (*unreachable_errors(), KafkaError) as exc:
                 # the cluster did not answer (at the start, or a request of the run): say so once,
@@ -352,6 +359,7 @@ class _Run:
         self.parts: list[Any] = []
         self.measures: deque[tuple[float, dict[Any, int]]] = deque(maxlen=10_000)
         self.reached_at: float | None = None  # the time of the latest measure whose ends were read
+        self.replica: ReplicaTimer | None = None  # copies the store to its read replica when due
 
     def open(self) -> Any:
         """A consumer assigned every partition of the topics, each at the offset the store holds
@@ -433,6 +441,8 @@ class _Run:
                 if self.on_batch is not None:
                     self.on_batch(added)
             scheduled(bool(polled))
+            if self.replica is not None and self.replica.due():
+                self.replica.copy(self.store.con, self.store.path, self.lock)
             now = time.monotonic()
             if (not polled and once) or now >= next_probe:
                 lag = self.lag(consumer)

@@ -15,6 +15,7 @@ from typing import NoReturn
 # each command group registers its commands on the app when it is imported
 from dealtrail.cli import (  # noqa: F401
     console,
+    copies,
     evidence,
     integrity,
     replay,

@@ -32,6 +32,7 @@ from dealtrail.cli.common import (
     review_due,
 )
 from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier
+from dealtrail.cli.copies import EVERY_HELP, REPLICA_DEFAULT, REPLICA_HELP, replica_timer
 from dealtrail.cli.reports import _progress
 
 topics_app = typer.Typer(help="Kafka topics of this namespace.", no_args_is_help=True)
@@ -152,6 +153,10 @@ def project(
             show_default="no console",
         ),
     ] = None,
+    replica: Annotated[Path | None, typer.Option(help=REPLICA_HELP, show_default=REPLICA_DEFAULT)] = None,
+    replica_every: Annotated[
+        str | None, typer.Option(help=EVERY_HELP, show_default="$DEALTRAIL_REPLICA__EVERY seconds, else 5m")
+    ] = None,
 ) -> None:
     """Project the events, findings, rounds, dead-letter and reviews topics into DuckDB.
 
@@ -181,6 +186,7 @@ def project(
     address = _host_port(serve) if serve is not None else None
     db = db or settings.db
     _output_file(db, "--db")
+    copies = replica_timer(settings, replica, replica_every, db)
     if spec is not None:
         _output_folder(reports or settings.out / "periods", "--reports")
     created = not db.exists()
@@ -226,6 +232,7 @@ def project(
                     report_check_seconds=settings.reports.check_seconds,
                     link=link,
                     stop=stop,
+                    replica=copies,
                 )
             except TimeoutError as exc:
                 raise _fail(str(exc), code=1) from None
