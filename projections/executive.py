@@ -153,7 +153,9 @@ def css_string(text: str) -> Markup:
     return Markup(f'"{out}"')
 
 
-def print_header(property_name: str | None, start: datetime | None, end: datetime | None, tz: tzinfo) -> dict[str, Markup]:
+def print_header(
+    property_name: str | None, start: datetime | None, end: datetime | None, tz: tzinfo
+) -> dict[str, Markup]:
     """The running header of each printed page as CSS strings: ``property`` (its name, or
     "property not named") and ``period`` (its start and end in ``tz``, or "whole trail")."""
     from projections.property import NOT_NAMED

@@ -119,9 +119,7 @@ def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> di
             "(its period may still change)"
         )
     if revision["superseded_by"] is not None:
-        raise SignOffError(
-            f"{folder} is superseded by revision {revision['superseded_by']}: sign the latest revision"
-        )
+        raise SignOffError(f"{folder} is superseded by revision {revision['superseded_by']}: sign the latest revision")
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     record = {
         "kind": "ReportSignedOff",
@@ -241,8 +239,11 @@ def block_html(folder: Path | None) -> str:
         ("Signed by", f"{e(str(r.get('signed_by')))} ({e(str(r.get('role')))})"),
         ("When", e(_shown(r.get("signed_at")))),
         ("Statement", e(str(r.get("statement")))),
-        ("Revision", f"{e(str(r.get('revision')))}, {e(str(r.get('status')))}; report digest "
-         f"<code>{e(str(r.get('report_digest') or '')[:16])}</code>"),
+        (
+            "Revision",
+            f"{e(str(r.get('revision')))}, {e(str(r.get('status')))}; report digest "
+            f"<code>{e(str(r.get('report_digest') or '')[:16])}</code>",
+        ),
     ]
     if check.intact:
         state = f"Verified: the {len(r['files'])} files of this revision are as they were signed (SHA-256)."
