@@ -150,7 +150,8 @@ def _revision(folder: Path) -> dict[str, Any]:
 
 def _write_once(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (mode 0600) only if no file is there: written to a temporary
-    file first and hard-linked into place, which fails when ``path`` exists."""
+    file first and hard-linked into place, which fails when ``path`` exists (on a file system
+    without hard links, created with ``O_EXCL`` instead)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -162,6 +163,13 @@ def _write_once(path: Path, text: str) -> None:
             os.link(tmp, path)
         except FileExistsError:
             raise SignOffError(f"{path.parent} is signed already; a sign-off is never replaced") from None
+        except OSError:  # a file system without hard links: create it exclusively instead
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                raise SignOffError(f"{path.parent} is signed already; a sign-off is never replaced") from None
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
     finally:
         tmp.unlink(missing_ok=True)
 
