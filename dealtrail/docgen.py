@@ -59,8 +59,9 @@ READERS: dict[str, tuple[str, ...]] = {
     "duckdb_memory_limit": WRITERS,
     "snapshot_every": ("audit", "demo", "reaudit", "worker"),
     "max_record_bytes": ("audit", "demo", "publish", "worker"),
-    "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
-    "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
+    "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
+    "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
+    "video": ("serve", "project"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every
@@ -165,6 +166,8 @@ def _type_name(annotation: Any) -> str:
     inner = " or ".join(_type_name(a) for a in args)
     if origin is list:
         return f"JSON list of {inner}"
+    if origin is dict:
+        return f"JSON object of {' to '.join(_type_name(a) for a in args)}"
     if len(args) < len(get_args(annotation)):
         return f"{inner} (optional)"
     return inner

@@ -220,6 +220,65 @@ class ConsoleSettings(BaseModel):
     poll_seconds: float = Field(default=1.0, ge=0.2, le=600)
 
 
+class VideoSettings(BaseModel):
+    """Links from a finding to the table's surveillance video (the casino's video management
+    system, VMS): one clip link per camera of the table, for the finding's evidence window.
+
+    Attributes:
+        cameras: table ID -> the IDs of its cameras, as JSON
+            (``DEALTRAIL_VIDEO__CAMERAS='{"TCP-01": ["CAM-11", "CAM-12"], "PGP-02": ["CAM-21"]}'``);
+            a table without an entry has no clip links (the finding page says so).
+        url_template: the VMS's address of a clip, with the placeholders ``{camera}``,
+            ``{start}``, ``{end}`` (and optionally ``{table}``), each filled in URL-encoded, e.g.
+            ``https://vms.local/play?camera={camera}&start={start}&end={end}``; http or https
+            only; unset: no clip links.
+        timezone: the IANA zone the VMS expects times in (``{start}``, ``{end}``), default UTC.
+        time_format: the strftime format of ``{start}`` and ``{end}``, default
+            ``%Y-%m-%dT%H:%M:%S`` (add ``%z`` for the offset).
+        margin_before_seconds: the clip starts this long before the finding's first evidence
+            event (seconds).
+        margin_after_seconds: the clip ends this long after its last evidence event (seconds).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cameras: dict[str, list[str]] = {}
+    url_template: str | None = None
+    timezone: str = "UTC"
+    time_format: str = Field(default="%Y-%m-%dT%H:%M:%S", min_length=1, max_length=100)
+    margin_before_seconds: float = Field(default=30, ge=0, le=86_400)
+    margin_after_seconds: float = Field(default=30, ge=0, le=86_400)
+
+    @field_validator("cameras")
+    @classmethod
+    def _camera_ids(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for table, ids in value.items():
+            if not table or any(not i or len(i) > 128 or not i.isprintable() for i in ids):
+                raise ValueError(f"cameras of {table!r}: each camera ID is 1 to 128 printable characters")
+        return value
+
+    @field_validator("url_template")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        from dealtrail.video import check_template
+
+        check_template(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as Europe/Malta)") from None
+        return value
+
+
 class NotifyRuleSettings(BaseModel):
     """One notification rule: which findings (empty list: any) go to which webhook and addresses.
 
@@ -325,6 +384,7 @@ class Settings(BaseSettings):
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
+        video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -376,6 +436,7 @@ class Settings(BaseSettings):
     reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()
+    video: VideoSettings = VideoSettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

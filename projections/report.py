@@ -735,6 +735,7 @@ def write_report(
                 reviews_until=as_of,
             )
             review_rows = {r["finding_id"]: r for r in rows}
+        video_refs = reviews.video_references(con, start, end, as_of)  # attached in reviews (issue 22)
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
             open_private(p, binary=True).close()
         # the CSV's text cells neutralised (a spreadsheet opens it); the Parquet stays raw
@@ -809,6 +810,7 @@ def write_report(
             print_header=executive.print_header(property_name, start, end, tz),
             signoff_block=Markup(signoff.block_html(out_dir if revision is not None else None)),
             signoff_markers=(Markup(signoff.BLOCK_START), Markup(signoff.BLOCK_END)),
+            video_references=video_refs,
         )
     )
     html_path = out_dir / "report.html"

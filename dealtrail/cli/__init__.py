@@ -13,7 +13,17 @@ import sys
 from typing import NoReturn
 
 # each command group registers its commands on the app when it is imported
-from dealtrail.cli import console, integrity, replay, reports, schedule, signoff, simulate, stream  # noqa: F401
+from dealtrail.cli import (  # noqa: F401
+    console,
+    evidence,
+    integrity,
+    replay,
+    reports,
+    schedule,
+    signoff,
+    simulate,
+    stream,
+)
 from dealtrail.cli.common import _DUCKDB_INTERRUPTED, _INTERRUPTED, app, err
 from dealtrail.cli.stream import publish_report
 

@@ -11,7 +11,7 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -26,6 +26,7 @@ from ulid import ULID
 
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
+from dealtrail.video import VideoLinks
 from projections import access, incidents, reviews
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
@@ -36,6 +37,7 @@ from schemas.reviews import (
     FindingDisposed,
     FindingReopened,
 )
+from streams.engine import Plausibility
 
 SEVERITIES = ("voiding", "integrity", "procedural")
 
@@ -52,6 +54,10 @@ class ConsoleConfig:
         poll_seconds: how often the floor page refreshes (seconds).
         clock: the current time (timezone-aware); tests pass a fixed one.
         property_name: the casino property report headers name (resolved settings); None: none.
+        video: the tables' cameras and the clip links of the video management system
+            (:class:`dealtrail.video.VideoLinks`, from ``settings.video``); default: none.
+        plausibility: the limits of rulebook 10.3.4 the audit applies (``settings.plausibility``),
+            for the evidence packages the finding page downloads; None: none checked.
     """
 
     review_due: ReviewDue
@@ -61,6 +67,8 @@ class ConsoleConfig:
     poll_seconds: float = 2.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     property_name: str | None = None
+    video: VideoLinks = field(default_factory=VideoLinks)
+    plausibility: Plausibility | None = None
 
 
 class LoginRequiredError(Exception):
@@ -350,6 +358,7 @@ class Console:
             "user": user.name,
             "reviewed_at": self.config.clock(),
             "note": body.note,
+            "references": tuple(body.references),
         }
         event: reviews.ReviewEvent
         if body.action == "acknowledge":

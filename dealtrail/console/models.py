@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from schemas.reviews import Cause
+from schemas.reviews import Cause, VideoReference
 
 
 def _unicode_text(value: str) -> str:
@@ -121,6 +121,8 @@ class ReviewRequest(BaseModel):
         corrective_action: with ``dispose``: what was done about it.
         assignee: with ``assign``: the user the finding is assigned to.
         note: free text.
+        references: video clips attached as evidence, each with ``camera``, ``clip_id``,
+            ``url`` (http or https only) and ``note``; a clip ID or a URL is needed (at most 20).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -130,3 +132,4 @@ class ReviewRequest(BaseModel):
     corrective_action: Text = Field(default="", max_length=4000)
     assignee: Text | None = Field(default=None, max_length=64)
     note: Text = Field(default="", max_length=4000)
+    references: list[VideoReference] = Field(default=[], max_length=20)
