@@ -185,12 +185,16 @@ class ReportSettings(BaseModel):
         check_seconds: how often ``dealtrail project --report-every`` looks for closed periods
             and stale reports (seconds), and once more when ``--once`` has caught
             up.
+        chromium: the Chromium (or Chrome) program that prints a report to PDF (``report
+            --pdf``, ``sign-report --pdf``): a path or a name on ``PATH``; unset: the first of
+            ``chromium``, ``chromium-browser``, ``google-chrome`` found on ``PATH``.
     """
 
     model_config = ConfigDict(frozen=True)
 
     grace_minutes: float = Field(default=15, ge=0, le=7 * 24 * 60)
     check_seconds: float = Field(default=30, gt=0, le=86_400)
+    chromium: str | None = Field(default=None, min_length=1, max_length=4096)
 
 
 class ConsoleSettings(BaseModel):
@@ -424,8 +428,9 @@ class Settings(BaseSettings):
             longer one is dead-lettered as ``too_large`` with its first 256 KiB, its length
             and its SHA-256, read without ever holding it whole. The longest real event is
             under 2 KB.
-        property_name: the casino property the reports are about, shown in their header
-            (``DEALTRAIL_PROPERTY``, default ``Casino``).
+        property_name: the casino property the reports and the console name
+            (``DEALTRAIL_PROPERTY``); unset: the name an admin recorded in the console, else
+            "property not named". A name recorded in the console wins over this setting.
         snapshot_every: the audit keeps a table's engine state every this many of its events
             (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 1000), and at each UTC day boundary,
             so that a replay re-applies at most about this many events before its window.
@@ -448,8 +453,8 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(default=None, validation_alias=AliasChoices("DEALTRAIL_KAFKA_BOOTSTRAP"))
     db: Path = Path("out/dealtrail.duckdb")
     out: Path = Path("out")
-    property_name: str = Field(
-        default="Casino",
+    property_name: str | None = Field(
+        default=None,
         min_length=1,
         max_length=200,
         validation_alias=AliasChoices("DEALTRAIL_PROPERTY", "property_name"),

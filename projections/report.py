@@ -24,9 +24,11 @@ from urllib.parse import quote, urlencode
 import duckdb
 import jinja2
 import pyarrow as pa
+from markupsafe import Markup
 
+from projections import executive, reviews, signoff, staff
 from projections import incidents as incident_model
-from projections import reviews, staff
+from projections import property as stored_property
 from projections.generations import generation_diff, generation_info
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.spreadsheet import neutralise_table
@@ -727,6 +729,7 @@ def write_report(
         if as_of is not None:  # and the reviews made up to the as-of time (dim_review_status)
             con.execute("SET VARIABLE dealtrail_reviews_as_of = $1::TIMESTAMPTZ", [as_of])
         covered = coverage(con, start, end, as_of)
+        property_name = stored_property.resolve(con, property_name)
         judged = judge_status(con, start, end, grace) if grace is not None else None
         make_private_dirs(out_dir)
         names = staff.names(con)  # the roster's names: beside each dealer ID on the page and in the exports
@@ -738,6 +741,7 @@ def write_report(
         # both say the same at the same instant); without a time, at the period's last detection
         late_at = generated_at if generated_at is not None else _review_as_of(findings, end)
         figures = build_summary(con, findings, start, end, review_due, as_of=late_at, reviews_until=as_of)
+        headline = executive.headline(con, start, end, review_due, late_at, as_of)
         review_rows: dict[str, dict[str, Any]] = {}
         if reviews.has_console_tables(con):
             rows, _ = reviews.find(
@@ -819,6 +823,10 @@ def write_report(
             rule_label=rule_label,
             rule_name=lambda rule_id: rule_label(rule_id, 400),
             top=TOP,
+            executive=executive.summary(headline, listed, remedies, figures),
+            print_header=executive.print_header(property_name, start, end, tz),
+            signoff_block=Markup(signoff.block_html(out_dir if revision is not None else None)),
+            signoff_markers=(Markup(signoff.BLOCK_START), Markup(signoff.BLOCK_END)),
             video_references=video_refs,
             person=lambda staff_id: staff.label(staff_id, names),
         )

@@ -21,8 +21,9 @@ import pyarrow as pa
 from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened
 
 ReviewEvent = FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened
-ROLES = ("viewer", "reviewer", "admin")
-"""Console roles, least to most: a viewer reads, a reviewer also reviews, an admin also manages users."""
+ROLES = ("viewer", "reviewer", "manager", "admin")
+"""Console roles, least to most: a viewer reads, a reviewer also reviews, a manager also signs
+reports, an admin also manages users."""
 
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)

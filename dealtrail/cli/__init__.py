@@ -3,7 +3,7 @@
 Each command is a few lines over one library function: :mod:`.simulate` (simulate, demo),
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
-:mod:`.schedule`; :mod:`.common` holds what they share.
+:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff); :mod:`.common` holds what they share.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dealtrail.cli import (  # noqa: F401
     replay,
     reports,
     schedule,
+    signoff,
     simulate,
     staff,
     stream,

@@ -313,6 +313,10 @@ def report(
             show_default="now",
         ),
     ] = None,
+    pdf: Annotated[
+        bool,
+        typer.Option("--pdf", help="Also print report.pdf with the system Chromium (DEALTRAIL_REPORTS__CHROMIUM)."),
+    ] = False,
 ) -> None:
     """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period.
 
@@ -347,6 +351,13 @@ def report(
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
     console.print(f"report: {files.html} ({files.findings:,} findings); data: {files.csv}, {files.parquet}")
+    if pdf:
+        from dealtrail.pdf import PdfError, print_pdf
+
+        try:
+            console.print(f"printed: {print_pdf(files.html, out / 'report.pdf', settings.reports.chromium)}")
+        except PdfError as exc:
+            raise _fail(str(exc), code=1) from None
 
 
 @app.command("export-schemas")

@@ -40,6 +40,7 @@ from dealtrail.console import (
     pages,
     reports_pages,
     sessions,
+    signoff_pages,
     staff_admin,
     workbench,
 )
@@ -165,7 +166,7 @@ def create_app(
     async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
         return JSONResponse(validation_detail(exc.errors()), status_code=422)
 
-    for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router):
+    for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router, signoff_pages.router):
         app.include_router(router(console))
     app.include_router(workbench.router(console))  # video clips and references, evidence packages
     app.include_router(staff_admin.router(console))  # the staff roster (/admin/staff)

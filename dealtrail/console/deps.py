@@ -306,9 +306,21 @@ class Console:
             csrf=self.csrf_token(request),
             now=self.config.clock(),
             path=request.url.path,
+            property_label=self.property_name(),
             **ctx,
         )
         return HTMLResponse(html, status_code=status_code)
+
+    def property_name(self) -> str | None:
+        """The property's name: recorded in the store by an admin, else ``DEALTRAIL_PROPERTY``,
+        else None (:func:`projections.property.resolve`)."""
+        from projections import property as stored_property
+
+        cur = self.store.con.cursor()
+        try:
+            return stored_property.resolve(cur, self.config.property_name)
+        finally:
+            cur.close()
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
         """Each table's row: its devices and dealer (``con_floor.sql``), its supervisor on duty
