@@ -53,6 +53,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "reports.check_seconds": ("project",),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
+    "security": ("serve", "project"),
     "notify": ("serve", "project"),
     "notify.console_url": (*REPORTERS, "serve"),
     "duckdb_memory_limit": WRITERS,

@@ -33,13 +33,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
-from dealtrail.console import admin, api, health, pages, reports_pages, sessions
+from dealtrail.console import admin, api, guard, health, pages, reports_pages, security, sessions
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
 from projections import reviews
 from projections.cards import card_face
 from projections.store import Store
+from schemas.access import AccessEntry
 
 __all__ = [
     "CSP",
@@ -96,6 +97,7 @@ def create_app(
     config: ConsoleConfig,
     review_sink: Callable[[reviews.ReviewEvent], None] | None = None,
     write_lock: threading.Lock | None = None,
+    access_sink: Callable[[AccessEntry], None] | None = None,
 ) -> FastAPI:
     """Build the console over ``store`` (this process is its one writer).
 
@@ -108,6 +110,8 @@ def create_app(
             failure, which the console answers with 503. None: reviews are stored directly.
         write_lock: the lock every writer of ``store.con`` in this process holds (the projector
             shares it); None: a new one (``app.state.write_lock``).
+        access_sink: where an access-log entry goes instead of the store (the streaming
+            deployment: a producer of the access-log topic); None: stored directly.
 
     Returns:
         The FastAPI application (serve it with uvicorn).
@@ -128,12 +132,13 @@ def create_app(
     write_lock = write_lock or threading.Lock()
     app.state.write_lock = write_lock
     store.con.execute("SET GLOBAL TimeZone = 'UTC'").fetchall()
-    console = Console(store, config, review_sink, write_lock)
+    console = Console(store, config, review_sink, write_lock, access_sink)
+    app.state.console = console
     app.add_middleware(
         SessionMiddleware,
         secret_key=config.session_secret,
         session_cookie="dealtrail_session",
-        max_age=12 * 3600,
+        max_age=int(config.security.session_max.total_seconds()),
         same_site="strict",
         https_only=config.secure_cookies,
     )
@@ -152,12 +157,12 @@ def create_app(
     async def to_login(request: Request, exc: LoginRequiredError) -> Response:
         return RedirectResponse("/login?" + query_string({"next": exc.next_path}), status_code=303)
 
-    @app.exception_handler(RequestValidationError)
-    async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
-        return JSONResponse(validation_detail(exc.errors()), status_code=422)
+    security.install_error_pages(app, console)  # pages get pages; /api/ keeps JSON
+    app.add_middleware(guard.ClientMiddleware, log=lambda: console.access)  # outermost: the client's address
 
     for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router):
         app.include_router(router(console))
+    app.include_router(security.router(console))  # the access log (admins)
     return app
 
 

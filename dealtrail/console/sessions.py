@@ -1,5 +1,11 @@
 """Signing in and out: the login page and form, logout, the login page's style (the one asset
-served before login), and the session key of a console started without one."""
+served before login), and the session key of a console started without one.
+
+A sign-in is checked against the throttle and lock first (``guard.LoginGuard``: 429 with
+``Retry-After`` and the reason on the page, the password not even checked), then the password;
+a success starts a server-side session (``guard.begin_session``), a logout ends it in the store
+(the old cookie no longer opens anything). Each attempt, lock and logout is an access-log entry.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,9 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from dealtrail.console import auth
+from dealtrail.console import auth, guard
 from dealtrail.console.deps import Console, Cursor
+from schemas.access import clean_name
 from projections import access
 
 
@@ -23,31 +30,57 @@ def router(console: Console) -> APIRouter:
 
     @r.get("/login", include_in_schema=False)
     def login_page(request: Request, next: str = "/") -> HTMLResponse:
-        return render(request, "login.html.j2", None, next=_safe_next(next), error=None)
+        return render(request, "login.html.j2", None, next=_safe_next(next), error=None, username="")
 
     @r.post("/login", include_in_schema=False)
     def login(
         request: Request,
         con: Cursor,
-        username: Annotated[str, Form(max_length=64)],
-        password: Annotated[str, Form(max_length=1024)],
         csrf: Annotated[str, Form()],
+        username: Annotated[str, Form(max_length=200)] = "",
+        password: Annotated[str, Form(max_length=1024)] = "",
         next: Annotated[str, Form()] = "/",
     ) -> Response:
         check_csrf(request, csrf)
-        u = access.user(con, username)
+        typed = clean_name(username.strip(), 64)
+
+        def again(status: int, error: str, headers: dict[str, str] | None = None) -> Response:
+            page = render(request, "login.html.j2", None, status, next=_safe_next(next), error=error, username=typed)
+            page.headers.update(headers or {})
+            return page
+
+        if not typed or not password:
+            return again(422, "Type your name and your password.")
+        client = guard.CLIENT.get()
+        now = console.config.clock()
+        refusal = console.guard.check(typed, client, now)
+        if refusal is not None:
+            outcome = "locked" if refusal.locked else "throttled"
+            console.access.record("login_failed", typed, outcome, refusal.message)
+            return again(429, refusal.message, {"Retry-After": str(refusal.retry_after)})
+        u = access.user(con, typed)
         ok = auth.verify_password(u["password_hash"] if u and u["active"] else None, password)
         if not ok or u is None:
-            return render(request, "login.html.j2", None, 401, next=_safe_next(next), error="Wrong name or password.")
-        request.session.clear()
-        request.session["user"] = u["name"]
-        request.session["csrf"] = secrets.token_urlsafe(32)
+            console.access.record("login_failed", typed, "refused", "wrong name or password")
+            if console.guard.failed(typed, client, now):
+                console.access.record(
+                    "login_locked", typed, "locked", f"{console.config.security.lock_after} failed sign-ins in a row"
+                )
+                locked = console.guard.check(typed, client, now)
+                assert locked is not None
+                return again(429, locked.message, {"Retry-After": str(locked.retry_after)})
+            return again(401, "Wrong name or password.")
+        console.guard.succeeded(typed, client)
+        guard.begin_session(console, request, u["name"])
+        console.access.record("login_succeeded", u["name"], "ok")
         return RedirectResponse(_safe_next(next), status_code=303)
 
     @r.post("/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form()]) -> Response:
         check_csrf(request, csrf)
-        request.session.clear()
+        name = guard.end_session(console, request, "logout")
+        if name is not None:
+            console.access.record("logout", name, "ok")
         return RedirectResponse("/login", status_code=303)
 
     @r.get("/login.css", include_in_schema=False)
