@@ -70,8 +70,16 @@ def append(con: duckdb.DuckDBPyConnection, entries: Sequence[AccessEntry]) -> in
         digest = record_hash(record)
         con.execute(
             "INSERT INTO access_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [seq, entry.entry_id, record.at, entry.user, entry.client, entry.kind, entry.outcome]
-            + [entry.detail, prev, digest],
+            [
+                seq,
+                entry.entry_id,
+                record.at,
+                entry.user,
+                entry.client,
+                entry.kind,
+                entry.outcome,
+                *(entry.detail, prev, digest),
+            ],
         ).fetchall()
         prev = digest
         added += 1
@@ -144,7 +152,8 @@ def since(con: duckdb.DuckDBPyConnection, at: datetime, kinds: Iterable[str]) ->
     if not has_log(con):
         return
     cur = con.execute(
-        f"SELECT {', '.join(COLUMNS)} FROM access_log WHERE logged_at >= ? AND kind IN ? ORDER BY seq", [at, list(kinds)]
+        f"SELECT {', '.join(COLUMNS)} FROM access_log WHERE logged_at >= ? AND kind IN ? ORDER BY seq",
+        [at, list(kinds)],
     )
     for row in cur.fetchall():
         yield _record(row)
@@ -240,3 +249,21 @@ def session(con: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, Any] |
         return None
     user_name, started_at, ended, current, role = rows[0]
     return {"user_name": user_name, "started_at": started_at, "ended": ended, "current": current, "role": role}
+
+
+# -- one-time codes (TOTP) ------------------------------------------------------------------------
+
+
+def totp_secret(con: duckdb.DuckDBPyConnection, user_name: str) -> str | None:
+    """The user's TOTP secret in force, or None (not enrolled)."""
+    rows = con.execute(
+        """SELECT secret, active FROM console_totp WHERE user_name = ?
+           ORDER BY changed_at DESC, rowid DESC LIMIT 1""",
+        [user_name],
+    ).fetchall()
+    return str(rows[0][0]) if rows and rows[0][1] and rows[0][0] else None
+
+
+def put_totp(con: duckdb.DuckDBPyConnection, user_name: str, secret: str | None, at: datetime) -> None:
+    """Enrol ``secret`` for the user (None: remove the enrolment); a new row either way."""
+    con.execute("INSERT INTO console_totp VALUES (?, ?, ?, ?)", [user_name, secret, secret is not None, at]).fetchall()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from projections.reviews import review_row
 from projections.store import BatchCounts, Store
+from schemas.access import ACCESS_ADAPTER, AccessEntry
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
@@ -326,6 +327,7 @@ class _Run:
             topics.rounds.name,
             topics.dead_letter.name,
             topics.reviews.name,
+            topics.access_log.name,
         ]
         self.gate = SnapshotGate(topics.snapshots.name)
         self.heads = Heads(settings.plausibility)
@@ -569,7 +571,9 @@ def _write(
     from kafka import OffsetAndMetadata
     from kafka.errors import KafkaError
 
-    events_name, findings_name, rounds_name, dead_name, reviews_name = names
+    events_name, findings_name, rounds_name, dead_name, reviews_name, *more = names
+    access_name = more[0] if more else None
+    access_entries: list[AccessEntry] = []
     raw_events: list[tuple[int, bytes]] = []
     findings: list[Finding] = []
     rounds: list[dict[str, Any]] = []
@@ -617,6 +621,10 @@ def _write(
                     dead.append(_dead_row(r.value))
                 elif tp.topic == reviews_name:
                     review_rows.append(_review_row(r.key, r.value))
+                elif tp.topic == access_name:
+                    if not r.value:
+                        raise ValueError("an empty record on the access-log topic")
+                    access_entries.append(ACCESS_ADAPTER.validate_json(r.value))
             except ValueError as exc:  # a record this projector cannot read: keep it as a dead letter
                 summary.bad_records += 1
                 dead.append(
@@ -639,6 +647,7 @@ def _write(
         offsets=offsets,
         snapshots=snapshots,
         reviews=review_rows,
+        access=access_entries,
     )
     if refused:  # rows the store could not hold: dead letters, the batch stored without them, no crash loop
         summary.bad_records += len(refused)

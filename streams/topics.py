@@ -9,6 +9,7 @@
 | ``<ns>.chain-heads.v1`` | table ID | the publisher | each table's hash-chain head (compacted) |
 | ``<ns>.reviews.v1`` | finding ID | the console | review events (JSON, ``schemas.reviews``): kept forever |
 | ``<ns>.snapshots.v1`` | table ID | the worker | a table's engine state every ``snapshot_every`` seqs |
+| ``<ns>.access-log.v1`` | ``access-log`` | the console | access-log entries (JSON, ``schemas.access``): kept forever |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -79,6 +80,13 @@ class Topics:
         return TopicSpec(f"{self.namespace}.snapshots.v1", self.partitions, {"retention.ms": "-1"})
 
     @property
+    def access_log(self) -> TopicSpec:
+        """Access-log entries of the console (sign-ins, logouts, user changes, downloads, reviews),
+        one partition so they keep the order the console made them in; the console writes them
+        in the streaming deployment and the projector chains and stores them. Kept forever."""
+        return TopicSpec(f"{self.namespace}.access-log.v1", 1, {"retention.ms": "-1"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -98,4 +106,5 @@ class Topics:
             self.chain_heads,
             self.reviews,
             self.snapshots,
+            self.access_log,
         ]

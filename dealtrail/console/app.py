@@ -30,10 +30,10 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
-from dealtrail.console import admin, api, guard, health, pages, reports_pages, security, sessions
+from dealtrail.console import admin, api, guard, health, pages, reports_pages, security, sessions, totp
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
@@ -81,7 +81,6 @@ async def strict_json_body(request: Request) -> None:
     body = await request.body()
     if not body:
         return
-    from fastapi.exceptions import RequestValidationError
 
     from schemas.strict_json import StrictJSONError, loads
 
@@ -163,6 +162,7 @@ def create_app(
     for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router):
         app.include_router(router(console))
     app.include_router(security.router(console))  # the access log (admins)
+    app.include_router(totp.router(console))  # one-time code enrolment
     return app
 
 

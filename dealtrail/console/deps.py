@@ -11,7 +11,7 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -64,7 +64,7 @@ class ConsoleConfig:
     poll_seconds: float = 2.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     property_name: str | None = None
-    security: guard.SecurityPolicy = guard.SecurityPolicy()
+    security: guard.SecurityPolicy = field(default_factory=guard.SecurityPolicy)
     echo_access: bool = False
 
 

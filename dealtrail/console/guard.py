@@ -124,7 +124,8 @@ class LoginGuard:
         over = c.failures - self.policy.slow_after
         if over < 0 or c.last is None:
             return timedelta(0)
-        return min(self.policy.delay * (2 ** min(over, 30)), self.policy.max_delay)
+        wait: timedelta = min(self.policy.delay * (2 ** min(over, 30)), self.policy.max_delay)
+        return wait
 
     def check(self, name: str, client: str, now: datetime) -> Refusal | None:
         """None if an attempt for ``name`` from ``client`` may be checked now, else the refusal."""
@@ -147,7 +148,9 @@ class LoginGuard:
                 left = wait_until - now
                 secs = max(1, int(left.total_seconds() + 0.999))
                 return Refusal(
-                    False, secs, f"Too many failed sign-ins. Wait {secs} second{'s' if secs != 1 else ''} and try again."
+                    False,
+                    secs,
+                    f"Too many failed sign-ins. Wait {secs} second{'s' if secs != 1 else ''} and try again.",
                 )
             return None
 
@@ -292,6 +295,7 @@ class ClientMiddleware:
         self.app, self.log = app, log
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve one ASGI connection (HTTP requests get the client and the download entry)."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

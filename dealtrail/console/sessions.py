@@ -17,10 +17,10 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from dealtrail.console import auth, guard
+from dealtrail.console import auth, guard, totp
 from dealtrail.console.deps import Console, Cursor
-from schemas.access import clean_name
 from projections import access
+from schemas.access import clean_name
 
 
 def router(console: Console) -> APIRouter:
@@ -33,13 +33,14 @@ def router(console: Console) -> APIRouter:
         return render(request, "login.html.j2", None, next=_safe_next(next), error=None, username="")
 
     @r.post("/login", include_in_schema=False)
-    def login(
+    def login(  # noqa: PLR0911 (each refusal answers the form on its own)
         request: Request,
         con: Cursor,
         csrf: Annotated[str, Form()],
         username: Annotated[str, Form(max_length=200)] = "",
         password: Annotated[str, Form(max_length=1024)] = "",
         next: Annotated[str, Form()] = "/",
+        code: Annotated[str, Form(max_length=16)] = "",
     ) -> Response:
         check_csrf(request, csrf)
         typed = clean_name(username.strip(), 64)
@@ -55,8 +56,7 @@ def router(console: Console) -> APIRouter:
         now = console.config.clock()
         refusal = console.guard.check(typed, client, now)
         if refusal is not None:
-            outcome = "locked" if refusal.locked else "throttled"
-            console.access.record("login_failed", typed, outcome, refusal.message)
+            console.access.record("login_failed", typed, "locked" if refusal.locked else "throttled", refusal.message)
             return again(429, refusal.message, {"Retry-After": str(refusal.retry_after)})
         u = access.user(con, typed)
         ok = auth.verify_password(u["password_hash"] if u and u["active"] else None, password)
@@ -70,7 +70,20 @@ def router(console: Console) -> APIRouter:
                 assert locked is not None
                 return again(429, locked.message, {"Retry-After": str(locked.retry_after)})
             return again(401, "Wrong name or password.")
+        secret, required = totp.needs_code(console, con, u["name"], u["role"])
+        if secret is not None and not totp.code_ok(secret, code, now.timestamp()):
+            console.access.record("login_failed", typed, "refused", "wrong or missing one-time code")
+            if console.guard.failed(typed, client, now):
+                console.access.record("login_locked", typed, "locked", "failed sign-ins in a row")
+            return again(401, "Type the one-time code your authenticator app shows for dealtrail.")
         console.guard.succeeded(typed, client)
+        if secret is None and required:  # the role needs a second factor: enrol one before the session
+            request.session.clear()
+            request.session.update({"enrol": [u["name"], now.timestamp()], "csrf": secrets.token_urlsafe(32)})
+            console.access.record(
+                "login_failed", u["name"], "refused", "password right; a one-time code must be enrolled"
+            )
+            return RedirectResponse("/account/totp", status_code=303)
         guard.begin_session(console, request, u["name"])
         console.access.record("login_succeeded", u["name"], "ok")
         return RedirectResponse(_safe_next(next), status_code=303)

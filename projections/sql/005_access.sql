@@ -31,3 +31,13 @@ CREATE TABLE IF NOT EXISTS console_sessions (
     user_changed_at  TIMESTAMPTZ,
     reason           VARCHAR NOT NULL
 );
+
+-- Grain: one row per enrolment (or removal) of a user's one-time-code (TOTP) secret (user_name,
+-- changed_at); the latest row per user is in force. The secret is what a TOTP code is checked
+-- against (it cannot be hashed); the store is owner-only and never shows it after enrolment.
+CREATE TABLE IF NOT EXISTS console_totp (
+    user_name   VARCHAR NOT NULL,
+    secret      VARCHAR,
+    active      BOOLEAN NOT NULL,
+    changed_at  TIMESTAMPTZ NOT NULL
+);
