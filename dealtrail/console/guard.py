@@ -351,9 +351,7 @@ def session_user(console: Any, request: Request, con: duckdb.DuckDBPyConnection)
     access entry ``session_expired`` recorded)."""
     sid, name = request.session.get("sid"), request.session.get("user")
     if not isinstance(sid, str) or not isinstance(name, str):
-        if request.session:
-            request.session.clear()
-        return None
+        return None  # no session (the session may hold a sign-in waiting for its one-time code)
     s = access_log.session(con, sid)
     if s is None or s["ended"] or s["user_name"] != name:
         request.session.clear()

@@ -85,11 +85,9 @@ def router(console: Console) -> APIRouter:
         since: Annotated[str, Query(alias="from", max_length=10)] = "",
         until: Annotated[str, Query(alias="to", max_length=10)] = "",
     ) -> Response:
-        from dealtrail.console.pages import _csv
-
         rows, _ = access_log.entries(con, selection(user, who, kind, since, until), None)
         return Response(
-            _csv(rows),
+            log_csv(rows),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": 'attachment; filename="access-log.csv"'},
         )
@@ -97,10 +95,40 @@ def router(console: Console) -> APIRouter:
     return routes
 
 
-def _request_user(request: Request) -> User | None:
+def log_csv(rows: list[dict[str, Any]]) -> str:
+    """Access-log rows as CSV (every column; times in UTC with their offset), each cell a
+    spreadsheet would run quoted as text (``projections.spreadsheet.neutralise_cell``)."""
+    import csv
+    import io
+
+    from dealtrail.console.deps import utc
+    from projections.spreadsheet import neutralise_cell
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(access_log.COLUMNS)
+    for r in rows:
+        cells = [r.get(c) for c in access_log.COLUMNS]
+        w.writerow(neutralise_cell(utc(v) if isinstance(v, datetime) else "" if v is None else str(v)) for v in cells)
+    return buf.getvalue()
+
+
+def _request_user(request: Request, console: Console) -> User | None:
+    """The request's user as its route found it, else from its session (a page no route has)."""
     state: Any = request.state
     name, role = getattr(state, "user_name", None), getattr(state, "user_role", None)
-    return User(name, role) if isinstance(name, str) and isinstance(role, str) else None
+    if isinstance(name, str) and isinstance(role, str):
+        return User(name, role)
+    if "session" not in request.scope:
+        return None
+    from dealtrail.console import guard
+
+    cur = console.store.con.cursor()
+    try:
+        found = guard.session_user(console, request, cur)
+    finally:
+        cur.close()
+    return None if found is None else User(*found)
 
 
 def install_error_pages(app: FastAPI, console: Console) -> None:
@@ -118,7 +146,7 @@ def install_error_pages(app: FastAPI, console: Console) -> None:
         response = console.render(
             request,
             "error.html.j2",
-            _request_user(request),
+            _request_user(request, console),
             exc.status_code,
             title=titles.get(exc.status_code, "Something is wrong"),
             message=str(exc.detail),
@@ -137,7 +165,7 @@ def install_error_pages(app: FastAPI, console: Console) -> None:
         return console.render(
             request,
             "error.html.j2",
-            _request_user(request),
+            _request_user(request, console),
             422,
             title="The form was not accepted",
             message="; ".join(lines),
