@@ -488,3 +488,26 @@ def test_an_admin_cannot_demote_or_deactivate_himself_or_the_last_active_admin(
     assert active == [("bea",)]
     refused = log_rows(store, kind="admin_role")
     assert refused and refused[0]["outcome"] == "refused"
+
+
+def test_a_refused_review_form_shows_the_finding_again_with_the_message_beside_the_field_and_the_values(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "form.duckdb"
+    shutil.copy(audited_shift, db)
+    with Store(db) as s:
+        auth.add_user(s.con, "rita", "reviewer", PASSWORDS["rita"], T0)
+        client = TestClient(create_app(s, ConsoleConfig(DUE, "s" * 48, clock=lambda: T0)))
+        rows, _ = reviews.find(s.con, FindingFilter(), DUE, T0, limit=1)
+        fid = str(rows[0]["finding_id"])
+        login(client, "rita")
+        page = client.get(f"/findings/{fid}")
+        form = {"csrf": csrf_of(page.text), "action": "dispose", "cause": "", "note": "camera <checked>"}
+        r = client.post(f"/findings/{fid}/reviews", data={**form, "corrective_action": "coached"})
+        assert r.status_code == 422 and "<html" in r.text and '{"detail"' not in r.text
+        assert re.search(r'id="err-cause">dispose needs a cause', r.text)
+        assert '<option value="dispose" selected>' in r.text
+        assert 'value="coached"' in r.text and "camera &lt;checked&gt;</textarea>" in r.text
+        r = client.post(f"/findings/{fid}/reviews", data={**form, "action": "assign", "assignee": "nobody"})
+        assert r.status_code == 422 and 'id="err-assignee"' in r.text
+        assert s.con.execute("SELECT count(*) FROM reviews").fetchall() == [(0,)]
