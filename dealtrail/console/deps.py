@@ -271,7 +271,8 @@ class Console:
         self.env = _env()
         self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
         self.guard = guard.LoginGuard(config.security)
-        self.guard.replay(store.con.cursor(), config.clock())
+        with store.con.cursor() as cur:  # the sign-in counts as the access log left them (a restart)
+            self.guard.replay(cur, config.clock())
 
     def csrf_token(self, request: Request) -> str:
         """The session's CSRF token (made on first use), for the forms of a page."""
