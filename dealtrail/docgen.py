@@ -67,6 +67,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "reports.chromium": ("report", "sign-report"),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
+    "security": ("serve", "project"),
     "notify": ("serve", "project"),
     "notify.console_url": (*REPORTERS, "serve"),
     "duckdb_memory_limit": WRITERS,

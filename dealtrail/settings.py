@@ -279,6 +279,38 @@ class VideoSettings(BaseModel):
         return value
 
 
+class SecuritySettings(BaseModel):
+    """Console sessions, sign-in throttling, second factor and API token lifetime.
+
+    Attributes:
+        session_idle_minutes: a session not used for this long ends (minutes).
+        session_max_hours: a session ends this long after sign-in, used or not (hours).
+        token_days: an API token stops working this long after it was issued; unset: tokens
+            work until revoked (days).
+        login_slow_after: consecutive failed sign-ins (of one account, or from one address)
+            after which each further attempt must wait, the wait doubling with each failure.
+        login_delay_seconds: the first such wait; answered 429 with ``Retry-After`` (seconds).
+        login_max_delay_seconds: the longest such wait (seconds).
+        login_lock_after: consecutive failed sign-ins of one account that lock it.
+        login_lock_minutes: how long a lock lasts unless an admin unlocks the account (minutes).
+        totp_roles: roles that must sign in with a one-time code (TOTP) as a second factor, e.g.
+            ``["admin"]``; a user of such a role without a code enrolled is sent to enrol one
+            after the password. Users of other roles may enrol one.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    session_idle_minutes: float = Field(default=30, gt=0, le=7 * 24 * 60)
+    session_max_hours: float = Field(default=12, gt=0, le=30 * 24)
+    token_days: float | None = Field(default=None, gt=0, le=3650)
+    login_slow_after: int = Field(default=5, ge=1, le=1000)
+    login_delay_seconds: float = Field(default=2, ge=0, le=3600)
+    login_max_delay_seconds: float = Field(default=300, ge=0, le=86_400)
+    login_lock_after: int = Field(default=10, ge=1, le=1000)
+    login_lock_minutes: float = Field(default=15, gt=0, le=7 * 24 * 60)
+    totp_roles: list[str] = Field(default_factory=list)
+
+
 class NotifyRuleSettings(BaseModel):
     """One notification rule: which findings (empty list: any) go to which webhook and addresses.
 
@@ -412,6 +444,7 @@ class Settings(BaseSettings):
         reorder: see :class:`ReorderSettings` (``DEALTRAIL_REORDER__EVENTS`` ...).
         review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
+        security: see :class:`SecuritySettings` (``DEALTRAIL_SECURITY__SESSION_IDLE_MINUTES`` ...).
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
@@ -466,6 +499,7 @@ class Settings(BaseSettings):
     reorder: ReorderSettings = ReorderSettings()
     review: ReviewSettings = ReviewSettings()
     console: ConsoleSettings = ConsoleSettings()
+    security: SecuritySettings = SecuritySettings()
     reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()

@@ -85,3 +85,9 @@ def tokens(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def token_issued_at(con: duckdb.DuckDBPyConnection, token_hash: str) -> datetime | None:
+    """When a token was issued (its first row), or None for a token never issued."""
+    rows = con.execute("SELECT min(changed_at) FROM api_tokens WHERE token_hash = ?", [token_hash]).fetchall()
+    return rows[0][0] if rows else None

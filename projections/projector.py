@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from projections import staff
 from projections.reviews import review_row
 from projections.store import BatchCounts, Store
+from schemas.access import ACCESS_ADAPTER, AccessEntry
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
@@ -352,6 +353,7 @@ class _Run:
             topics.dead_letter.name,
             topics.reviews.name,
             topics.staff.name,
+            topics.access_log.name,
         ]
         self.gate = SnapshotGate(topics.snapshots.name)
         self.heads = Heads(settings.plausibility)
@@ -600,7 +602,9 @@ def _write(
 
     events_name, findings_name, rounds_name, dead_name, reviews_name, *more = names
     staff_name = more[0] if more else None
+    access_name = more[1] if len(more) > 1 else None
     staff_events: list[StaffMemberRecorded] = []
+    access_entries: list[AccessEntry] = []
     raw_events: list[tuple[int, bytes]] = []
     findings: list[Finding] = []
     rounds: list[dict[str, Any]] = []
@@ -650,6 +654,10 @@ def _write(
                     review_rows.append(_review_row(r.key, r.value))
                 elif tp.topic == staff_name:
                     staff_events.append(_staff_event(r.key, r.value))
+                elif tp.topic == access_name:
+                    if not r.value:
+                        raise ValueError("an empty record on the access-log topic")
+                    access_entries.append(ACCESS_ADAPTER.validate_json(r.value))
             except ValueError as exc:  # a record this projector cannot read: keep it as a dead letter
                 summary.bad_records += 1
                 dead.append(
@@ -674,6 +682,7 @@ def _write(
         offsets=offsets,
         snapshots=snapshots,
         reviews=review_rows,
+        access=access_entries,
     )
     if refused:  # rows the store could not hold: dead letters, the batch stored without them, no crash loop
         summary.bad_records += len(refused)

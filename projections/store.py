@@ -29,6 +29,7 @@ import duckdb
 import pyarrow as pa
 
 from projections.private import make_private_dirs
+from schemas.access import AccessEntry
 from schemas.findings import Finding
 from streams.engine.state import TableState, dump_state
 
@@ -404,6 +405,7 @@ class Store:
         self.con.execute(_sql("004_console_views.sql"))
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/staff.py)
         self.con.execute(_sql("006_property_names.sql"))  # the property's recorded names (projections/property.py)
+        self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/access_log.py)
         self.generation = latest_generation(self.con)
         """The generation the findings this writer stores belong to: the latest one when it opened
         (``dealtrail reaudit`` adds generations while it alone holds the file)."""
@@ -456,6 +458,7 @@ class Store:
         snapshots: Sequence[dict[str, Any]] = (),
         reviews: Sequence[dict[str, Any]] = (),
         event_rows: pa.Table | None = None,
+        access: Sequence[AccessEntry] = (),
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -484,6 +487,9 @@ class Store:
                 :data:`projections.event_rows.EVENTS_ARROW_SCHEMA`, distinct by ``event_id`` and
                 ``payload_hash``; appended by DuckDB's Arrow scan, without parsing the payloads
                 again. Rows already stored are skipped.
+            access: access-log entries from the access-log topic, chained in this order after the
+                stored ones (``projections.access_log.append``); an entry ID already stored is
+                skipped (a redelivery).
 
         Returns:
             How many rows each table gained.
@@ -565,6 +571,10 @@ class Store:
                                   WHERE review_id IN (SELECT review_id FROM reviews_batch)) r
                        USING (review_id)"""
                 )
+            if access:
+                from projections import access_log
+
+                access_log.append(con, access)
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")

@@ -10,6 +10,7 @@
 | ``<ns>.reviews.v1`` | finding ID | the console | review events (JSON, ``schemas.reviews``): kept forever |
 | ``<ns>.snapshots.v1`` | table ID | the worker | a table's engine state every ``snapshot_every`` seqs |
 | ``<ns>.staff.v1`` | staff ID | console, ``staff import`` | roster events (JSON, ``schemas.staff``): kept forever |
+| ``<ns>.access-log.v1`` | ``access-log`` | the console | access-log entries (JSON, ``schemas.access``): kept forever |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -88,6 +89,13 @@ class Topics:
         return TopicSpec(f"{self.namespace}.staff.v1", 1, {"retention.ms": "-1"})
 
     @property
+    def access_log(self) -> TopicSpec:
+        """Access-log entries of the console (sign-ins, logouts, user changes, downloads, reviews),
+        one partition so they keep the order the console made them in; the console writes them
+        in the streaming deployment and the projector chains and stores them. Kept forever."""
+        return TopicSpec(f"{self.namespace}.access-log.v1", 1, {"retention.ms": "-1"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -108,4 +116,5 @@ class Topics:
             self.reviews,
             self.snapshots,
             self.staff,
+            self.access_log,
         ]

@@ -50,14 +50,31 @@ def _host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _console_config(settings: Settings, secure: bool = False, reports: Path | None = None) -> object:
+def _console_config(
+    settings: Settings, secure: bool = False, reports: Path | None = None, echo_access: bool = False
+) -> object:
     """The console's resolved configuration (``ConsoleConfig``) from the settings; ``reports``
     is the folder of scheduled reports to list when ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset
     (a projector's own ``--reports``)."""
+    from datetime import timedelta
+
     from dealtrail.console.app import ConsoleConfig, new_session_secret
+    from dealtrail.console.guard import SecurityPolicy
     from dealtrail.video import VideoLinks
 
     secret = settings.console.session_secret
+    sec = settings.security
+    policy = SecurityPolicy(
+        session_idle=timedelta(minutes=sec.session_idle_minutes),
+        session_max=timedelta(hours=sec.session_max_hours),
+        token_lifetime=None if sec.token_days is None else timedelta(days=sec.token_days),
+        slow_after=sec.login_slow_after,
+        delay=timedelta(seconds=sec.login_delay_seconds),
+        max_delay=timedelta(seconds=sec.login_max_delay_seconds),
+        lock_after=sec.login_lock_after,
+        lock_for=timedelta(minutes=sec.login_lock_minutes),
+        totp_roles=frozenset(sec.totp_roles),
+    )
     return ConsoleConfig(
         review_due=review_due(settings),
         session_secret=secret.get_secret_value() if secret else new_session_secret(),
@@ -67,6 +84,8 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
         property_name=settings.property_name,
         video=VideoLinks.from_settings(settings.video),
         plausibility=settings.plausibility,
+        security=policy,
+        echo_access=echo_access,
     )
 
 
@@ -96,7 +115,7 @@ def serve(
         raise _fail("--certfile and --keyfile go together")
     store = _open_writer(db, settings)
     assert isinstance(store, Store)
-    config = _console_config(settings, secure=certfile is not None)
+    config = _console_config(settings, secure=certfile is not None, echo_access=True)
     assert isinstance(config, ConsoleConfig)
     scheme = "https" if certfile else "http"
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
@@ -224,6 +243,7 @@ def users_add(
             new = add_user(store.con, name, role, password, datetime.now(UTC))
         except AccessError as exc:
             raise _fail(str(exc)) from None
+        _log(store, "user_added" if new else "password_reset", f"{name} as {role}")
     console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
 
 
@@ -247,5 +267,39 @@ def users_token(
             token = new_token(store.con, name, datetime.now(UTC))
         except AccessError as exc:
             raise _fail(str(exc), code=1) from None
+        from dealtrail.console.auth import token_hash
+
+        _log(store, "token_issued", f"token {token_hash(token)[:12]} of {name}")
     # plain print: rich would wrap or style the token
     print(f"API token for {name} (stored hashed; it cannot be shown again): {token}")
+
+
+def _log(store: object, kind: str, detail: str) -> None:
+    """Record a change made from the command line in the access log (user ``cli``)."""
+    from ulid import ULID
+
+    from projections import access_log
+    from schemas.access import AccessEntry
+
+    entry = AccessEntry(
+        entry_id=str(ULID()), at=datetime.now(UTC), user="cli", client="cli", kind=kind, outcome="ok", detail=detail
+    )
+    access_log.append(store.con, [entry])  # type: ignore[attr-defined]
+
+
+@users_app.command("unlock")
+def users_unlock(
+    name: Annotated[str, typer.Argument(help="The user (or name typed at sign-in) locked after failed sign-ins.")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """End the sign-in lock of an account (recorded in the access log; the console reads it when it
+    starts: run this while the console is stopped, or use the Unlock button of its Users page)."""
+    from projections.store import Store
+
+    settings = load()
+    db = db or settings.db
+    store = _open_writer(db, settings, users=True)
+    assert isinstance(store, Store)
+    with store:
+        _log(store, "user_unlocked", name)
+    console.print(f"{name} unlocked: the console lets it sign in again from its next start")

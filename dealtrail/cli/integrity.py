@@ -92,7 +92,8 @@ def verify(
     ] = None,
     archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
-    """Recompute every table's hash chain; report the first broken link per table (exit 4 if any).
+    """Recompute every table's hash chain and the access log's; report the first broken link
+    per table and the first altered access-log entry (exit 4 if any).
 
     Exit 1 with one line when there is nothing to check (an empty store, a table the store or
     topic does not hold, a digest without tables or without the --table asked for).
@@ -134,6 +135,8 @@ def verify(
             f"[bold red]{table_id}: stored columns differ from the event's payload at seq {seq}, "
             f"event {event_id}[/]: {columns} (altered in the store)"
         )
+    if source == "db" and table is None:
+        bad += _access_log(db or load().db)
     if against is not None and saved is not None:
         problems = check_against(reports, saved)
         for p in problems:
@@ -143,6 +146,31 @@ def verify(
             console.print(f"every table still passes through the heads of {against}")
     if bad:
         raise typer.Exit(4)
+
+
+def _access_log(db: Path) -> int:
+    """Check the store's access-log chain and print one line; 1 if it is broken, else 0."""
+    import duckdb
+
+    from dealtrail.cli.common import _busy
+    from projections.access_log import check_chain
+    from projections.store import connect_read_only
+
+    try:
+        con = connect_read_only(db)
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None
+    try:
+        report = check_chain(con)
+    finally:
+        con.close()
+    if report.first_break is None:
+        if report.entries:
+            console.print(f"access log: {report.entries:,} entries chained, intact")
+        return 0
+    seq, entry_id, problem = report.first_break
+    console.print(f"[bold red]access log: chain broken at entry {seq} ({entry_id})[/]: {problem}")
+    return 1
 
 
 @app.command()

@@ -396,18 +396,27 @@ def _host_console(
     from dealtrail.console.app import ConsoleConfig, create_app
     from projections.reviews import ReviewEvent
     from projections.store import Store
+    from schemas.access import AccessEntry
+    from streams.access_publish import AccessPublisher, AccessPublishError
     from streams.link import Backoff
     from streams.review_publish import ReviewPublisher, ReviewPublishError
 
     assert isinstance(store, Store)
-    config = _console_config(settings, reports=reports)
+    config = _console_config(settings, reports=reports, echo_access=True)
     assert isinstance(config, ConsoleConfig)
-    producer: list[ReviewPublisher] = []
+    producer: list[ReviewPublisher | AccessPublisher] = []  # the review producer, then the access-log one
 
     def publish(review: ReviewEvent) -> None:
-        if not producer:
+        reviews = [p for p in producer if isinstance(p, ReviewPublisher)]
+        if not reviews:
             raise ReviewPublishError("the console is still connecting to Kafka")
-        producer[0].send(review)
+        reviews[0].send(review)
+
+    def publish_access(entry: AccessEntry) -> None:
+        found = [p for p in producer if isinstance(p, AccessPublisher)]
+        if not found:
+            raise AccessPublishError("the console is still connecting to Kafka")
+        found[0].send(entry)
 
     def connect() -> None:
         backoff = Backoff(first=0.5, cap=5.0)
@@ -417,13 +426,20 @@ def _host_console(
             except Exception:  # the projector's link says that Kafka is away; retry quietly
                 stop.wait(backoff.next())
                 continue
+            try:
+                access_publisher = AccessPublisher(settings.kafka, settings.topics)
+            except Exception:
+                publisher.close(timeout=1)
+                stop.wait(backoff.next())
+                continue
             if stop.is_set():
                 publisher.close(timeout=1)
+                access_publisher.close(timeout=1)
             else:
-                producer.append(publisher)
+                producer.extend([publisher, access_publisher])
             return
 
-    console_app = create_app(store, config, review_sink=publish, write_lock=lock)
+    console_app = create_app(store, config, review_sink=publish, write_lock=lock, access_sink=publish_access)
     console_app.state.staff_sink = _publish_staff(settings)  # roster changes travel as reviews do
     console_app.state.readiness = _readiness(settings, link)
     host, port = address

@@ -1,5 +1,8 @@
-"""The admin page: users (add, role, password, deactivate) and their API tokens (make, revoke),
-for admins only; every change is written under the store's write lock."""
+"""The admin page: users (add, role, password, deactivate, unlock) and their API tokens (make,
+revoke), for admins only; every change is written under the store's write lock and recorded in
+the access log. A refused change shows the page again with the reason beside its form and the
+typed name and role kept (never the password); no admin can deactivate or demote himself or the
+last active admin."""
 
 from __future__ import annotations
 
@@ -11,7 +14,23 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
+from dealtrail.console.security import role_at_least
 from projections import access, reviews
+
+
+def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, current: dict[str, object]) -> None:
+    """Refuse taking the admin role (demotion, deactivation) from oneself or the last active admin.
+
+    Raises:
+        auth.AccessError: the change would leave no active admin, or it is the admin's own.
+    """
+    if not (current["active"] and role_at_least(str(current["role"]), "admin")):
+        return
+    if name == actor:
+        raise auth.AccessError("you cannot demote or deactivate yourself: ask another admin")
+    admins = [u for u in access.users(con) if u["active"] and role_at_least(str(u["role"]), "admin")]
+    if len(admins) <= 1:
+        raise auth.AccessError(f"{name} is the last active admin: make another admin first")
 
 
 def router(console: Console) -> APIRouter:
@@ -27,8 +46,10 @@ def router(console: Console) -> APIRouter:
         status_code: int = 200,
         token: str | None = None,
         message: str | None = None,
+        failed: dict[str, str] | None = None,
     ) -> HTMLResponse:
-        """The admin page: every user and token, a new token shown once, the outcome of a change."""
+        """The admin page: every user and token, a new token shown once, the outcome of a change;
+        ``failed`` (op, name, role, error) puts a refusal beside the form it came from."""
         return render(
             request,
             "admin.html.j2",
@@ -38,7 +59,9 @@ def router(console: Console) -> APIRouter:
             tokens=access.tokens(con),
             roles=reviews.ROLES,
             token=token,
-            message=message,
+            message=None if failed else message,
+            failed=failed or {},
+            locked=console.guard.locked(config.clock()),
         )
 
     @routes.get("/admin/users", include_in_schema=False)
@@ -53,8 +76,8 @@ def router(console: Console) -> APIRouter:
         user: PageUser,
         con: Cursor,
         csrf: Annotated[str, Form()],
-        op: Annotated[Literal["add", "role", "password", "deactivate", "token", "revoke"], Form()],
-        name: Annotated[str, Form(max_length=64)],
+        op: Annotated[Literal["add", "role", "password", "deactivate", "token", "revoke", "unlock"], Form()],
+        name: Annotated[str, Form(max_length=64)] = "",
         role: Annotated[str, Form()] = "viewer",
         password: Annotated[str, Form(max_length=1024)] = "",
         token_hash: Annotated[str, Form(max_length=64)] = "",
@@ -64,10 +87,21 @@ def router(console: Console) -> APIRouter:
             raise HTTPException(403, "only an admin manages users")
         token = None
         now = config.clock()
+        logged: tuple[str, str, str] | None = None  # kind, user, detail of the access entry
         try:
             with write_lock:
-                if op == "add":
-                    auth.add_user(store.con, name, role, password, now, by=user.name)
+                if op == "unlock":
+                    was = console.guard.unlock(name)
+                    logged = ("user_unlocked", user.name, name)
+                    message = f"{name} unlocked" if was else f"{name} was not locked; its failure count is reset"
+                elif op == "add":
+                    existing = access.user(store.con, name)
+                    if existing is not None and not role_at_least(role, "admin"):
+                        _last_admin_guard(store.con, user.name, name, existing)
+                    new = auth.add_user(store.con, name, role, password, now, by=user.name)
+                    logged = ("user_added", user.name, f"{name} as {role}") if new else None
+                    if not new:
+                        logged = ("password_reset", user.name, f"{name}, role {role}")
                     message = f"user {name} saved with role {role}"
                 else:
                     current = access.user(store.con, name)
@@ -76,27 +110,39 @@ def router(console: Console) -> APIRouter:
                     if op == "role":
                         if role not in reviews.ROLES:
                             raise auth.AccessError(f"role must be one of {', '.join(reviews.ROLES)}")
+                        if not role_at_least(role, "admin"):
+                            _last_admin_guard(store.con, user.name, name, current)
                         access.put_user(store.con, name, role, None, bool(current["active"]), now, user.name)
+                        logged = ("role_changed", user.name, f"{name}: {current['role']} -> {role}")
                         message = f"{name} is now {role}"
                     elif op == "password":
                         auth.add_user(store.con, name, current["role"], password, now, by=user.name)
+                        logged = ("password_reset", user.name, name)
                         message = f"password of {name} reset"
                     elif op == "revoke":
                         held = [t for t in access.tokens(store.con) if t["token_hash"] == token_hash]
                         if not held or held[0]["user_name"] != name:
                             raise auth.AccessError(f"no active token {token_hash[:12]} of {name}")
                         access.put_token(store.con, token_hash, name, False, now)
+                        logged = ("token_revoked", user.name, f"token {token_hash[:12]} of {name}")
                         message = f"token {token_hash[:12]} of {name} revoked: it no longer opens the API"
                     elif op == "deactivate":
                         if name == user.name:
                             raise auth.AccessError("you cannot deactivate yourself")
+                        _last_admin_guard(store.con, user.name, name, current)
                         access.put_user(store.con, name, current["role"], None, False, now, user.name)
+                        logged = ("user_deactivated", user.name, name)
                         message = f"{name} can no longer sign in or use a token"
                     else:
                         token = auth.new_token(store.con, name, now)
+                        logged = ("token_issued", user.name, f"token {auth.token_hash(token)[:12]} of {name}")
                         message = f"API token for {name} (shown once, copy it now)"
         except auth.AccessError as exc:
-            return admin_view(request, user, con, 422, message=str(exc))
+            console.access.record(f"admin_{op}", user.name, "refused", f"{name}: {exc}")
+            failed = {"op": op, "name": name, "role": role, "error": str(exc)}
+            return admin_view(request, user, con, 422, message=str(exc), failed=failed)
+        if logged is not None:
+            console.access.record(logged[0], logged[1], "ok", logged[2])
         return admin_view(request, user, con, token=token, message=message)
 
     return routes

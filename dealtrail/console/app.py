@@ -30,18 +30,21 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
 from dealtrail.console import (
     admin,
     api,
+    guard,
     health,
     pages,
     reports_pages,
+    security,
     sessions,
     signoff_pages,
     staff_admin,
+    totp,
     workbench,
 )
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
@@ -50,6 +53,7 @@ from dealtrail.console.sessions import new_session_secret
 from projections import reviews
 from projections.cards import card_face
 from projections.store import Store
+from schemas.access import AccessEntry
 
 __all__ = [
     "CSP",
@@ -90,7 +94,6 @@ async def strict_json_body(request: Request) -> None:
     body = await request.body()
     if not body:
         return
-    from fastapi.exceptions import RequestValidationError
 
     from schemas.strict_json import StrictJSONError, loads
 
@@ -106,6 +109,7 @@ def create_app(
     config: ConsoleConfig,
     review_sink: Callable[[reviews.ReviewEvent], None] | None = None,
     write_lock: threading.Lock | None = None,
+    access_sink: Callable[[AccessEntry], None] | None = None,
 ) -> FastAPI:
     """Build the console over ``store`` (this process is its one writer).
 
@@ -118,6 +122,8 @@ def create_app(
             failure, which the console answers with 503. None: reviews are stored directly.
         write_lock: the lock every writer of ``store.con`` in this process holds (the projector
             shares it); None: a new one (``app.state.write_lock``).
+        access_sink: where an access-log entry goes instead of the store (the streaming
+            deployment: a producer of the access-log topic); None: stored directly.
 
     Returns:
         The FastAPI application (serve it with uvicorn).
@@ -138,12 +144,13 @@ def create_app(
     write_lock = write_lock or threading.Lock()
     app.state.write_lock = write_lock
     store.con.execute("SET GLOBAL TimeZone = 'UTC'").fetchall()
-    console = Console(store, config, review_sink, write_lock)
+    console = Console(store, config, review_sink, write_lock, access_sink)
+    app.state.console = console
     app.add_middleware(
         SessionMiddleware,
         secret_key=config.session_secret,
         session_cookie="dealtrail_session",
-        max_age=12 * 3600,
+        max_age=int(config.security.session_max.total_seconds()),
         same_site="strict",
         https_only=config.secure_cookies,
     )
@@ -162,14 +169,15 @@ def create_app(
     async def to_login(request: Request, exc: LoginRequiredError) -> Response:
         return RedirectResponse("/login?" + query_string({"next": exc.next_path}), status_code=303)
 
-    @app.exception_handler(RequestValidationError)
-    async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
-        return JSONResponse(validation_detail(exc.errors()), status_code=422)
+    security.install_error_pages(app, console)  # pages get pages; /api/ keeps JSON
+    app.add_middleware(guard.ClientMiddleware, log=lambda: console.access)  # outermost: the client's address
 
     for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router, signoff_pages.router):
         app.include_router(router(console))
     app.include_router(workbench.router(console))  # video clips and references, evidence packages
     app.include_router(staff_admin.router(console))  # the staff roster (/admin/staff)
+    app.include_router(security.router(console))  # the access log (admins)
+    app.include_router(totp.router(console))  # one-time code enrolment
     return app
 
 

@@ -24,12 +24,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
 from ulid import ULID
 
-from dealtrail.console import auth
+from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.video import VideoLinks
 from projections import access, incidents, reviews, staff
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
+from schemas.access import AccessEntry
 from schemas.reviews import (
     Cause,
     FindingAcknowledged,
@@ -58,6 +59,8 @@ class ConsoleConfig:
             (:class:`dealtrail.video.VideoLinks`, from ``settings.video``); default: none.
         plausibility: the limits of rulebook 10.3.4 the audit applies (``settings.plausibility``),
             for the evidence packages the finding page downloads; None: none checked.
+        security: sessions, sign-in throttle, token lifetime (resolved ``DEALTRAIL_SECURITY__*``).
+        echo_access: print one line per access-log entry to standard error (``serve``).
     """
 
     review_due: ReviewDue
@@ -69,6 +72,8 @@ class ConsoleConfig:
     property_name: str | None = None
     video: VideoLinks = field(default_factory=VideoLinks)
     plausibility: Plausibility | None = None
+    security: guard.SecurityPolicy = field(default_factory=guard.SecurityPolicy)
+    echo_access: bool = False
 
 
 class LoginRequiredError(Exception):
@@ -111,14 +116,9 @@ Cursor = Annotated[duckdb.DuckDBPyConnection, Depends(_cursor)]
 
 
 def _session_user(request: Request, con: duckdb.DuckDBPyConnection) -> User | None:
-    name = request.session.get("user")
-    if not isinstance(name, str):
-        return None
-    u = access.user(con, name)
-    if u is None or not u["active"]:
-        request.session.clear()
-        return None
-    return User(u["name"], u["role"])
+    """The user of the request's session while it is in force (``guard.session_user``)."""
+    found = guard.session_user(request.app.state.console, request, con)
+    return None if found is None else User(*found)
 
 
 def _page_user(request: Request, con: Cursor) -> User:
@@ -136,14 +136,26 @@ def _api_user(request: Request, con: Cursor) -> User:
     if header:
         scheme, _, token = header.partition(" ")
         if scheme.lower() == "bearer" and token:
-            found = access.token_user(con, auth.token_hash(token.strip()))
+            digest = auth.token_hash(token.strip())
+            found = access.token_user(con, digest)
+            if found is not None and _token_expired(request, con, digest):
+                found = None
             if found is not None:
+                request.state.user_name, request.state.user_role = found["name"], found["role"]
                 return User(found["name"], found["role"])
-        raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(401, "invalid, revoked or expired token", headers={"WWW-Authenticate": "Bearer"})
     u = _session_user(request, con)
     if u is None:
         raise HTTPException(401, "authentication required", headers={"WWW-Authenticate": "Bearer"})
     return u
+
+
+def _token_expired(request: Request, con: duckdb.DuckDBPyConnection, digest: str) -> bool:
+    """True if the token has outlived ``token_lifetime`` (never, when that is None)."""
+    config: ConsoleConfig = request.app.state.config
+    lifetime = config.security.token_lifetime
+    issued = access.token_issued_at(con, digest) if lifetime is not None else None
+    return lifetime is not None and (issued is None or config.clock() - issued >= lifetime)
 
 
 def known_query(request: Request) -> None:
@@ -256,6 +268,8 @@ class Console:
         review_sink: where a review event goes instead of the store (see ``create_app``); None:
             reviews are stored directly.
         write_lock: the lock every writer of ``store.con`` in this process holds.
+        access_sink: where an access-log entry goes instead of the store (the access-log topic's
+            producer); None: stored directly.
     """
 
     def __init__(
@@ -264,12 +278,17 @@ class Console:
         config: ConsoleConfig,
         review_sink: Callable[[reviews.ReviewEvent], None] | None,
         write_lock: threading.Lock,
+        access_sink: Callable[[AccessEntry], None] | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.review_sink = review_sink
         self.write_lock = write_lock
         self.env = _env()
+        self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
+        self.guard = guard.LoginGuard(config.security)
+        with store.con.cursor() as cur:  # the sign-in counts as the access log left them (a restart)
+            self.guard.replay(cur, config.clock())
 
     def csrf_token(self, request: Request) -> str:
         """The session's CSRF token (made on first use), for the forms of a page."""
@@ -400,7 +419,8 @@ class Console:
                 self.review_sink(event)
             except Exception as exc:  # the broker did not take it: say so, store nothing
                 raise HTTPException(503, f"the review was not recorded, try again: {exc}") from None
-            return event
-        with self.write_lock:
-            reviews.append_review(self.store.con, event)
+        else:
+            with self.write_lock:
+                reviews.append_review(self.store.con, event)
+        self.access.record("review", user.name, "ok", f"{event.type} of finding {finding_id} ({event.review_id})")
         return event

@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, invalid, query_string, sql, utc
+from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters
 from dealtrail.console.models import ReviewRequest
 from projections import incidents, reviews, staff
@@ -109,12 +109,26 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/findings/{finding_id}", include_in_schema=False)
     def finding_page(request: Request, finding_id: str, user: PageUser, con: Cursor, done: str = "") -> HTMLResponse:
+        return finding_view(request, finding_id, user, con, done)
+
+    def finding_view(
+        request: Request,
+        finding_id: str,
+        user: User,
+        con: duckdb.DuckDBPyConnection,
+        done: str = "",
+        status_code: int = 200,
+        form: dict[str, str] | None = None,
+        errors: dict[str, str] | None = None,
+    ) -> HTMLResponse:
+        """A finding's page; after a refused review, the form's values and each field's error."""
         f = console.finding(con, finding_id)
         spec = RULES_BY_ID.get(f["rule_id"])
         return render(
             request,
             "finding.html.j2",
             user,
+            status_code,
             f=_decorate(f),
             summary=spec.summary if spec else "",
             evidence=_events(con, list(f["evidence_event_ids"])),
@@ -128,6 +142,8 @@ def router(console: Console) -> APIRouter:
             done=done if done in ACTIONS else "",
             queued=console.review_sink is not None,
             error=None,
+            form=form or {},
+            errors=errors or {},
         )
 
     @routes.post("/findings/{finding_id}/reviews", include_in_schema=False)
@@ -146,21 +162,30 @@ def router(console: Console) -> APIRouter:
         check_csrf(request, csrf)
         if not user.can_review:
             raise HTTPException(403, "a viewer cannot review findings")
-        if action not in ACTIONS:
-            raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
+        typed = {"action": action, "cause": cause, "corrective_action": corrective_action}
+        typed |= {"assignee": assignee, "note": note}
         try:
-            body = ReviewRequest.model_validate(
-                {
-                    "action": action,
-                    "cause": cause or None,
-                    "corrective_action": corrective_action,
-                    "assignee": assignee or None,
-                    "note": note,
-                }
-            )
-        except ValidationError as exc:  # a form's values, refused as the API refuses them
-            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
-        console.record_review(con, finding_id, user, body)
+            if action not in ACTIONS:
+                raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
+            try:
+                body = ReviewRequest.model_validate(
+                    {
+                        "action": action,
+                        "cause": cause or None,
+                        "corrective_action": corrective_action,
+                        "assignee": assignee or None,
+                        "note": note,
+                    }
+                )
+            except ValidationError as exc:  # a form's values, refused as the API refuses them
+                raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+            console.record_review(con, finding_id, user, body)
+        except RequestValidationError as exc:  # the page again: the message beside its field, the values kept
+            errors: dict[str, str] = {}
+            for e in exc.errors():
+                loc = [str(x) for x in e.get("loc", ())[1:]] or ["action"]
+                errors.setdefault(loc[0] if loc[0] in typed else "action", str(e.get("msg", "")))
+            return finding_view(request, finding_id, user, con, status_code=422, form=typed, errors=errors)
         return RedirectResponse(f"/findings/{finding_id}?done={action}#reviews", status_code=303)
 
     @routes.get("/dealers/{dealer_id:path}", include_in_schema=False)  # an ID may hold a "/"

@@ -1,5 +1,11 @@
 """Signing in and out: the login page and form, logout, the login page's style (the one asset
-served before login), and the session key of a console started without one."""
+served before login), and the session key of a console started without one.
+
+A sign-in is checked against the throttle and lock first (``guard.LoginGuard``: 429 with
+``Retry-After`` and the reason on the page, the password not even checked), then the password;
+a success starts a server-side session (``guard.begin_session``), a logout ends it in the store
+(the old cookie no longer opens anything). Each attempt, lock and logout is an access-log entry.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,10 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from dealtrail.console import auth
+from dealtrail.console import auth, guard, totp
 from dealtrail.console.deps import Console, Cursor
 from projections import access
+from schemas.access import clean_name
 
 
 def router(console: Console) -> APIRouter:
@@ -23,31 +30,70 @@ def router(console: Console) -> APIRouter:
 
     @r.get("/login", include_in_schema=False)
     def login_page(request: Request, next: str = "/") -> HTMLResponse:
-        return render(request, "login.html.j2", None, next=_safe_next(next), error=None)
+        return render(request, "login.html.j2", None, next=_safe_next(next), error=None, username="")
 
     @r.post("/login", include_in_schema=False)
-    def login(
+    def login(  # noqa: PLR0911 (each refusal answers the form on its own)
         request: Request,
         con: Cursor,
-        username: Annotated[str, Form(max_length=64)],
-        password: Annotated[str, Form(max_length=1024)],
         csrf: Annotated[str, Form()],
+        username: Annotated[str, Form(max_length=200)] = "",
+        password: Annotated[str, Form(max_length=1024)] = "",
         next: Annotated[str, Form()] = "/",
+        code: Annotated[str, Form(max_length=16)] = "",
     ) -> Response:
         check_csrf(request, csrf)
-        u = access.user(con, username)
+        typed = clean_name(username.strip(), 64)
+
+        def again(status: int, error: str, headers: dict[str, str] | None = None) -> Response:
+            page = render(request, "login.html.j2", None, status, next=_safe_next(next), error=error, username=typed)
+            page.headers.update(headers or {})
+            return page
+
+        if not typed or not password:
+            return again(422, "Type your name and your password.")
+        client = guard.CLIENT.get()
+        now = console.config.clock()
+        refusal = console.guard.check(typed, client, now)
+        if refusal is not None:
+            console.access.record("login_failed", typed, "locked" if refusal.locked else "throttled", refusal.message)
+            return again(429, refusal.message, {"Retry-After": str(refusal.retry_after)})
+        u = access.user(con, typed)
         ok = auth.verify_password(u["password_hash"] if u and u["active"] else None, password)
         if not ok or u is None:
-            return render(request, "login.html.j2", None, 401, next=_safe_next(next), error="Wrong name or password.")
-        request.session.clear()
-        request.session["user"] = u["name"]
-        request.session["csrf"] = secrets.token_urlsafe(32)
+            console.access.record("login_failed", typed, "refused", "wrong name or password")
+            if console.guard.failed(typed, client, now):
+                console.access.record(
+                    "login_locked", typed, "locked", f"{console.config.security.lock_after} failed sign-ins in a row"
+                )
+                locked = console.guard.check(typed, client, now)
+                assert locked is not None
+                return again(429, locked.message, {"Retry-After": str(locked.retry_after)})
+            return again(401, "Wrong name or password.")
+        secret, required = totp.needs_code(console, con, u["name"], u["role"])
+        if secret is not None and not totp.code_ok(secret, code, now.timestamp()):
+            console.access.record("login_failed", typed, "refused", "wrong or missing one-time code")
+            if console.guard.failed(typed, client, now):
+                console.access.record("login_locked", typed, "locked", "failed sign-ins in a row")
+            return again(401, "Type the one-time code your authenticator app shows for dealtrail.")
+        console.guard.succeeded(typed, client)
+        if secret is None and required:  # the role needs a second factor: enrol one before the session
+            request.session.clear()
+            request.session.update({"enrol": [u["name"], now.timestamp()], "csrf": secrets.token_urlsafe(32)})
+            console.access.record(
+                "login_failed", u["name"], "refused", "password right; a one-time code must be enrolled"
+            )
+            return RedirectResponse("/account/totp", status_code=303)
+        guard.begin_session(console, request, u["name"])
+        console.access.record("login_succeeded", u["name"], "ok")
         return RedirectResponse(_safe_next(next), status_code=303)
 
     @r.post("/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form()]) -> Response:
         check_csrf(request, csrf)
-        request.session.clear()
+        name = guard.end_session(console, request, "logout")
+        if name is not None:
+            console.access.record("logout", name, "ok")
         return RedirectResponse("/login", status_code=303)
 
     @r.get("/login.css", include_in_schema=False)

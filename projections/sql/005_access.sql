@@ -1,0 +1,43 @@
+-- The console's security records: the access log (an append-only hash chain of security events)
+-- and console sessions (append-only start and end rows). Written by the store's one writer: the
+-- console in embedded mode; in the streaming deployment the projector stores the access log from
+-- its topic, and the console (in the projector's process, under its write lock) its sessions.
+
+-- Grain: one row per access entry (entry_id), in chain order (seq). Upstream: the console (or the
+-- access-log topic). hash = SHA-256 of the entry's canonical JSON with seq and prev_hash
+-- (schemas/access.py, record_hash); nothing is updated or deleted. No password or token is in it.
+CREATE TABLE IF NOT EXISTS access_log (
+    seq         BIGINT NOT NULL,
+    entry_id    VARCHAR NOT NULL,
+    logged_at   TIMESTAMPTZ NOT NULL,
+    user_name   VARCHAR NOT NULL,
+    client      VARCHAR NOT NULL,
+    kind        VARCHAR NOT NULL,
+    outcome     VARCHAR NOT NULL,
+    detail      VARCHAR NOT NULL,
+    prev_hash   VARCHAR,
+    hash        VARCHAR NOT NULL
+);
+
+-- Grain: one row per start or end of a console session (session_hash, kind). session_hash is the
+-- SHA-256 of the session's random ID (the cookie holds the ID, the store only its hash);
+-- user_changed_at is the user's revision (dim_users.changed_at) the session was started under:
+-- a newer revision (role, password, deactivation) ends the session.
+CREATE TABLE IF NOT EXISTS console_sessions (
+    session_hash     VARCHAR NOT NULL,
+    user_name        VARCHAR NOT NULL,
+    kind             VARCHAR NOT NULL,
+    happened_at      TIMESTAMPTZ NOT NULL,
+    user_changed_at  TIMESTAMPTZ,
+    reason           VARCHAR NOT NULL
+);
+
+-- Grain: one row per enrolment (or removal) of a user's one-time-code (TOTP) secret (user_name,
+-- changed_at); the latest row per user is in force. The secret is what a TOTP code is checked
+-- against (it cannot be hashed); the store is owner-only and never shows it after enrolment.
+CREATE TABLE IF NOT EXISTS console_totp (
+    user_name   VARCHAR NOT NULL,
+    secret      VARCHAR,
+    active      BOOLEAN NOT NULL,
+    changed_at  TIMESTAMPTZ NOT NULL
+);

@@ -1,0 +1,85 @@
+"""Access-log entries: who did what to the console, when, from where, and how it ended.
+
+An entry is an immutable fact the console makes (a sign-in, a failed sign-in, a lock, a logout,
+an expired session, a user change, a token issued or revoked, an export, a review). The store's
+one writer gives each entry its place in one hash chain when it stores it (``seq``, ``prev_hash``,
+``hash``: :func:`record_hash`), so altering, removing or inserting a stored entry breaks the chain
+at that entry (``dealtrail verify``). Nothing in an entry is a password or a token: the console
+puts in names, addresses and what happened.
+
+Pure: only the standard library and pydantic. The console stamps ``entry_id`` and ``at``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, StringConstraints, TypeAdapter
+
+from schemas.base import Frozen, Identifier
+
+Outcome = Literal["ok", "refused", "throttled", "locked", "expired"]
+"""How an attempt ended: done; refused (wrong password, no right); throttled (too soon after
+failures, answered 429); locked (the account is locked, answered 429); expired (a session ran out)."""
+
+Text = Annotated[str, StringConstraints(max_length=500)]
+
+
+class AccessEntry(Frozen):
+    """One security event of the console.
+
+    Fields:
+        entry_id: unique ID (the console stamps a ULID); a redelivered entry is stored once.
+        at: when it happened (timezone-aware).
+        user: the signed-in user, or the name typed at a failed sign-in (at most 200 characters,
+            control characters replaced); empty when there is none.
+        client: the client's address as the console saw it (``request.client.host``).
+        kind: what happened: ``login_succeeded``, ``login_failed``, ``login_locked``, ``logout``,
+            ``session_expired``, ``password_changed``, ``password_reset``, ``user_added``,
+            ``role_changed``, ``user_deactivated``, ``user_unlocked``, ``token_issued``,
+            ``token_revoked``, ``download``, ``review``, ``totp_enrolled`` (lower case and
+            ``_``: new kinds may be added).
+        outcome: see :data:`Outcome`.
+        detail: a few words more (the user changed, the finding reviewed, the file downloaded).
+        schema_version: version of this entry's schema.
+    """
+
+    entry_id: Identifier
+    at: AwareDatetime
+    user: Annotated[str, StringConstraints(max_length=200)]
+    client: Annotated[str, StringConstraints(max_length=100)]
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=r"^[a-z_]+$")]
+    outcome: Outcome
+    detail: Text = ""
+    schema_version: Literal[1] = 1
+
+
+class AccessRecord(AccessEntry):
+    """An entry as stored: with its place in the access log's hash chain.
+
+    Fields:
+        seq: its position in the log (1, 2, ...).
+        prev_hash: the ``hash`` of the entry at ``seq - 1`` (None for the first).
+        hash: :func:`record_hash` of this record.
+    """
+
+    seq: int
+    prev_hash: str | None = None
+    hash: str | None = None
+
+
+ACCESS_ADAPTER: TypeAdapter[AccessEntry] = TypeAdapter(AccessEntry)
+"""Validates an access entry from JSON (the access-log topic's records)."""
+
+
+def record_hash(record: AccessRecord) -> str:
+    """The SHA-256 (64 hex characters) of ``record``'s canonical JSON without its ``hash`` field
+    (``prev_hash`` and ``seq`` included), as ``schemas.chain`` hashes dealing events."""
+    return hashlib.sha256(record.model_dump_json(exclude={"hash"}).encode()).hexdigest()
+
+
+def clean_name(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters with control characters replaced by ``?`` (a name
+    typed at the sign-in form is stored as typed, but never as a line break or escape)."""
+    return "".join("?" if ord(c) < 32 or ord(c) == 127 else c for c in text[:limit])
