@@ -82,7 +82,9 @@ def trail() -> list[Envelope]:
     def jam_dk1() -> None:
         w.deck_id = "DK-1"
         emit(ev.ShuffleStarted, round_id=None, method="AUTOMATED", device_id=SHUFFLER)
-        emit(ev.ShufflerFaulted, round_id=None, device_id=SHUFFLER, fault="JAM", during="SHUFFLE", role=ActorRole.DEVICE)
+        emit(
+            ev.ShufflerFaulted, round_id=None, device_id=SHUFFLER, fault="JAM", during="SHUFFLE", role=ActorRole.DEVICE
+        )
         w.deck_id = "DK-2"
 
     shuffle("DK-1")
