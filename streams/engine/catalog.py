@@ -89,11 +89,13 @@ class Rule:
         return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
 
 
-RULEBOOK_REVISION = 2
+RULEBOOK_REVISION = 3
 """The revision of the rulebook (``shared/rulebook.md``) these rules apply: 2 adds section 10's
 decisions (a deck re-dealt unshuffled, what clears a device fault, the composition window,
-showdown is not an exposure, a verified deck ends a composition suspicion). Every finding
-carries it (``Finding.rulebook_revision``)."""
+showdown is not an exposure, a verified deck ends a composition suspicion); 3 adds section 10.3's
+(a fault belongs to its deck, (n) counts every round, a suspicion is one finding, implausible
+values are refused, an owed remedy is awaited for a bounded window). Every finding carries it
+(``Finding.rulebook_revision``)."""
 
 LAST_REVISED: dict[str, int] = {
     # revision 2 (rulebook section 10.1): a deck re-dealt unshuffled (10.1.1), what clears a device
@@ -104,9 +106,15 @@ LAST_REVISED: dict[str, int] = {
     "C691-DH-a2-same-hand": 2,
     "PGP-645a.14-d-player-card-exposed": 2,
     "PGP-645a.14-e-dealer-bank-exposed": 2,
-    "PGP-645a.14-l-shuffler-fault": 2,
-    "DT-deck-composition": 2,
-    "DT-deal-after-device-fault": 2,
+    # revision 3 (rulebook section 10.3): a fault belongs to its deck and is counted per round
+    # (10.3.1), (n) counts every round and a device returns to use only by its return to service
+    # (10.3.2), a suspicion is one finding (10.3.3), an owed remedy is awaited for a bounded
+    # window (10.3.5)
+    "PGP-645a.14-l-shuffler-fault": 3,
+    "PGP-645a.14-n-out-of-order": 3,
+    "DT-deck-composition": 3,
+    "DT-deal-after-device-fault": 3,
+    "DT-remedy-overdue": 3,
 }
 """Rule ID -> the rulebook revision that last changed it, for the rules changed after revision 1
 (``docs/rules.md`` shows it; a test checks every key is a rule of the catalogue)."""
