@@ -60,6 +60,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "max_record_bytes": ("audit", "demo", "publish", "worker"),
     "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
     "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
+    "remedy_window": ("audit", "demo", "worker", "reaudit", "replay"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every

@@ -447,7 +447,8 @@ RULES: tuple[Rule, ...] = (
         "58 Pa. Code § 645a.14(n)",
         PGP,
         P,
-        "A malfunctioning device is covered or signed out of order before another shuffle or deal method is used.",
+        "A malfunctioning device is covered or signed out of order before another shuffle or deal method is used: "
+        "each round shuffled or dealt otherwise (or with the device before its return to service) is one finding.",
     ),
     Rule(
         "PGP-645c.2-f-wager-before-shake",
@@ -529,22 +530,25 @@ RULES: tuple[Rule, ...] = (
         INTEG,
         "A card seen twice between two shuffles of a deck (from its ShuffleStarted), one the deck's composition does not "
         "hold, an unauthorised card added to or removed from the deck, or a floor verification that did not find it "
-        "whole: the deck is compromised until removed or verified OK.",
+        "whole: the deck is compromised until removed or verified OK; a further trigger meanwhile is a new revision of "
+        "the same finding.",
     ),
     Rule(
         "DT-deal-after-device-fault",
         "dealtrail integrity rule",
         None,
         INTEG,
-        "A card dealt after a shuffler fault or a short-deck signal with no complete full-deck shuffle of that deck "
-        "started since (from a counting device, one that reported the full deck).",
+        "A round dealt from a deck after a shuffler fault naming it (or naming no deck) or a short-deck signal of it, "
+        "with no complete full-deck shuffle of that deck started since (from a counting device back in service, one "
+        "that reported the full deck): one finding per round.",
     ),
     Rule(
         "DT-remedy-overdue",
         "dealtrail integrity rule",
         None,
         V,
-        "A voiding rule's remedy was not seen before the next round started.",
+        "A voiding rule's remedy was not seen before the next round started (the remedy is awaited for the remedy "
+        "window after its round ended).",
     ),
     Rule(
         "DT-chain-broken",
