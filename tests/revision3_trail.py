@@ -23,8 +23,9 @@ START = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
 FACES = tuple(r + s for s in "CDHS" for r in "23456789TJQKA")
 
 
-def trail() -> list[Envelope]:
-    """The events of the trail, in seq order (chained)."""
+def trail(*, returned: bool = False) -> list[Envelope]:
+    """The events of the trail, in seq order (chained); with ``returned``, the shuffler is then
+    returned to service and DK-1 given a clearing shuffle (the table is back in order)."""
     w = TableWriter(TABLE_ID, Game.TCP, START, chained=True)
     out: list[Envelope] = []
 
@@ -94,4 +95,7 @@ def trail() -> list[Envelope]:
     round_(3, "DK-1")  # the jammed deck dealt unshuffled
     shuffle("DK-1", device_card_count=None, device_full_deck_ok=None)  # no count: clears nothing
     round_(4, "DK-1")
+    if returned:
+        emit(ev.DeviceReturnedToService, round_id=None, device_id=SHUFFLER, role=ActorRole.FLOOR, actor_id="F-01")
+        shuffle("DK-1")
     return out

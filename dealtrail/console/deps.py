@@ -27,6 +27,7 @@ from ulid import ULID
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
 from projections import access, incidents, reviews
+from projections.device_state import floor_device_states
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.reviews import (
@@ -287,15 +288,21 @@ class Console:
         return HTMLResponse(html, status_code=status_code)
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its devices and dealer (``con_floor.sql``) with its incidents not yet
-        disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
+        """Each table's row: its dealer (``con_floor.sql``), its devices' state as the engine holds
+        it (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`)
+        with its incidents not yet disposed, by severity, its overdue remedies and late reviews
+        (the incidents read model)."""
         cur = con.execute(sql("con_floor.sql"))
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
         per_table = incidents.counts_by_table(con, self.config.review_due, now)
+        devices = floor_device_states(con)
         rows = []
         for r in fetched:
             row = dict(zip(cols, r, strict=True))
+            dev = devices.get(row["table_id"])
+            row["device_state"] = dev["status"] if dev is not None else "unknown"  # no engine state stored yet
+            row["device_since"] = dev["since"] if dev is not None else None
             rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
         return rows
 
