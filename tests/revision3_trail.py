@@ -99,3 +99,62 @@ def trail(*, returned: bool = False) -> list[Envelope]:
         emit(ev.DeviceReturnedToService, round_id=None, device_id=SHUFFLER, role=ActorRole.FLOOR, actor_id="F-01")
         shuffle("DK-1")
     return out
+
+
+LATE_TABLE = "TCP-R3L"
+
+
+def late_remedy_trail(*, after_hours: float = 25.0) -> list[Envelope]:
+    """A round dealt from a short deck (the stub count finds 45 of 46: TCP-679a.9-f-wrong-deck,
+    remedies owed), the next round played without them, and the remedies (void, wagers returned,
+    deck removed, stamped with the first round) recorded ``after_hours`` after it ended."""
+    w = TableWriter(LATE_TABLE, Game.TCP, START, chained=True)
+    out: list[Envelope] = []
+
+    def emit(cls: type[Envelope], **fields: object) -> Envelope:
+        event = w.emit(cls, **fields)  # type: ignore[arg-type]
+        out.append(event)
+        return event
+
+    config = TableConfig(
+        game=Game.TCP,
+        rules_submission_id="RS-TCP-2026-01",
+        seats=("SEAT_1", "SEAT_2"),
+        dealing_methods_allowed=frozenset({"HAND"}),
+        wagers_enabled=frozenset({"ANTE", "PLAY"}),
+        pair_bonus_mode="OFF",
+    )
+    emit(ev.TableConfigured, config=config, role=ActorRole.FLOOR, actor_id="F-01")
+    emit(ev.DeviceRegistered, device_id="SHF", device_type="SHUFFLER", role=ActorRole.FLOOR, actor_id="F-01")
+    w.deck_id = "DK-1"
+    emit(ev.DeckIntroduced, declared_count=52, jokers=0, role=ActorRole.FLOOR, actor_id="F-01")
+    for no, stub in ((1, 45), (2, 46)):
+        emit(ev.ShuffleStarted, round_id=None, method="AUTOMATED", device_id="SHF")
+        emit(ev.ShuffleCompleted, round_id=None, method="AUTOMATED", device_id="SHF")
+        w.round_id = f"R{no}"
+        emit(ev.RoundStarted, round_no=no, dealing_method="HAND", dealer_id="D-0001")
+        emit(ev.WagerPlaced, wager_id=f"R{no}-A1", seat="SEAT_1", wager_type="ANTE", amount=500, role=ActorRole.PLAYER)
+        emit(ev.NoMoreBetsAnnounced)
+        emit(ev.DeckHeld, hand="RIGHT")
+        for i, area in enumerate(("SEAT_1", "DEALER") * 3, start=1):
+            emit(ev.CardDealt, deal_index=i, dealt_from="DECK_IN_HAND", to_area=area, card=FACES[i - 1 + 6 * no])
+        emit(ev.StubCounted, count=stub)
+        emit(ev.StubDiscarded)
+        if no == 2:  # R1's wager is left for the remedy: returned, not settled
+            emit(ev.PlayerDecided, seat="SEAT_1", decision="FOLD", role=ActorRole.PLAYER)
+            emit(ev.WagerSettled, wager_id=f"R{no}-A1", outcome="LOSS")
+        emit(ev.RoundCompleted)
+        w.round_id = None
+    w.round_id = "R1"
+    emit(
+        ev.RoundVoided,
+        scope="ALL_HANDS",
+        reason_code="IRREGULARITY",
+        role=ActorRole.FLOOR,
+        actor_id="F-01",
+        after=after_hours * 3600,
+    )
+    emit(ev.WagersReturned, wager_ids=("R1-A1",))
+    emit(ev.DeckRemoved, reason_code="WRONG_COUNT", role=ActorRole.FLOOR, actor_id="F-01")
+    w.round_id = None
+    return out

@@ -64,6 +64,7 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
         reports_dir=settings.console.reports_dir or reports,
         poll_seconds=settings.console.poll_seconds,
         property_name=settings.property_name,
+        remedy_window=settings.remedy_window,
     )
 
 

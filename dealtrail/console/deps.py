@@ -12,7 +12,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -53,6 +53,8 @@ class ConsoleConfig:
         poll_seconds: how often the floor page refreshes (seconds).
         clock: the current time (timezone-aware); tests pass a fixed one.
         property_name: the casino property report headers name (resolved settings); None: none.
+        remedy_window: how long the engine awaits an owed remedy (``DEALTRAIL_REMEDY_WINDOW``):
+            a finding page lists the remedies recorded after it (rulebook 10.3.5).
     """
 
     review_due: ReviewDue
@@ -62,6 +64,7 @@ class ConsoleConfig:
     poll_seconds: float = 2.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     property_name: str | None = None
+    remedy_window: timedelta = timedelta(hours=24)
 
 
 class LoginRequiredError(Exception):
