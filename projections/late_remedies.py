@@ -57,6 +57,4 @@ def late_remedies(con: duckdb.DuckDBPyConnection, finding_id: str, window: timed
            ORDER BY e.seq""",
         {"id": finding_id, "types": list(REMEDY_TYPES), "window": window},
     ).fetchall()
-    return [
-        {"event_id": str(e), "type": str(t), "occurred_at": at, "delay_seconds": float(d)} for e, t, at, d in rows
-    ]
+    return [{"event_id": str(e), "type": str(t), "occurred_at": at, "delay_seconds": float(d)} for e, t, at, d in rows]
