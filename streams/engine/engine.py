@@ -8,7 +8,7 @@ findings (stream = replay).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -20,7 +20,7 @@ from streams.engine import remedies
 from streams.engine.context import Step
 from streams.engine.reducer import Draft, reduce, round_deck_id
 from streams.engine.rules import chapter_691, integrity, pai_gow_poker, three_card_prime
-from streams.engine.state import TableState
+from streams.engine.state import DeckState, TableState
 
 GAP = "DT-sequence-gap"
 CHAIN = "DT-chain-broken"
@@ -292,13 +292,15 @@ def _mark(step: Step, state: TableState, findings: list[Finding]) -> TableState:
         ids = {f.rule_id for f in findings if f.round_id == rnd.round_id}
         if ids - rnd.fired:
             update["round"] = rnd.model_copy(update={"fired": rnd.fired | ids})
+    decks: Mapping[str, DeckState] = state.decks
     for f in findings:
         if f.rule_id == integrity.COMPOSITION:
             deck_id = round_deck_id(state, step.event)
-            if deck_id is not None and deck_id in state.decks:
-                decks = update.get("decks", state.decks)
+            if deck_id is not None and deck_id in decks:
                 deck = decks[deck_id].model_copy(update={"composition_flagged": True, "composition_finding": f})
-                update["decks"] = {**decks, deck_id: deck}
+                decks = {**decks, deck_id: deck}
+    if decks is not state.decks:
+        update["decks"] = decks
     return state.model_copy(update=update) if update else state
 
 
