@@ -222,6 +222,8 @@ def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.Dealing
         if remedy != Remedy.RESHUFFLE or event.mode != "SHUFFLE":
             return False
         deck_id = round_deck_id(state, event)
+        if ob.deck_id is not None and deck_id != ob.deck_id:
+            return False  # rulebook 10.3.1: the cards to reshuffle are those of the trigger's deck
         deck = state.decks.get(deck_id) if deck_id else None
         return deck is not None and deck.last_shuffle is not None and deck.last_shuffle.started_seq > ob.trigger_seq
     elif type(event) is ev.NoRollCalled:

@@ -426,3 +426,18 @@ def test_findings_judged_under_revision_3_carry_it_and_the_changed_rules_say_so(
     assert {f.rulebook_revision for f in t.findings()} == {RULEBOOK_REVISION} == {3}
     for rule_id in (FAULT, "PGP-645a.14-l-shuffler-fault", OUT_OF_ORDER, COMPOSITION, OVERDUE):
         assert RULES_BY_ID[rule_id].revised_in == 3, rule_id
+
+
+def test_PGP_645a14_l_shuffler_fault_deck_remedied_only_by_a_reshuffle_of_the_deck_that_jammed(pgp):
+    t = pgp()
+    on(t, "DK-2")
+    t.emit(ev.DeckIntroduced, declared_count=53, jokers=1, role="FLOOR", actor_id="F-01")
+    t.emit(ev.ShuffleStarted, round_id=None, deck_id="DK-1", method="AUTOMATED", device_id=t.SHUFFLER)
+    fault(t, "DK-1")
+    returned(t, t.SHUFFLER)
+    shuffle_deck(t, "DK-2")  # the other deck: not the cards that were in the device
+    [f] = t.raised("PGP-645a.14-l-shuffler-fault")
+    assert [h.status for h in t.history(f.finding_id)] == [FindingStatus.OPEN]
+    _, done = shuffle_deck(t, "DK-1")
+    assert [h.status for h in t.history(f.finding_id)] == [FindingStatus.OPEN, FindingStatus.REMEDIED]
+    assert t.history(f.finding_id)[-1].remedy_event_ids == (done.event_id,)
