@@ -155,7 +155,8 @@ def apply(
 
     Returns:
         ``(new_state, findings)``. Findings are new findings (revision 0) and new revisions of
-        earlier ones (remedied / overdue). An exact duplicate of an applied event returns the
+        earlier ones (remedied / overdue, an obligation past the remedy window, a further trigger
+        on a suspect deck: rulebook 10.3.3 and 10.3.5). An exact duplicate of an applied event returns the
         state unchanged and no finding; a conflicting event with an old seq returns the state
         unchanged and a DT-sequence-gap finding; a seq jump raises DT-sequence-gap and the
         event is applied. In a chained trail, an event whose ``prev_hash`` is not the ``hash``
