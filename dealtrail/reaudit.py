@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from projections.generations import RuleDiff, generation_diff
+from projections.generations import RuleDiff, generation_diff, generation_revisions
 from projections.store import FINDINGS_SCHEMA, Store, finding_row
 from schemas.codec import DecodeError, decode
 from streams.engine import EventRejected, Plausibility, TableState, apply, check_plausible
@@ -64,6 +64,8 @@ class ReauditResult:
         rejected: stored events the engine refused now (event ID, reason).
         diff: per rule, the change against the previous generation (rules with no finding in
             either generation are absent).
+        previous_revisions: the rulebook revisions that judged the previous generation (a store
+            judged under revision 2 and re-audited under 3: the diff is what 3 adds and withdraws).
     """
 
     generation: int
@@ -74,6 +76,7 @@ class ReauditResult:
     events: int
     rejected: list[tuple[str, str]]
     diff: list[RuleDiff]
+    previous_revisions: list[int]
 
     @property
     def no_change(self) -> bool:
@@ -250,6 +253,7 @@ def reaudit(
         raise ReauditError(f"no stored event of {where}" + (" in the period" if start or end else ""))
     previous = store.generation
     generation = previous + 1
+    previous_revisions = generation_revisions(con, previous)
     # per table: the seq span to apply (after a checked snapshot of this engine, up to the period's end)
     spans: dict[str, tuple[int, int]] = {}
     starts: dict[str, str] = {}
@@ -317,6 +321,7 @@ def reaudit(
         events,
         rejected,
         generation_diff(con, generation, previous),
+        previous_revisions,
     )
 
 

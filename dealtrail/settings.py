@@ -474,6 +474,11 @@ class Settings(BaseSettings):
             ``recorded_at`` is refused, dead-lettered as ``implausible_clock_skew``
             (``DEALTRAIL_MAX_CLOCK_SKEW``, seconds or an ISO 8601 duration such as ``PT1H``,
             default 1 hour; rulebook 10.3.4). The time between two events is never a limit.
+        remedy_window: how long after its round ended an owed remedy is awaited (event time;
+            ``DEALTRAIL_REMEDY_WINDOW``, seconds or an ISO 8601 duration such as ``PT24H``,
+            default 24 hours; rulebook 10.3.5). The obligation then leaves the table's state and
+            its finding stays overdue; a remedy recorded later is stored and shown beside the
+            finding as "remedy recorded after the window", without changing the verdict.
     """
 
     # populate_by_name: Settings(kafka_bootstrap=...) is read too (an ignored keyword once made
@@ -514,13 +519,15 @@ class Settings(BaseSettings):
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
     max_seq_jump: int = Field(default=100_000, ge=1, le=2**62)
     max_clock_skew: timedelta = Field(default=timedelta(hours=1), ge=timedelta(0), le=timedelta(days=366))
+    remedy_window: timedelta = Field(default=timedelta(hours=24), gt=timedelta(0), le=timedelta(days=366))
 
     @property
     def plausibility(self) -> Plausibility:
-        """The engine's limits of rulebook 10.3.4 (``max_seq_jump``, ``max_clock_skew``)."""
+        """The engine's limits of rulebook 10.3.4 (``max_seq_jump``, ``max_clock_skew``) and its
+        remedy window of 10.3.5 (``remedy_window``)."""
         from streams.engine.engine import Plausibility
 
-        return Plausibility(self.max_seq_jump, self.max_clock_skew)
+        return Plausibility(self.max_seq_jump, self.max_clock_skew, self.remedy_window)
 
     @property
     def console_url(self) -> str | None:

@@ -92,6 +92,15 @@ def generation_info(con: duckdb.DuckDBPyConnection, generation: int | None = Non
     return GenerationInfo(wanted, latest, int(previous), created_at, int(revision), str(engine), str(scope))
 
 
+def generation_revisions(con: duckdb.DuckDBPyConnection, generation: int) -> list[int]:
+    """The rulebook revisions that judged the findings of ``generation`` (its findings'
+    ``rulebook_revision``, ascending; empty for a generation with no finding)."""
+    rows = con.execute(
+        "SELECT DISTINCT rulebook_revision FROM findings WHERE generation = ? ORDER BY 1", [generation]
+    ).fetchall()
+    return [int(r[0]) for r in rows if r[0] is not None]
+
+
 def generation_diff(con: duckdb.DuckDBPyConnection, generation: int, previous: int) -> list[RuleDiff]:
     """Per rule, the finding revisions ``generation`` added, withdrew, changed and kept against
     ``previous`` (see :class:`RuleDiff`), rules in ID order.

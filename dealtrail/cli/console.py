@@ -86,6 +86,7 @@ def _console_config(
         plausibility=settings.plausibility,
         security=policy,
         echo_access=echo_access,
+        remedy_window=settings.remedy_window,
     )
 
 

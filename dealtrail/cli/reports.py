@@ -236,12 +236,21 @@ def reaudit(
         f"generation {result.generation}: {result.events:,} events of {result.tables} tables re-applied "
         f"(engine {result.engine_version}, rulebook revision {result.rulebook_revision}); "
         f"compared with generation {result.previous}"
+        + (
+            f" (judged under rulebook revision {', '.join(map(str, result.previous_revisions))})"
+            if result.previous_revisions
+            else ""
+        )
     )
     for eid, why in result.rejected[:20]:
         console.print(f"  refused stored event {escape(eid)}: {escape(why)}")
     if len(result.rejected) > 20:
         console.print(f"  ... {len(result.rejected) - 20:,} more refused stored events")
-    out = Table(title=f"findings by rule, generation {result.generation} against {result.previous}")
+    title = f"findings by rule, generation {result.generation} against {result.previous}"
+    if result.previous_revisions and result.previous_revisions != [result.rulebook_revision]:
+        old = ", ".join(map(str, result.previous_revisions))
+        title += f": what rulebook revision {result.rulebook_revision} adds and withdraws against revision {old}"
+    out = Table(title=title)
     for col in ("rule", "added", "withdrawn", "changed", "unchanged", "rounds (replay --table T --round R)"):
         out.add_column(col)
     moved = [d for d in result.diff if d.added or d.withdrawn or d.changed]

@@ -12,7 +12,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,6 +28,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.video import VideoLinks
 from projections import access, incidents, reviews, staff
+from projections.device_state import floor_device_states
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.access import AccessEntry
@@ -61,6 +62,8 @@ class ConsoleConfig:
             for the evidence packages the finding page downloads; None: none checked.
         security: sessions, sign-in throttle, token lifetime (resolved ``DEALTRAIL_SECURITY__*``).
         echo_access: print one line per access-log entry to standard error (``serve``).
+        remedy_window: how long the engine awaits an owed remedy (``DEALTRAIL_REMEDY_WINDOW``):
+            a finding page lists the remedies recorded after it (rulebook 10.3.5).
     """
 
     review_due: ReviewDue
@@ -74,6 +77,7 @@ class ConsoleConfig:
     plausibility: Plausibility | None = None
     security: guard.SecurityPolicy = field(default_factory=guard.SecurityPolicy)
     echo_access: bool = False
+    remedy_window: timedelta = timedelta(hours=24)
 
 
 class LoginRequiredError(Exception):
@@ -342,18 +346,24 @@ class Console:
             cur.close()
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its devices and dealer (``con_floor.sql``), its supervisor on duty
-        (``supervisor_id``: :func:`projections.staff.supervisors_by_table`) with its incidents not
-        yet disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
+        """Each table's row: its dealer (``con_floor.sql``), its devices' state as the engine holds
+        it (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`),
+        its supervisor on duty (``supervisor_id``: :func:`projections.staff.supervisors_by_table`)
+        with its incidents not yet disposed, by severity, its overdue remedies and late reviews
+        (the incidents read model)."""
         cur = con.execute(sql("con_floor.sql"))
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
         per_table = incidents.counts_by_table(con, self.config.review_due, now)
         supervisors = staff.supervisors_by_table(con)  # the latest floorperson in each table's events
+        devices = floor_device_states(con)
         rows = []
         for r in fetched:
             row = dict(zip(cols, r, strict=True))
             row["supervisor_id"] = supervisors.get(row["table_id"])
+            dev = devices.get(row["table_id"])
+            row["device_state"] = dev["status"] if dev is not None else "unknown"  # no engine state stored yet
+            row["device_since"] = dev["since"] if dev is not None else None
             rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
         return rows
 

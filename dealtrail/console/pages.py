@@ -24,6 +24,7 @@ from dealtrail.console.filters import Filters
 from dealtrail.console.models import ReviewRequest
 from projections import incidents, reviews, staff
 from projections.cards import area_name, card_face
+from projections.late_remedies import late_remedies
 from projections.reviews import FindingFilter, ReviewDue
 from projections.spreadsheet import neutralise_cell
 from schemas.reviews import Cause, ReviewStatus
@@ -133,6 +134,7 @@ def router(console: Console) -> APIRouter:
             summary=spec.summary if spec else "",
             evidence=_events(con, list(f["evidence_event_ids"])),
             remedy_events=_events(con, list(f["remedy_event_ids"] or [])),
+            late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(con, f["table_id"], f["round_id"]),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),

@@ -127,12 +127,20 @@ class TableSim:
         self.stub_run = 0
         self.count_after = self.rng.randint(1, 4)
         self.suppress = 0
-        self.kinds = [k for k, inj in rules.injections.items() if inj.applies(self)]
-        self.kind_cursor = self.rng.randrange(len(self.kinds))
         self.pending: list[Envelope] = []
         self.last_order: list[str] | None = None
         """The order of the current deck as last dealt since its shuffle (None: not dealt yet)."""
         self.cut_pending = False
+        self.rotation = game is Game.TCP and self.counting and self.method == "HAND" and index % 4 == 0
+        """Two decks rotate through the one counting shuffler: each round is dealt from the deck
+        shuffled during the round before, while the other deck is shuffled (rulebook 10.3.1)."""
+        self.decks: list[str] = []
+        self.orders: dict[str, list[str]] = {}
+        """Each rotating deck's order as its last completed shuffle left it."""
+        self.carry: list[tuple[str, str]] = []
+        """Findings (rule, kind) the next round must raise: an error made during this one."""
+        self.kinds = [k for k, inj in rules.injections.items() if inj.applies(self)]
+        self.kind_cursor = self.rng.randrange(len(self.kinds))
 
     # -- plumbing -----------------------------------------------------------------------------
     def _new_id(self, _table: str, _seq: int, when: datetime) -> str:
@@ -206,6 +214,12 @@ class TableSim:
                 device_type="AUTO_SHOE",
             )
         self.new_deck()
+        if self.rotation:
+            self.decks = [self.w.deck_id or "", ""]
+            self.new_deck()
+            self.decks[1] = self.w.deck_id or ""
+            self.w.deck_id = self.decks[0]
+            self.shuffle_rotating(self.decks[0], Plan())
         yield from self._drain()
         while self.w.clock < self.end - timedelta(minutes=3):
             self.play_round()
@@ -248,9 +262,10 @@ class TableSim:
         if plan.kind in ("shuffler-jam", "shuffler-jam-uncovered"):
             self.device_fault("JAM", "SHUFFLE")
             self.expect("PGP-645a.14-l-shuffler-fault", None, plan.kind)
-            if plan.kind == "shuffler-jam-uncovered":
-                self.expect("PGP-645a.14-n-out-of-order", None, plan.kind)
+            if plan.kind == "shuffler-jam-uncovered":  # the round dealt from the hand shuffle (10.3.2)
+                plan.expect.append("PGP-645a.14-n-out-of-order")
             if plan.kind == "shuffler-jam":
+                self.return_device(self.shuffler)  # cleared by the floor: back in use (rulebook 10.3.2)
                 self.emit(
                     ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs
                 )
@@ -287,11 +302,14 @@ class TableSim:
         self.cut_pending = False
         self.emit(ev.DeckCut, round_id=None, cut_by="PLAYER", role=ActorRole.PLAYER, actor_id="P-CUT")
 
-    def device_fault(self, fault: str, during: str) -> None:
-        """The shuffler signals a fault on the deck in it (its deck and what it was doing)."""
+    def device_fault(self, fault: str, during: str, deck_id: str | None = None) -> None:
+        """The shuffler signals a fault on the deck in it (its deck and what it was doing);
+        ``deck_id`` names another deck than the table's current one."""
+        fields: dict[str, Any] = {} if deck_id is None else {"deck_id": deck_id}
         self.emit(
             ev.ShufflerFaulted,
             round_id=None,
+            **fields,
             device_id=self.shuffler,
             fault=fault,
             indicator="RED_LIGHT",
@@ -300,6 +318,45 @@ class TableSim:
             role=ActorRole.DEVICE,
             actor_id=self.shuffler,
         )
+
+    def return_device(self, device_id: str) -> None:
+        """The floor returns a faulted device to service (rulebook 10.3.2: only this, or
+        registering it again, puts it back in use)."""
+        self.emit(
+            ev.DeviceReturnedToService, round_id=None, device_id=device_id, role=ActorRole.FLOOR, actor_id="FLOOR-1"
+        )
+
+    def shuffle_rotating(self, deck_id: str, plan: Plan) -> None:
+        """Two-deck rotation: the counting shuffler shuffles ``deck_id`` (the deck not in play),
+        with the rotation's errors (rulebook 10.3.1): a jam of it that is cleared but not
+        reshuffled (the next round, dealt from it, is dealt on its unresolved fault and with no
+        shuffle since its last round), or a fault of it followed by a complete reshuffle (no
+        finding: the deck in play was shuffled before the fault)."""
+        fields: dict[str, Any] = {"round_id": None, "deck_id": deck_id, "device_id": self.shuffler}
+        shuffler = {"source": Source.SHUFFLER, "role": ActorRole.DEVICE, "actor_id": self.shuffler}
+        self.emit(ev.ShuffleStarted, method="AUTOMATED", **fields, source=Source.SHUFFLER)
+        if plan.kind in ("idle-deck-jam", "idle-deck-fault-cleared"):
+            fault = "JAM" if plan.kind == "idle-deck-jam" or self.rng.random() < 0.5 else "COUNT_ERROR"
+            self.device_fault(fault, "SHUFFLE", deck_id=deck_id)
+            self.return_device(self.shuffler)
+            if plan.kind == "idle-deck-jam":
+                self.carry = [
+                    ("DT-deal-after-device-fault", plan.kind),
+                    ("TCP-679a.9-a1-shuffler-required", plan.kind),
+                ]
+                return  # its cards stay as they were: the next round deals them unshuffled
+            self.emit(ev.ShuffleStarted, method="AUTOMATED", **fields, source=Source.SHUFFLER)
+        order = self.deck_cards()
+        self.rng.shuffle(order)
+        self.emit(
+            ev.ShuffleCompleted,
+            method="AUTOMATED",
+            device_card_count=len(order),
+            device_full_deck_ok=True,
+            **fields,
+            **shuffler,
+        )
+        self.orders[deck_id] = order
 
     def floor_visit(self) -> None:
         """Now and then, between rounds, a floorperson verifies the deck or replaces a damaged card
@@ -360,6 +417,9 @@ class TableSim:
             self.floor_visit()
         if inj is not None and inj.before_shuffle is not None:
             inj.before_shuffle(self, plan)
+        if self.rotation:
+            self.play_rotating_round(plan)
+            return
         deck = self.deck_cards()
         if plan.kind in ("wrong-deck", "wrong-deck-mismatch", "shuffle-count-mismatch"):
             deck.remove(self.rng.choice([c for c in deck if c != "JK"]))
@@ -409,9 +469,44 @@ class TableSim:
             self.expect(rule_id, round_id, plan.kind or "")
         self.close_stub_window(plan, counted, round_id)
         self.w.round_id = None
+        if plan.kind == "shoe-fault":
+            self.return_device(self.shoe)  # repaired after the voided round (rulebook 10.3.2)
+        elif plan.kind == "shuffler-jam-uncovered":
+            self.return_device(self.shuffler)
         if plan.kind not in WRONG_DECKS:
             self.last_order = deck
         if plan.kind in ("duplicate-card", "redealt-unshuffled"):
+            self.verify_deck()  # the floor checks the deck the duplicate came from: it is whole
+
+    def play_rotating_round(self, plan: Plan) -> None:
+        """One round of a two-deck table: dealt from the deck shuffled during the round before,
+        while the other deck goes through the shuffler (with the rotation's errors)."""
+        in_play, idle = self.decks[self.round_no % 2], self.decks[(self.round_no + 1) % 2]
+        self.w.deck_id = in_play
+        deck = list(self.orders[in_play])
+        self.round_no += 1
+        self.w.dealer_id = self.dealer_on_duty()
+        round_id = f"{self.table_id}-R{self.round_no:05d}"
+        self.w.round_id = round_id
+        if plan.kind == "sequence-gap":
+            self.w.emit(ev.NoMoreBetsAnnounced, round_id=None)  # an event lost before it reached us
+            self.expect("DT-sequence-gap", round_id, plan.kind)
+            self.expect("DT-chain-broken", round_id, plan.kind)
+        self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
+        for rule_id, kind in self.carry:
+            self.expect(rule_id, round_id, kind)
+        self.carry = []
+        if plan.kind == "in-play-deck-fault":  # the shuffler flags the deck now in play, before its deal
+            self.device_fault("COUNT_ERROR", "IDLE", deck_id=in_play)
+            plan.expect.append("DT-deal-after-device-fault")
+        self.shuffle_rotating(idle, plan)  # the other deck goes through the shuffler meanwhile
+        counted = self.rules.deal(self, plan, deck, round_id)
+        for rule_id in plan.expect:
+            self.expect(rule_id, round_id, plan.kind or "")
+        self.close_stub_window(plan, counted, round_id)
+        self.w.round_id = None
+        self.w.deck_id = in_play
+        if plan.kind == "duplicate-card":
             self.verify_deck()  # the floor checks the deck the duplicate came from: it is whole
 
     def dealer_on_duty(self) -> str:
@@ -507,6 +602,21 @@ def hand_dealt(s: TableSim) -> bool:
     return s.method == "HAND"
 
 
+def single_deck(s: TableSim) -> bool:
+    """The table deals one deck, shuffled before each round (not a two-deck rotation)."""
+    return not s.rotation
+
+
+def rotating(s: TableSim) -> bool:
+    """The table rotates two decks through its shuffler (rulebook 10.3.1)."""
+    return s.rotation
+
+
+def rotation_ready(s: TableSim) -> bool:
+    """The idle deck was dealt before, and no error of the last round is still to show."""
+    return s.round_no >= 1 and not s.carry
+
+
 def not_counting(s: TableSim) -> bool:
     """The table's shuffler does not count each shuffle (so the stub count is due)."""
     return not s.counting
@@ -531,11 +641,14 @@ def redeal_ready(s: TableSim) -> bool:
 
 COMMON: dict[str, Injection] = {
     "duplicate-card": Injection(),
-    "device-fault-deal": Injection(),
-    "fault-during-shuffle": Injection(),
-    "countless-shuffle-after-fault": Injection(applies=lambda s: s.counting),
+    "device-fault-deal": Injection(applies=single_deck),
+    "fault-during-shuffle": Injection(applies=single_deck),
+    "countless-shuffle-after-fault": Injection(applies=lambda s: s.counting and single_deck(s)),
     "sequence-gap": Injection(),
     "sequence-conflict": Injection(before_shuffle=sequence_conflict),
+    "idle-deck-jam": Injection(applies=rotating, ready=rotation_ready),
+    "idle-deck-fault-cleared": Injection(applies=rotating, ready=rotation_ready),
+    "in-play-deck-fault": Injection(applies=rotating, ready=rotation_ready),
 }
 
 

@@ -17,6 +17,7 @@ from dealtrail.simulator.table import (
     redeal_ready,
     remedy_void,
     reveal,
+    single_deck,
     suppress_counts,
     wager_amount,
 )
@@ -252,7 +253,7 @@ INJECTIONS: dict[str, Injection] = {
     "late-wager": Injection(),
     "play-not-ante": Injection(),
     "prime-not-offered": Injection(applies=lambda s: not s.prime),
-    "manual-shuffle": Injection(applies=hand_dealt, count=True),
+    "manual-shuffle": Injection(applies=lambda s: hand_dealt(s) and single_deck(s), count=True),
     "deck-not-over-container": Injection(applies=hand_dealt),
     "same-hand-switched": Injection(applies=hand_dealt),
     "no-more-bets-skipped": Injection(applies=hand_dealt),
@@ -274,9 +275,9 @@ INJECTIONS: dict[str, Injection] = {
     "wrong-deck-mismatch": Injection(applies=lambda s: hand_dealt(s) and not_counting(s), count=True),
     "long-deck": Injection(applies=lambda s: hand_dealt(s) and not_counting(s), count=True),
     "short-deck": Injection(applies=lambda s: hand_dealt(s) and not_counting(s), count=True),
-    "redealt-unshuffled": Injection(applies=hand_dealt, ready=redeal_ready),
+    "redealt-unshuffled": Injection(applies=lambda s: hand_dealt(s) and single_deck(s), ready=redeal_ready),
     "stub-count-skipped": Injection(applies=not_counting, before_shuffle=suppress_counts),
-    "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
+    "shuffle-count-mismatch": Injection(applies=lambda s: s.counting and single_deck(s)),
 }
 """Every kind of error injected at a TCP table: the common ones first, then the game's."""
 

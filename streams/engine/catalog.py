@@ -89,11 +89,13 @@ class Rule:
         return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
 
 
-RULEBOOK_REVISION = 2
+RULEBOOK_REVISION = 3
 """The revision of the rulebook (``shared/rulebook.md``) these rules apply: 2 adds section 10's
 decisions (a deck re-dealt unshuffled, what clears a device fault, the composition window,
-showdown is not an exposure, a verified deck ends a composition suspicion). Every finding
-carries it (``Finding.rulebook_revision``)."""
+showdown is not an exposure, a verified deck ends a composition suspicion); 3 adds section 10.3's
+(a fault belongs to its deck, (n) counts every round, a suspicion is one finding, implausible
+values are refused, an owed remedy is awaited for a bounded window). Every finding carries it
+(``Finding.rulebook_revision``)."""
 
 LAST_REVISED: dict[str, int] = {
     # revision 2 (rulebook section 10.1): a deck re-dealt unshuffled (10.1.1), what clears a device
@@ -104,9 +106,15 @@ LAST_REVISED: dict[str, int] = {
     "C691-DH-a2-same-hand": 2,
     "PGP-645a.14-d-player-card-exposed": 2,
     "PGP-645a.14-e-dealer-bank-exposed": 2,
-    "PGP-645a.14-l-shuffler-fault": 2,
-    "DT-deck-composition": 2,
-    "DT-deal-after-device-fault": 2,
+    # revision 3 (rulebook section 10.3): a fault belongs to its deck and is counted per round
+    # (10.3.1), (n) counts every round and a device returns to use only by its return to service
+    # (10.3.2), a suspicion is one finding (10.3.3), an owed remedy is awaited for a bounded
+    # window (10.3.5)
+    "PGP-645a.14-l-shuffler-fault": 3,
+    "PGP-645a.14-n-out-of-order": 3,
+    "DT-deck-composition": 3,
+    "DT-deal-after-device-fault": 3,
+    "DT-remedy-overdue": 3,
 }
 """Rule ID -> the rulebook revision that last changed it, for the rules changed after revision 1
 (``docs/rules.md`` shows it; a test checks every key is a rule of the catalogue)."""
@@ -439,7 +447,8 @@ RULES: tuple[Rule, ...] = (
         "58 Pa. Code § 645a.14(n)",
         PGP,
         P,
-        "A malfunctioning device is covered or signed out of order before another shuffle or deal method is used.",
+        "A malfunctioning device is covered or signed out of order before another shuffle or deal method is used: "
+        "each round shuffled or dealt otherwise (or with the device before its return to service) is one finding.",
     ),
     Rule(
         "PGP-645c.2-f-wager-before-shake",
@@ -521,22 +530,25 @@ RULES: tuple[Rule, ...] = (
         INTEG,
         "A card seen twice between two shuffles of a deck (from its ShuffleStarted), one the deck's composition does not "
         "hold, an unauthorised card added to or removed from the deck, or a floor verification that did not find it "
-        "whole: the deck is compromised until removed or verified OK.",
+        "whole: the deck is compromised until removed or verified OK; a further trigger meanwhile is a new revision of "
+        "the same finding.",
     ),
     Rule(
         "DT-deal-after-device-fault",
         "dealtrail integrity rule",
         None,
         INTEG,
-        "A card dealt after a shuffler fault or a short-deck signal with no complete full-deck shuffle of that deck "
-        "started since (from a counting device, one that reported the full deck).",
+        "A round dealt from a deck after a shuffler fault naming it (or naming no deck) or a short-deck signal of it, "
+        "with no complete full-deck shuffle of that deck started since (from a counting device back in service, one "
+        "that reported the full deck): one finding per round.",
     ),
     Rule(
         "DT-remedy-overdue",
         "dealtrail integrity rule",
         None,
         V,
-        "A voiding rule's remedy was not seen before the next round started.",
+        "A voiding rule's remedy was not seen before the next round started (the remedy is awaited for the remedy "
+        "window after its round ended).",
     ),
     Rule(
         "DT-chain-broken",

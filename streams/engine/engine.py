@@ -8,7 +8,7 @@ findings (stream = replay).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -20,7 +20,7 @@ from streams.engine import remedies
 from streams.engine.context import Step
 from streams.engine.reducer import Draft, reduce, round_deck_id
 from streams.engine.rules import chapter_691, integrity, pai_gow_poker, three_card_prime
-from streams.engine.state import TableState
+from streams.engine.state import DeckState, TableState
 
 GAP = "DT-sequence-gap"
 CHAIN = "DT-chain-broken"
@@ -65,10 +65,16 @@ class Plausibility:
         max_clock_skew: how long an event's ``occurred_at`` may be after its own
             ``recorded_at``. The time between two events is never a limit: a table idle for
             weeks is normal.
+        remedy_window: how long (event time) an owed remedy is awaited after its round ended
+            (rulebook 10.3.5, ``DEALTRAIL_REMEDY_WINDOW``): the obligation then leaves the
+            table's state and its finding stays overdue. None awaits remedies for ever (tests of
+            the rules alone). It travels with these limits because every caller that applies
+            events passes them.
     """
 
     max_seq_jump: int
     max_clock_skew: timedelta
+    remedy_window: timedelta | None = None
 
 
 def check_plausible(last_seq: int | None, event: Envelope, limits: Plausibility) -> None:
@@ -143,12 +149,14 @@ def apply(
         raw: the bytes ``event`` was decoded from, if at hand: hashing them is cheaper than
             re-encoding the event to tell duplicates apart. Callers must be consistent per
             source (the simulator, the publisher and the audit all use the canonical encoding).
-        limits: the plausibility limits of rulebook 10.3.4 (:func:`check_plausible`), from the
-            settings; None checks none (tests and benchmarks of the rules alone).
+        limits: the plausibility limits of rulebook 10.3.4 (:func:`check_plausible`) and the
+            remedy window of 10.3.5, from the settings; None checks none and awaits remedies for
+            ever (tests and benchmarks of the rules alone).
 
     Returns:
         ``(new_state, findings)``. Findings are new findings (revision 0) and new revisions of
-        earlier ones (remedied / overdue). An exact duplicate of an applied event returns the
+        earlier ones (remedied / overdue, an obligation past the remedy window, a further trigger
+        on a suspect deck: rulebook 10.3.3 and 10.3.5). An exact duplicate of an applied event returns the
         state unchanged and no finding; a conflicting event with an old seq returns the state
         unchanged and a DT-sequence-gap finding; a seq jump raises DT-sequence-gap and the
         event is applied. In a chained trail, an event whose ``prev_hash`` is not the ``hash``
@@ -237,12 +245,14 @@ def apply(
             if new_obligations:
                 after = after.model_copy(update={"obligations": new_obligations})
         return after, findings
+    window = limits.remedy_window if limits is not None else None
+    after, expired = remedies.expire(step, after, window)
     after, revisions = remedies.progress(after, event)
     after, overdue = remedies.deadline(step, after)
     new_obligations = remedies.open_obligations(step, findings)
     if new_obligations:
         after = after.model_copy(update={"obligations": (*after.obligations, *new_obligations)})
-    return after, findings + revisions + overdue
+    return after, findings + expired + revisions + overdue
 
 
 Check = Callable[[Step], list[Finding]]
@@ -273,7 +283,8 @@ def _checks(game: Game, etype: type[Envelope]) -> tuple[Check, ...]:
 
 
 def _mark(step: Step, state: TableState, findings: list[Finding]) -> TableState:
-    """Remember which once-only rules fired (per round, per fault, per deck shuffle)."""
+    """Remember which once-per-round rules fired, and the open DT-deck-composition finding of a
+    suspect deck (its latest revision, rulebook 10.3.3)."""
     if not findings:
         return state
     update: dict[str, object] = {}
@@ -282,16 +293,15 @@ def _mark(step: Step, state: TableState, findings: list[Finding]) -> TableState:
         ids = {f.rule_id for f in findings if f.round_id == rnd.round_id}
         if ids - rnd.fired:
             update["round"] = rnd.model_copy(update={"fired": rnd.fired | ids})
+    decks: Mapping[str, DeckState] = state.decks
     for f in findings:
-        if f.rule_id == integrity.DEAL_AFTER_FAULT:
-            update["fault_flagged"] = True
-        elif f.rule_id == "PGP-645a.14-n-out-of-order":
-            update["unusable_flagged"] = state.unusable_flagged | {f.evidence_event_ids[0]}
-        elif f.rule_id == integrity.COMPOSITION:
+        if f.rule_id == integrity.COMPOSITION:
             deck_id = round_deck_id(state, step.event)
-            if deck_id is not None and deck_id in state.decks:
-                deck = state.decks[deck_id].model_copy(update={"composition_flagged": True})
-                update["decks"] = {**state.decks, deck_id: deck}
+            if deck_id is not None and deck_id in decks:
+                deck = decks[deck_id].model_copy(update={"composition_flagged": True, "composition_finding": f})
+                decks = {**decks, deck_id: deck}
+    if decks is not state.decks:
+        update["decks"] = decks
     return state.model_copy(update=update) if update else state
 
 

@@ -170,6 +170,8 @@ def _device(d: Draft, e: ev.DeviceRegistered) -> None:
         approved=e.approved,
     )
     d.set(devices={**d.state.devices, e.device_id: dev})
+    if e.device_id in d.state.unusable:  # registered again: back in use (rulebook 10.3.2)
+        d.set(unusable={k: v for k, v in d.state.unusable.items() if k != e.device_id})
 
 
 def _deck_introduced(d: Draft, e: ev.DeckIntroduced) -> None:
@@ -185,11 +187,11 @@ def _deck_removed(d: Draft, e: ev.DeckRemoved) -> None:
     deck_id = round_deck_id(d.state, e)
     if deck_id is None:
         return
-    d.put_deck(_deck(d.state, deck_id).model_copy(update={"removed": True, "composition_flagged": False}))
+    gone = {"removed": True, "composition_flagged": False, "composition_finding": None, "fault_event_id": None}
+    d.put_deck(_deck(d.state, deck_id).model_copy(update=gone))
     if d.state.current_deck_id == deck_id:
         d.set(current_deck_id=None)
-    if d.state.shuffler_fault is not None and d.state.fault_deck_id == deck_id:
-        d.set(fault_deck_id=None)  # the deck is gone: a complete shuffle of any deck clears the fault
+    _device_fault_cleared(d)  # the deck is gone: it no longer waits for a clearing shuffle
 
 
 def _shuffle_started(d: Draft, e: ev.ShuffleStarted) -> None:
@@ -223,60 +225,100 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
         counted=e.device_card_count is not None,
         full_deck_ok=e.device_full_deck_ok,
         mode=e.mode,
+        during_fault=_shuffled_while_unusable(d.state, e),
     )
     good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
     cut = e.event_id if good and d.state.game is Game.C691 and e.schema_version >= CUT_RECORDED_FROM else None
-    d.put_deck(
-        deck.model_copy(
-            update={
-                "last_shuffle": info,
-                "shuffle_started_seq": None,
-                "shuffle_started_event_id": None,
-                "seen_cards": "",
-                "seen_ids": (),
-                "dealt_round_id": None,
-                "dealt_event_id": None,
-                "cut_due": cut,
-            }
-        )
-    )
+    update: dict[str, Any] = {
+        "last_shuffle": info,
+        "shuffle_started_seq": None,
+        "shuffle_started_event_id": None,
+        "seen_cards": "",
+        "seen_ids": (),
+        "dealt_round_id": None,
+        "dealt_event_id": None,
+        "cut_due": cut,
+    }
+    unusable = d.state.unusable.get(e.device_id) if e.device_id is not None else None
+    if not good:  # a completion in another mode or short of cards: a fault of this deck
+        update.update(fault_event_id=deck.fault_event_id or e.event_id, fault_seq=e.seq)
+    elif unusable is not None:  # shuffled by a device not returned to service (10.3.2)
+        update.update(fault_event_id=deck.fault_event_id or unusable, fault_seq=e.seq)
+    elif clears_fault(d.state, info):
+        update["cleared_seq"] = info.started_seq
+        if deck.fault_event_id is not None and info.started_seq > deck.fault_seq:
+            update["fault_event_id"] = None
+    d.put_deck(deck.model_copy(update=update))
     d.set(current_deck_id=deck_id)
-    if not good:
-        d.set(shuffler_fault=e.event_id, fault_seq=e.seq, fault_deck_id=deck_id, fault_flagged=False)
-    elif d.state.shuffler_fault is not None and clears_fault(d.state, deck_id, info):
-        d.set(shuffler_fault=None, fault_seq=0, fault_deck_id=None, fault_flagged=False)
-    unusable = d.state.unusable
-    if good and e.device_id is not None and e.device_id in unusable:
-        d.set(unusable={k: v for k, v in unusable.items() if k != e.device_id})
+    if d.state.shuffler_fault is not None:
+        _device_fault_cleared(d)
 
 
-def clears_fault(state: TableState, deck_id: str, info: ShuffleInfo) -> bool:
-    """Rulebook 10.1.2: does this good completion (mode SHUFFLE, not short) clear the fault?
+def _shuffled_while_unusable(state: TableState, e: ev.ShuffleCompleted) -> str | None:
+    """Rulebook 10.3.2: the fault of an unusable shuffler, neither covered nor signed out of
+    order, when ``e`` completes a shuffle (by hand, by another device or by that device itself,
+    which is not back in use before ``DeviceReturnedToService``); else None."""
+    for device_id, fault_id in state.unusable.items():
+        device = state.devices.get(device_id)
+        if device is not None and device.device_type == "SHUFFLER" and not device.covered_or_signed:
+            return fault_id
+    return None
 
-    It must be of the faulted deck (any deck once that one was removed), its shuffle must have
-    started after the fault (by seq), and a completion from a counting shuffler (counts each
-    shuffle and signals a full deck) must have reported ``device_full_deck_ok`` = true. A manual
-    shuffle clears it as before (whether a manual shuffle was allowed is rule (a)(1)'s and
-    § 645a.14(n)'s question).
+
+def _device_fault_cleared(d: Draft) -> None:
+    """End a fault naming no deck once every deck at the table has passed a clearing shuffle
+    started after it (or left the table): rulebook 10.3.1."""
+    state = d.state
+    if state.shuffler_fault is None:
+        return
+    if all(deck.removed or deck.cleared_seq > state.fault_seq for deck in state.decks.values()):
+        d.set(shuffler_fault=None, fault_seq=0)
+
+
+def deck_fault(state: TableState, deck_id: str | None) -> str | None:
+    """The unresolved fault a deal from ``deck_id`` is made on, or None (rulebook 10.1.2, 10.3.1).
+
+    The deck's own fault (a fault naming it, a bad completion, a shuffle by a device not returned
+    to service), else the device's fault that named no deck when the deck's last clearing
+    shuffle started before it. A deck not known to the table has only the device's fault.
     """
-    if state.fault_deck_id is not None and state.fault_deck_id != deck_id:
-        return False
-    if info.started_seq <= state.fault_seq:
-        return False
+    deck = state.decks.get(deck_id) if deck_id is not None else None
+    if deck is not None and deck.fault_event_id is not None:
+        return deck.fault_event_id
+    if state.shuffler_fault is not None and (deck is None or deck.cleared_seq <= state.fault_seq):
+        return state.shuffler_fault
+    return None
+
+
+def clears_fault(state: TableState, info: ShuffleInfo) -> bool:
+    """Rulebook 10.1.2: is this good completion (mode SHUFFLE, not short) a clearing one?
+
+    A completion from a counting shuffler (counts each shuffle and signals a full deck) must have
+    reported ``device_full_deck_ok`` = true. A manual shuffle clears as before (whether a manual
+    shuffle was allowed is rule (a)(1)'s and § 645a.14(n)'s question). It clears a fault of its
+    deck when its shuffle started after the fault (by seq: the caller checks), and a fault naming
+    no deck for its deck alone (10.3.1). A device not returned to service clears nothing (10.3.2:
+    the caller checks).
+    """
     device = state.devices.get(info.device_id) if info.device_id is not None else None
     if info.method == "AUTOMATED" and device is not None and device.counts_each_shuffle and device.indicates_full_deck:
         return info.full_deck_ok is True
     return True
 
 
+STOPPING_FAULTS = frozenset({"JAM", "STOPPED", "INCOMPLETE_CYCLE"})
+"""Shuffler faults after which the device cannot be used (§ 645a.14(l), (n)) until it is returned
+to service (rulebook 10.3.2); a count error or a wrong mode is a signal a clearing shuffle ends."""
+
+
 def _shuffler_faulted(d: Draft, e: ev.ShufflerFaulted) -> None:
-    d.set(
-        shuffler_fault=e.event_id,
-        fault_seq=e.seq,
-        fault_deck_id=round_deck_id(d.state, e),
-        fault_flagged=False,
-        unusable={**d.state.unusable, e.device_id: e.event_id},
-    )
+    if e.deck_id is None:  # a fault of the device: every deck must pass a clearing shuffle (10.3.1)
+        d.set(shuffler_fault=e.event_id, fault_seq=e.seq)
+    else:
+        deck = _deck(d.state, e.deck_id)  # a deck already faulted keeps its first fault as evidence
+        d.put_deck(deck.model_copy(update={"fault_event_id": deck.fault_event_id or e.event_id, "fault_seq": e.seq}))
+    if e.fault in STOPPING_FAULTS:
+        d.set(unusable={**d.state.unusable, e.device_id: e.event_id})
 
 
 def _removed_from_device(d: Draft, e: ev.CardsRemovedFromDevice) -> None:
@@ -303,7 +345,8 @@ def _deck_verified(d: Draft, e: ev.DeckVerified) -> None:
     deck_id = round_deck_id(d.state, e)
     if deck_id is not None and e.result == "OK":
         deck = _deck(d.state, deck_id)
-        d.put_deck(deck.model_copy(update={"composition_flagged": False, "added": "", "taken_out": ""}))
+        ended = {"composition_flagged": False, "composition_finding": None, "added": "", "taken_out": ""}
+        d.put_deck(deck.model_copy(update=ended))
 
 
 def _inventory(d: Draft, e: ev.CardAddedToDeck | ev.CardRemovedFromDeck, into: str, out_of: str) -> None:
@@ -369,9 +412,6 @@ def _round_started(d: Draft, e: ev.RoundStarted) -> None:
     )
     if state.config.stub_window_resets_on_dealer_change and state.last_dealer_id not in (None, e.dealer_id):
         d.set(stub_run=0, stub_run_rounds=())
-    if e.dealing_method == "AUTO_SHOE" and state.unusable:
-        shoes = {k for k, dev in state.devices.items() if dev.device_type == "AUTO_SHOE"}
-        d.set(unusable={k: v for k, v in state.unusable.items() if k not in shoes})
 
 
 def _round_completed(d: Draft, e: ev.RoundCompleted) -> None:

@@ -1,10 +1,13 @@
 """Remedy tracking (rulebook sections 5 and 8a): a finding whose rule prescribes a remedy opens
 an :class:`~streams.engine.state.Obligation`; the remedy events close it (a new revision with
 status ``remedied``); if the next round at the table starts first, the finding turns
-``overdue`` and DT-remedy-overdue is raised, staying open until the remedy arrives.
+``overdue`` and DT-remedy-overdue is raised, staying open until the remedy arrives, for at most
+the remedy window after the round ended (rulebook 10.3.5, :func:`expire`).
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from schemas import events as ev
 from schemas.base import DICE_WAGERS, Envelope
@@ -40,9 +43,81 @@ def open_obligations(step: Step, findings: list[Finding]) -> tuple[Obligation, .
                 device_id=getattr(event, "device_id", None),
                 owner=getattr(event, "owner", None),
                 owed_wagers=_open_wagers(step),
+                ended_at=event.occurred_at if f.round_id is None or type(event) is ev.RoundCompleted else None,
             )
         )
     return tuple(out)
+
+
+WINDOW_EVENTS: frozenset[type[Envelope]] = frozenset()
+"""Set below: the event types at which :func:`expire` looks at the obligations."""
+
+
+def expire(step: Step, state: TableState, window: timedelta | None) -> tuple[TableState, list[Finding]]:
+    """Rulebook 10.3.5: an obligation leaves the state ``window`` (event time) after its round ended.
+
+    At a ``RoundCompleted`` the obligations of that round note when it ended. At that event, a
+    ``RoundStarted`` and any event that could carry out a remedy, the obligations whose round
+    ended more than ``window`` before the event are dropped (before the event can remedy them:
+    a remedy after the window is stored with the events, shown beside the finding, and changes
+    no engine state); a finding not yet overdue gets an ``overdue`` revision (its next round
+    never started in the window). Obligations already remedied and watched are dropped silently.
+
+    Args:
+        step: the event being applied (``step.before``: the state before it).
+        state: the state after the event's reduction and rules.
+        window: the remedy window; None keeps every obligation (no limit).
+
+    Returns:
+        The state with the obligations kept, and the ``overdue`` revisions.
+    """
+    event = step.event
+    etype = type(event)
+    if etype not in WINDOW_EVENTS or not state.obligations:
+        return state, []
+    obligations = state.obligations
+    if etype is ev.RoundCompleted:
+        rnd = step.before.round
+        round_id = event.round_id or (rnd.round_id if rnd is not None else None)
+        if round_id is not None and any(ob.round_id == round_id and ob.ended_at is None for ob in obligations):
+            obligations = tuple(
+                ob.model_copy(update={"ended_at": event.occurred_at})
+                if ob.round_id == round_id and ob.ended_at is None
+                else ob
+                for ob in obligations
+            )
+    if window is None:
+        return (
+            (state, [])
+            if obligations is state.obligations
+            else (
+                state.model_copy(update={"obligations": obligations}),
+                [],
+            )
+        )
+    now = event.occurred_at
+    kept: list[Obligation] = []
+    out: list[Finding] = []
+    for ob in obligations:
+        if ob.ended_at is None or now - ob.ended_at <= window:
+            kept.append(ob)
+            continue
+        if ob.watch or ob.deadline_passed:
+            continue
+        out.append(
+            ob.finding.model_copy(
+                update={
+                    "revision": ob.finding.revision + 1,
+                    "status": FindingStatus.OVERDUE,
+                    "trigger_event_id": event.event_id,
+                    "observed_at": now,
+                    "rulebook_revision": RULEBOOK_REVISION,
+                }
+            )
+        )
+    if len(kept) == len(state.obligations) and obligations is state.obligations:
+        return state, out
+    return state.model_copy(update={"obligations": tuple(kept)}), out
 
 
 def _open_wagers(step: Step) -> frozenset[str]:
@@ -147,6 +222,8 @@ def _satisfies(state: TableState, ob: Obligation, remedy: str, event: ev.Dealing
         if remedy != Remedy.RESHUFFLE or event.mode != "SHUFFLE":
             return False
         deck_id = round_deck_id(state, event)
+        if ob.deck_id is not None and deck_id != ob.deck_id:
+            return False  # rulebook 10.3.1: the cards to reshuffle are those of the trigger's deck
         deck = state.decks.get(deck_id) if deck_id else None
         return deck is not None and deck.last_shuffle is not None and deck.last_shuffle.started_seq > ob.trigger_seq
     elif type(event) is ev.NoRollCalled:
@@ -181,6 +258,9 @@ REMEDY_EVENTS: frozenset[type[Envelope]] = frozenset(
 :func:`_track_wagers`): any other event leaves every obligation as it is, so
 :func:`progress` returns at once for it (a table's open obligations are not looked at for
 each card dealt; an obligation whose round is over can stay open for the rest of the trail)."""
+
+
+WINDOW_EVENTS = REMEDY_EVENTS | {ev.RoundStarted, ev.RoundCompleted}
 
 
 def _all_returned(ob: Obligation) -> bool:
@@ -289,6 +369,9 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
         if ob.watch:
             changed = True
             continue  # remedied, and its round is over: nothing more can undo the remedy
+        if ob.ended_at is None:  # its round never completed: it ended when the next one started
+            ob = ob.model_copy(update={"ended_at": event.occurred_at})  # noqa: PLW2901
+            changed = True
         if ob.deadline_passed:
             kept.append(ob)
             continue

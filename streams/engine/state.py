@@ -77,6 +77,10 @@ class ShuffleInfo(_State):
     counted: bool
     full_deck_ok: bool | None
     mode: str
+    during_fault: str | None = None
+    """Rulebook 10.3.2: the fault event of a shuffler that was unusable (and neither covered nor
+    signed out of order) when this shuffle was made by another method or by that device itself,
+    else None; each round dealt from it is one PGP-645a.14-n-out-of-order finding."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=True)
@@ -92,6 +96,13 @@ class DeckState(_State):
     (10.1.5). ``dealt_round_id`` / ``dealt_event_id``: the round (and its first card) dealt
     from the deck since its last ``ShuffleCompleted`` (10.1.1). ``cut_due``: the
     ``ShuffleCompleted`` (schema version 2, Chapter 691) still waiting for its ``DeckCut``.
+
+    Rulebook revision 3: ``fault_event_id`` is the unresolved device fault of this deck (a
+    ``ShufflerFaulted`` naming it, a completion in another mode or short of cards, or a shuffle by
+    a device not returned to service), ``fault_seq`` the seq a clearing shuffle must start after
+    (10.3.1); ``cleared_seq`` the start seq of the deck's last clearing completion (a fault naming
+    no deck is cleared per deck by one started after it). ``composition_finding`` is the latest
+    revision of the open DT-deck-composition finding while the deck is suspect (10.3.3).
     """
 
     deck_id: str
@@ -109,6 +120,10 @@ class DeckState(_State):
     dealt_round_id: str | None = None
     dealt_event_id: str | None = None
     cut_due: str | None = None
+    fault_event_id: str | None = None
+    fault_seq: int = 0
+    cleared_seq: int = 0
+    composition_finding: Finding | None = None
 
     def allowed(self, card: str) -> int:
         """How many of ``card`` the deck holds (cards): one (or its jokers), plus cards added,
@@ -224,6 +239,9 @@ class Obligation(_State):
     ``settled_instead`` turns True if one was settled win/loss instead (rulebook decision 4),
     which keeps WAGERS_RETURNED unmet. ``deadline_passed`` turns True when the
     next round started first (DT-remedy-overdue raised, ``overdue_finding`` kept for its update).
+    ``ended_at`` is when the obligation's round ended (its ``RoundCompleted``, or the next
+    ``RoundStarted`` if it never completed; the trigger's time for a trigger between rounds): the
+    obligation leaves the state ``remedy_window`` after it (rulebook 10.3.5).
     ``watch`` is True for an obligation already remedied by voiding wagers (all hands, or a
     seat) while its round goes on: a voided wager settled win or loss after the void undoes the
     remedy (a new revision, not ``remedied``); the watch ends at the next ``RoundStarted``.
@@ -245,6 +263,7 @@ class Obligation(_State):
     deadline_passed: bool = False
     overdue_finding: Finding | None = None
     watch: bool = False
+    ended_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, eq=True)
@@ -255,9 +274,11 @@ class TableState(_State):
     ``(seq, event_id, digest)`` for the last few thousand events, to tell an exact duplicate from
     a conflicting one), ``stub_run`` (non-exempt rounds since the last stub count, rounds) and
     ``stub_run_rounds`` (their ``RoundCompleted`` event IDs, the evidence of the last window),
-    ``obligations`` (open remedies), ``shuffler_fault`` (event ID of an unresolved device fault,
-    DT-deal-after-device-fault; ``fault_seq`` its seq and ``fault_deck_id`` its deck, None once
-    that deck is removed: rulebook 10.1.2) and ``unusable`` (device ID -> fault event ID, § 645a.14(n)).
+    ``obligations`` (open remedies), ``shuffler_fault`` (event ID of an unresolved fault of the
+    device that named no deck, DT-deal-after-device-fault, and ``fault_seq`` its seq: every deck
+    whose last clearing shuffle started before it is faulted, rulebook 10.3.1; a deck's own fault
+    is on its :class:`DeckState`) and ``unusable`` (device ID -> the fault event that made it
+    unusable, § 645a.14(n), until ``DeviceReturnedToService`` or ``DeviceRegistered``: 10.3.2).
     """
 
     table_id: str
@@ -277,10 +298,7 @@ class TableState(_State):
     obligations: tuple[Obligation, ...] = ()
     shuffler_fault: str | None = None
     fault_seq: int = 0
-    fault_deck_id: str | None = None
-    fault_flagged: bool = False
     unusable: Mapping[str, str] = field(default_factory=dict)
-    unusable_flagged: StrSet = frozenset()
     rounds_completed: int = 0
 
 

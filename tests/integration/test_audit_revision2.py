@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from projections.store import Store
+from streams.engine.catalog import RULEBOOK_REVISION
 
 
 def test_an_event_of_a_newer_schema_version_is_dead_lettered_and_the_rest_audited(
@@ -34,7 +35,7 @@ def test_an_event_of_a_newer_schema_version_is_dead_lettered_and_the_rest_audite
     with duckdb.connect(str(db), read_only=True) as con:
         revisions = con.execute("SELECT DISTINCT rulebook_revision FROM findings").fetchall()
         stored = con.execute("SELECT count(*) FROM events").fetchone()
-    assert revisions == [(2,)]
+    assert revisions == [(RULEBOOK_REVISION,)]
     assert stored is not None and stored[0] > 0
 
 
@@ -46,12 +47,12 @@ def test_the_audit_prints_the_rulebook_revision_and_the_report_shows_it(audited_
     db = tmp_path / "d.duckdb"
     r = runner.invoke(app, ["audit", str(events), "--db", str(db), "--dead-letter", str(tmp_path / "dl.jsonl")])
     assert r.exit_code == 0, r.output
-    assert "rulebook revision 2 applied" in r.output
+    assert f"rulebook revision {RULEBOOK_REVISION} applied" in r.output
     r = runner.invoke(app, ["report", "--db", str(audited_shift), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     html = (tmp_path / "rep" / "report.html").read_text()
     assert "Rulebook revision</th>" in html
-    assert "as read in the dealtrail rulebook, revision 2" in html
+    assert f"as read in the dealtrail rulebook, revision {RULEBOOK_REVISION}" in html
 
 
 def test_the_report_of_a_store_written_before_the_rulebook_revision_column_reads_revision_1(

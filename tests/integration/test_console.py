@@ -517,8 +517,10 @@ def test_users_commands_store_hashes_print_the_token_last_and_refuse_a_held_stor
 def test_floor_device_state_is_the_engines_a_fault_cleared_by_a_good_shuffle_is_not_shown(
     client: TestClient, store: Store
 ) -> None:
-    """The floor's device column follows the engine: a fault ends with a good completed shuffle
-    (rulebook 10.1.2), so a table whose last device fault was cleared shows in service."""
+    """The floor's device column is the engine's own stored state (rulebook 10.3.1: a fault ends
+    with a clearing shuffle of its deck), read by projections.device_state, not SQL beside it."""
+    from projections.device_state import device_state
+
     login(client, "vic")
     tables = {t["table_id"]: t for t in client.get("/api/v1/floor").json()["tables"]}
     faults = store.con.execute("SELECT DISTINCT table_id FROM events WHERE type = 'ShufflerFaulted'").fetchall()
@@ -528,14 +530,11 @@ def test_floor_device_state_is_the_engines_a_fault_cleared_by_a_good_shuffle_is_
            QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC) = 1"""
     ).fetchall():
         state = json.loads(text)
-        devices = state["devices"].values()
-        if any(d["out_of_service"] for d in devices):
-            expected = "out of service"
-        elif state["shuffler_fault"]:
-            expected = "faulted"
-        else:
-            expected = "in service" if devices else "no device"
-        assert tables[table_id]["device_state"] == expected, table_id
+        assert tables[table_id]["device_state"] == device_state(state)["status"], table_id
+        if not state["shuffler_fault"] and not state["unusable"]:
+            assert all(d["fault_event_id"] is None for d in state["decks"].values()) is (
+                tables[table_id]["device_state"] == "in service"
+            )
 
 
 @pytest.mark.parametrize(

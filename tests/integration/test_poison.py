@@ -123,7 +123,10 @@ def test_the_limits_come_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("DEALTRAIL_MAX_SEQ_JUMP", "7")
     monkeypatch.setenv("DEALTRAIL_MAX_CLOCK_SKEW", "PT5M")
-    assert Settings().plausibility == Plausibility(7, timedelta(minutes=5))
+    monkeypatch.setenv("DEALTRAIL_REMEDY_WINDOW", "PT36H")  # rulebook 10.3.5
+    assert Settings().plausibility == Plausibility(7, timedelta(minutes=5), timedelta(hours=36))
+    monkeypatch.delenv("DEALTRAIL_REMEDY_WINDOW")
+    assert Settings().plausibility.remedy_window == timedelta(hours=24)
     assert Settings(max_seq_jump=100_000).plausibility.max_seq_jump == 100_000
 
 

@@ -122,3 +122,29 @@ def test_clean_days_stay_clean_with_every_revision_2_event_recorded(seed: int) -
         types = {e.type for e in events if e.game == game}
         wanted = NEW_EVENT_TYPES - ({"DeckCut"} if game != "C691" else set())
         assert wanted <= types, (game, wanted - types)
+
+
+REVISION_3_KINDS = {"idle-deck-jam", "idle-deck-fault-cleared", "in-play-deck-fault"}
+"""The two-deck rotation's errors (rulebook 10.3.1): a jam of the deck in the shuffler while the
+other is dealt, cleared but not reshuffled (its next round is the breach) or reshuffled (no
+finding), and a fault flagged on the deck in play before its deal."""
+
+
+def test_a_two_deck_rotation_with_faults_on_either_deck_finds_exactly_the_truth() -> None:
+    truth: list[Truth] = []
+    events: list[Envelope] = []
+    expected, found = _audit(FloorSpec(tables=3, hours=2, seed=31, error_rate=0.4), truth, events)
+    assert {t.injected for t in truth} >= REVISION_3_KINDS - {"idle-deck-fault-cleared"}  # that one raises nothing
+    rotating = {e.deck_id for e in events if e.table_id == "TCP-01" and e.type == "RoundStarted"}
+    assert len(rotating) == 2  # two decks dealt in turn
+    in_play, on_idle, on_play = None, 0, 0
+    for e in events:
+        if e.table_id == "TCP-01" and e.type == "RoundStarted":
+            in_play = e.deck_id
+        elif e.table_id == "TCP-01" and e.type == "ShufflerFaulted":
+            on_idle += e.deck_id != in_play
+            on_play += e.deck_id == in_play
+    jams = sum(1 for t in truth if t.injected == "idle-deck-jam") // 2  # two findings each
+    assert on_idle > jams > 0 and on_play > 0  # faults on the idle deck cleared by a reshuffle, too
+    assert expected - found == Counter(), "missed"
+    assert found - expected == Counter(), "extra"

@@ -54,7 +54,7 @@ def test_the_same_state_dumps_to_the_same_text_whatever_the_hash_seed(small_shif
     assert len(texts) == 1
 
 
-SET_FIELDS = {"voided_seats", "fired", "hands_set", "owed_wagers", "returned_wagers", "unusable_flagged"}
+SET_FIELDS = {"voided_seats", "fired", "hands_set", "owed_wagers", "returned_wagers"}
 
 
 def _set_lists(node: object) -> list[list[str]]:

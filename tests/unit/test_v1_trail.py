@@ -3,7 +3,11 @@ gave then: `tests/fixtures/shift-v1.jsonl.gz` is a shift simulated by dealtrail 
 (3 tables, seed 4, error rate 0.9, 1 % duplicates), with the truth file it wrote. Revision 2 changes
 no verdict on it: no deck is dealt twice unshuffled, no fault is cleared by a count-less or
 earlier-started shuffle, no exposure happens at settlement, no cut could be recorded (none is
-asked of version 1 shuffles) and every duplicate card is on a deck not already suspect."""
+asked of version 1 shuffles) and every duplicate card is on a deck not already suspect.
+
+Revision 3 adds findings on it and withdraws none: a jammed shuffler there was used again with no
+``DeviceReturnedToService``, so each round dealt after the jam is dealt on an unresolved fault and,
+at a Pai Gow table, another method's round for § 645a.14(n) (rulebook 10.3.2)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from schemas.codec import decode
-from streams.engine import apply
+from streams.engine import RULEBOOK_REVISION, apply
 from streams.engine.state import TableState
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -32,8 +36,15 @@ def test_a_version_1_trail_audits_to_the_same_findings_as_before_revision_2() ->
             for f in findings:
                 if f.revision == 0:
                     found[f.finding_id] = (f.rule_id, f.table_id, f.round_id)
-                assert f.rulebook_revision == 2
+                assert f.rulebook_revision == RULEBOOK_REVISION
     truth = [json.loads(line) for line in (FIXTURES / "shift-v1.truth.jsonl").read_text().splitlines()]
     assert set(versions) == {1}
     assert len(truth) > 30
-    assert Counter(found.values()) == Counter((t["rule_id"], t["table_id"], t["round_id"]) for t in truth)
+    expected = Counter((t["rule_id"], t["table_id"], t["round_id"]) for t in truth)
+    got = Counter(found.values())
+    assert not expected - got  # revision 3 withdraws nothing here
+    added = got - expected
+    assert {rule for rule, _, _ in added} == {"DT-deal-after-device-fault", "PGP-645a.14-n-out-of-order"}
+    jammed = {t["table_id"] for t in truth if t["injected"] == "shuffler-jam"}
+    assert jammed and all(table in jammed for _, table, _ in added)
+    assert set(added.values()) == {1}  # one finding per round dealt

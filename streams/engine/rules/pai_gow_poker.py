@@ -65,17 +65,14 @@ def check(step: Step) -> list[Finding]:
                 f"Shuffler {event.device_id} reported {event.fault}; the cards must be reshuffled.",
             )
         )
-    elif type(event) is ev.ShuffleStarted:
-        out.extend(_out_of_order(step, event, shuffler=True))
     rnd = step.round
     if rnd is None:
         return out
     before = step.before.round
     if type(event) is ev.RoundStarted:
-        if event.dealing_method != "AUTO_SHOE":
-            out.extend(_out_of_order(step, event, shuffler=False))
+        out.extend(_round_out_of_order(step, rnd, event))
     elif type(event) is ev.CardDealt and event.dealt_from != "AUTO_SHOE":
-        out.extend(_out_of_order(step, event, shuffler=False))
+        out.extend(_dealt_out_of_order(step, event))
     elif type(event) is ev.AutoShoeFaulted:
         out.append(
             step.finding(
@@ -266,27 +263,56 @@ def _exposed(step: Step, event: ev.CardExposed) -> list[Finding]:
     return []
 
 
-def _out_of_order(step: Step, event: ev.DealingEvent, *, shuffler: bool) -> list[Finding]:
-    """§ 645a.14(n): another shuffle or deal method while a faulted device is not covered or signed."""
+def _round_out_of_order(step: Step, rnd: RoundState, event: ev.RoundStarted) -> list[Finding]:
+    """§ 645a.14(n), rulebook 10.3.2: each round shuffled or dealt while a device is unusable
+    (faulted and not returned to service) and neither covered nor signed out of order is one
+    finding: a round dealt from a shuffle made then (by hand, another device or the faulted
+    shuffler itself), and any round at all while an automated dealing shoe is unusable (dealt
+    by hand, or with the faulted shoe before its return)."""
     out = []
     state = step.before
+    deck = state.decks.get(rnd.deck_id) if rnd.deck_id is not None else None
+    shuffle = deck.last_shuffle if deck is not None else None
+    if shuffle is not None and shuffle.during_fault is not None:
+        out.append(
+            step.finding(
+                "PGP-645a.14-n-out-of-order",
+                (shuffle.during_fault, shuffle.event_id, event.event_id),
+                "Round dealt from a shuffle made while the faulted shuffler was neither covered nor signed out of "
+                "order.",
+            )
+        )
     for device_id, fault_id in state.unusable.items():
         device = state.devices.get(device_id)
-        if device is None or fault_id in state.unusable_flagged or device.covered_or_signed:
-            continue
-        if shuffler and device.device_type == "SHUFFLER":
-            if getattr(event, "method", None) == "AUTOMATED" and getattr(event, "device_id", None) == device_id:
-                continue
-        elif shuffler or device.device_type != "AUTO_SHOE":
+        if device is None or device.device_type != "AUTO_SHOE" or device.covered_or_signed:
             continue
         out.append(
             step.finding(
                 "PGP-645a.14-n-out-of-order",
                 (fault_id, event.event_id),
-                f"Another method used while {device_id} was faulted and neither covered nor signed out of order.",
+                f"Round dealt while {device_id} was faulted and neither covered nor signed out of order.",
             )
         )
     return out
+
+
+def _dealt_out_of_order(step: Step, event: ev.CardDealt) -> list[Finding]:
+    """§ 645a.14(n): a card dealt by another method in the round whose shoe just faulted (once a round)."""
+    if step.fired("PGP-645a.14-n-out-of-order"):
+        return []
+    state = step.before
+    for device_id, fault_id in state.unusable.items():
+        device = state.devices.get(device_id)
+        if device is None or device.device_type != "AUTO_SHOE" or device.covered_or_signed:
+            continue
+        return [
+            step.finding(
+                "PGP-645a.14-n-out-of-order",
+                (fault_id, event.event_id),
+                f"Another method used while {device_id} was faulted and neither covered nor signed out of order.",
+            )
+        ]
+    return []
 
 
 def _completed(step: Step, rnd: RoundState, event: ev.RoundCompleted) -> list[Finding]:

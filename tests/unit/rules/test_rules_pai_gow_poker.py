@@ -348,7 +348,10 @@ def test_PGP_645a_14_n_out_of_order_raised_for_manual_shuffle_while_faulted_shuf
     t = pgp()
     faulted = t.emit(ev.ShufflerFaulted, device_id=t.SHUFFLER, fault="JAM", role="DEVICE", actor_id=t.SHUFFLER)
     log = t.pgp_round("R1", shuffle="MANUAL")
-    t.assert_raised("PGP-645a.14-n-out-of-order", round_id=None, evidence=(faulted.event_id, log.id("shuffle_started")))
+    # rulebook 10.3.2: charged to the round dealt from that shuffle
+    t.assert_raised(
+        "PGP-645a.14-n-out-of-order", round_id="R1", evidence=(faulted.event_id, log.id("shuffled"), log.id("started"))
+    )
 
 
 def test_PGP_645a_14_n_out_of_order_raised_for_hand_deal_after_shoe_fault(pgp):
@@ -387,9 +390,10 @@ def test_PGP_645a_14_n_out_of_order_not_raised_when_device_covered_first(pgp):
     t.assert_not_raised("PGP-645a.14-n-out-of-order")
 
 
-def test_PGP_645a_14_n_out_of_order_not_raised_when_faulted_shuffler_itself_reshuffles(pgp):
+def test_PGP_645a_14_n_out_of_order_not_raised_when_faulted_shuffler_itself_reshuffles_after_its_return(pgp):
     t = pgp()
     t.emit(ev.ShufflerFaulted, device_id=t.SHUFFLER, fault="JAM", role="DEVICE", actor_id=t.SHUFFLER)
+    t.emit(ev.DeviceReturnedToService, device_id=t.SHUFFLER, role="FLOOR", actor_id="F-01")  # rulebook 10.3.2
     t.pgp_round("R1", shuffle="AUTOMATED")
     t.assert_not_raised("PGP-645a.14-n-out-of-order")
 

@@ -1,0 +1,149 @@
+"""A table's devices and decks as the engine itself holds them: read from the latest engine state
+the store keeps for the table (``table_states`` at the end of an audited file, or
+``table_snapshots`` the audit, the re-audit and the projector keep), never recomputed here.
+
+The console's floor shows it, and pages that draw a table (the replay) can ask for it with
+:func:`table_device_state`. Because it is the engine's state, the clearing rules of rulebook
+10.1.2 and 10.3.1 (a fault belongs to its deck and ends with a clearing shuffle of that deck) and
+10.3.2 (a device returns to use only by its return to service) are the engine's, not repeated in
+SQL beside it. The state is as of its ``last_seq``: a snapshot taken every
+``DEALTRAIL_SNAPSHOT_EVERY`` events may trail the table's last event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+_LATEST = """
+    WITH s AS (
+        SELECT table_id, last_seq, state::VARCHAR AS state, 1 AS pref FROM table_states
+        WHERE $t::VARCHAR IS NULL OR table_id = $t
+        UNION ALL
+        SELECT table_id, last_seq, state::VARCHAR AS state, 0 AS pref FROM table_snapshots
+        WHERE $t::VARCHAR IS NULL OR table_id = $t
+    )
+    SELECT table_id, last_seq, state FROM s
+    QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC, pref DESC) = 1
+"""
+
+
+def latest_states(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -> dict[str, tuple[int, dict[str, Any]]]:
+    """The latest stored engine state of each table (or of ``table_id``): table -> (last_seq, state JSON)."""
+    return {str(t): (int(seq), json.loads(text)) for t, seq, text in con.execute(_LATEST, {"t": table_id}).fetchall()}
+
+
+def device_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The devices and decks of one engine state (the JSON of ``streams.engine.state.TableState``).
+
+    Returns:
+        ``status``: "no device", "out of service" (a device taken out of service), "faulted" (a
+        device unusable since a fault, a deck with an unresolved fault, or a fault of the device
+        that named no deck) or "in service"; ``fault_event_id``: the event of the fault shown
+        (None if none); ``devices``: device ID -> {``type``, ``status``, ``covered_or_signed``,
+        ``fault_event_id``}; ``decks``: deck ID -> {``status`` ("removed", "faulted", "suspect",
+        "dealt" since its shuffle, "shuffled", "not shuffled"), ``fault_event_id``,
+        ``suspect_finding_id``}; ``current_deck_id``.
+    """
+    unusable: Mapping[str, str] = state.get("unusable") or {}
+    devices: dict[str, dict[str, Any]] = {}
+    for device_id, d in (state.get("devices") or {}).items():
+        if d.get("out_of_service"):
+            status = "out of service"
+        elif device_id in unusable:
+            status = "faulted"
+        else:
+            status = "in service"
+        devices[device_id] = {
+            "type": d.get("device_type"),
+            "status": status,
+            "covered_or_signed": bool(d.get("covered_or_signed")),
+            "fault_event_id": unusable.get(device_id),
+        }
+    device_fault = state.get("shuffler_fault")
+    fault_seq = int(state.get("fault_seq") or 0)
+    decks: dict[str, dict[str, Any]] = {}
+    for deck_id, k in (state.get("decks") or {}).items():
+        fault = k.get("fault_event_id")
+        if fault is None and device_fault is not None and int(k.get("cleared_seq") or 0) <= fault_seq:
+            fault = device_fault
+        suspect = k.get("composition_finding") or {}
+        if k.get("removed"):
+            status, fault = "removed", None
+        elif fault is not None:
+            status = "faulted"
+        elif k.get("composition_flagged"):
+            status = "suspect"
+        elif k.get("dealt_round_id"):
+            status = "dealt"
+        elif k.get("last_shuffle"):
+            status = "shuffled"
+        else:
+            status = "not shuffled"
+        decks[deck_id] = {
+            "status": status,
+            "fault_event_id": fault,
+            "suspect_finding_id": suspect.get("finding_id") if k.get("composition_flagged") else None,
+        }
+    shown = next((d["fault_event_id"] for d in devices.values() if d["fault_event_id"]), None)
+    shown = shown or next((k["fault_event_id"] for k in decks.values() if k["fault_event_id"]), None)
+    if not devices:
+        status = "no device"
+    elif any(d["status"] == "out of service" for d in devices.values()):
+        status = "out of service"
+    elif shown is not None or device_fault is not None:
+        status = "faulted"
+        shown = shown or device_fault
+    else:
+        status = "in service"
+    return {
+        "status": status,
+        "fault_event_id": shown if status == "faulted" else None,
+        "devices": devices,
+        "decks": decks,
+        "current_deck_id": state.get("current_deck_id"),
+    }
+
+
+def table_device_state(con: duckdb.DuckDBPyConnection, table_id: str) -> dict[str, Any] | None:
+    """One table's devices and decks from its latest stored engine state (:func:`device_state`,
+    plus ``as_of_seq``: the seq of the last event that state applied), or None if the store keeps
+    no engine state of the table."""
+    found = latest_states(con, table_id).get(table_id)
+    if found is None:
+        return None
+    seq, state = found
+    return {**device_state(state), "as_of_seq": seq}
+
+
+def floor_device_states(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """Every table's :func:`table_device_state` in one read, plus ``since``: when its shown fault
+    happened, or when its device was last taken out of service (the events' ``occurred_at``)."""
+    out = {t: {**device_state(state), "as_of_seq": seq} for t, (seq, state) in latest_states(con).items()}
+    faults = [d["fault_event_id"] for d in out.values() if d["fault_event_id"]]
+    when: dict[str, datetime] = {}
+    if faults:
+        when = {
+            str(e): t
+            for e, t in con.execute(
+                "SELECT event_id, occurred_at FROM events WHERE list_contains($ids, event_id)", {"ids": faults}
+            ).fetchall()
+        }
+    off = {t for t, d in out.items() if d["status"] == "out of service"}
+    taken: dict[str, datetime] = {}
+    if off:
+        taken = {
+            str(t): at
+            for t, at in con.execute(
+                """SELECT table_id, max(occurred_at) FROM events
+                   WHERE type = 'DeviceTakenOutOfService' AND list_contains($t, table_id) GROUP BY table_id""",
+                {"t": sorted(off)},
+            ).fetchall()
+        }
+    for table_id, d in out.items():
+        d["since"] = taken.get(table_id) if table_id in off else when.get(d["fault_event_id"] or "")
+    return out
