@@ -33,7 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
-from dealtrail.console import admin, api, health, pages, reports_pages, sessions
+from dealtrail.console import admin, api, health, pages, replay_pages, reports_pages, sessions
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
@@ -158,6 +158,7 @@ def create_app(
 
     for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router):
         app.include_router(router(console))
+    app.include_router(replay_pages.router(console))  # the investigator's replay, its API, the case page
     return app
 
 

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from dealtrail.console import replay_pages
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters
 from dealtrail.console.models import ReviewRequest
@@ -119,6 +120,7 @@ def router(console: Console) -> APIRouter:
             evidence=_events(con, list(f["evidence_event_ids"])),
             remedy_events=_events(con, list(f["remedy_event_ids"] or [])),
             layout=_round_layout(con, f["table_id"], f["round_id"]),
+            investigation=replay_pages.investigation(console, con, f),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
