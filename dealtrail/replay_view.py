@@ -37,8 +37,23 @@ PAGE_STEPS = 200
 """Steps per page of a replay window (a step of a full layout is about 2 KB of JSON: a page
 stays far under 1 MB)."""
 
-_ENVELOPE = {"event_id", "table_id", "game", "round_id", "deck_id", "seq", "occurred_at", "recorded_at", "source",
-             "actor", "schema_version", "corrects", "type", "prev_hash", "hash"}  # fmt: skip
+_ENVELOPE = {
+    "event_id",
+    "table_id",
+    "game",
+    "round_id",
+    "deck_id",
+    "seq",
+    "occurred_at",
+    "recorded_at",
+    "source",
+    "actor",
+    "schema_version",
+    "corrects",
+    "type",
+    "prev_hash",
+    "hash",
+}
 
 
 @dataclass(frozen=True)
@@ -154,7 +169,9 @@ def _deck_status(state: TableState, deck_id: str) -> str:
         return "removed from the table"
     if state.fault_deck_id == deck_id and state.shuffler_fault is not None:
         return "faulted in the shuffler"
-    if d.shuffle_started_seq is not None and (d.last_shuffle is None or d.shuffle_started_seq > d.last_shuffle.started_seq):
+    if d.shuffle_started_seq is not None and (
+        d.last_shuffle is None or d.shuffle_started_seq > d.last_shuffle.started_seq
+    ):
         return "being shuffled"
     if d.dealt_round_id is not None:
         return f"in play (round {d.dealt_round_id})"
@@ -211,7 +228,9 @@ def state_json(state: TableState, cards: dict[str, tuple[str, str]]) -> dict[str
         {
             "area": area,
             "name": area_name(area),
-            "cards": [[cards.get(eid, ("UNKNOWN", "DOWN"))[0], cards.get(eid, ("", "DOWN"))[1] == "UP", eid] for eid in ids],
+            "cards": [
+                [cards.get(eid, ("UNKNOWN", "DOWN"))[0], cards.get(eid, ("", "DOWN"))[1] == "UP", eid] for eid in ids
+            ],
         }
         for area, ids in sorted(rnd.cards.items(), key=lambda kv: _area_order(kv[0]))
     ]
@@ -236,13 +255,28 @@ def state_json(state: TableState, cards: dict[str, tuple[str, str]]) -> dict[str
 
 
 def _area_order(area: str) -> tuple[int, int, str]:
-    head, _, n = area.rpartition("_")
+    _, _, n = area.rpartition("_")
     rank = {"DEALER": 0, "BANK": 0, "BURN": 1}.get(area, 3 if area.startswith("SEAT_") else 2)
     return (rank, int(n) if n.isdigit() else 0, area)
 
 
+def _event_card(event: ev.DealingEvent) -> list[Any] | None:
+    """The card an event shows (``[code, face_up]``): the card dealt, exposed or found face up."""
+    match event:
+        case ev.CardDealt():
+            return [event.card, event.face is ev.Face.UP]
+        case ev.CardExposed() | ev.CardFoundFaceUp():
+            return [event.card, True]
+        case _:
+            return None
+
+
 def step_json(
-    index: int, event: ev.DealingEvent, state: TableState, findings: Iterable[Finding], cards: dict[str, tuple[str, str]]
+    index: int,
+    event: ev.DealingEvent,
+    state: TableState,
+    findings: Iterable[Finding],
+    cards: dict[str, tuple[str, str]],
 ) -> dict[str, Any]:
     """One replay step: the event, the findings it raised and the table after it (:func:`state_json`)."""
     return {
@@ -254,6 +288,7 @@ def step_json(
         "round_id": event.round_id,
         "actor": f"{event.actor.role.value.lower()} {event.actor.id}",
         "details": event_details(event),
+        "card": _event_card(event),
         "findings": [_finding_json(f) for f in findings],
         **state_json(state, cards),
     }
@@ -300,11 +335,14 @@ def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> d
     trigger = by_id.get(trigger_id)
     panels: list[dict[str, Any]] = []
     for step in cited:
-        panel = _evidence_panel(step.event, step.state, result.cards)
-        if panel is not None:
-            panels.append(panel)
-    state = (trigger or (cited[-1] if cited else None) or (result.steps[-1] if result.steps else None))
+        panels.append(_evidence_panel(step.event))
+    for event in _stored(con, table_id, [e for e in evidence if e not in by_id]):
+        # cited events outside the round (the next round's start of a DT-remedy-overdue)
+        panels.append(_evidence_panel(event))
+    state = trigger or (cited[-1] if cited else None) or (result.steps[-1] if result.steps else None)
     extra = _rule_panels(rule, [s.event for s in cited], state.state if state else None, result)
+    if rule == "DT-remedy-overdue":
+        extra.insert(0, _overdue_panel(finding, [s.event for s in cited]))
     panels.extend(extra)
     if not panels and not cited:
         return None
@@ -316,70 +354,159 @@ def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> d
                 "area": area,
                 "name": area_name(area),
                 "cards": [
-                    _card(*result.cards.get(eid, ("UNKNOWN", "DOWN"))[:1], result.cards.get(eid, ("", "DOWN"))[1] == "UP",
-                          "cited" if eid in marks else "")
+                    _card(
+                        *result.cards.get(eid, ("UNKNOWN", "DOWN"))[:1],
+                        result.cards.get(eid, ("", "DOWN"))[1] == "UP",
+                        "cited" if eid in marks else "",
+                    )
                     for eid in ids
                 ],
             }
             for area, ids in sorted(state.state.round.cards.items(), key=lambda kv: _area_order(kv[0]))
         ]
     spec = RULES_BY_ID.get(rule)
-    blank = {"cards": [], "hand": None, "dice": None, "stub": None, "stacks": None, "facts": []}
+    blank: dict[str, Any] = {"cards": [], "hand": None, "dice": None, "stub": None, "stacks": None, "facts": []}
     return {"title": spec.summary if spec else rule, "panels": [{**blank, **p} for p in panels], "layout": layout}
+
+
+def _stored(con: duckdb.DuckDBPyConnection, table_id: str, ids: list[str]) -> list[ev.DealingEvent]:
+    """The stored events of ``table_id`` with these IDs, decoded, in seq order (undecodable ones left out:
+    the replay lists them)."""
+    from schemas.codec import DecodeError, decode
+
+    if not ids:
+        return []
+    rows = con.execute(
+        """SELECT payload::VARCHAR FROM events WHERE table_id = ? AND event_id IN (SELECT unnest(?))
+           ORDER BY seq, arrival""",
+        [table_id, ids],
+    ).fetchall()
+    out = []
+    for (payload,) in rows:
+        try:
+            out.append(decode(str(payload)))
+        except DecodeError:
+            continue
+    return out
+
+
+def _overdue_panel(finding: dict[str, Any], cited: list[ev.DealingEvent]) -> dict[str, Any]:
+    """The remedy timeline of a DT-remedy-overdue: what was owed, from when, and that the next
+    round started before it was seen (rulebook section 8a)."""
+    facts = [("Owed", str(finding.get("required_remedy") or "the cause's remedy"))]
+    if cited:
+        facts.append(("Owed from", cited[0].occurred_at.astimezone(UTC).strftime("%H:%M:%S+00:00")))
+    facts.append(("Seen", "not before the next round started"))
+    return {"kind": "timeline", "title": "The remedy that was skipped", "cards": [], "facts": facts}
 
 
 def _who(event: ev.DealingEvent) -> str:
     return f"{event.actor.role.value.lower()} {event.actor.id}"
 
 
-def _evidence_panel(event: ev.DealingEvent, state: TableState, cards: dict[str, tuple[str, str]]) -> dict[str, Any] | None:
+def _evidence_panel(event: ev.DealingEvent) -> dict[str, Any]:
     """A panel for one cited event that carries a card, a count, dice, a stack or a fault."""
-    facts: list[tuple[str, str]] = [("When", event.occurred_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")),
-                                    ("By", _who(event))]  # fmt: skip
+    facts: list[tuple[str, str]] = [
+        ("When", event.occurred_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")),
+        ("By", _who(event)),
+    ]
+    panel: dict[str, Any]
     match event:
         case ev.CardExposed():
             where = area_name(f"SEAT_{event.seat}") if event.seat and str(event.seat).isdigit() else event.seat
-            facts += [("Exposed by", event.exposed_by.lower()), ("Where", event.location.replace("_", " ").lower()
-                      + (f", {where}" if where else "")), ("During", event.phase.lower().replace("_", " "))]  # fmt: skip
-            return {"kind": "exposed", "title": "The exposed card", "cards": [_card(event.card, True, "exposed")],
-                    "facts": facts}  # fmt: skip
+            facts += [
+                ("Exposed by", event.exposed_by.lower()),
+                ("Where", event.location.replace("_", " ").lower() + (f", {where}" if where else "")),
+                ("During", event.phase.lower().replace("_", " ")),
+            ]
+            panel = {
+                "kind": "exposed",
+                "title": "The exposed card",
+                "cards": [_card(event.card, True, "exposed")],
+                "facts": facts,
+            }
         case ev.CardFoundFaceUp():
             facts += [("Found in", event.location.lower())]
             if event.disposition:
                 facts.append(("Then", event.disposition.replace("_", " ").lower()))
-            return {"kind": "found", "title": "A card found face up", "cards": [_card(event.card, True, "found")],
-                    "facts": facts}  # fmt: skip
+            panel = {
+                "kind": "found",
+                "title": "A card found face up",
+                "cards": [_card(event.card, True, "found")],
+                "facts": facts,
+            }
         case ev.CardDealt():
-            facts += [("To", area_name(event.to_area)), ("Dealt", "face up" if event.face is ev.Face.UP else "face down"),
-                      ("Deck", event.deck_id or "-"), ("Deal index", str(event.deal_index))]  # fmt: skip
-            return {"kind": "dealt", "title": "The card dealt", "cards": [_card(event.card, event.face is ev.Face.UP,
-                    "cited")], "facts": facts}  # fmt: skip
+            facts += [
+                ("To", area_name(event.to_area)),
+                ("Dealt", "face up" if event.face is ev.Face.UP else "face down"),
+                ("Deck", event.deck_id or "-"),
+                ("Deal index", str(event.deal_index)),
+            ]
+            panel = {
+                "kind": "dealt",
+                "title": "The card dealt",
+                "cards": [_card(event.card, event.face is ev.Face.UP, "cited")],
+                "facts": facts,
+            }
         case ev.HandSet():
-            facts.append(("House way check", {True: "matches", False: "does not match", None: "-"}[event.matches_house_way]))
-            return {"kind": "hand", "title": f"{area_name(event.owner)}'s hand as set",
-                    "hand": {"five": [_card(c, True) for c in event.five_card], "two": [_card(c, True) for c in event.two_card]},
-                    "cards": [], "facts": facts}  # fmt: skip
+            facts.append(
+                ("House way check", {True: "matches", False: "does not match", None: "-"}[event.matches_house_way])
+            )
+            panel = {
+                "kind": "hand",
+                "title": f"{area_name(event.owner)}'s hand as set",
+                "hand": {
+                    "five": [_card(c, True) for c in event.five_card],
+                    "two": [_card(c, True) for c in event.two_card],
+                },
+                "cards": [],
+                "facts": facts,
+            }
         case ev.ShufflerFaulted():
-            facts += [("Device", event.device_id), ("Fault", event.fault.lower().replace("_", " ")),
-                      ("Deck in the device", event.deck_id or "not recorded"),
-                      ("While", (event.during or "not recorded").lower())]  # fmt: skip
-            return {"kind": "fault", "title": "The device fault", "cards": [], "facts": facts}
+            facts += [
+                ("Device", event.device_id),
+                ("Fault", event.fault.lower().replace("_", " ")),
+                ("Deck in the device", event.deck_id or "not recorded"),
+                ("While", (event.during or "not recorded").lower()),
+            ]
+            panel = {"kind": "fault", "title": "The device fault", "cards": [], "facts": facts}
         case ev.StubCounted():
             facts += [("Stub counted", f"{event.count} cards"), ("Method", event.method.replace("_", " ").lower())]
-            return {"kind": "count", "title": "The stub count", "cards": [], "facts": facts}
+            panel = {"kind": "count", "title": "The stub count", "cards": [], "facts": facts}
         case ev.DiceRevealed():
-            return {"kind": "dice", "title": "The dice", "dice": list(event.values), "cards": [],
-                    "facts": [*facts, ("Total", str(sum(event.values)))]}  # fmt: skip
+            panel = {
+                "kind": "dice",
+                "title": "The dice",
+                "dice": list(event.values),
+                "cards": [],
+                "facts": [*facts, ("Total", str(sum(event.values)))],
+            }
         case ev.StackDelivered():
             facts += [("Stack", str(event.stack_index)), ("Cards", str(event.card_count)), ("To", event.to_position)]
-            return {"kind": "stack", "title": "The stack delivered", "cards": [], "facts": facts}
+            panel = {"kind": "stack", "title": "The stack delivered", "cards": [], "facts": facts}
+        case ev.DiceTotalAnnounced():
+            panel = {
+                "kind": "dice",
+                "title": "The total announced",
+                "cards": [],
+                "facts": [*facts, ("Announced", str(event.total))],
+            }
         case ev.RoundStarted():
-            return {"kind": "event", "title": "The next round started", "cards": [],
-                    "facts": [*facts, ("Round", event.round_id or "-")]}  # fmt: skip
+            panel = {
+                "kind": "event",
+                "title": "The next round started",
+                "cards": [],
+                "facts": [*facts, ("Round", event.round_id or "-")],
+            }
         case _:
             details = event_details(event)
-            return {"kind": "event", "title": event.type, "cards": [],
-                    "facts": [*facts, *([("Details", details)] if details else [])]}  # fmt: skip
+            panel = {
+                "kind": "event",
+                "title": event.type,
+                "cards": [],
+                "facts": [*facts, *([("Details", details)] if details else [])],
+            }
+    return panel
 
 
 def _rule_panels(
@@ -396,14 +523,26 @@ def _rule_panels(
         after = [s.event for s in result.steps if isinstance(s.event, ev.HandReset | ev.HandSet)]
         reset = next((i for i, e in enumerate(after) if isinstance(e, ev.HandReset) and e.owner == owner), None)
         again = next(
-            (e for e in after[(reset or 0) + 1 :] if reset is not None and isinstance(e, ev.HandSet) and e.owner == owner),
+            (
+                e
+                for e in after[(reset or 0) + 1 :]
+                if reset is not None and isinstance(e, ev.HandSet) and e.owner == owner
+            ),
             None,
         )
         if again is not None:
-            out.append({"kind": "hand", "title": "The hand reset per the house way", "cards": [],
-                        "hand": {"five": [_card(c, True) for c in again.five_card],
-                                 "two": [_card(c, True) for c in again.two_card]},
-                        "facts": [("By", _who(again))]})  # fmt: skip
+            out.append(
+                {
+                    "kind": "hand",
+                    "title": "The hand reset per the house way",
+                    "cards": [],
+                    "hand": {
+                        "five": [_card(c, True) for c in again.five_card],
+                        "two": [_card(c, True) for c in again.two_card],
+                    },
+                    "facts": [("By", _who(again))],
+                }
+            )
         else:
             text = (
                 f"reset (HandReset at {after[reset].occurred_at.astimezone(UTC):%H:%M:%S}+00:00); the trail does not "
@@ -411,17 +550,38 @@ def _rule_panels(
                 if reset is not None
                 else "never reset in this round"
             )
-            out.append({"kind": "hand", "title": "The house way", "cards": [],
-                        "facts": [("House way", state.config.house_way_id or "-"), ("The hand was", text)]})  # fmt: skip
+            out.append(
+                {
+                    "kind": "hand",
+                    "title": "The house way",
+                    "cards": [],
+                    "facts": [("House way", state.config.house_way_id or "-"), ("The hand was", text)],
+                }
+            )
     if rnd is not None and rnd.stub_count is not None and ("stub" in rule or "misdeal" in rule or "count" in rule):
         expected = state.config.cards_per_deck - expected_cards_dealt(state, rnd)
-        out.append({"kind": "stub", "title": "The stub against the expected count", "cards": [],
-                    "stub": {"counted": rnd.stub_count, "expected": expected, "dealt": rnd.cards_dealt,
-                             "found": len(rnd.found_face_up), "deck_total": rnd.deck_total,
-                             "deck_size": state.config.cards_per_deck},
-                    "facts": [("Stub counted", f"{rnd.stub_count} cards"), ("Expected stub", f"{expected} cards"),
-                              ("Cards dealt", f"{rnd.cards_dealt} (+{len(rnd.found_face_up)} found face up)"),
-                              ("Deck total", f"{rnd.deck_total} of {state.config.cards_per_deck}")]})  # fmt: skip
+        out.append(
+            {
+                "kind": "stub",
+                "title": "The stub against the expected count",
+                "cards": [],
+                "stub": {
+                    "counted": rnd.stub_count,
+                    "expected": expected,
+                    "dealt": rnd.cards_dealt,
+                    "found": len(rnd.found_face_up),
+                    "deck_total": rnd.deck_total,
+                    "deck_size": state.config.cards_per_deck,
+                },
+                "facts": [
+                    ("Stub counted", f"{rnd.stub_count} cards"),
+                    ("Expected stub", f"{expected} cards"),
+                    ("Difference", _stub_difference(rnd.stub_count - expected)),
+                    ("Cards dealt", f"{rnd.cards_dealt} (+{len(rnd.found_face_up)} found face up)"),
+                    ("Deck total", f"{rnd.deck_total} of {state.config.cards_per_deck}"),
+                ],
+            }
+        )
     if rnd is not None and rnd.stacks and ("wrong-total" in rule or "start-position" in rule or "wrong-count" in rule):
         order = list(state.config.pgp_count_order)
         expected_pos = None
@@ -430,21 +590,53 @@ def _rule_panels(
         elif rnd.rng_number is not None:
             expected_pos = order[(rnd.rng_number - 1) % len(order)]
         first = min(rnd.stacks.items(), key=lambda kv: kv[1][0])[0]
-        out.append({"kind": "stacks", "title": "Where the stacks went", "cards": [],
-                    "stacks": [{"position": p, "stack": rnd.stacks[p][0] if p in rnd.stacks else None,
-                                "cards": rnd.stacks[p][1] if p in rnd.stacks else None,
-                                "mark": "wrong" if p == first and p != expected_pos else "right"
-                                if p == expected_pos else ""} for p in order],
-                    "facts": [("Dice", " + ".join(map(str, rnd.reveal)) + f" = {sum(rnd.reveal)}" if rnd.reveal else "-"),
-                              ("Total announced", str(rnd.total_announced) if rnd.total_announced is not None else "-"),
-                              ("First stack went to", first), ("It should have gone to", expected_pos or "-"),
-                              ("Stack size", str(state.config.pgp_stack_size))]})  # fmt: skip
+        out.append(
+            {
+                "kind": "stacks",
+                "title": "Where the stacks went",
+                "cards": [],
+                "stacks": [
+                    {
+                        "position": p,
+                        "stack": rnd.stacks[p][0] if p in rnd.stacks else None,
+                        "cards": rnd.stacks[p][1] if p in rnd.stacks else None,
+                        "mark": "wrong" if p == first and p != expected_pos else "right" if p == expected_pos else "",
+                    }
+                    for p in order
+                ],
+                "facts": [
+                    ("Dice", " + ".join(map(str, rnd.reveal)) + f" = {sum(rnd.reveal)}" if rnd.reveal else "-"),
+                    ("Total announced", str(rnd.total_announced) if rnd.total_announced is not None else "-"),
+                    ("First stack went to", first),
+                    ("It should have gone to", expected_pos or "-"),
+                    ("Stack size", str(state.config.pgp_stack_size)),
+                ],
+            }
+        )
     if rule == "DT-deal-after-device-fault":
         deck = next((e.deck_id for e in cited if isinstance(e, ev.CardDealt)), rnd.deck_id if rnd else None)
-        out.append({"kind": "deck", "title": "The deck dealt", "cards": [],
-                    "facts": [("Deck", deck or "-"), ("Its status then", _deck_status(state, deck) if deck in state.decks
-                              else "-"), ("Faulted deck", state.fault_deck_id or "not recorded")]})  # fmt: skip
+        out.append(
+            {
+                "kind": "deck",
+                "title": "The deck dealt",
+                "cards": [],
+                "facts": [
+                    ("Deck", deck or "-"),
+                    ("Its status then", _deck_status(state, deck) if deck is not None and deck in state.decks else "-"),
+                    ("Faulted deck", state.fault_deck_id or "not recorded"),
+                ],
+            }
+        )
     return out
+
+
+def _stub_difference(diff: int) -> str:
+    if diff == 0:
+        return "none"
+    n = abs(diff)
+    if diff < 0:
+        return f"{n} card{'s' if n > 1 else ''} short: {n} more left the deck than a correct deal deals"
+    return f"{n} card{'s' if n > 1 else ''} over: {n} fewer left the deck than a correct deal deals"
 
 
 def case_members(rows: list[dict[str, Any]], finding_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:

@@ -71,6 +71,13 @@
     fact(dl, "Seq", s.seq); fact(dl, "Time", s.time.replace("T", " ")); fact(dl, "By", s.actor);
     fact(dl, "Round", s.round_id || "between rounds");
     evBox.replaceChildren(el("div", "etype", s.type), dl, el("div", "edet", s.details));
+    if (s.card) {
+      const shown = el("div", "big-cards");
+      const c = card(s.card[0], s.card[1], false);
+      if (s.type !== "CardDealt") c.classList.add("mark-" + (s.type === "CardExposed" ? "exposed" : "found"));
+      shown.append(c);
+      evBox.append(shown);
+    }
     const nf = $("rp-new-findings");
     nf.replaceChildren(...s.findings.map((f) => {
       const d = el("div", "rp-new finding-at-step");
