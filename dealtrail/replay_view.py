@@ -66,6 +66,9 @@ class ReplayView:
         total: steps in the whole window; page / pages: this page (1-based) of how many.
         page_size: steps per page; first: the index (0-based) of this page's first step.
         steps: this page's steps (:func:`step_json`).
+        findings: every finding revision raised in the whole window, with the index of the step
+            that raised it (``i``): the page lists the findings so far and marks them on its
+            slider without loading every page.
         started_after_seq: the snapshot the replay started from (0: the table's first event).
     """
 
@@ -77,6 +80,7 @@ class ReplayView:
     page_size: int
     first: int
     steps: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
     started_after_seq: int
 
     def as_json(self) -> dict[str, Any]:
@@ -91,6 +95,7 @@ class ReplayView:
             "first": self.first,
             "started_after_seq": self.started_after_seq,
             "steps": self.steps,
+            "findings": self.findings,
         }
 
 
@@ -140,6 +145,7 @@ def replay_page(
         page_size=page_size,
         first=first,
         steps=steps,
+        findings=[{"i": i, **_finding_json(f)} for i, s in enumerate(result.steps) for f in s.findings],
         started_after_seq=result.start.last_seq if result.start is not None else 0,
     )
 

@@ -133,6 +133,9 @@ def test_replay_api_pages_a_time_window_and_every_page_is_under_1_mb(client: Tes
         assert r.status_code == 200 and len(r.content) < LIMIT
         seqs += [s["seq"] for s in r.json()["steps"]]
     assert len(seqs) == n and seqs == sorted(seqs)
+    # each page lists every finding revision of the window with the step that raised it
+    raised = store.con.execute("SELECT count(*) FROM findings WHERE table_id = ?", [table]).fetchall()[0][0]
+    assert len(body["findings"]) == raised and all(0 <= f["i"] < n for f in body["findings"])
 
 
 def test_replay_api_needs_authentication_and_refuses_a_window_it_cannot_show(client: TestClient, store: Store) -> None:

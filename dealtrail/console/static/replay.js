@@ -43,7 +43,17 @@
     const body = await res.json();
     total = body.total; size = body.page_size;
     pages.set(page, body.steps);
-    for (const s of body.steps) for (const f of s.findings) seen.set(f.finding_id + "/" + f.revision, { step: s.i, f: f });
+    if (!seen.size && body.findings.length) {
+      // every finding of the window, with its step: listed as the replay passes it, and ticked on the slider
+      const ticks = el("datalist");
+      ticks.id = "rp-ticks";
+      for (const f of body.findings) {
+        seen.set(f.finding_id + "/" + f.revision, { step: f.i, f: f });
+        const o = el("option"); o.value = String(f.i); ticks.append(o);
+      }
+      root.append(ticks);
+      slider.setAttribute("list", "rp-ticks");
+    }
     slider.max = String(Math.max(0, total - 1));
     return body.steps;
   }
