@@ -10,7 +10,7 @@ and the steps of a long window come in pages, so no answer grows with the table'
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -101,13 +101,50 @@ class ReplayView:
 
 def replay_window(con: duckdb.DuckDBPyConnection, table_id: str, window: Window) -> ReplayResult:
     """Replay ``window`` of ``table_id`` from the store: from the latest checked snapshot that
-    ends before the window (as ``dealtrail replay`` does), through the pure engine.
+    ends before the window (as ``dealtrail replay`` does) up to the window's last event, through
+    the pure engine.
 
     Raises:
         ReplayError: no stored event of the table, or none of the round.
     """
     begin = snapshot_start(con, table_id, window)
-    return replay(table_id, stored_events(con, table_id, begin.last_seq), None, window, None, begin)
+    last = _last_seq(con, table_id, window)
+    return replay(table_id, _events_between(con, table_id, begin.last_seq, last), None, window, None, begin)
+
+
+def _last_seq(con: duckdb.DuckDBPyConnection, table_id: str, window: Window) -> int | None:
+    """The highest seq of an event inside ``window``: the replay need not read past it (None: no bound)."""
+    if window.round_id is not None:
+        rows = con.execute(
+            "SELECT max(seq) FROM events WHERE table_id = ? AND round_id = ?", [table_id, window.round_id]
+        ).fetchall()
+    elif window.start is not None or window.end is not None:
+        rows = con.execute(
+            """SELECT max(seq) FROM events WHERE table_id = ?
+               AND (?::TIMESTAMPTZ IS NULL OR occurred_at >= ?) AND (?::TIMESTAMPTZ IS NULL OR occurred_at < ?)""",
+            [table_id, window.start, window.start, window.end, window.end],
+        ).fetchall()
+    else:
+        return None
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+def _events_between(
+    con: duckdb.DuckDBPyConnection, table_id: str, after_seq: int, last_seq: int | None
+) -> Iterator[tuple[str, str]]:
+    """The stored events of the table with ``after_seq < seq <= last_seq`` (no upper bound for
+    None), as :func:`dealtrail.replay.stored_events` gives them."""
+    if last_seq is None:
+        yield from stored_events(con, table_id, after_seq)
+        return
+    cur = con.execute(
+        """SELECT event_id, payload::VARCHAR FROM events WHERE table_id = ? AND seq > ? AND seq <= ?
+           ORDER BY seq, arrival""",
+        [table_id, after_seq, last_seq],
+    )
+    while rows := cur.fetchmany(10_000):
+        for event_id, payload in rows:
+            yield str(event_id), str(payload)
 
 
 def replay_page(
@@ -333,7 +370,12 @@ def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> d
             result = replay_window(con, table_id, window)
         else:
             begin = snapshot_start(con, table_id, Window(), trigger_id)
-            result = replay(table_id, stored_events(con, table_id, begin.last_seq), None, Window(), trigger_id, begin)
+            rows = con.execute(
+                "SELECT max(seq) FROM events WHERE table_id = ? AND event_id = ?", [table_id, trigger_id]
+            ).fetchall()
+            last = None if not rows or rows[0][0] is None else int(rows[0][0])
+            trail = _events_between(con, table_id, begin.last_seq, last)
+            result = replay(table_id, trail, None, Window(), trigger_id, begin)
     except ReplayError:
         return None
     by_id = {s.event.event_id: s for s in result.steps}

@@ -293,10 +293,11 @@ def _round_layout(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str |
     """The round as it lay when it ended (or when the trail stops): cards per area."""
     if round_id is None:
         return None
-    from dealtrail.replay import ReplayError, Window, layout, replay, stored_events
+    from dealtrail.replay import ReplayError, Window, layout
+    from dealtrail.replay_view import replay_window
 
     try:
-        result = replay(table_id, stored_events(con, table_id), None, Window(round_id=round_id))
+        result = replay_window(con, table_id, Window(round_id=round_id))  # from the nearest snapshot before it
     except ReplayError:
         return None
     rows: list[dict[str, Any]] = []

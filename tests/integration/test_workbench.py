@@ -48,7 +48,7 @@ def workbench_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     events, db = folder / "events.jsonl", folder / "wb.duckdb"
     write_simulation(events, tables=3, hours=1.0, seed=1, error_rate=0.5)
     with Store(db) as store:
-        audit_file(events, store)
+        audit_file(events, store, snapshot_every=1000)  # as the CLI's default: replays start from snapshots
         auth.add_user(store.con, "ivy", "reviewer", PASSWORD, datetime(2026, 11, 1, tzinfo=UTC))
     return db
 
@@ -421,3 +421,23 @@ def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each
             browser.close()
     assert problems == []
     (shots / "shots.json").write_text(json.dumps(sorted(p.name for p in shots.glob("*.png"))))
+
+
+def test_replay_steps_from_the_nearest_snapshot_equal_those_from_the_first_event(workbench_db: Path) -> None:
+    from dealtrail.replay import Window, replay, stored_events
+    from dealtrail.replay_view import replay_page, step_json
+    from projections.store import connect_read_only
+
+    con = connect_read_only(workbench_db)
+    try:
+        table, last_round = con.execute(
+            "SELECT table_id, max(round_id) FROM rounds GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).fetchall()[0]
+        snapshots = con.execute("SELECT count(*) FROM table_snapshots WHERE table_id = ?", [table]).fetchall()[0][0]
+        assert snapshots, "the store has no snapshot of the table: the test would not test the start from one"
+        view = replay_page(con, table, Window(round_id=last_round))
+        assert view.started_after_seq > 0
+        full = replay(table, stored_events(con, table), None, Window(round_id=last_round))
+        assert view.steps == [step_json(i, s.event, s.state, s.findings, full.cards) for i, s in enumerate(full.steps)]
+    finally:
+        con.close()
