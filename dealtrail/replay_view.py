@@ -382,11 +382,22 @@ def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> d
     cited = [by_id[e] for e in evidence if e in by_id]
     trigger = by_id.get(trigger_id)
     panels: list[dict[str, Any]] = []
-    for step in cited:
-        panels.append(_evidence_panel(step.event))
-    for event in _stored(con, table_id, [e for e in evidence if e not in by_id]):
-        # cited events outside the round (the next round's start of a DT-remedy-overdue)
-        panels.append(_evidence_panel(event))
+    # the cited events in trail order, those outside the round (the next round's start of a
+    # DT-remedy-overdue, the far side of a gap) read from the store
+    shown = sorted(
+        [s.event for s in cited] + _stored(con, table_id, [e for e in evidence if e not in by_id]),
+        key=lambda e: e.seq,
+    )
+    panels.extend(_evidence_panel(e) for e in shown)
+    if rule in ("DT-sequence-gap", "DT-chain-broken") and len(shown) == 2:
+        before, after = shown
+        panels[0]["title"] = f"The last event before the gap: {before.type}"
+        panels[1]["title"] = f"The first event after it: {after.type}"
+        missing = max(0, after.seq - before.seq - 1)
+        panels.append({"kind": "gap", "title": "The gap", "cards": [], "facts": [
+            ("Seq", f"{before.seq} to {after.seq}"), ("Events missing", str(missing)),
+            ("Chain", "the event after the gap does not link to the one before it" if rule == "DT-chain-broken"
+             else "the stored trail skips these sequence numbers")]})  # fmt: skip
     state = trigger or (cited[-1] if cited else None) or (result.steps[-1] if result.steps else None)
     extra = _rule_panels(rule, [s.event for s in cited], state.state if state else None, result)
     if rule == "DT-remedy-overdue":
@@ -542,7 +553,7 @@ def _evidence_panel(event: ev.DealingEvent) -> dict[str, Any]:
         case ev.RoundStarted():
             panel = {
                 "kind": "event",
-                "title": "The next round started",
+                "title": f"Round {event.round_id} started",
                 "cards": [],
                 "facts": [*facts, ("Round", event.round_id or "-")],
             }

@@ -405,6 +405,8 @@ def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each
                     "TCP-679a.9-f-misdeal-full-deck",
                     "PGP-645a.14-c-wrong-total",
                     "DT-remedy-overdue",
+                    "DT-deal-after-device-fault",
+                    "DT-chain-broken",
                 ],
                 start=3,
             ):
@@ -416,7 +418,7 @@ def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each
                     page.click("a.case-link")
                     page.wait_for_url(re.compile(r".*/cases/[0-9a-f]+$"))
                     assert page.locator("li.case-conseq a", has_text="DT-remedy-overdue").count() >= 1
-                    page.screenshot(path=str(shots / "breach-09-case.png"), full_page=True)
+                    page.screenshot(path=str(shots / "case-01.png"), full_page=True)
         finally:
             browser.close()
     assert problems == []
@@ -441,3 +443,32 @@ def test_replay_steps_from_the_nearest_snapshot_equal_those_from_the_first_event
         assert view.steps == [step_json(i, s.event, s.state, s.findings, full.cards) for i, s in enumerate(full.steps)]
     finally:
         con.close()
+
+
+@pytest.mark.slow
+def test_replay_html_of_a_whole_demo_sized_table_keeps_every_page_under_1_mb(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """One table over the demo's 8-hour shift (about 29,000 events: a 15.7 MB page before)."""
+    from dealtrail.audit import audit_file
+    from dealtrail.replay import Window, replay, stored_events, stored_findings
+    from dealtrail.simulator.run import write_simulation
+    from projections.incident import write_incident
+    from projections.store import connect_read_only
+
+    folder = tmp_path_factory.mktemp("demo-table")
+    events, db = folder / "events.jsonl", folder / "table.duckdb"
+    write_simulation(events, tables=1, hours=8.0, seed=3, error_rate=0.03, duplicate_rate=0.001)
+    with Store(db) as store:
+        audit_file(events, store)
+    con = connect_read_only(db)
+    try:
+        stored = stored_findings(con, "TCP-01")
+        result = replay("TCP-01", stored_events(con, "TCP-01"), stored, Window())
+    finally:
+        con.close()
+    assert result.events_total > 25_000 and result.matches
+    written = write_incident(result, folder / "html" / "table.html", "Incident replay: table TCP-01", stored=stored)
+    assert len(written) > 10
+    assert all(p.stat().st_size < LIMIT for p in written)
+    assert sum(len(re.findall(r"<tr", p.read_text())) for p in written[1:]) > result.events_total
