@@ -21,7 +21,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from dealtrail.console.deps import ApiUser, Console, Cursor, PageUser, invalid, known_query
 from dealtrail.console.models import ApiTime, ErrorMessage
 from dealtrail.replay import ReplayError, Window
-from dealtrail.replay_view import PAGE_STEPS, breach_picture, case_members, replay_page
+from dealtrail.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
 from projections import reviews
 from projections.reviews import FindingFilter
 from streams.engine.catalog import RULES_BY_ID
@@ -107,7 +107,7 @@ def router(console: Console) -> APIRouter:
         from_: Annotated[ApiTime | None, Query(alias="from", description="ISO 8601; without offset: UTC")] = None,
         to: Annotated[ApiTime | None, Query(description="ISO 8601, exclusive; without offset: UTC")] = None,
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-        page_size: Annotated[int, Query(ge=1, le=1000)] = PAGE_STEPS,
+        page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_STEPS)] = PAGE_STEPS,
     ) -> dict[str, Any]:
         """The events of a round, or of a time window [from, to) of at most a day, one step each
         with the table as it lay after it (layout, burns, stub, dice, stacks, decks, devices,

@@ -164,6 +164,11 @@ def test_replay_page_is_a_small_shell_whose_script_the_console_serves(client: Te
     assert page.status_code == 200 and len(page.content) < 20_000
     assert '<script src="/replay-assets/replay.js" defer></script>' in page.text
     assert not re.search(r"<script(?![^>]*\bsrc=)", page.text)  # no inline script: the CSP forbids it
+    window = {"table": f["table_id"], "from": "2026-11-27T18:00:00Z", "to": "2026-11-27T18:20:00Z"}
+    page = client.get("/replay", params=window)
+    assert page.status_code == 200 and 'data-from="2026-11-27T18:00:00+00:00"' in page.text
+    assert client.get("/replay", params={**window, "to": "2026-11-29T18:00:00Z"}).status_code == 422
+    assert client.get("/replay", params={"table": "NO-SUCH-TABLE", "round": "R"}).status_code == 404
     js = client.get("/replay-assets/replay.js")
     assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
     assert client.get("/replay-assets/other.js").status_code == 404

@@ -7,7 +7,7 @@
   const $ = (id) => document.getElementById(id);
   const slider = $("rp-slider"), pos = $("rp-pos"), status = $("rp-status");
   const pages = new Map();
-  let total = 0, size = 200, at = 0, want = 0, loading = null;
+  let total = 0, size = 150, at = 0, want = 0, loading = null;
   const seen = new Map();  // finding_id + revision -> {step, finding}
 
   function el(tag, cls, text) {
