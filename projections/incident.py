@@ -96,10 +96,26 @@ def incident_context(
     }
 
 
+PAGE_BYTES = 900_000
+"""The largest incident page written (bytes of HTML): a replay that would make a bigger one is
+written as an index page and numbered part pages beside it, each under this size."""
+
+
 def write_incident(
-    result: ReplayResult, path: Path, title: str, tz: tzinfo = UTC, stored: Iterable[Finding] = ()
-) -> Path:
-    """Render the incident page to ``path`` (owner-only, missing folders 0700) and return it.
+    result: ReplayResult,
+    path: Path,
+    title: str,
+    tz: tzinfo = UTC,
+    stored: Iterable[Finding] = (),
+    max_bytes: int = PAGE_BYTES,
+) -> list[Path]:
+    """Render the incident page to ``path`` (owner-only, missing folders 0700).
+
+    A replay whose page would exceed ``max_bytes`` (a whole table over a shift) is split: ``path``
+    becomes the index (the comparison, the state asked for, every finding with a link to the part
+    that holds its round, and the list of parts) and the rounds go, in order, to part pages
+    ``<stem>-001<suffix>``, ``<stem>-002<suffix>``, ... beside it, each under ``max_bytes``
+    and linked to the index and to its neighbours.
 
     Args:
         result: the replay.
@@ -107,6 +123,10 @@ def write_incident(
         title: its title.
         tz: the zone times are shown in (labelled), ``datetime.UTC`` or a ``ZoneInfo``.
         stored: the table's stored finding revisions, for each finding's final status.
+        max_bytes: the size a page stays under (bytes).
+
+    Returns:
+        The files written: ``path`` first, then the parts in order.
 
     Raises:
         IsADirectoryError: ``path`` is a folder.
@@ -123,7 +143,55 @@ def write_incident(
     env.filters["when"] = lambda t: show(t, tz) if isinstance(t, datetime) else str(t)
     env.filters["cardface"] = card_face
     env.filters["area"] = area_name
-    html = env.get_template("incident.html.j2").render(**incident_context(result, title, tz, stored))
+    template = env.get_template("incident.html.j2")
+    ctx = incident_context(result, title, tz, stored)
+    html = template.render(**ctx, parts=None, nav=None, round_part={})
     make_private_dirs(path.parent)
-    write_private_text(path, html)
-    return path
+    if len(html.encode()) <= max_bytes or len(ctx["rounds"]) <= 1:
+        write_private_text(path, html)
+        return [path]
+    rounds = ctx["rounds"]
+    per = max(1, len(rounds) * max_bytes // (2 * len(html.encode())))
+    while True:
+        chunks = [rounds[i : i + per] for i in range(0, len(rounds), per)]
+        names = [f"{path.stem}-{n + 1:03d}{path.suffix}" for n in range(len(chunks))]
+        pages = []
+        for n, chunk in enumerate(chunks):
+            nav = {
+                "index": path.name,
+                "prev": names[n - 1] if n else None,
+                "next": names[n + 1] if n + 1 < len(chunks) else None,
+                "part": n + 1,
+                "parts": len(chunks),
+            }
+            page_ctx = {
+                **ctx,
+                "rounds": chunk,
+                "findings": [],
+                "differences": [],
+                "unreadable": [],
+                "state_at": None,
+                "compared": False,
+            }
+            pages.append(template.render(**page_ctx, parts=None, nav=nav, round_part={}))
+        if per == 1 or all(len(p.encode()) <= max_bytes for p in pages):
+            break
+        per = max(1, per // 2)
+    parts = [
+        {
+            "href": names[n],
+            "first": chunk[0]["round_id"],
+            "last": chunk[-1]["round_id"],
+            "events": sum(len(r["events"]) for r in chunk),
+            "findings": sum(len(e["findings"]) for r in chunk for e in r["events"]),
+        }
+        for n, chunk in enumerate(chunks)
+    ]
+    round_part = {r["round_id"]: names[n] for n, chunk in enumerate(chunks) for r in chunk}
+    index = template.render(**{**ctx, "rounds": []}, parts=parts, nav=None, round_part=round_part)
+    write_private_text(path, index)
+    written = [path]
+    for name, page in zip(names, pages, strict=True):
+        write_private_text(path.with_name(name), page)
+        written.append(path.with_name(name))
+    return written

@@ -47,7 +47,11 @@ def replay(
         str | None, typer.Option(help="Show the state as of this event ID or instant.", show_default="the end")
     ] = None,
     html: Annotated[
-        Path | None, typer.Option(help="Write the incident report page here.", show_default="not written")
+        Path | None,
+        typer.Option(
+            help="Write the incident page here (a long replay: an index here, part pages beside it, each under 1 MB).",
+            show_default="not written",
+        ),
     ] = None,
     source: Annotated[str, typer.Option(help="Where the trail comes from: db or kafka.")] = "db",
     bootstrap: Annotated[
@@ -116,8 +120,10 @@ def replay(
     if html is not None:
         from projections.incident import write_incident
 
-        write_incident(result, html, f"Incident replay: table {table}", zone, stored or ())
+        written = write_incident(result, html, f"Incident replay: table {table}", zone, stored or ())
         console.print(f"incident report: {html}")
+        if len(written) > 1:
+            console.print(f"  its rounds are in {len(written) - 1} part pages beside it ({written[1].name} ...)")
     if stored is not None and not result.matches:
         raise typer.Exit(3)
 

@@ -7,8 +7,9 @@ projector holds the same lock around its batches); every read takes its own curs
 written to the store the same way under ``serve``, and published to the reviews topic under
 ``project --serve`` (a review sink), from which the projector stores them. No page, asset or
 API call is served without authentication. Every response carries a strict
-Content-Security-Policy (scripts and styles only from the console itself); the one script,
-``/static/console.js``, refreshes the floor and needs no third party.
+Content-Security-Policy (scripts and styles only from the console itself); the scripts,
+``/static/console.js`` (refreshes the floor) and ``/replay-assets/replay.js`` (steps through a
+replay, :mod:`~dealtrail.console.replay_pages`), need no third party.
 
 Times are rendered in UTC with their offset. Review due times and the clock come in resolved
 (:class:`ConsoleConfig`); nothing here reads the environment.
@@ -39,6 +40,7 @@ from dealtrail.console import (
     guard,
     health,
     pages,
+    replay_pages,
     reports_pages,
     security,
     sessions,
@@ -178,6 +180,7 @@ def create_app(
     app.include_router(staff_admin.router(console))  # the staff roster (/admin/staff)
     app.include_router(security.router(console))  # the access log (admins)
     app.include_router(totp.router(console))  # one-time code enrolment
+    app.include_router(replay_pages.router(console))  # the investigator's replay, its API, the case page
     return app
 
 

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from dealtrail.console import replay_pages
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters
 from dealtrail.console.models import ReviewRequest
@@ -136,6 +137,7 @@ def router(console: Console) -> APIRouter:
             remedy_events=_events(con, list(f["remedy_event_ids"] or [])),
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(con, f["table_id"], f["round_id"]),
+            investigation=replay_pages.investigation(console, con, f),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
@@ -343,10 +345,11 @@ def _round_layout(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str |
     """The round as it lay when it ended (or when the trail stops): cards per area."""
     if round_id is None:
         return None
-    from dealtrail.replay import ReplayError, Window, layout, replay, stored_events
+    from dealtrail.replay import ReplayError, Window, layout
+    from dealtrail.replay_view import replay_window
 
     try:
-        result = replay(table_id, stored_events(con, table_id), None, Window(round_id=round_id))
+        result = replay_window(con, table_id, Window(round_id=round_id))  # from the nearest snapshot before it
     except ReplayError:
         return None
     rows: list[dict[str, Any]] = []

@@ -1,0 +1,151 @@
+"""The investigator's workbench in the console: the step-through replay of a round or a time
+window (its page, its script and its API), and the case page of a cause and its consequences.
+
+The replay page is a small shell: its script (``/replay-assets/replay.js``, served from here with ``investigate.css``
+after login, as the CSP wants: no inline script) fetches the steps from
+``GET /api/v1/tables/{table_id}/replay`` a page at a time, so the page stays small whatever the
+window. The steps come from the pure engine replayed from the store's nearest checked snapshot
+(:mod:`dealtrail.replay_view`), never from SQL that repeats a rule.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+
+from dealtrail.console.deps import ApiUser, Console, Cursor, PageUser, invalid, known_query
+from dealtrail.console.models import ApiTime, ErrorMessage
+from dealtrail.replay import ReplayError, Window
+from dealtrail.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
+from projections import reviews
+from projections.reviews import FindingFilter
+from streams.engine.catalog import RULES_BY_ID
+
+MAX_WINDOW_HOURS = 24
+"""The longest time window a replay page or API call takes (hours): a longer one is a 422 (ask
+for a day at a time; each is replayed from the nearest snapshot before it)."""
+
+ASSETS = {"replay.js": "text/javascript", "investigate.css": "text/css"}
+"""The workbench's static files (served after login, like the console's own)."""
+
+
+def _window(round_: str | None, from_: datetime | None, to: datetime | None) -> Window:
+    """The replay window asked for, checked (422 when it is none, both, or longer than a day)."""
+    if round_ and (from_ or to):
+        raise invalid(("query", "round"), "ask for a round or a time window (from, to), not both")
+    if round_:
+        return Window(round_id=round_)
+    if from_ is None or to is None:
+        raise invalid(("query", "from"), "a replay needs a round, or both from and to")
+    if to <= from_:
+        raise invalid(("query", "to"), "to must be after from")
+    if (to - from_).total_seconds() > MAX_WINDOW_HOURS * 3600:
+        raise invalid(("query", "to"), f"a replay window is at most {MAX_WINDOW_HOURS} hours")
+    return Window(start=from_.astimezone(UTC), end=to.astimezone(UTC))
+
+
+def router(console: Console) -> APIRouter:
+    """The replay page, its script, its API and the case page."""
+    routes = APIRouter()
+    render = console.render
+
+    @routes.get("/replay-assets/{name}", include_in_schema=False)
+    def asset(name: str, user: PageUser) -> Response:
+        if name not in ASSETS:
+            raise HTTPException(404)
+        path = Path(str(resources.files("dealtrail.console").joinpath("static", name)))
+        return FileResponse(path, media_type=ASSETS[name], headers={"Cache-Control": "private, max-age=300"})
+
+    @routes.get("/replay", include_in_schema=False)
+    def replay_shell(
+        request: Request,
+        user: PageUser,
+        con: Cursor,
+        table: Annotated[str, Query(min_length=1, max_length=200)],
+        round_: Annotated[str | None, Query(alias="round", max_length=200)] = None,
+        from_: Annotated[ApiTime | None, Query(alias="from")] = None,
+        to: Annotated[ApiTime | None, Query()] = None,
+        finding: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> HTMLResponse:
+        window = _window(round_, from_, to)
+        known = con.execute("SELECT count(*) FROM events WHERE table_id = ?", [table]).fetchall()[0][0]
+        if not known:
+            raise HTTPException(404, f"no stored event of table {table}")
+        return render(
+            request,
+            "replay.html.j2",
+            user,
+            table_id=table,
+            round_id=window.round_id,
+            start=window.start,
+            end=window.end,
+            finding_id=finding if finding and all(c in "0123456789abcdef" for c in finding) else None,
+        )
+
+    @routes.get(
+        "/api/v1/tables/{table_id}/replay",
+        tags=["replay"],
+        operation_id="replay_table",
+        response_model=None,
+        dependencies=[Depends(known_query)],
+        responses={
+            401: {"model": ErrorMessage, "description": "No token, or a revoked one."},
+            404: {"model": ErrorMessage, "description": "No stored event of the table (or of the round) there."},
+            200: {"description": "One page of the window's steps, each with the layout as it lay."},
+        },
+    )
+    def api_replay(
+        table_id: str,
+        user: ApiUser,
+        con: Cursor,
+        round_: Annotated[str | None, Query(alias="round", max_length=200)] = None,
+        from_: Annotated[ApiTime | None, Query(alias="from", description="ISO 8601; without offset: UTC")] = None,
+        to: Annotated[ApiTime | None, Query(description="ISO 8601, exclusive; without offset: UTC")] = None,
+        page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_STEPS)] = PAGE_STEPS,
+    ) -> dict[str, Any]:
+        """The events of a round, or of a time window [from, to) of at most a day, one step each
+        with the table as it lay after it (layout, burns, stub, dice, stacks, decks, devices,
+        remedies owed) and the findings it raised, replayed by the rule engine from the
+        nearest snapshot before the window; ``page_size`` steps a page."""
+        window = _window(round_, from_, to)
+        try:
+            return replay_page(con, table_id, window, page, page_size).as_json()
+        except ReplayError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @routes.get("/cases/{finding_id}", include_in_schema=False)
+    def case_page(request: Request, finding_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
+        me = console.finding(con, finding_id)
+        now = console.config.clock()
+        rows, _ = reviews.find(con, FindingFilter(table_id=me["table_id"]), console.config.review_due, now)
+        cause, consequences = case_members(rows, finding_id)
+        if cause is None:
+            raise HTTPException(404, f"no finding {finding_id}")
+        members = [cause, *consequences]
+        for r in members:
+            spec = RULES_BY_ID.get(r["rule_id"])
+            r["rule_summary"] = spec.summary if spec else ""
+        return render(request, "case.html.j2", user, cause=cause, consequences=consequences, me=finding_id)
+
+    return routes
+
+
+def investigation(console: Console, con: Any, f: dict[str, Any]) -> dict[str, Any]:
+    """What the finding page's investigation partials need: the picture of the breach and the
+    case the finding belongs to (its cause, its consequences), and the replay window of a finding
+    between rounds (two minutes either side of its detection, UTC ISO 8601)."""
+    now = console.config.clock()
+    rows, _ = reviews.find(con, FindingFilter(table_id=f["table_id"]), console.config.review_due, now)
+    cause, consequences = case_members(rows, f["finding_id"])
+    at = f["detected_at"].astimezone(UTC)
+    return {
+        "window": ((at - timedelta(minutes=2)).isoformat(), (at + timedelta(minutes=2)).isoformat()),
+        "picture": breach_picture(con, f),
+        "case": {"cause": cause, "consequences": consequences} if consequences else None,
+    }

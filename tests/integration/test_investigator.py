@@ -1,0 +1,486 @@
+"""The investigator's workbench (issue 22, items 2 and 3): the step-through replay of a round or
+a time window (its API, its page and its script, in a real browser too), the pictures that show
+what a finding is about, the case page of a cause and its consequences, and the incident page of
+``dealtrail replay --html`` split into pages under 1 MB.
+
+The store is a 3-table hour simulated with errors in half the rounds (seed 1): it holds an
+exposed player card, two cards found face up, a dealer's hand not set the house way, a dice
+total announced wrong, stubs that put the deck at the wrong total and overdue remedies.
+
+Screenshots go to ``DEALTRAIL_SHOTS`` when that folder is set (else the test's temporary
+folder). The browser test skips without Chromium or Playwright unless
+``DEALTRAIL_REQUIRE_BROWSER=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from dealtrail.console import auth
+from dealtrail.console.app import ConsoleConfig, create_app
+from projections.reviews import ReviewDue
+from projections.store import Store
+
+PASSWORD = "ivy-investigates"
+DUE = ReviewDue(24, 24, 72)
+LIMIT = 1_000_000
+"""The size every replay page and every page of ``dealtrail replay --html`` stays under (bytes)."""
+
+
+@pytest.fixture(scope="module")
+def workbench_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from dealtrail.audit import audit_file
+    from dealtrail.simulator.run import write_simulation
+
+    folder = tmp_path_factory.mktemp("workbench")
+    events, db = folder / "events.jsonl", folder / "wb.duckdb"
+    write_simulation(events, tables=3, hours=1.0, seed=1, error_rate=0.5)
+    with Store(db) as store:
+        audit_file(events, store, snapshot_every=1000)  # as the CLI's default: replays start from snapshots
+        auth.add_user(store.con, "ivy", "reviewer", PASSWORD, datetime(2026, 11, 1, tzinfo=UTC))
+    return db
+
+
+@pytest.fixture()
+def store(workbench_db: Path, tmp_path: Path) -> Iterator[Store]:
+    db = tmp_path / "wb.duckdb"
+    shutil.copy(workbench_db, db)
+    s = Store(db)
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def client(store: Store) -> TestClient:
+    c = TestClient(create_app(store, ConsoleConfig(DUE, "w" * 48)))
+    page = c.get("/login")
+    m = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert m
+    r = c.post("/login", data={"username": "ivy", "password": PASSWORD, "csrf": m.group(1), "next": "/"})
+    assert r.status_code == 200
+    return c
+
+
+def _finding(store: Store, rule: str) -> dict[str, Any]:
+    cur = store.con.execute(
+        "SELECT finding_id, table_id, round_id, trigger_event_id, evidence_event_ids FROM findings"
+        " WHERE rule_id = ? AND revision = 0 ORDER BY observed_at LIMIT 1",
+        [rule],
+    )
+    cols = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    assert rows, f"the workbench store has no {rule}"
+    return dict(zip(cols, rows[0], strict=True))
+
+
+# -- the replay API ---------------------------------------------------------------------------
+
+
+def test_replay_api_steps_through_a_round_event_by_event_with_the_layout_and_each_finding_at_its_event(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-d-player-card-exposed")
+    r = client.get(f"/api/v1/tables/{f['table_id']}/replay", params={"round": f["round_id"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    ids = [row[0] for row in store.con.execute(
+        "SELECT event_id FROM events WHERE table_id = ? AND round_id = ? ORDER BY seq, arrival",
+        [f["table_id"], f["round_id"]],
+    ).fetchall()]  # fmt: skip
+    steps = body["steps"]
+    assert body["total"] == len(ids) == len(steps) and [s["event_id"] for s in steps] == ids
+    assert [s["i"] for s in steps] == list(range(len(ids)))
+    # the finding appears at the event that raised it, and only there (a later revision at its remedy)
+    at = [
+        s["i"] for s in steps if any(x["finding_id"] == f["finding_id"] and x["revision"] == 0 for x in s["findings"])
+    ]
+    assert at == [ids.index(f["trigger_event_id"])]
+    # the layout grows as the cards are dealt: 7 stacks of 7 at the end of the deal, all face down
+    dealt = [sum(len(a["cards"]) for a in s["layout"]) for s in steps]
+    assert dealt == sorted(dealt[: dealt.index(max(dealt)) + 1]) + dealt[dealt.index(max(dealt)) + 1 :]
+    assert max(dealt) == 49
+    last = steps[ids.index(f["trigger_event_id"])]
+    assert last["round"]["round_id"] == f["round_id"] and last["decks"] and "remedies" in last
+    # the exposure owes a remedy from its event on
+    assert any(o["finding_id"] == f["finding_id"] for o in last["remedies"])
+
+
+def test_replay_api_pages_a_time_window_and_every_page_is_under_1_mb(client: TestClient, store: Store) -> None:
+    table, start = store.con.execute(
+        "SELECT table_id, min(occurred_at) FROM events GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+    ).fetchall()[0]
+    end = start + timedelta(minutes=15)
+    params = {"from": start.isoformat(), "to": end.isoformat()}
+    first = client.get(f"/api/v1/tables/{table}/replay", params=params)
+    assert first.status_code == 200
+    body = first.json()
+    n = store.con.execute(
+        "SELECT count(*) FROM events WHERE table_id = ? AND occurred_at >= ? AND occurred_at < ?", [table, start, end]
+    ).fetchall()[0][0]
+    assert body["total"] == n and body["pages"] == -(-n // body["page_size"]) > 1
+    seqs: list[int] = []
+    for page in range(1, body["pages"] + 1):
+        r = client.get(f"/api/v1/tables/{table}/replay", params={**params, "page": page})
+        assert r.status_code == 200 and len(r.content) < LIMIT
+        seqs += [s["seq"] for s in r.json()["steps"]]
+    assert len(seqs) == n and seqs == sorted(seqs)
+    # each page lists every finding revision of the window with the step that raised it
+    raised = store.con.execute(
+        """SELECT count(*) FROM findings f JOIN events e ON e.event_id = f.trigger_event_id AND e.table_id = f.table_id
+           WHERE f.table_id = ? AND e.occurred_at >= ? AND e.occurred_at < ?""",
+        [table, start, end],
+    ).fetchall()[0][0]
+    assert len(body["findings"]) == raised and all(0 <= f["i"] < n for f in body["findings"])
+
+
+def test_replay_api_needs_authentication_and_refuses_a_window_it_cannot_show(client: TestClient, store: Store) -> None:
+    f = _finding(store, "PGP-645a.14-i-house-way")
+    url = f"/api/v1/tables/{f['table_id']}/replay"
+    anonymous = TestClient(client.app)
+    assert anonymous.get(url, params={"round": f["round_id"]}).status_code == 401
+    assert (
+        anonymous.get(
+            "/replay", params={"table": f["table_id"], "round": f["round_id"]}, follow_redirects=False
+        ).status_code
+        == 303
+    )
+    assert anonymous.get("/replay-assets/replay.js", follow_redirects=False).status_code == 303
+    assert client.get(url).status_code == 422  # no round, no window
+    assert client.get(url, params={"round": f["round_id"], "from": "2026-01-01T00:00:00Z"}).status_code == 422
+    too_long = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"}
+    assert client.get(url, params=too_long).status_code == 422
+    assert client.get(url, params={"round": "no-such-round"}).status_code == 404
+    assert client.get(url, params={"round": f["round_id"], "rounds": "x"}).status_code == 422  # unknown parameter
+
+
+def test_replay_page_is_a_small_shell_whose_script_the_console_serves(client: TestClient, store: Store) -> None:
+    f = _finding(store, "PGP-645a.14-f-two-face-up")
+    page = client.get("/replay", params={"table": f["table_id"], "round": f["round_id"], "finding": f["finding_id"]})
+    assert page.status_code == 200 and len(page.content) < 20_000
+    assert '<script src="/replay-assets/replay.js" defer></script>' in page.text
+    assert not re.search(r"<script(?![^>]*\bsrc=)", page.text)  # no inline script: the CSP forbids it
+    window = {"table": f["table_id"], "from": "2026-11-27T18:00:00Z", "to": "2026-11-27T18:20:00Z"}
+    page = client.get("/replay", params=window)
+    assert page.status_code == 200 and 'data-from="2026-11-27T18:00:00+00:00"' in page.text
+    assert client.get("/replay", params={**window, "to": "2026-11-29T18:00:00Z"}).status_code == 422
+    assert client.get("/replay", params={"table": "NO-SUCH-TABLE", "round": "R"}).status_code == 404
+    js = client.get("/replay-assets/replay.js")
+    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert client.get("/replay-assets/other.js").status_code == 404
+    # the finding page and the table page link to it
+    assert f"/replay?table={f['table_id']}&amp;round={f['round_id']}" in client.get(f"/findings/{f['finding_id']}").text
+    assert 'action="/replay"' in client.get(f"/tables/{f['table_id']}").text
+
+
+# -- pictures that show the breach --------------------------------------------------------------
+
+
+def _breach(html: str) -> str:
+    m = re.search(r'<section class="box investigate" id="breach">(.*?)</section>', html, re.S)
+    assert m, "no breach picture on the finding page"
+    return m.group(1)
+
+
+def test_finding_page_of_an_exposure_marks_the_exposed_card_and_who_exposed_it(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-d-player-card-exposed")
+    card = store.con.execute(
+        "SELECT payload->>'card' FROM events WHERE event_id = ?", [f["evidence_event_ids"][0]]
+    ).fetchall()[0][0]
+    part = _breach(client.get(f"/findings/{f['finding_id']}").text)
+    assert "The exposed card" in part and "Exposed by</dt><dd>dealer" in part
+    from projections.cards import card_face
+
+    assert re.search(rf'class="pc[^"]* mark-exposed" title="{re.escape(card_face(card)["label"])} \(face up\)', part)
+
+
+def test_finding_page_of_two_face_up_shows_the_two_cards_found_not_the_stacks(client: TestClient, store: Store) -> None:
+    f = _finding(store, "PGP-645a.14-f-two-face-up")
+    part = _breach(client.get(f"/findings/{f['finding_id']}").text)
+    found = part.split("<details", 1)[0]  # the layout at the event is folded away below the pictures
+    assert found.count("mark-found") == 2 and found.count("A card found face up") == 2
+    assert "pc back" not in found
+
+
+def test_finding_page_of_a_house_way_finding_sets_the_hand_beside_the_house_way(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-i-house-way")
+    part = _breach(client.get(f"/findings/{f['finding_id']}").text)
+    assert "Dealer&#39;s hand as set" in part and "Five-card hand" in part and "Two-card hand" in part
+    assert "House way check</dt><dd>does not match" in part and "The house way" in part and "HW-1" in part
+
+
+def test_finding_page_of_a_wrong_total_counts_the_stub_against_the_expected_and_the_stack_position(
+    client: TestClient, store: Store
+) -> None:
+    stub = _finding(store, "TCP-679a.9-f-misdeal-full-deck")
+    part = _breach(client.get(f"/findings/{stub['finding_id']}").text)
+    assert "The stub against the expected count" in part and 'class="stub-bar"' in part
+    counted = int(re.search(r"Stub counted: <b>(\d+)</b>", part).group(1))  # type: ignore[union-attr]
+    expected = int(re.search(r"expected: <b>(\d+)</b>", part).group(1))  # type: ignore[union-attr]
+    assert counted != expected
+    dice = _finding(store, "PGP-645a.14-c-wrong-total")
+    part = _breach(client.get(f"/findings/{dice['finding_id']}").text)
+    assert "Where the stacks went" in part and part.count("m-wrong") == 1 and part.count("m-right") == 1
+    assert 'class="dice"' in part and "Total announced" in part
+
+
+def test_case_page_links_a_cause_and_its_consequences_both_ways(client: TestClient, store: Store) -> None:
+    overdue = _finding(store, "DT-remedy-overdue")
+    page = client.get(f"/findings/{overdue['finding_id']}").text
+    m = re.search(r'href="/cases/([0-9a-f]+)"', page)
+    assert m and "This finding is a <b>consequence</b> of" in page
+    cause_id = m.group(1)
+    assert cause_id != overdue["finding_id"]
+    cause_page = client.get(f"/findings/{cause_id}").text
+    assert f'href="/cases/{cause_id}"' in cause_page and f'href="/findings/{overdue["finding_id"]}"' in cause_page
+    case = client.get(f"/cases/{cause_id}")
+    assert case.status_code == 200
+    assert f'href="/findings/{cause_id}"' in case.text and f'href="/findings/{overdue["finding_id"]}"' in case.text
+    assert client.get(f"/cases/{overdue['finding_id']}").text.count("Consequence:") >= 1
+    assert client.get("/cases/0123abcd").status_code == 404
+
+
+# -- dealtrail replay --html ----------------------------------------------------------------------
+
+
+def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the_limit(
+    workbench_db: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from dealtrail.cli import app
+    from dealtrail.replay import Window, replay, stored_events, stored_findings
+    from projections.incident import write_incident
+    from projections.store import connect_read_only
+
+    con = connect_read_only(workbench_db)
+    try:
+        table = con.execute("SELECT table_id FROM events GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchall()[0][0]
+        stored = stored_findings(con, table)
+        result = replay(table, stored_events(con, table), stored, Window())
+    finally:
+        con.close()
+    written = write_incident(
+        result, tmp_path / "inc" / "table.html", "Incident replay", stored=stored, max_bytes=150_000
+    )
+    assert len(written) > 2 and written[0] == tmp_path / "inc" / "table.html"
+    assert all(p.stat().st_size < 150_000 for p in written)
+    index = written[0].read_text()
+    for p in written[1:]:
+        assert f'href="{p.name}"' in index
+        text = p.read_text()
+        assert 'href="table.html"' in text and "<script" not in text
+    # every round and every finding's round is in exactly one part
+    rounds = [
+        r for p in written[1:] for r in re.findall(r'<h3 id="round-([^"]+)">', p.read_text()) if r != "between rounds"
+    ]
+    assert len(rounds) == len(set(rounds)) == len({s.event.round_id for s in result.steps if s.event.round_id})
+    for f in result.replayed:
+        if f.round_id:
+            assert re.search(rf'href="table-\d{{3}}\.html#round-{re.escape(f.round_id)}"', index)
+    # a short replay is still one page
+    out = tmp_path / "one.html"
+    r = CliRunner().invoke(app, ["replay", "--db", str(workbench_db), "--table", table, "--round",
+                                 result.replayed[0].round_id or "", "--html", str(out)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert out.exists() and not list(tmp_path.glob("one-*.html"))
+
+
+# -- in a real browser ------------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+def _need(reason: str) -> None:
+    if os.environ.get("DEALTRAIL_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture()
+def served(store: Store) -> Iterator[str]:
+    import socket
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    app = create_app(store, ConsoleConfig(DUE, "b" * 48, poll_seconds=0.5))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the console did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=15)
+
+
+def _at(page: Any, step: object) -> None:
+    """Wait until the replay shows ``step`` (1-based); Playwright's own wait, no page-side eval (the CSP forbids it)."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#rp-pos")).to_have_text(re.compile(rf"^step {step} of \d+$"))
+
+
+@pytest.mark.browser
+def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each_breach(
+    served: str, store: Store, tmp_path: Path
+) -> None:
+    if not Path(CHROMIUM).exists():
+        _need(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _need("Playwright for Python is not installed (pip install playwright; never playwright install)")
+    shots = Path(os.environ.get("DEALTRAIL_SHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    exposed = _finding(store, "PGP-645a.14-d-player-card-exposed")
+    trigger_step = [r[0] for r in store.con.execute(
+        "SELECT event_id FROM events WHERE table_id = ? AND round_id = ? ORDER BY seq, arrival",
+        [exposed["table_id"], exposed["round_id"]],
+    ).fetchall()].index(exposed["trigger_event_id"])  # fmt: skip
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}"))
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
+            page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+            page.goto(served + "/findings")  # not the floor: its poll would be cut off by the next page
+            page.fill("input[name=username]", "ivy")
+            page.fill("input[name=password]", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(re.compile(r".*/findings$"))
+
+            # from the finding page to its round's replay
+            page.goto(served + f"/findings/{exposed['finding_id']}")
+            page.click("a.replay-link")
+            page.wait_for_url(re.compile(r".*/replay\?.*"))
+            _at(page, "1")
+            total = int(page.inner_text("#rp-pos").split(" of ")[1])
+            assert page.locator(".finding-at-step").count() == 0
+            page.screenshot(path=str(shots / "replay-01-first.png"), full_page=True)
+
+            # arrow keys step one event at a time: the layout grows, the finding is not there yet
+            for _ in range(5):
+                page.keyboard.press("ArrowRight")
+            _at(page, "6")
+            page.keyboard.press("ArrowLeft")
+            _at(page, "5")
+
+            # the slider: to the step before the finding's event, then keys onto it
+            page.locator("#rp-slider").fill(str(trigger_step - 1))
+            _at(page, trigger_step)
+            assert page.locator(".finding-at-step").count() == 0
+            assert page.locator("#rp-layout .pc").count() == 49  # the 7 stacks, dealt
+            page.locator("#replay").focus()
+            page.keyboard.press("ArrowRight")
+            page.wait_for_selector(".finding-at-step")
+            assert "PGP-645a.14-d-player-card-exposed" in page.inner_text("#rp-new-findings")
+            assert "PGP-645a.14-d-player-card-exposed" in page.inner_text("#rp-findings")
+            assert "PGP-645a.14-d-player-card-exposed" in page.inner_text("#rp-remedies")
+            page.screenshot(path=str(shots / "replay-02-finding.png"), full_page=True)
+            page.keyboard.press("End")
+            _at(page, total)
+            assert page.locator(".finding-at-step").count() == 0  # only at its event
+            assert "PGP-645a.14-d-player-card-exposed" in page.inner_text("#rp-findings")  # and in the list after
+
+            # the pictures of the breach
+            for n, rule in enumerate(
+                [
+                    "PGP-645a.14-d-player-card-exposed",
+                    "PGP-645a.14-f-two-face-up",
+                    "PGP-645a.14-i-house-way",
+                    "TCP-679a.9-f-misdeal-full-deck",
+                    "PGP-645a.14-c-wrong-total",
+                    "DT-remedy-overdue",
+                    "DT-deal-after-device-fault",
+                    "DT-chain-broken",
+                ],
+                start=3,
+            ):
+                f = _finding(store, rule)
+                page.goto(served + f"/findings/{f['finding_id']}")
+                assert page.locator("#breach").count() == 1
+                page.locator("#breach").screenshot(path=str(shots / f"breach-{n:02d}-{rule}.png"))
+                if rule == "DT-remedy-overdue":
+                    page.click("a.case-link")
+                    page.wait_for_url(re.compile(r".*/cases/[0-9a-f]+$"))
+                    assert page.locator("li.case-conseq a", has_text="DT-remedy-overdue").count() >= 1
+                    page.screenshot(path=str(shots / "case-01.png"), full_page=True)
+        finally:
+            browser.close()
+    assert problems == []
+    (shots / "shots.json").write_text(json.dumps(sorted(p.name for p in shots.glob("*.png"))))
+
+
+def test_replay_steps_from_the_nearest_snapshot_equal_those_from_the_first_event(workbench_db: Path) -> None:
+    from dealtrail.replay import Window, replay, stored_events
+    from dealtrail.replay_view import replay_page, step_json
+    from projections.store import connect_read_only
+
+    con = connect_read_only(workbench_db)
+    try:
+        table, last_round = con.execute(
+            "SELECT table_id, max(round_id) FROM rounds GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).fetchall()[0]
+        snapshots = con.execute("SELECT count(*) FROM table_snapshots WHERE table_id = ?", [table]).fetchall()[0][0]
+        assert snapshots, "the store has no snapshot of the table: the test would not test the start from one"
+        view = replay_page(con, table, Window(round_id=last_round))
+        assert view.started_after_seq > 0
+        full = replay(table, stored_events(con, table), None, Window(round_id=last_round))
+        assert view.steps == [step_json(i, s.event, s.state, s.findings, full.cards) for i, s in enumerate(full.steps)]
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_replay_html_of_a_whole_demo_sized_table_keeps_every_page_under_1_mb(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """One table over the demo's 8-hour shift (about 29,000 events: a 15.7 MB page before)."""
+    from dealtrail.audit import audit_file
+    from dealtrail.replay import Window, replay, stored_events, stored_findings
+    from dealtrail.simulator.run import write_simulation
+    from projections.incident import write_incident
+    from projections.store import connect_read_only
+
+    folder = tmp_path_factory.mktemp("demo-table")
+    events, db = folder / "events.jsonl", folder / "table.duckdb"
+    write_simulation(events, tables=1, hours=8.0, seed=3, error_rate=0.03, duplicate_rate=0.001)
+    with Store(db) as store:
+        audit_file(events, store)
+    con = connect_read_only(db)
+    try:
+        stored = stored_findings(con, "TCP-01")
+        result = replay("TCP-01", stored_events(con, "TCP-01"), stored, Window())
+    finally:
+        con.close()
+    assert result.events_total > 25_000 and result.matches
+    written = write_incident(result, folder / "html" / "table.html", "Incident replay: table TCP-01", stored=stored)
+    assert len(written) > 10
+    assert all(p.stat().st_size < LIMIT for p in written)
+    assert sum(len(re.findall(r"<tr", p.read_text())) for p in written[1:]) > result.events_total
