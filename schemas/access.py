@@ -38,7 +38,8 @@ class AccessEntry(Frozen):
         kind: what happened: ``login_succeeded``, ``login_failed``, ``login_locked``, ``logout``,
             ``session_expired``, ``password_changed``, ``password_reset``, ``user_added``,
             ``role_changed``, ``user_deactivated``, ``user_unlocked``, ``token_issued``,
-            ``token_revoked``, ``download``, ``review``, ``totp_enrolled`` (lower case and
+            ``token_revoked``, ``download``, ``review``, ``totp_enrolled``, ``report_signed``,
+            ``property_named`` (lower case and
             ``_``: new kinds may be added).
         outcome: see :data:`Outcome`.
         detail: a few words more (the user changed, the finding reviewed, the file downloaded).

@@ -43,7 +43,9 @@ def router(console: Console) -> APIRouter:
         try:
             sign(report.parent, user.name, user.role, statement, config.clock())
         except SignOffError as exc:
+            console.access.record("report_signed", user.name, "refused", f"{label}/{revision}: {exc}")
             return render(request, "signoff_refused.html.j2", user, status_code=409, reason=str(exc))
+        console.access.record("report_signed", user.name, "ok", f"{label}/{revision}")
         return RedirectResponse(f"/reports#{label}", status_code=303)
 
     @routes.get("/admin/property", include_in_schema=False)
@@ -67,8 +69,10 @@ def router(console: Console) -> APIRouter:
             with console.write_lock:
                 stored_property.record(console.store.con, name, config.clock(), user.name)
         except ValueError as exc:
+            console.access.record("property_named", user.name, "refused", str(exc))
             names = stored_property.history(con)
             return render(request, "property.html.j2", user, 422, names=names, error=str(exc), typed=name)
+        console.access.record("property_named", user.name, "ok", name)
         return RedirectResponse("/admin/property", status_code=303)
 
     return routes

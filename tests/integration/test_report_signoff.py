@@ -200,6 +200,12 @@ def test_the_console_sign_button_is_a_managers_and_a_reviewer_gets_403(console: 
     assert "signed</span> by meg (manager)" in listed
     again = console.post(url, data={"statement": "twice", "csrf": csrf})
     assert again.status_code == 409 and "signed already" in again.text
+    store = console.app.state.console.store  # type: ignore[attr-defined]
+    logged = store.con.execute(
+        "SELECT user_name, outcome, detail FROM access_log WHERE kind = 'report_signed' ORDER BY seq"
+    ).fetchall()
+    assert [(u, o) for u, o, _ in logged] == [("meg", "ok"), ("meg", "refused")]  # who signed, in the access log
+    assert logged[0][2] == f"{LABEL}/rev-0001"
 
 
 def _pdf_text(pdf: Path) -> list[str]:
