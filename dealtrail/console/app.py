@@ -33,7 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
-from dealtrail.console import admin, api, health, pages, reports_pages, sessions
+from dealtrail.console import admin, api, bulk, health, pages, reports_pages, sessions
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
@@ -156,7 +156,7 @@ def create_app(
     async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
         return JSONResponse(validation_detail(exc.errors()), status_code=422)
 
-    for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router):
+    for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router, bulk.router):
         app.include_router(router(console))
     return app
 
