@@ -181,9 +181,9 @@ class ReviewSettings(BaseModel):
     due_hours_voiding: float = Field(default=24, gt=0, le=24 * 365)
     due_hours_integrity: float = Field(default=24, gt=0, le=24 * 365)
     due_hours_procedural: float = Field(default=72, gt=0, le=24 * 365)
-    disposition_needs_voiding: tuple[DispositionField, ...] = ("corrective_action", "note")
-    disposition_needs_integrity: tuple[DispositionField, ...] = ("corrective_action", "note")
-    disposition_needs_procedural: tuple[DispositionField, ...] = ()
+    disposition_needs_voiding: list[DispositionField] = ["corrective_action", "note"]
+    disposition_needs_integrity: list[DispositionField] = ["corrective_action", "note"]
+    disposition_needs_procedural: list[DispositionField] = []
 
 
 class ReportSettings(BaseModel):

@@ -55,6 +55,7 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
     is the folder of scheduled reports to list when ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset
     (a projector's own ``--reports``)."""
     from dealtrail.console.app import ConsoleConfig, new_session_secret
+    from dealtrail.console.deps import disposition_needs_of
 
     secret = settings.console.session_secret
     return ConsoleConfig(
@@ -64,6 +65,7 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
         reports_dir=settings.console.reports_dir or reports,
         poll_seconds=settings.console.poll_seconds,
         property_name=settings.property_name,
+        disposition_needs=disposition_needs_of(settings.review),
     )
 
 

@@ -44,15 +44,25 @@ class Clock:
         return self.now
 
 
-@pytest.fixture()
-def store(audited_shift: Path, tmp_path: Path) -> Iterator[Store]:
-    db = tmp_path / "eyes.duckdb"
+@pytest.fixture(scope="module")
+def eyes_db(audited_shift: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The audited shift with the users of :data:`USERS` and a deactivated reviewer (made once:
+    hashing passwords is slow on purpose)."""
+    db = tmp_path_factory.mktemp("eyes") / "eyes.duckdb"
     shutil.copy(audited_shift, db)
+    with Store(db) as s:
+        for name, role in USERS.items():
+            auth.add_user(s.con, name, role, f"{name}-long-password", AT)
+        auth.add_user(s.con, "gone", "reviewer", "gone-long-password", AT)
+        access.put_user(s.con, "gone", "reviewer", None, False, AT, "ada")  # deactivated
+    return db
+
+
+@pytest.fixture()
+def store(eyes_db: Path, tmp_path: Path) -> Iterator[Store]:
+    db = tmp_path / "eyes.duckdb"
+    shutil.copy(eyes_db, db)
     s = Store(db)
-    for name, role in USERS.items():
-        auth.add_user(s.con, name, role, f"{name}-long-password", AT)
-    auth.add_user(s.con, "gone", "reviewer", "gone-long-password", AT)
-    access.put_user(s.con, "gone", "reviewer", None, False, AT, "ada")  # deactivated
     yield s
     s.close()
 
@@ -367,3 +377,19 @@ def test_the_manager_role_is_between_reviewer_and_admin(store: Store) -> None:
         "manager": (True, True, False),
         "admin": (True, True, True),
     }
+
+
+def test_the_console_takes_what_a_disposition_needs_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from dealtrail.cli.console import _console_config
+    from dealtrail.settings import Settings
+
+    monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_PROCEDURAL", '["note"]')
+    monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_INTEGRITY", "[]")
+    config = _console_config(Settings())
+    assert isinstance(config, ConsoleConfig)
+    assert config.disposition_needs == DispositionNeeds(("corrective_action", "note"), (), ("note",))
+    monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_PROCEDURAL", '["cause"]')  # always required: no option
+    with pytest.raises(ValidationError):
+        Settings()
