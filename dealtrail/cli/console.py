@@ -204,7 +204,13 @@ app.add_typer(users_app, name="users")
 @users_app.command("add")
 def users_add(
     name: Annotated[str, typer.Argument(help="The user's name (letters, digits, ._@-).")],
-    role: Annotated[str, typer.Option(help="viewer (reads), reviewer (also reviews) or admin (also manages users).")],
+    role: Annotated[
+        str,
+        typer.Option(
+            help="viewer (reads), reviewer (also reviews), manager (also approves dispositions) "
+            "or admin (also manages users)."
+        ),
+    ],
     db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
 ) -> None:
     """Add a user, or set an existing user's role and password; the password is read from stdin."""
