@@ -32,6 +32,15 @@ MANAGER_ROLES = ("manager", "admin")
 FOUR_EYES_SEVERITIES = ("voiding", "integrity")
 """Severities whose ``NOT_A_VIOLATION`` disposition is only proposed until a second person, a
 manager, approves it."""
+DECISION_TYPES = (
+    "FindingDisposed",
+    "FindingDispositionProposed",
+    "FindingApproved",
+    "FindingRejected",
+    "FindingReopened",
+)
+"""The review events that decide a finding's disposition; a proposal is pending while it is the
+latest of them (an acknowledgement or an assignment after it leaves it pending)."""
 DISPOSITION_FIELDS = ("corrective_action", "note")
 """What a disposition can be required to carry besides its cause (always required)."""
 

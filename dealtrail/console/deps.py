@@ -425,8 +425,8 @@ class Console:
         body: ReviewRequest,
     ) -> FindingApproved | FindingRejected:
         """A manager's approval or rejection of the finding's pending proposal (four eyes)."""
-        history = reviews.history(con, finding_id)
-        last = history[-1] if history else None
+        decisions = [r for r in reviews.history(con, finding_id) if r["type"] in reviews.DECISION_TYPES]
+        last = decisions[-1] if decisions else None  # acknowledgements and assignments leave a proposal pending
         if last is None or last["type"] != "FindingDispositionProposed":
             raise HTTPException(409, f"no proposed disposition of this finding waits for approval to {body.action}")
         if last["user_name"] == user.name:

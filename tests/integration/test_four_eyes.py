@@ -164,6 +164,17 @@ def test_a_manager_cannot_approve_his_own_proposal_and_another_rejects_it_with_a
     assert get(client, store, fid)["approved_by"] == "ada"
 
 
+def test_a_proposal_assigned_to_a_manager_stays_pending_and_can_be_approved(client: TestClient, store: Store) -> None:
+    fid = finding_of(store, "voiding")
+    assert review(client, store, fid, "rita", action="dispose", cause="NOT_A_VIOLATION", **FULL).status_code == 201
+    assert review(client, store, fid, "rita", action="assign", assignee="max").status_code == 201
+    assert review(client, store, fid, "ron", action="acknowledge").status_code == 201
+    row = get(client, store, fid)
+    assert (row["review_status"], row["assignee"], row["disposed_by"]) == ("pending_approval", "max", "rita")
+    assert review(client, store, fid, "max", action="approve").status_code == 201
+    assert get(client, store, fid)["review_status"] == "disposed"
+
+
 def test_other_causes_and_procedural_findings_are_disposed_without_approval(client: TestClient, store: Store) -> None:
     voiding, procedural = finding_of(store, "voiding"), finding_of(store, "procedural")
     r = review(client, store, voiding, "rita", action="dispose", cause="DEALER_ERROR", **FULL)
@@ -319,6 +330,7 @@ def test_the_store_view_and_the_model_agree_on_proposals_approvals_and_rejection
         review(client, store, fid, "rita", action="dispose", cause="NOT_A_VIOLATION", **FULL)
     review(client, store, a, "max", action="approve")
     review(client, store, b, "max", action="reject", note="no")
+    review(client, store, c, "rita", action="assign", assignee="max")  # still pending
     keys = ("review_status", "cause", "disposed_by", "approved_by")
     rows, _ = incidents.records(store.con, FindingFilter(), DUE, AT)
     model = {r["finding_id"]: tuple(r[k] for k in keys) for r in rows}
