@@ -126,7 +126,6 @@ def test_sequences_that_follow_the_documents_links_answer_as_documented(
     )
     # the finding-level operations were reached with real IDs taken from the list
     assert ("GET /api/v1/findings/{finding_id}", 200) in seen, sorted(seen)
-    print("SEEN", sorted(seen))
     assert ("POST /api/v1/findings/{finding_id}/reviews", 201) in seen, sorted(seen)
 
 
