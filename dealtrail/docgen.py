@@ -27,16 +27,29 @@ from schemas.base import SCHEMA_VERSION
 from schemas.events import EVENT_TYPES
 from streams.engine.catalog import RULEBOOK_REVISION, RULES
 
-KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify")
-"""The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``)."""
-WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users")
+KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify", "staff")
+"""The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``, ``staff
+import --publish``)."""
+WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users", "staff")
 """The commands that open the store for writing."""
 REPORTERS = ("report", "demo", "schedule", "project", "serve")
 """The commands that write or show compliance reports."""
 
 READERS: dict[str, tuple[str, ...]] = {
     "kafka": KAFKA_CLIENTS,
-    "db": ("audit", "reaudit", "report", "project", "replay", "schedule", "verify", "digest", "serve", "users"),
+    "db": (
+        "audit",
+        "reaudit",
+        "report",
+        "project",
+        "replay",
+        "schedule",
+        "verify",
+        "digest",
+        "serve",
+        "users",
+        "staff",
+    ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,
     "namespace": KAFKA_CLIENTS,
@@ -54,6 +67,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "review.disposition_needs_procedural": ("serve", "project"),
     "reports": ("report", "schedule", "project"),
     "reports.check_seconds": ("project",),
+    "reports.chromium": ("report", "sign-report"),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "notify": ("serve", "project"),
@@ -61,8 +75,11 @@ READERS: dict[str, tuple[str, ...]] = {
     "duckdb_memory_limit": WRITERS,
     "snapshot_every": ("audit", "demo", "reaudit", "worker"),
     "max_record_bytes": ("audit", "demo", "publish", "worker"),
-    "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
-    "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay"),
+    "max_seq_jump": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
+    "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
+    "video": ("serve", "project"),
+    "replica": ("audit", "project"),
+    "archive": ("replay", "verify", "digest", "reaudit"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every
@@ -167,6 +184,8 @@ def _type_name(annotation: Any) -> str:
     inner = " or ".join(_type_name(a) for a in args)
     if origin is list:
         return f"JSON list of {inner}"
+    if origin is dict:
+        return f"JSON object of {' to '.join(_type_name(a) for a in args)}"
     if len(args) < len(get_args(annotation)):
         return f"{inner} (optional)"
     return inner

@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 import httpx
 
-from projections import incidents, reviews
+from projections import incidents, reviews, staff
 from projections.timefmt import show
 from streams.engine.catalog import RULES_BY_ID
 
@@ -178,10 +178,16 @@ def _duration(seconds: float) -> str:
 
 
 def digest_text(
-    day: date, late: Sequence[Mapping[str, Any]], config: DigestConfig, now: datetime, console_url: str | None
+    day: date,
+    late: Sequence[Mapping[str, Any]],
+    config: DigestConfig,
+    now: datetime,
+    console_url: str | None,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """The digest's text (the webhook's ``text``, the email's body): one line per late review,
-    most overdue first, with the finding, rule, table, due time, how late and the assignee."""
+    most overdue first, with the finding, rule, table, dealer (``Name (ID)`` when the roster
+    ``names`` it, :func:`projections.staff.label`), due time, how late and the assignee."""
     where = f" at {config.property_name}" if config.property_name else ""
     head = f"dealtrail: late reviews{where} for {day.isoformat()}, as of {show(now, config.zone)}"
     if not late:
@@ -194,6 +200,7 @@ def digest_text(
         line = (
             f"- {f['severity']} at table {f['table_id']}"
             + (f", round {f['round_id']}" if f.get("round_id") else "")
+            + (f", dealer {staff.label(f['dealer_id'], names or {})}" if f.get("dealer_id") else "")
             + f": {spec.summary.rstrip('.') if spec else f['rule_id']} ({f['rule_id']});"
             + f" due {show(f['review_due_at'], config.zone)}, {_duration((now - f['review_due_at']).total_seconds())}"
             + " late;"
@@ -214,13 +221,15 @@ def late_reviews(con: duckdb.DuckDBPyConnection, due: reviews.ReviewDue, now: da
     return [r for r in rows if r["review_late"] and r["review_status"] != "disposed"]
 
 
-def message(finding: Mapping[str, Any], console_url: str | None) -> str:
-    """The one-paragraph text of a notification (the webhook's ``text``, the email's body)."""
+def message(finding: Mapping[str, Any], console_url: str | None, dealer: str | None = None) -> str:
+    """The one-paragraph text of a notification (the webhook's ``text``, the email's body);
+    ``dealer`` is the round's dealer as shown everywhere (``Name (ID)``, :func:`projections.staff.label`)."""
     spec = RULES_BY_ID.get(str(finding["rule_id"]))
     when = finding["observed_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
     lines = [
         f"{str(finding['severity']).capitalize()} finding at table {finding['table_id']}"
         + (f", round {finding['round_id']}" if finding.get("round_id") else "")
+        + (f", dealer {dealer}" if dealer else "")
         + f" ({when}): {finding['message']}",
         f"Rule: {finding['citation']}" + (f" ({spec.summary})" if spec else ""),
     ]
@@ -389,9 +398,10 @@ class Notifier:
         cur = self.con.cursor()
         try:
             late = late_reviews(cur, self.digest.due, now)
+            names = staff.names(cur)
         finally:
             cur.close()
-        text = digest_text(day, late, self.digest, now, self.console_url)
+        text = digest_text(day, late, self.digest, now, self.console_url, names)
         where = f" at {self.digest.property_name}" if self.digest.property_name else ""
         subject = f"[dealtrail] late reviews{where}, {day.isoformat()}: " + (
             f"{len(late)} late" if late else "none late"
@@ -419,8 +429,25 @@ class Notifier:
         }
         return self._deliver(target, text, subject, body)
 
+    def _dealer(self, finding: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """The dealer of the finding's round: ``(ID, as shown)``, or ``(None, None)``."""
+        if not finding.get("round_id"):
+            return None, None
+        cur = self.con.cursor()
+        try:
+            row = cur.execute(
+                "SELECT dealer_id FROM rounds WHERE table_id = ? AND round_id = ? LIMIT 1",
+                [finding["table_id"], finding["round_id"]],
+            ).fetchone()
+            if row is None or row[0] is None:
+                return None, None
+            return str(row[0]), staff.label(str(row[0]), staff.names(cur))
+        finally:
+            cur.close()
+
     def _send(self, finding: Mapping[str, Any], target: str) -> str | None:
-        text = message(finding, self.console_url)
+        dealer_id, dealer = self._dealer(finding)
+        text = message(finding, self.console_url, dealer)
         body = {
             "text": text,
             "finding": {
@@ -437,7 +464,8 @@ class Notifier:
                     "required_remedy",
                     "observed_at",
                 )
-            },
+            }
+            | {"dealer_id": dealer_id, "dealer": dealer},
         }
         subject = f"[dealtrail] {finding['severity']} finding at {finding['table_id']}: {finding['rule_id']}"
         return self._deliver(target, text, subject, body)

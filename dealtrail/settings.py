@@ -197,12 +197,16 @@ class ReportSettings(BaseModel):
         check_seconds: how often ``dealtrail project --report-every`` looks for closed periods
             and stale reports (seconds), and once more when ``--once`` has caught
             up.
+        chromium: the Chromium (or Chrome) program that prints a report to PDF (``report
+            --pdf``, ``sign-report --pdf``): a path or a name on ``PATH``; unset: the first of
+            ``chromium``, ``chromium-browser``, ``google-chrome`` found on ``PATH``.
     """
 
     model_config = ConfigDict(frozen=True)
 
     grace_minutes: float = Field(default=15, ge=0, le=7 * 24 * 60)
     check_seconds: float = Field(default=30, gt=0, le=86_400)
+    chromium: str | None = Field(default=None, min_length=1, max_length=4096)
 
 
 class ConsoleSettings(BaseModel):
@@ -226,6 +230,65 @@ class ConsoleSettings(BaseModel):
     session_secret: SecretStr | None = None
     reports_dir: Path | None = None
     poll_seconds: float = Field(default=1.0, ge=0.2, le=600)
+
+
+class VideoSettings(BaseModel):
+    """Links from a finding to the table's surveillance video (the casino's video management
+    system, VMS): one clip link per camera of the table, for the finding's evidence window.
+
+    Attributes:
+        cameras: table ID -> the IDs of its cameras, as JSON
+            (``DEALTRAIL_VIDEO__CAMERAS='{"TCP-01": ["CAM-11", "CAM-12"], "PGP-02": ["CAM-21"]}'``);
+            a table without an entry has no clip links (the finding page says so).
+        url_template: the VMS's address of a clip, with the placeholders ``{camera}``,
+            ``{start}``, ``{end}`` (and optionally ``{table}``), each filled in URL-encoded, e.g.
+            ``https://vms.local/play?camera={camera}&start={start}&end={end}``; http or https
+            only; unset: no clip links.
+        timezone: the IANA zone the VMS expects times in (``{start}``, ``{end}``), default UTC.
+        time_format: the strftime format of ``{start}`` and ``{end}``, default
+            ``%Y-%m-%dT%H:%M:%S`` (add ``%z`` for the offset).
+        margin_before_seconds: the clip starts this long before the finding's first evidence
+            event (seconds).
+        margin_after_seconds: the clip ends this long after its last evidence event (seconds).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cameras: dict[str, list[str]] = {}
+    url_template: str | None = None
+    timezone: str = "UTC"
+    time_format: str = Field(default="%Y-%m-%dT%H:%M:%S", min_length=1, max_length=100)
+    margin_before_seconds: float = Field(default=30, ge=0, le=86_400)
+    margin_after_seconds: float = Field(default=30, ge=0, le=86_400)
+
+    @field_validator("cameras")
+    @classmethod
+    def _camera_ids(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for table, ids in value.items():
+            if not table or any(not i or len(i) > 128 or not i.isprintable() for i in ids):
+                raise ValueError(f"cameras of {table!r}: each camera ID is 1 to 128 printable characters")
+        return value
+
+    @field_validator("url_template")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        from dealtrail.video import check_template
+
+        check_template(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as Europe/Malta)") from None
+        return value
 
 
 class NotifyRuleSettings(BaseModel):
@@ -313,6 +376,37 @@ class NotifySettings(BaseModel):
         return value
 
 
+class ReplicaSettings(BaseModel):
+    """The read replica that ``project`` and ``audit`` keep of the store (``--replica``, ``--replica-every``).
+
+    Attributes:
+        path: the replica file (a read-only copy of the store, replaced atomically; readers such
+            as ``report``, ``verify``, ``replay``, ``schedule`` or a BI tool open it while the
+            writer runs); unset: no replica (the ``--replica`` option wins).
+        every: seconds between two copies (seconds, default 300; ``--replica-every`` takes
+            ``30s``, ``5m``, ``1h`` and wins).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path | None = None
+    every: float = Field(default=300, ge=1, le=86_400)
+
+
+class ArchiveSettings(BaseModel):
+    """Where ``dealtrail archive`` put the cold months (Parquet) that ``replay``, ``verify`` and
+    ``reaudit`` read beside the store.
+
+    Attributes:
+        dir: the archive folder (``--archive`` wins); unset: the folder the store's archive
+            manifest names (the ``--to`` of the latest ``dealtrail archive``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    dir: Path | None = None
+
+
 class Settings(BaseSettings):
     """All dealtrail settings.
 
@@ -333,6 +427,9 @@ class Settings(BaseSettings):
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
+        video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
+        replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
+        archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -343,8 +440,9 @@ class Settings(BaseSettings):
             longer one is dead-lettered as ``too_large`` with its first 256 KiB, its length
             and its SHA-256, read without ever holding it whole. The longest real event is
             under 2 KB.
-        property_name: the casino property the reports are about, shown in their header
-            (``DEALTRAIL_PROPERTY``, default ``Casino``).
+        property_name: the casino property the reports and the console name
+            (``DEALTRAIL_PROPERTY``); unset: the name an admin recorded in the console, else
+            "property not named". A name recorded in the console wins over this setting.
         snapshot_every: the audit keeps a table's engine state every this many of its events
             (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 1000), and at each UTC day boundary,
             so that a replay re-applies at most about this many events before its window.
@@ -367,8 +465,8 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(default=None, validation_alias=AliasChoices("DEALTRAIL_KAFKA_BOOTSTRAP"))
     db: Path = Path("out/dealtrail.duckdb")
     out: Path = Path("out")
-    property_name: str = Field(
-        default="Casino",
+    property_name: str | None = Field(
+        default=None,
         min_length=1,
         max_length=200,
         validation_alias=AliasChoices("DEALTRAIL_PROPERTY", "property_name"),
@@ -383,6 +481,9 @@ class Settings(BaseSettings):
     reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()
+    video: VideoSettings = VideoSettings()
+    replica: ReplicaSettings = ReplicaSettings()
+    archive: ArchiveSettings = ArchiveSettings()
     duckdb_memory_limit: str = Field(
         default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )

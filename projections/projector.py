@@ -1,9 +1,11 @@
 """The projector: Kafka topics -> the DuckDB store (the only writer of the file).
 
-It consumes the dealing-events, findings, rounds, dead-letter, reviews and snapshots topics in
+It consumes the dealing-events, findings, rounds, dead-letter, reviews, staff and snapshots topics in
 batches and writes them into the same tables the embedded audit (and the embedded console) fill
 (a snapshot once the events it covers are stored: :class:`SnapshotGate`), de-duplicated on event
-ID (and payload), finding ID + revision, round, dead-letter position and review ID. The Kafka
+ID (and payload), finding ID + revision, round, dead-letter position, review ID and roster change
+ID (roster events are stored just before the batch's transaction: a crash in between redelivers
+them, and their ID absorbs it). The Kafka
 offsets of a batch are stored
 in the ``offsets`` table in the same DuckDB transaction, and committed to Kafka only after that
 transaction commits; on start the projector resumes from the offsets in DuckDB (the file is the
@@ -25,12 +27,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from projections import staff
 from projections.reviews import review_row
 from projections.store import BatchCounts, Store
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
+from schemas.staff import STAFF_ADAPTER, StaffMemberRecorded
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import client_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
@@ -38,6 +42,7 @@ from streams.link import Backoff, KafkaLink, quiet_clients
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
+    from projections.replica import ReplicaTimer
     from projections.reviews import ReviewDue
 
 log = logging.getLogger("dealtrail.projector")
@@ -78,6 +83,20 @@ def _dead_row(value: bytes) -> dict[str, Any]:
     }
 
 
+def _staff_event(key: bytes | None, value: bytes | None) -> StaffMemberRecorded:
+    """The roster event of a record of the staff topic.
+
+    Raises:
+        ValueError: not a roster event, or keyed by something other than its staff ID.
+    """
+    if not value:
+        raise ValueError("an empty record on the staff topic")
+    event = STAFF_ADAPTER.validate_json(value)
+    if key != event.staff_id.encode():
+        raise ValueError(f"staff_key_mismatch: keyed {key!r}, not by its staff ID")
+    return event
+
+
 def _review_row(key: bytes | None, value: bytes | None) -> dict[str, Any]:
     """The ``reviews`` row of a record of the reviews topic.
 
@@ -112,6 +131,7 @@ def project(
     report_check_seconds: float = 30.0,
     link: KafkaLink | None = None,
     stop: threading.Event | None = None,
+    replica: ReplicaTimer | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -152,6 +172,8 @@ def project(
             one that logs its lines to ``dealtrail.projector``.
         stop: set (by a signal handler) to end the run after the batch in progress, within
             seconds even while the cluster is away; None: runs until ``once`` or ``max_seconds``.
+        replica: copy the store to its read replica when due (between two batches, under
+            ``write_lock``; :mod:`projections.replica`), and once more at the end; None: no replica.
 
     Returns:
         The rows written.
@@ -168,6 +190,7 @@ def project(
     started = time.monotonic()
     backoff = Backoff(first=0.5, cap=RETRY_CAP)
     run = _Run(settings, store, summary, max_records, write_lock, on_batch, link)
+    run.replica = replica
     reporting = _Reporting(
         store, write_lock, summary, schedule, reports, clock, property_name, review_due, console_url,
         report_grace, report_check_seconds,
@@ -189,6 +212,8 @@ def project(
                     scheduled=reporting.look,
                 )
                 if done:
+                    if replica is not None:
+                        replica.copy(store.con, store.path, write_lock)  # what this run stored, at the end
                     return summary
             except (*unreachable_errors(), KafkaError) as exc:
                 # the cluster did not answer (at the start, or a request of the run): say so once,
@@ -326,6 +351,7 @@ class _Run:
             topics.rounds.name,
             topics.dead_letter.name,
             topics.reviews.name,
+            topics.staff.name,
         ]
         self.gate = SnapshotGate(topics.snapshots.name)
         self.heads = Heads(settings.plausibility)
@@ -333,6 +359,7 @@ class _Run:
         self.parts: list[Any] = []
         self.measures: deque[tuple[float, dict[Any, int]]] = deque(maxlen=10_000)
         self.reached_at: float | None = None  # the time of the latest measure whose ends were read
+        self.replica: ReplicaTimer | None = None  # copies the store to its read replica when due
 
     def open(self) -> Any:
         """A consumer assigned every partition of the topics, each at the offset the store holds
@@ -414,6 +441,8 @@ class _Run:
                 if self.on_batch is not None:
                     self.on_batch(added)
             scheduled(bool(polled))
+            if self.replica is not None and self.replica.due():
+                self.replica.copy(self.store.con, self.store.path, self.lock)
             now = time.monotonic()
             if (not polled and once) or now >= next_probe:
                 lag = self.lag(consumer)
@@ -569,7 +598,9 @@ def _write(
     from kafka import OffsetAndMetadata
     from kafka.errors import KafkaError
 
-    events_name, findings_name, rounds_name, dead_name, reviews_name = names
+    events_name, findings_name, rounds_name, dead_name, reviews_name, *more = names
+    staff_name = more[0] if more else None
+    staff_events: list[StaffMemberRecorded] = []
     raw_events: list[tuple[int, bytes]] = []
     findings: list[Finding] = []
     rounds: list[dict[str, Any]] = []
@@ -617,6 +648,8 @@ def _write(
                     dead.append(_dead_row(r.value))
                 elif tp.topic == reviews_name:
                     review_rows.append(_review_row(r.key, r.value))
+                elif tp.topic == staff_name:
+                    staff_events.append(_staff_event(r.key, r.value))
             except ValueError as exc:  # a record this projector cannot read: keep it as a dead letter
                 summary.bad_records += 1
                 dead.append(
@@ -631,6 +664,8 @@ def _write(
         last = records[-1].offset + 1
         offsets.append({"consumer": group, "topic": tp.topic, "partition": tp.partition, "next_offset": last})
         commit[tp] = OffsetAndMetadata(last, "", -1)
+    if staff_events:  # before the offsets: a crash in between redelivers them, and change_id dedups
+        staff.append(store.con, staff_events)
     added, refused = store.write_batch_isolating(
         raw_events=raw_events,
         findings=findings,

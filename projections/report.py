@@ -24,9 +24,11 @@ from urllib.parse import quote, urlencode
 import duckdb
 import jinja2
 import pyarrow as pa
+from markupsafe import Markup
 
+from projections import executive, reviews, signoff, staff
 from projections import incidents as incident_model
-from projections import reviews
+from projections import property as stored_property
 from projections.generations import generation_diff, generation_info
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.spreadsheet import neutralise_table
@@ -96,6 +98,27 @@ def _svg(fig: Any) -> str:
     return svg[svg.find("<svg") :]
 
 
+def time_slots(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> tuple[int, dict[datetime, Counter[str]]]:
+    """Findings per time slot and severity for the chart over time: ``(minutes per slot, {slot
+    start (wall clock of tz, naive): counts by severity})``, every slot from the first finding's
+    to the last one's present, in order (a slot without a finding is all zeros, never skipped).
+    Slots are 60 minutes when the findings span more than 6 hours, else 15."""
+    if not rows:
+        return 60, {}
+    times = [r["detected_at"].astimezone(tz).replace(tzinfo=None) for r in rows]
+    span = max(times) - min(times)
+    minutes = 60 if span > timedelta(hours=6) else 15
+    found: dict[datetime, Counter[str]] = defaultdict(Counter)
+    for t, r in zip(times, rows, strict=True):
+        found[t.replace(minute=t.minute - t.minute % minutes, second=0, microsecond=0)][r["severity"]] += 1
+    slots: dict[datetime, Counter[str]] = {}
+    slot, last = min(found), max(found)
+    while slot <= last:
+        slots[slot] = found.get(slot, Counter())
+        slot += timedelta(minutes=minutes)
+    return minutes, slots
+
+
 def _chart_svg(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> str:
     """Findings per hour, stacked by severity, as an inline SVG (empty string if no finding);
     the time axis is the wall clock of ``tz``, labelled."""
@@ -107,14 +130,8 @@ def _chart_svg(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    times = [r["detected_at"].astimezone(tz).replace(tzinfo=None) for r in rows]
-    span = max(times) - min(times)
-    minutes = 60 if span > timedelta(hours=6) else 15
-    buckets: dict[datetime, Counter[str]] = defaultdict(Counter)
-    for t, r in zip(times, rows, strict=True):
-        slot = t.replace(minute=t.minute - t.minute % minutes, second=0, microsecond=0)
-        buckets[slot][r["severity"]] += 1
-    hours = sorted(buckets)
+    minutes, buckets = time_slots(rows, tz)
+    hours = list(buckets)
     fig, ax = plt.subplots(figsize=(9, 3), dpi=100)
     bottom = [0] * len(hours)
     colours = {"voiding": "#b2182b", "integrity": "#ef8a62", "procedural": "#67a9cf"}
@@ -625,7 +642,8 @@ def report_digest(
     }
     said = {
         "figures": figs,
-        "findings": _jsonable(findings),
+        # the roster's names are left out: naming a dealer changes no fact of the period
+        "findings": _jsonable([{k: v for k, v in f.items() if k != "dealer_name"} for f in findings]),
         "reviews": {
             fid: [r.get("review_status"), r.get("assignee"), bool(r.get("review_late"))]
             for fid, r in sorted(review_rows.items())
@@ -711,9 +729,11 @@ def write_report(
         if as_of is not None:  # and the reviews made up to the as-of time (dim_review_status)
             con.execute("SET VARIABLE dealtrail_reviews_as_of = $1::TIMESTAMPTZ", [as_of])
         covered = coverage(con, start, end, as_of)
+        property_name = stored_property.resolve(con, property_name)
         judged = judge_status(con, start, end, grace) if grace is not None else None
         make_private_dirs(out_dir)
-        table = query(con, "rpt_findings", start, end)
+        names = staff.names(con)  # the roster's names: beside each dealer ID on the page and in the exports
+        table = staff.with_names(query(con, "rpt_findings", start, end), names)
         findings = _with_rulebook_revisions(con, table.to_pylist())
         stub = query(con, "rpt_stub_compliance", start, end).to_pylist()
         rounds = query(con, "rpt_rounds", start, end).to_pylist()
@@ -721,6 +741,7 @@ def write_report(
         # both say the same at the same instant); without a time, at the period's last detection
         late_at = generated_at if generated_at is not None else _review_as_of(findings, end)
         figures = build_summary(con, findings, start, end, review_due, as_of=late_at, reviews_until=as_of)
+        headline = executive.headline(con, start, end, review_due, late_at, as_of)
         review_rows: dict[str, dict[str, Any]] = {}
         if reviews.has_console_tables(con):
             rows, _ = reviews.find(
@@ -731,6 +752,7 @@ def write_report(
                 reviews_until=as_of,
             )
             review_rows = {r["finding_id"]: r for r in rows}
+        video_refs = reviews.video_references(con, start, end, as_of)  # attached in reviews (issue 22)
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
             open_private(p, binary=True).close()
         # the CSV's text cells neutralised (a spreadsheet opens it); the Parquet stays raw
@@ -801,6 +823,12 @@ def write_report(
             rule_label=rule_label,
             rule_name=lambda rule_id: rule_label(rule_id, 400),
             top=TOP,
+            executive=executive.summary(headline, listed, remedies, figures),
+            print_header=executive.print_header(property_name, start, end, tz),
+            signoff_block=Markup(signoff.block_html(out_dir if revision is not None else None)),
+            signoff_markers=(Markup(signoff.BLOCK_START), Markup(signoff.BLOCK_END)),
+            video_references=video_refs,
+            person=lambda staff_id: staff.label(staff_id, names),
         )
     )
     html_path = out_dir / "report.html"

@@ -22,9 +22,9 @@ from schemas.reviews import AnyReview, FindingApproved, FindingAssigned, Finding
 
 ReviewEvent = AnyReview
 ROLES = ("viewer", "reviewer", "manager", "admin")
-"""Console roles, least to most: a viewer reads, a reviewer also reviews, a manager also approves
-or rejects a proposed disposition (four eyes), an admin can do what a manager can and manages
-users."""
+"""Console roles, least to most: a viewer reads, a reviewer also reviews, a manager also signs
+reports and approves or rejects a proposed disposition (four eyes), an admin can do what a
+manager can and manages users."""
 REVIEWER_ROLES = ("reviewer", "manager", "admin")
 """The roles that review findings (and so may be assigned one)."""
 MANAGER_ROLES = ("manager", "admin")
@@ -179,16 +179,44 @@ def find(
 
 
 def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
-    """The finding's review events, oldest first, as dicts (type, user_name, reviewed_at, ...;
-    ``proposal_id`` for an approval or a rejection)."""
+    """The finding's review events, oldest first, as dicts (type, user_name, reviewed_at, ...,
+    ``proposal_id`` for an approval or a rejection; ``references``: the video references
+    attached, as dicts of camera, clip_id, url and note; an empty list for a review without any,
+    or stored before references existed)."""
     cur = con.execute(
         """SELECT review_id, type, user_name, reviewed_at, assignee, cause, corrective_action, note,
-                  json_extract_string(payload, '$.proposal_id') AS proposal_id
+                  json_extract_string(payload, '$.proposal_id') AS proposal_id,
+                  coalesce(payload->'references', '[]')::VARCHAR AS refs
            FROM reviews WHERE finding_id = ? ORDER BY reviewed_at, review_id""",
         [finding_id],
     )
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    out = []
+    for row in cur.fetchall():
+        rec = dict(zip(cols, row, strict=True))
+        rec["references"] = _references(rec.pop("refs"))
+        out.append(rec)
+    return out
+
+
+def _references(text: str | None) -> list[dict[str, str]]:
+    """The video references of a stored review payload's ``references`` (JSON text), each
+    checked again by :class:`schemas.reviews.VideoReference`; one that no longer validates is
+    left out of links and shown as ``invalid`` with its camera text, never dropped silently."""
+    import json
+
+    from pydantic import ValidationError
+
+    from schemas.reviews import VideoReference
+
+    out: list[dict[str, str]] = []
+    for item in json.loads(text or "[]") or []:
+        try:
+            out.append(VideoReference.model_validate(item).model_dump())
+        except ValidationError:
+            camera = str(item.get("camera", "")) if isinstance(item, dict) else ""
+            out.append({"camera": camera[:128], "clip_id": "", "url": "", "note": "", "invalid": "yes"})
+    return out
 
 
 REVIEWS_SCHEMA = pa.schema(
@@ -307,4 +335,43 @@ def review_rows_json(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 for k, v in r.items()
             }
         )
+    return out
+
+
+def video_references(
+    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, as_of: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The video references attached in reviews of the findings detected in [start, end), made
+    up to ``as_of`` (None: every review), oldest review first.
+
+    Returns:
+        One dict per reference: ``finding_id``, ``rule_id``, ``table_id``, ``round_id``,
+        ``user_name``, ``type`` and ``reviewed_at`` of its review, and ``camera``, ``clip_id``,
+        ``url``, ``note`` (and ``invalid`` for a stored one that no longer validates).
+    """
+    if not has_console_tables(con):
+        return []
+    rows = con.execute(
+        """SELECT r.finding_id, d.rule_id, d.table_id, d.round_id, r.user_name, r.type, r.reviewed_at,
+                  (r.payload->'references')::VARCHAR
+           FROM reviews r JOIN fct_detections d USING (finding_id)
+           WHERE json_array_length(r.payload->'references') > 0
+             AND ($start::TIMESTAMPTZ IS NULL OR d.observed_at >= $start)
+             AND ($end::TIMESTAMPTZ IS NULL OR d.observed_at < $end)
+             AND ($as_of::TIMESTAMPTZ IS NULL OR r.reviewed_at <= $as_of)
+           ORDER BY r.reviewed_at, r.review_id""",
+        {"start": start, "end": end, "as_of": as_of},
+    ).fetchall()
+    out: list[dict[str, Any]] = []
+    for finding_id, rule_id, table_id, round_id, user_name, type_, reviewed_at, refs in rows:
+        review = {
+            "finding_id": finding_id,
+            "rule_id": rule_id,
+            "table_id": table_id,
+            "round_id": round_id,
+            "user_name": user_name,
+            "type": type_,
+            "reviewed_at": reviewed_at,
+        }
+        out.extend({**review, **ref} for ref in _references(refs))
     return out

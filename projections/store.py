@@ -402,6 +402,8 @@ class Store:
         self.con.execute(_sql("002_views.sql"))
         self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/reviews.py)
         self.con.execute(_sql("004_console_views.sql"))
+        self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/staff.py)
+        self.con.execute(_sql("006_property_names.sql"))  # the property's recorded names (projections/property.py)
         self.generation = latest_generation(self.con)
         """The generation the findings this writer stores belong to: the latest one when it opened
         (``dealtrail reaudit`` adds generations while it alone holds the file)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, StringConstraints, TypeAdapter
+from pydantic import AwareDatetime, Field, StringConstraints, TypeAdapter, model_validator
 
 from schemas.base import Frozen, Identifier
 
@@ -54,6 +54,35 @@ class ReviewStatus(StrEnum):
     PENDING_APPROVAL = "pending_approval"
 
 
+VideoUrl = Annotated[str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s<>\"'`]+$")]
+"""A link to a clip in the casino's video management system: ``http`` or ``https`` only, no
+spaces, quotes or angle brackets (shown as a link, and escaped wherever it is shown)."""
+
+
+class VideoReference(Frozen):
+    """A surveillance clip a reviewer attaches to a review as evidence (issue 22, item 4).
+
+    Fields:
+        camera: the camera's ID in the video management system (as configured per table).
+        clip_id: the clip's ID there, if it has one (may be empty).
+        url: a link to the clip (``http``/``https`` only; may be empty when only the ID is known).
+        note: free text about what the clip shows (may be empty).
+
+    At least one of ``clip_id`` and ``url`` is given.
+    """
+
+    camera: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+    clip_id: Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
+    url: VideoUrl | Literal[""] = ""
+    note: Note = ""
+
+    @model_validator(mode="after")
+    def _clip_or_url(self) -> VideoReference:
+        if not self.clip_id and not self.url:
+            raise ValueError("a video reference needs a clip ID or a URL")
+        return self
+
+
 class _Review(Frozen):
     """Fields every review event carries.
 
@@ -63,6 +92,8 @@ class _Review(Frozen):
         user: the authenticated user who made the review.
         reviewed_at: when it was made (timezone-aware).
         note: free text, may be empty.
+        references: video clips attached as evidence (:class:`VideoReference`; added later as
+            an optional field: a review stored before it reads as having none).
         schema_version: version of this event's schema.
     """
 
@@ -71,6 +102,7 @@ class _Review(Frozen):
     user: UserName
     reviewed_at: AwareDatetime
     note: Note = ""
+    references: tuple[VideoReference, ...] = Field(default=(), max_length=20)
     schema_version: Literal[1] = 1
 
 

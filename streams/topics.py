@@ -9,6 +9,7 @@
 | ``<ns>.chain-heads.v1`` | table ID | the publisher | each table's hash-chain head (compacted) |
 | ``<ns>.reviews.v1`` | finding ID | the console | review events (JSON, ``schemas.reviews``): kept forever |
 | ``<ns>.snapshots.v1`` | table ID | the worker | a table's engine state every ``snapshot_every`` seqs |
+| ``<ns>.staff.v1`` | staff ID | console, ``staff import`` | roster events (JSON, ``schemas.staff``): kept forever |
 
 The Faust worker also creates its changelog topic ``<ns>-worker-table-states-changelog`` (compacted,
 partitioned like the events topic).
@@ -79,6 +80,14 @@ class Topics:
         return TopicSpec(f"{self.namespace}.snapshots.v1", self.partitions, {"retention.ms": "-1"})
 
     @property
+    def staff(self) -> TopicSpec:
+        """Roster events (``StaffMemberRecorded``), keyed by staff ID; the console's admin page
+        and ``dealtrail staff import --publish`` write them in the streaming deployment and the
+        projector stores them. One partition: the roster is small and read in one order. Kept
+        forever, like the reviews."""
+        return TopicSpec(f"{self.namespace}.staff.v1", 1, {"retention.ms": "-1"})
+
+    @property
     def app_id(self) -> str:
         """The Faust application ID (consumer group and changelog prefix of the workers)."""
         return f"{self.namespace}-worker"
@@ -98,4 +107,5 @@ class Topics:
             self.chain_heads,
             self.reviews,
             self.snapshots,
+            self.staff,
         ]

@@ -3,7 +3,7 @@
 Each command is a few lines over one library function: :mod:`.simulate` (simulate, demo),
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
-:mod:`.schedule`; :mod:`.common` holds what they share.
+:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff); :mod:`.common` holds what they share.
 """
 
 from __future__ import annotations
@@ -13,7 +13,19 @@ import sys
 from typing import NoReturn
 
 # each command group registers its commands on the app when it is imported
-from dealtrail.cli import console, integrity, replay, reports, schedule, simulate, stream  # noqa: F401
+from dealtrail.cli import (  # noqa: F401
+    console,
+    copies,
+    evidence,
+    integrity,
+    replay,
+    reports,
+    schedule,
+    signoff,
+    simulate,
+    staff,
+    stream,
+)
 from dealtrail.cli.common import _DUCKDB_INTERRUPTED, _INTERRUPTED, app, err
 from dealtrail.cli.stream import publish_report
 

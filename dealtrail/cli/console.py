@@ -56,6 +56,7 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
     (a projector's own ``--reports``)."""
     from dealtrail.console.app import ConsoleConfig, new_session_secret
     from dealtrail.console.deps import disposition_needs_of
+    from dealtrail.video import VideoLinks
 
     secret = settings.console.session_secret
     return ConsoleConfig(
@@ -65,6 +66,8 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
         reports_dir=settings.console.reports_dir or reports,
         poll_seconds=settings.console.poll_seconds,
         property_name=settings.property_name,
+        video=VideoLinks.from_settings(settings.video),
+        plausibility=settings.plausibility,
         disposition_needs=disposition_needs_of(settings.review),
     )
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from dealtrail.verify import ChainReport
 
 from dealtrail.cli.common import _BOOTSTRAP, _DB, _busy, _fail, _output_file, _unreachable, app, console, err, load
+from dealtrail.cli.copies import ARCHIVE_DEFAULT, ARCHIVE_HELP, announce, read_archive
 
 
 class _Checked(NamedTuple):
@@ -21,7 +22,14 @@ class _Checked(NamedTuple):
     mismatches: list[tuple[str, str, int, str]]
 
 
-def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | None, columns: bool = True) -> _Checked:
+def _chains(
+    db: Path | None,
+    table: str | None,
+    source: str,
+    bootstrap: str | None,
+    columns: bool = True,
+    archive: Path | None = None,
+) -> _Checked:
     import duckdb
 
     from dealtrail.replay import kafka_events, stored_events
@@ -55,6 +63,8 @@ def _chains(db: Path | None, table: str | None, source: str, bootstrap: str | No
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
     try:
+        announce(con, db)
+        read_archive(con, archive, settings)
         known = tables(con)
         if table is not None and table not in known:
             raise _fail(f"no stored event for table {table!r} in {db}")
@@ -80,6 +90,7 @@ def verify(
     bootstrap: Annotated[
         str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
     ] = None,
+    archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Recompute every table's hash chain; report the first broken link per table (exit 4 if any).
 
@@ -103,7 +114,7 @@ def verify(
             if table not in saved:
                 raise _fail(f"digest {against} holds no head for table {table!r}", code=1)
             saved = {table: saved[table]}
-    checked = _chains(db, table, source, bootstrap)
+    checked = _chains(db, table, source, bootstrap, archive=archive)
     reports = checked.reports
     bad = 0
     for r in reports:

@@ -26,6 +26,7 @@ from dealtrail.cli.common import (
     err,
     load,
 )
+from dealtrail.cli.copies import ARCHIVE_DEFAULT, ARCHIVE_HELP, announce, read_archive
 
 
 @app.command()
@@ -53,6 +54,7 @@ def replay(
         str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
     ] = None,
     tz: Annotated[str, typer.Option(help="Show times in this zone (IANA name), labelled.")] = "UTC",
+    archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Replay one table's stored events through the engine; show each event, state and finding."""
     import duckdb
@@ -84,6 +86,8 @@ def replay(
             from projections.store import connect_read_only
 
             con = connect_read_only(db)
+            announce(con, db)
+            read_archive(con, archive, settings)
         begin = SnapshotStart()
         if source == "db" and con is not None:
             begin = snapshot_start(con, table, window, at)

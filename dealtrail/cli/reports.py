@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 if TYPE_CHECKING:
-    pass
+    from projections.replica import ReplicaTimer
 
 from dealtrail.cli.common import (
     _DB,
@@ -33,6 +33,26 @@ from dealtrail.cli.common import (
     report_grace,
     review_due,
 )
+from dealtrail.cli.copies import (
+    ARCHIVE_DEFAULT,
+    ARCHIVE_HELP,
+    EVERY_HELP,
+    REPLICA_DEFAULT,
+    REPLICA_HELP,
+    announce_path,
+    read_archive,
+    replica_timer,
+)
+
+
+def _advance(progress: Progress, task: TaskID, n: int, store: object, copies: ReplicaTimer | None) -> None:
+    """Advance the audit's progress bar; copy the store to its replica when due (between batches)."""
+    from projections.store import Store
+
+    progress.advance(task, n)
+    if copies is not None and copies.due():
+        assert isinstance(store, Store)
+        copies.copy(store.con, store.path)
 
 
 def _summary_table(summary: object) -> Table:
@@ -61,6 +81,10 @@ def audit(
     chain: Annotated[
         bool, typer.Option("--chain/--no-chain", help="Stamp the per-table hash chain on events that carry none.")
     ] = True,
+    replica: Annotated[Path | None, typer.Option(help=REPLICA_HELP, show_default=REPLICA_DEFAULT)] = None,
+    replica_every: Annotated[
+        str | None, typer.Option(help=EVERY_HELP, show_default="$DEALTRAIL_REPLICA__EVERY seconds, else 5m")
+    ] = None,
 ) -> None:
     """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
     from dealtrail.audit import AuditWorkerError, audit_file
@@ -75,6 +99,7 @@ def audit(
     dl_path = dead_letter or db.with_name(db.stem + ".rejected.jsonl")
     _output_file(db, "--db")
     _output_file(dl_path, "--dead-letter")
+    copies = replica_timer(settings, replica, replica_every, db, wait_first=True)
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
@@ -87,7 +112,7 @@ def audit(
                 events,
                 store,
                 dl,
-                progress=lambda n: progress.advance(task, n),
+                progress=lambda n: _advance(progress, task, n, store, copies),
                 chain=chain,
                 max_record_bytes=settings.max_record_bytes,
                 snapshot_every=settings.snapshot_every,
@@ -109,6 +134,8 @@ def audit(
                 raise
             raise _fail(_INTERRUPTED, code=130) from None
         counted = incidents.counts(store.con, review_due(settings), datetime.now(UTC))
+        if copies is not None:
+            copies.copy(store.con, store.path)  # what this audit stored, at its end
     console.print(_summary_table(summary))
     by_sev: dict[str, int] = {}
     for (_g, _r, sev), n in summary.detections.items():
@@ -167,6 +194,7 @@ def reaudit(
     workers: Annotated[
         int | None, typer.Option(min=1, max=256, help="Processes applying events.", show_default="one per core")
     ] = None,
+    archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Re-apply the stored events with the engine in force: a new generation of findings, and
     per rule what it added and withdrew against the previous one. The events are not altered."""
@@ -188,6 +216,7 @@ def reaudit(
             f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
         ) from None
     with store:
+        read_archive(store.con, archive, settings, snapshots=False)  # it writes snapshots into the store
         try:
             result = run(
                 store,
@@ -284,6 +313,10 @@ def report(
             show_default="now",
         ),
     ] = None,
+    pdf: Annotated[
+        bool,
+        typer.Option("--pdf", help="Also print report.pdf with the system Chromium (DEALTRAIL_REPORTS__CHROMIUM)."),
+    ] = False,
 ) -> None:
     """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period.
 
@@ -299,6 +332,7 @@ def report(
     _output_folder(out, "--out")
     period = _period(from_, to)
     stamp = _when(generated_at, "--as-of") or datetime.now(UTC)
+    announce_path(db)
     try:
         files = write_report(
             db,
@@ -317,6 +351,13 @@ def report(
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
     console.print(f"report: {files.html} ({files.findings:,} findings); data: {files.csv}, {files.parquet}")
+    if pdf:
+        from dealtrail.pdf import PdfError, print_pdf
+
+        try:
+            console.print(f"printed: {print_pdf(files.html, out / 'report.pdf', settings.reports.chromium)}")
+        except PdfError as exc:
+            raise _fail(str(exc), code=1) from None
 
 
 @app.command("export-schemas")

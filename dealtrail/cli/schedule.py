@@ -25,6 +25,7 @@ from dealtrail.cli.common import (
     report_grace,
     review_due,
 )
+from dealtrail.cli.copies import announce_path
 
 
 @app.command()
@@ -66,6 +67,7 @@ def schedule(
     if not db.exists():
         raise _fail(f"no dealtrail database at {db}")
     _output_folder(out, "--out")
+    announce_path(db)
     fixed = _when(now, "--now")
     try:
         if once or fixed is not None:

@@ -11,9 +11,10 @@ import typer
 from dealtrail.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from projections.store import BatchCounts
+    from schemas.staff import StaffMemberRecorded
     from streams.publish import PublishSummary
 
 from dealtrail.cli.common import (
@@ -31,6 +32,7 @@ from dealtrail.cli.common import (
     review_due,
 )
 from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier
+from dealtrail.cli.copies import EVERY_HELP, REPLICA_DEFAULT, REPLICA_HELP, replica_timer
 from dealtrail.cli.reports import _progress
 
 topics_app = typer.Typer(help="Kafka topics of this namespace.", no_args_is_help=True)
@@ -151,6 +153,10 @@ def project(
             show_default="no console",
         ),
     ] = None,
+    replica: Annotated[Path | None, typer.Option(help=REPLICA_HELP, show_default=REPLICA_DEFAULT)] = None,
+    replica_every: Annotated[
+        str | None, typer.Option(help=EVERY_HELP, show_default="$DEALTRAIL_REPLICA__EVERY seconds, else 5m")
+    ] = None,
 ) -> None:
     """Project the events, findings, rounds, dead-letter and reviews topics into DuckDB.
 
@@ -180,6 +186,7 @@ def project(
     address = _host_port(serve) if serve is not None else None
     db = db or settings.db
     _output_file(db, "--db")
+    copies = replica_timer(settings, replica, replica_every, db)
     if spec is not None:
         _output_folder(reports or settings.out / "periods", "--reports")
     created = not db.exists()
@@ -225,6 +232,7 @@ def project(
                     report_check_seconds=settings.reports.check_seconds,
                     link=link,
                     stop=stop,
+                    replica=copies,
                 )
             except TimeoutError as exc:
                 raise _fail(str(exc), code=1) from None
@@ -284,6 +292,24 @@ def _restore_signals(stop: _Stop) -> None:
 
     for sig, handler in stop.previous.items():
         signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _publish_staff(settings: Settings) -> Callable[[Sequence[StaffMemberRecorded]], None]:
+    """The console's staff sink in the streaming deployment: each roster change is published to
+    the staff topic by a producer made for it (changes are rare) and stored by the projector.
+
+    The sink raises when the broker does not take the change (the admin page says so)."""
+
+    def send(events: Sequence[StaffMemberRecorded]) -> None:
+        from streams.staff_publish import StaffPublisher
+
+        publisher = StaffPublisher(settings.kafka, settings.topics)
+        try:
+            publisher.send(events)
+        finally:
+            publisher.close(timeout=5)
+
+    return send
 
 
 def _readiness(settings: Settings, link: object) -> Callable[[], dict[str, object]]:
@@ -398,6 +424,7 @@ def _host_console(
             return
 
     console_app = create_app(store, config, review_sink=publish, write_lock=lock)
+    console_app.state.staff_sink = _publish_staff(settings)  # roster changes travel as reviews do
     console_app.state.readiness = _readiness(settings, link)
     host, port = address
     server = uvicorn.Server(uvicorn.Config(console_app, host=host, port=port, log_level="warning"))

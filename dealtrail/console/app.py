@@ -33,7 +33,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.sessions import SessionMiddleware
 
-from dealtrail.console import admin, api, bulk, health, pages, reports_pages, sessions
+from dealtrail.console import (
+    admin,
+    api,
+    bulk,
+    health,
+    pages,
+    reports_pages,
+    sessions,
+    signoff_pages,
+    staff_admin,
+    workbench,
+)
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
@@ -156,8 +167,11 @@ def create_app(
     async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
         return JSONResponse(validation_detail(exc.errors()), status_code=422)
 
-    for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router, bulk.router):
+    for router in (sessions.router, pages.router, reports_pages.router, admin.router, api.router, signoff_pages.router):
         app.include_router(router(console))
+    app.include_router(workbench.router(console))  # video clips and references, evidence packages
+    app.include_router(staff_admin.router(console))  # the staff roster (/admin/staff)
+    app.include_router(bulk.router(console))  # bulk acknowledge / assign from the findings list
     return app
 
 

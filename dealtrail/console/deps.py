@@ -27,7 +27,8 @@ from ulid import ULID
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
 from dealtrail.settings import ReviewSettings
-from projections import access, incidents, reviews
+from dealtrail.video import VideoLinks
+from projections import access, incidents, reviews, staff
 from projections.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.reviews import (
@@ -40,6 +41,7 @@ from schemas.reviews import (
     FindingRejected,
     FindingReopened,
 )
+from streams.engine import Plausibility
 
 SEVERITIES = ("voiding", "integrity", "procedural")
 
@@ -66,6 +68,10 @@ class ConsoleConfig:
         poll_seconds: how often the floor page refreshes (seconds).
         clock: the current time (timezone-aware); tests pass a fixed one.
         property_name: the casino property report headers name (resolved settings); None: none.
+        video: the tables' cameras and the clip links of the video management system
+            (:class:`dealtrail.video.VideoLinks`, from ``settings.video``); default: none.
+        plausibility: the limits of rulebook 10.3.4 the audit applies (``settings.plausibility``),
+            for the evidence packages the finding page downloads; None: none checked.
         disposition_needs: what a disposition must carry besides its cause, per severity
             (resolved settings; by default the settings' defaults).
     """
@@ -77,6 +83,8 @@ class ConsoleConfig:
     poll_seconds: float = 2.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     property_name: str | None = None
+    video: VideoLinks = field(default_factory=VideoLinks)
+    plausibility: Plausibility | None = None
     disposition_needs: DispositionNeeds = field(default_factory=lambda: disposition_needs_of(ReviewSettings()))
 
 
@@ -225,7 +233,15 @@ def _env() -> jinja2.Environment:
     )
     env.filters["utc"] = utc
     env.filters["utc_short"] = utc_short
+    env.filters["person"] = _person
     return env
+
+
+@jinja2.pass_context
+def _person(ctx: jinja2.runtime.Context, staff_id: str | None) -> str:
+    """The template filter ``person``: ``Name (ID)`` from the roster the page was rendered with
+    (:func:`projections.staff.label`), the ID alone without a name."""
+    return staff.label(staff_id, ctx.get("staff_names") or {})
 
 
 def sql(name: str) -> str:
@@ -298,26 +314,49 @@ class Console:
     def render(
         self, request: Request, template: str, user: User | None, status_code: int = 200, **ctx: Any
     ) -> HTMLResponse:
-        """A page: ``template`` rendered with the user, the CSRF token, the time, the path and ``ctx``."""
+        """A page: ``template`` rendered with the user, the CSRF token, the time, the path, the
+        roster's names (``staff_names``, for the ``person`` filter; only for a signed-in user:
+        names are personal data) and ``ctx``."""
+        if user is not None and "staff_names" not in ctx:
+            cur = self.store.con.cursor()
+            try:
+                ctx["staff_names"] = staff.names(cur)
+            finally:
+                cur.close()
         html = self.env.get_template(template).render(
             user=user,
             csrf=self.csrf_token(request),
             now=self.config.clock(),
             path=request.url.path,
+            property_label=self.property_name(),
             **ctx,
         )
         return HTMLResponse(html, status_code=status_code)
 
+    def property_name(self) -> str | None:
+        """The property's name: recorded in the store by an admin, else ``DEALTRAIL_PROPERTY``,
+        else None (:func:`projections.property.resolve`)."""
+        from projections import property as stored_property
+
+        cur = self.store.con.cursor()
+        try:
+            return stored_property.resolve(cur, self.config.property_name)
+        finally:
+            cur.close()
+
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its devices and dealer (``con_floor.sql``) with its incidents not yet
-        disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
+        """Each table's row: its devices and dealer (``con_floor.sql``), its supervisor on duty
+        (``supervisor_id``: :func:`projections.staff.supervisors_by_table`) with its incidents not
+        yet disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
         cur = con.execute(sql("con_floor.sql"))
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
         per_table = incidents.counts_by_table(con, self.config.review_due, now)
+        supervisors = staff.supervisors_by_table(con)  # the latest floorperson in each table's events
         rows = []
         for r in fetched:
             row = dict(zip(cols, r, strict=True))
+            row["supervisor_id"] = supervisors.get(row["table_id"])
             rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
         return rows
 
@@ -374,6 +413,7 @@ class Console:
             "user": user.name,
             "reviewed_at": self.config.clock(),
             "note": body.note,
+            "references": tuple(body.references),
         }
         event: reviews.ReviewEvent
         if body.action == "acknowledge":

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from schemas.reviews import Cause
+from schemas.reviews import Cause, VideoReference
 
 
 def _unicode_text(value: str) -> str:
@@ -128,6 +128,8 @@ class ReviewRequest(BaseModel):
         assignee: with ``assign``: a user who can review.
         note: free text (required with ``reject``, and with ``dispose`` for the severities the
             settings name).
+        references: video clips attached as evidence, each with ``camera``, ``clip_id``,
+            ``url`` (http or https only) and ``note``; a clip ID or a URL is needed (at most 20).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -137,3 +139,4 @@ class ReviewRequest(BaseModel):
     corrective_action: Text = Field(default="", max_length=4000)
     assignee: Text | None = Field(default=None, max_length=64)
     note: Text = Field(default="", max_length=4000)
+    references: list[VideoReference] = Field(default=[], max_length=20)

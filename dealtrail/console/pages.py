@@ -9,7 +9,8 @@ import dataclasses
 import io
 import math
 import re
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
-from projections import incidents, reviews
+from projections import incidents, reviews, staff
 from projections.cards import area_name, card_face
 from projections.reviews import FindingFilter, ReviewDue
 from projections.spreadsheet import neutralise_cell
@@ -106,7 +107,7 @@ def router(console: Console) -> APIRouter:
     def findings_csv(user: PageUser, con: Cursor, q: Filters) -> Response:
         rows, _ = reviews.find(con, queue_filter(q, user), config.review_due, config.clock(), q.sort, q.order == "desc")
         return Response(
-            _csv(rows),
+            _csv(rows, staff.names(con)),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": 'attachment; filename="findings.csv"'},
         )
@@ -128,6 +129,7 @@ def router(console: Console) -> APIRouter:
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
             users=_choices(con)["users"],
+            supervisor_id=staff.supervisor_on_duty(con, f["table_id"], f["round_id"], f["detected_at"]),
             done=done if done in ACTIONS else "",
             queued=console.review_sink is not None,
             error=None,
@@ -176,7 +178,9 @@ def router(console: Console) -> APIRouter:
         tables = con.execute(
             "SELECT table_id, count(*) FROM rounds WHERE dealer_id = ? GROUP BY 1 ORDER BY 2 DESC", [dealer_id]
         ).fetchall()
-        return render(request, "rates.html.j2", user, kind="Dealer", key=dealer_id, r=r, related=tables)
+        member = staff.current(con).get(dealer_id)
+        return render(request, "rates.html.j2", user, kind="Dealer", key=dealer_id, r=r, related=tables,
+                      staff_member=member, supervisor_id=None)  # fmt: skip
 
     @routes.get("/tables/{table_id:path}", include_in_schema=False)
     def table_page(request: Request, table_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
@@ -186,7 +190,9 @@ def router(console: Console) -> APIRouter:
         ).fetchall()
         if r["rounds"] == 0 and not r["findings"]:
             raise HTTPException(404, f"no table {table_id}")
-        return render(request, "rates.html.j2", user, kind="Table", key=table_id, r=r, related=dealers)
+        supervisor = staff.supervisors_by_table(con).get(table_id)
+        return render(request, "rates.html.j2", user, kind="Table", key=table_id, r=r, related=dealers,
+                      staff_member=None, supervisor_id=supervisor)  # fmt: skip
 
     return routes
 
@@ -233,6 +239,7 @@ def _rates(con: duckdb.DuckDBPyConnection, dealer: str | None, table: str | None
         spec = RULES_BY_ID.get(r["key"])
         r["summary"] = spec.summary if spec else ""
     by_rule.sort(key=lambda r: (-r["findings"], r["key"]))
+    hours = fill_hours(hours)
     for h in hours:
         h["rate"] = _rate(h["findings"], h["rounds"])
     findings_total = sum(int(r["findings"]) for r in by_rule)
@@ -244,6 +251,24 @@ def _rates(con: duckdb.DuckDBPyConnection, dealer: str | None, table: str | None
         "hours": hours,
         "chart": _bars([(h["key"][11:16], h["rate"] or 0.0, h["findings"], h["rounds"]) for h in hours]),
     }
+
+
+def fill_hours(hours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hourly rows of ``con_rates.sql`` (key ``YYYY-MM-DD HH:00`` in UTC) with every hour
+    between the first and the last present: an hour with no round and no incident is a row of
+    zeros, so a chart over time shows it as zero instead of skipping it."""
+    if not hours:
+        return []
+    by_key = {h["key"]: h for h in hours}
+    fmt = "%Y-%m-%d %H:00"
+    t = datetime.strptime(min(by_key), fmt)
+    last = datetime.strptime(max(by_key), fmt)
+    out = []
+    while t <= last:
+        key = t.strftime(fmt)
+        out.append(by_key.get(key) or {"kind": "hour", "key": key, "severity": None, "findings": 0, "rounds": 0})
+        t += timedelta(hours=1)
+    return out
 
 
 def _undelivered(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -341,12 +366,17 @@ def _bars(points: list[tuple[str, float, int, int]]) -> dict[str, Any]:
     return {"bars": bars, "width": 60 + len(points) * width, "height": 200, "max": top}
 
 
-def _csv(rows: list[dict[str, Any]]) -> str:
+def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> str:
+    """The findings export; ``names`` (the roster's, :func:`projections.staff.names`) fill the
+    ``dealer_name`` column beside ``dealer_id`` (blank for an ID the roster does not name)."""
+    known = names or {}
+    rows = [{**r, "dealer_name": known.get(r.get("dealer_id") or "")} for r in rows]
     cols = [
         "finding_id", "detected_at", "game", "table_id", "round_id", "dealer_id", "rule_id", "citation", "severity",
         "status", "review_status", "review_due_at", "review_late", "last_reviewed_by", "last_reviewed_at", "assignee",
         "cause", "required_remedy", "message", "corrective_action", "disposition_note", "disposed_by", "approved_by",
     ]  # fmt: skip
+    cols.insert(cols.index("dealer_id") + 1, "dealer_name")
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(cols)

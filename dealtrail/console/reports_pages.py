@@ -16,13 +16,22 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
+from projections.signoff import SIGNER_ROLE, SignOffError, block_html, role_at_least, verify, with_block
 
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
 """The compliance report is a self-contained page with its own inline styles and no script."""
 
 _LABEL = re.compile(r"^[A-Za-z0-9._:+-]{1,80}$")
-_REPORT_FILES = {"report.html", "summary.json", "findings.csv", "findings.parquet"}
-_REPORT_ORDER = ("report.html", "summary.json", "findings.csv", "findings.parquet")
+_REPORT_ORDER = (
+    "report.html",
+    "summary.json",
+    "findings.csv",
+    "findings.parquet",
+    "report.pdf",
+    "signoff.json",
+    "report-signed.pdf",
+)
+_REPORT_FILES = set(_REPORT_ORDER)
 
 
 def router(console: Console) -> APIRouter:
@@ -42,6 +51,7 @@ def router(console: Console) -> APIRouter:
             reports_dir=config.reports_dir,
             first=span[0] if span else None,
             last=span[1] if span else None,
+            can_sign=role_at_least(user.role, SIGNER_ROLE),
         )
 
     @routes.get("/reports/view", include_in_schema=False)
@@ -92,6 +102,9 @@ def router(console: Console) -> APIRouter:
         if path is None:
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
+        if name == "report.html":  # with its sign-off block (the file itself stays as signed)
+            html = with_block(path.read_text(encoding="utf-8"), block_html(path.parent))
+            return HTMLResponse(html, headers=headers)
         return FileResponse(path, headers=headers)
 
     return routes
@@ -114,9 +127,11 @@ def _scheduled(config: ConsoleConfig) -> list[dict[str, Any]]:
             where = sub if r["folder"] == LEGACY else sub / r["folder"]
             base = f"/reports/scheduled/{quote(sub.name)}" + ("" if r["folder"] == LEGACY else f"/{r['folder']}")
             files = [name for name in _REPORT_ORDER if (where / name).is_file()]
-            revisions.append({**r, "base": base, "files": files})
+            revisions.append({**r, "base": base, "files": files, "signoff": None})
         for r in revisions:
             r["as_of_shown"] = _shown(r["as_of"])
+        if revisions and revisions[0]["folder"] != LEGACY:
+            revisions[0]["signoff"] = _signoff(sub / revisions[0]["folder"])
         if revisions:
             try:
                 manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
@@ -128,6 +143,18 @@ def _scheduled(config: ConsoleConfig) -> list[dict[str, Any]]:
                 span = None
             out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
     return out
+
+
+def _signoff(folder: Path) -> dict[str, Any] | None:
+    """The sign-off of the revision in ``folder`` for the Reports page: ``record`` (None: not
+    signed), ``intact``, ``problems`` and ``signed_shown``; None when its record is unreadable."""
+    try:
+        check = verify(folder)
+    except SignOffError:
+        return None
+    record = check.record
+    shown = _shown(record.get("signed_at")) if record else None
+    return {"record": record, "intact": check.intact, "problems": check.problems(), "signed_shown": shown}
 
 
 def _shown(value: object) -> str | None:

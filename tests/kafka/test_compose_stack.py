@@ -9,7 +9,8 @@ port of 127.0.0.1. Order as ``depends_on`` and the README give it: ``topics``, t
 (the ``users`` service's own command, password on stdin) and its API token, then the ``worker``
 replicas and the ``projector`` (with its scheduled reports and the console), then the
 ``publisher``; the console must answer (login page, 401 without a token, the stack's findings
-with one). The publisher runs its real script with one change: the simulated shift is a
+with one), and the ``report`` service's own command writes the report from the projector's read
+replica while the projector runs on. The publisher runs its real script with one change: the simulated shift is a
 quarter of an hour (``--hours 0.25``, about 7,500 events at the 8 tables) instead of 2 hours
 (about 60,000 events, more than two workers on a shared 2-core machine audit in the few
 minutes this test may take).
@@ -196,6 +197,24 @@ def _projected(cluster: Cluster) -> bool:
         admin.close()
 
 
+def _copied_after(replica: Path, after: float) -> bool:
+    """True if the replica exists and was copied after ``after`` (epoch seconds)."""
+    from projections.replica import replica_info
+    from projections.store import connect_read_only
+
+    if not replica.exists():
+        return False
+    try:
+        con = connect_read_only(replica)
+    except (OSError, duckdb.Error):
+        return False
+    try:
+        info = replica_info(con)
+    finally:
+        con.close()
+    return info is not None and info.copied_at.timestamp() > after
+
+
 def test_the_compose_services_own_commands_bring_findings_into_the_projected_store(
     stack: tuple[Cluster, Path, dict[str, Any], dict[str, str]], tmp_path: Path
 ) -> None:
@@ -236,7 +255,9 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     workers = [_start(services["worker"], alive[i], data, bootstrap, logs / f"worker-{i}.log") for i in range(replicas)]
     port = free_port()
     projector_argv = console_argv(service_argv(services["projector"], data, bootstrap), port)
-    projector = _start(services["projector"], user, data, bootstrap, logs / "projector.log", projector_argv)
+    # the replica every 2 s instead of the default 60, so that the report below reads what was projected
+    copying = {**user, "DEALTRAIL_REPLICA__EVERY": "2"}
+    projector = _start(services["projector"], copying, data, bootstrap, logs / "projector.log", projector_argv)
     procs = [*workers, projector]
     try:
         # 4. the publisher's own sh -c script: simulate a shift and publish it
@@ -273,6 +294,17 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
             assert check.returncode == 0, check.stderr
         check = healthcheck(services["projector"], user, data, bootstrap, port)
         assert check.returncode == 0, check.stderr
+        # 7. the report service's own command, while the projector runs: it reads the replica
+        stored = time.time()
+        replica = data / "dealtrail.replica.duckdb"
+        while not _copied_after(replica, stored):
+            assert time.time() < stored + 60, (logs / "projector.log").read_text()
+            time.sleep(1)
+        report = _run(services["report"], user, data, bootstrap, service_argv(services["report"], data, bootstrap))
+        assert report.returncode == 0, report.stdout + report.stderr
+        assert f"reading replica {replica}" in " ".join(report.stderr.split()), report.stderr
+        assert (data / "report" / "report.html").is_file()
+        assert projector.poll() is None, "the report did not need the projector stopped"
     finally:
         for w in workers:
             assert stop(w, signal.SIGTERM) == 0, [log.read_text() for log in logs.iterdir()]

@@ -187,6 +187,8 @@ def test_reviews_go_through_the_topic_and_new_findings_reach_the_floor_and_the_w
         # a review through the API: published to the reviews topic, stored by the projector
         fid = sorted(fids)[0]
         body = {"action": "dispose", "cause": "DEALER_ERROR", "note": "seen on camera", "corrective_action": "coached"}
+        clip = {"camera": "CAM-1", "clip_id": "K-1", "url": "https://vms.local/k1?a=1&b=2", "note": "the exposure"}
+        body["references"] = [clip]  # a video reference travels with the review through the topic
         r = api.post(f"/api/v1/findings/{fid}/reviews", json=body, headers=tokens["rita"])
         assert r.status_code == 201, r.text
         review_id = r.json()["review_id"]
@@ -199,6 +201,7 @@ def test_reviews_go_through_the_topic_and_new_findings_reach_the_floor_and_the_w
         assert [(f["finding_id"], f["last_reviewed_by"], f["cause"]) for f in done] == [(fid, "rita", "DEALER_ERROR")]
         one = api.get(f"/api/v1/findings/{fid}", headers=tokens["ada"]).json()
         assert [(h["review_id"], h["user_name"]) for h in one["reviews"]] == [(review_id, "rita")]
+        assert one["reviews"][0]["references"] == [clip]
 
         # the review is in the reviews topic, keyed by its finding
         from kafka import KafkaConsumer, TopicPartition

@@ -32,7 +32,7 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 KAFKA_SERVICE = "kafka"
 # Settings whose compose default deliberately differs from the Settings default.
-CONTAINER_DEFAULTS = {"DEALTRAIL_KAFKA_BOOTSTRAP", "DEALTRAIL_WORKER__ALIVE_FILE"}
+CONTAINER_DEFAULTS = {"DEALTRAIL_KAFKA_BOOTSTRAP", "DEALTRAIL_WORKER__ALIVE_FILE", "DEALTRAIL_REPLICA__EVERY"}
 PREFIX = str(Settings.model_config.get("env_prefix", "")).upper()
 DELIMITER = str(Settings.model_config.get("env_nested_delimiter", "__"))
 
@@ -296,9 +296,10 @@ def check_defaults(compose: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch) 
     return problems
 
 
-def duckdb_path(run: list[str]) -> str | None:
+def duckdb_path(run: list[str], option: str = "db") -> str | None:
+    """The value of the command's ``--db`` (or another path ``option``) in ``run``; None if not given."""
     cmd, rest, _ = resolve_command(run)
-    db = next((p for p in cmd.params if p.name == "db"), None)
+    db = next((p for p in cmd.params if p.name == option), None)
     if db is None:
         return None
     for i, token in enumerate(rest):
@@ -309,30 +310,33 @@ def duckdb_path(run: list[str]) -> str | None:
 
 
 def check_single_writer(compose: Mapping[str, Any]) -> list[str]:
-    """One projector service, one replica, writing the file the report reads; nothing else writes it."""
+    """One projector service, one replica, writing the store and its read replica, which the
+    report reads while the projector runs; nothing else writes the store."""
     writers, readers, problems = [], [], []
     for name, svc in dealtrail_services(compose).items():
         for run in invocations(svc):
             command = resolve_command(run)[2]
             if command == "dealtrail project":
-                writers.append((name, svc, duckdb_path(run)))
+                writers.append((name, svc, duckdb_path(run), duckdb_path(run, "replica")))
             elif command == "dealtrail report":
                 readers.append((name, svc, duckdb_path(run)))
             elif duckdb_path(run) is not None or command in ("dealtrail audit", "dealtrail demo"):
                 problems.append(f"{name}: {command} writes a DuckDB file; only the projector may")
     if len(writers) != 1:
         return [*problems, f"exactly one service must run `dealtrail project`, found {[w[0] for w in writers]}"]
-    name, svc, db = writers[0]
+    name, svc, db, replica = writers[0]
     replicas = (svc.get("deploy") or {}).get("replicas", 1)
     if replicas != 1 or svc.get("scale", 1) != 1:
         problems.append(f"{name}: the DuckDB writer must run as a single replica")
     if not db:
         problems.append(f"{name}: project needs an explicit --db")
+    if not replica:
+        problems.append(f"{name}: project needs an explicit --replica (the report reads it while the projector runs)")
     if not readers:
         problems.append("no service runs `dealtrail report`")
     for reader, rsvc, rdb in readers:
-        if rdb != db:
-            problems.append(f"{reader}: reads {rdb!r}, the projector writes {db!r}")
+        if rdb != replica:
+            problems.append(f"{reader}: reads {rdb!r}, not the projector's replica {replica!r}")
         if "profiles" not in rsvc:
             problems.append(f"{reader}: the report must run on demand (profiles), not with `up`")
         if set(map(str, rsvc.get("volumes", []))) != set(map(str, svc.get("volumes", []))):
@@ -576,6 +580,16 @@ def test_unset_sasl_and_ssl_settings_stay_unset(clean_env: pytest.MonkeyPatch) -
         (["services", "worker", "command"], ["project", "--db", "/data/dealtrail.duckdb"], "exactly one service"),
         (["services", "projector", "deploy"], {"replicas": 2}, "single replica"),
         (["services", "report", "command"], ["report", "--db", "/data/other.duckdb"], "reads '/data/other.duckdb'"),
+        (
+            ["services", "report", "command"],
+            ["report", "--db", "/data/dealtrail.duckdb"],
+            "not the projector's replica '/data/dealtrail.replica.duckdb'",
+        ),
+        (
+            ["services", "projector", "command"],
+            ["project", "--db", "/data/dealtrail.duckdb"],
+            "project needs an explicit --replica",
+        ),
         (["services", "report", "volumes"], ["elsewhere:/data"], "projector's volumes"),
         (
             ["services", "publisher", "command"],

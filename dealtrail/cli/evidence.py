@@ -1,0 +1,95 @@
+"""The command line: evidence packages (``evidence``, ``verify-package``), see :mod:`dealtrail.evidence`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dealtrail.cli.common import _DB, _busy, _fail, app, console, err, load
+
+
+@app.command()
+def evidence(
+    finding: Annotated[str, typer.Option("--finding", help="The finding's ID (32 hex characters).")],
+    out: Annotated[Path, typer.Option(help="A new folder for the package (with --zip: the zip is OUT.zip).")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (read-only).", show_default=_DB)] = None,
+    zip_: Annotated[bool, typer.Option("--zip", help="Write one zip file instead of a folder.")] = False,
+    digest: Annotated[
+        Path | None,
+        typer.Option(help="A digest saved by dealtrail digest --out to prove the events by.", show_default="head now"),
+    ] = None,
+) -> None:
+    """Write a finding's evidence package for a regulator: the finding, its reviews, its events,
+    their hash-chain links to the table's digest, and a README (check it with verify-package)."""
+    from datetime import UTC, datetime
+
+    import duckdb
+
+    from dealtrail.evidence import EvidenceError, build_package
+    from dealtrail.verify import load_digest
+    from projections.private import make_private_dirs, open_private
+    from projections.store import connect_read_only
+
+    settings = load()
+    db = db or settings.db
+    saved = None
+    if digest is not None:
+        try:
+            saved = load_digest(digest)
+        except FileNotFoundError:
+            raise _fail(f"--digest {digest}: no such file") from None
+        except (OSError, ValueError) as exc:
+            raise _fail(f"cannot read digest {digest}: {exc}") from None
+    target = out.with_name(out.name + ".zip") if zip_ and out.suffix != ".zip" else out
+    if target.exists():
+        raise _fail(f"{target} exists: a package is never written over another; choose a new --out")
+    try:
+        con = connect_read_only(db)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None
+    try:
+        package = build_package(con, finding, settings.plausibility, datetime.now(UTC), saved)
+    except EvidenceError as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        con.close()
+    if zip_:
+        make_private_dirs(target.parent)
+        with open_private(target, binary=True) as fh:
+            fh.write(package.zip_bytes(target.stem))
+    else:
+        try:
+            package.write(target)
+        except EvidenceError as exc:
+            raise _fail(str(exc)) from None
+    console.print(
+        f"evidence package of finding {finding} written to {target}: {package.events} events, "
+        f"{package.links} chain links (check it with: dealtrail verify-package {target})"
+    )
+
+
+@app.command("verify-package")
+def verify_package(
+    package: Annotated[Path, typer.Argument(help="The package's folder or zip.")],
+) -> None:
+    """Check an evidence package without the store: every event against its hash and chain link,
+    the links up to the digest head, and the finding re-derived by the engine (exit 4 if not)."""
+    from dealtrail.evidence import EvidenceError
+    from dealtrail.evidence import verify_package as check
+
+    try:
+        report = check(package)
+    except EvidenceError as exc:
+        raise _fail(str(exc)) from None
+    for note in report.notes:
+        (err if note.startswith("WARNING") else console).print(note, soft_wrap=True, markup=False)
+    if not report.ok:
+        err.print(f"[bold red]NOT VERIFIED:[/] {report.problem}", soft_wrap=True)
+        if report.event_id:
+            err.print(f"first event that does not verify: {report.event_id}", soft_wrap=True)
+        raise typer.Exit(4)
+    console.print(f"verified: {package}")

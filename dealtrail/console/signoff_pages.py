@@ -1,0 +1,74 @@
+"""The console's sign-off of period reports and the property's name: a manager (or an admin)
+signs the latest final revision of a period's report (``POST
+/reports/scheduled/{label}/{revision}/sign``, a statement and the CSRF token); an admin names the
+casino property (``/admin/property``), each name a new record in the store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from dealtrail.console.deps import Console, Cursor, PageUser
+from projections import property as stored_property
+from projections.signoff import SIGNER_ROLE, SignOffError, role_at_least, sign
+
+
+def router(console: Console) -> APIRouter:
+    """The sign-off and property routes (none in the API's document)."""
+    routes = APIRouter()
+    config, render, check_csrf = console.config, console.render, console.check_csrf
+
+    @routes.post("/reports/scheduled/{label}/{revision}/sign", include_in_schema=False)
+    def sign_revision(
+        request: Request,
+        label: str,
+        revision: str,
+        user: PageUser,
+        statement: Annotated[str, Form(max_length=4000)],
+        csrf: Annotated[str, Form()],
+    ) -> Response:
+        from dealtrail.console.reports_pages import _LABEL, _inside
+        from projections.period_reports import REVISION
+
+        check_csrf(request, csrf)
+        if not role_at_least(user.role, SIGNER_ROLE):
+            raise HTTPException(403, "a report is signed by a manager or an admin")
+        folder = config.reports_dir
+        ok = folder is not None and _LABEL.match(label) and REVISION.match(revision)
+        report = _inside(folder, label, revision, "report.html") if ok and folder is not None else None
+        if report is None:
+            raise HTTPException(404)
+        try:
+            sign(report.parent, user.name, user.role, statement, config.clock())
+        except SignOffError as exc:
+            return render(request, "signoff_refused.html.j2", user, status_code=409, reason=str(exc))
+        return RedirectResponse(f"/reports#{label}", status_code=303)
+
+    @routes.get("/admin/property", include_in_schema=False)
+    def property_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
+        if not user.is_admin:
+            raise HTTPException(403, "admins only")
+        return render(request, "property.html.j2", user, names=stored_property.history(con), error=None, typed="")
+
+    @routes.post("/admin/property", include_in_schema=False)
+    def property_set(
+        request: Request,
+        user: PageUser,
+        con: Cursor,
+        name: Annotated[str, Form(max_length=1000)],
+        csrf: Annotated[str, Form()],
+    ) -> Response:
+        check_csrf(request, csrf)
+        if not user.is_admin:
+            raise HTTPException(403, "admins only")
+        try:
+            with console.write_lock:
+                stored_property.record(console.store.con, name, config.clock(), user.name)
+        except ValueError as exc:
+            names = stored_property.history(con)
+            return render(request, "property.html.j2", user, 422, names=names, error=str(exc), typed=name)
+        return RedirectResponse("/admin/property", status_code=303)
+
+    return routes

@@ -1,0 +1,652 @@
+"""An evidence package a regulator can check: one finding, its proof, and the means to check it.
+
+``dealtrail evidence`` writes (and the finding page downloads) a self-contained folder or zip
+(issue 22, item 5):
+
+- ``finding.json``: the finding's stored revisions (this generation) and the rulebook revision
+  and engine version that judged them; ``reviews.json``: its review history, with the video
+  references reviewers attached.
+- ``events.jsonl``: the events of the finding's round and every event the finding cites
+  (evidence, trigger and remedy events of every revision), as stored, one JSON object a line in
+  the table's seq order: nothing of other rounds beyond what the finding cites.
+- ``chain.jsonl``: the table's hash-chain links from just before the first packaged event up to
+  the digest head: for each stored event its seq, event ID, ``prev_hash`` and ``hash``, and for
+  packaged events the line of ``events.jsonl`` that holds it. Other events are carried as hashes
+  only (their content is other rounds' data).
+- ``digest.json``: the table's digest (as ``dealtrail digest --out`` writes it): the head the
+  chain links lead to.
+- ``start-states.json``: the engine's state of the table just before each run of consecutive
+  packaged events (the state the engine resumes from), with its SHA-256.
+- ``manifest.json``: what the package holds, the engine version, rulebook revision and the
+  plausibility limits the audit applied; ``README.md``: for the recipient.
+
+:func:`verify_package` (``dealtrail verify-package``; no store needed) checks every packaged
+event against its own hash and its chain link, the links up to the digest head, each start
+state's anchor in the chain, and re-derives the finding by running the engine over the
+packaged events from those states. It names the first event that does not verify.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from schemas.chain import chain_hash
+from schemas.codec import DecodeError, decode
+from schemas.findings import Finding
+from streams.engine import EventRejected, Plausibility, TableState, apply
+from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
+from streams.engine.state import dump_state, load_state
+
+if TYPE_CHECKING:
+    import duckdb
+
+FORMAT = "dealtrail-evidence-1"
+"""The package format's name and version (``manifest.json``'s ``format``)."""
+
+FILES = (
+    "README.md",
+    "manifest.json",
+    "finding.json",
+    "reviews.json",
+    "events.jsonl",
+    "chain.jsonl",
+    "digest.json",
+    "start-states.json",
+)
+"""Every file of a package, in the order they are written."""
+
+_FINDING_COLS = (
+    "finding_id", "revision", "rule_id", "citation", "game", "severity", "provisional", "table_id",
+    "round_id", "evidence_event_ids", "required_remedy", "status", "message", "trigger_event_id",
+    "observed_at", "remedy_event_ids", "remedy_delay_seconds", "late",
+)  # fmt: skip
+
+
+class EvidenceError(ValueError):
+    """The package cannot be made: unknown finding, no chain, a digest that does not cover it."""
+
+
+@dataclass
+class Package:
+    """A package's files (name -> bytes) and what the caller reports about it."""
+
+    finding_id: str
+    files: dict[str, bytes]
+    events: int
+    links: int
+
+    def write(self, out: Path) -> Path:
+        """Write the files into the folder ``out`` (created owner-only, files 0600).
+
+        Raises:
+            EvidenceError: ``out`` exists and is not an empty folder (a package is never
+                written over another one).
+        """
+        from projections.private import make_private_dirs, open_private
+
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise EvidenceError(f"{out} exists and is not an empty folder: choose a new --out")
+        make_private_dirs(out)
+        for name in FILES:
+            with open_private(out / name, binary=True) as fh:
+                fh.write(self.files[name])
+        return out
+
+    def zip_bytes(self, folder: str) -> bytes:
+        """The package as a zip whose entries lie in ``folder/`` (fixed entry times: the same
+        package gives the same bytes)."""
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name in FILES:
+                info = zipfile.ZipInfo(f"{folder}/{name}", date_time=(2000, 1, 1, 0, 0, 0))
+                info.external_attr = 0o600 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, self.files[name])
+        return buf.getvalue()
+
+
+def _dumps(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode()
+
+
+def _finding_revisions(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[Finding]:
+    rows = con.execute(
+        f"SELECT {', '.join(_FINDING_COLS)} FROM findings_generation WHERE finding_id = ? ORDER BY revision",
+        [finding_id],
+    ).fetchall()
+    out = []
+    for row in rows:
+        rec = dict(zip(_FINDING_COLS, row, strict=True))
+        rec["evidence_event_ids"] = tuple(rec["evidence_event_ids"])
+        rec["remedy_event_ids"] = tuple(rec["remedy_event_ids"] or ())
+        out.append(Finding.model_validate(rec))
+    return out
+
+
+def _saved_head(table_id: str, digest: dict[str, Any]) -> dict[str, Any]:
+    """The head of ``table_id`` in a saved digest's ``tables``.
+
+    Raises:
+        EvidenceError: the digest has no (well-formed) head for the table.
+    """
+    head = digest.get(table_id)
+    if not isinstance(head, dict) or not {"head_seq", "head_hash"} <= set(head):
+        raise EvidenceError(f"the digest holds no head (head_seq, head_hash) for table {table_id!r}")
+    return {"head_seq": int(head["head_seq"]), "head_hash": str(head["head_hash"]), "events": head.get("events")}
+
+
+def _link_problem(text: str, data: dict[str, Any], head_hash: str | None) -> str | None:
+    """Why a stored event does not continue the chain whose head hash is ``head_hash`` (None: it does)."""
+    if data.get("hash") is None:
+        return "the event carries no hash: the trail is not chained there"
+    try:
+        event = decode(text)
+    except DecodeError as exc:
+        return f"the stored event no longer decodes ({exc.reason})"
+    if chain_hash(event) != event.hash:
+        return "content does not match its hash (altered)"
+    if head_hash is not None and event.prev_hash != head_hash:
+        return "prev_hash is not the previous event's hash (inserted, deleted or moved)"
+    return None
+
+
+def build_package(
+    con: duckdb.DuckDBPyConnection,
+    finding_id: str,
+    limits: Plausibility | None,
+    generated_at: datetime,
+    digest: dict[str, Any] | None = None,
+) -> Package:
+    """Gather the evidence package of one finding from the store.
+
+    Args:
+        con: a connection to the store (read-only is enough).
+        finding_id: the finding (32 hex characters).
+        limits: the plausibility limits the audit applied (``settings.plausibility``, rulebook
+            10.3.4): recorded in the manifest, the verifier applies the same; None: none checked.
+        generated_at: when the package is made (timezone-aware), written to the manifest.
+        digest: a saved digest's ``tables`` (``dealtrail digest --out``); None: the table's
+            chain head now, computed as ``dealtrail digest`` does.
+
+    Returns:
+        The :class:`Package` (nothing written yet).
+
+    Raises:
+        EvidenceError: no such finding in the store's latest generation; a cited event the
+            store does not hold; the trail is not chained, or its chain is broken (without a
+            digest); the digest's head lies before the finding's last event.
+    """
+    from dealtrail.replay import Window, snapshot_start
+    from projections import reviews
+
+    revisions = _finding_revisions(con, finding_id)
+    if not revisions:
+        raise EvidenceError(f"no finding {finding_id!r} in the store's latest generation")
+    first = revisions[0]
+    table_id = first.table_id
+    cited = {first.trigger_event_id}
+    for f in revisions:
+        cited |= {f.trigger_event_id, *f.evidence_event_ids, *f.remedy_event_ids}
+    rows = con.execute(
+        """SELECT DISTINCT seq FROM events WHERE table_id = $t
+           AND (event_id IN (SELECT unnest($ids)) OR ($round IS NOT NULL AND round_id = $round))""",
+        {"t": table_id, "ids": sorted(cited), "round": first.round_id},
+    ).fetchall()
+    seqs = sorted(int(r[0]) for r in rows)
+    found = {
+        str(r[0])
+        for r in con.execute(
+            "SELECT event_id FROM events WHERE table_id = ? AND event_id IN (SELECT unnest(?))",
+            [table_id, sorted(cited)],
+        ).fetchall()
+    }
+    if cited - found:
+        raise EvidenceError(f"the store holds no event {sorted(cited - found)[0]} that the finding cites")
+    wanted = set(seqs)
+    given = _saved_head(table_id, digest) if digest is not None else None
+    if given is not None and given["head_seq"] < seqs[-1]:
+        raise EvidenceError(
+            f"the digest's head of {table_id} (seq {given['head_seq']}) lies before the finding's last event "
+            f"(seq {seqs[-1]}): use a later digest, or none (the chain's head nearest after the finding)"
+        )
+
+    # One pass over the table's stored events from a checked snapshot (or its first event):
+    # the engine state before each run of consecutive packaged seqs, and the chain links from
+    # just before the first packaged event up to the digest head (a saved one, or else the head
+    # of the intact chain nearest after the finding: up to the table's head or the next break).
+    first_id = con.execute(
+        "SELECT event_id FROM events WHERE table_id = ? AND seq = ? ORDER BY arrival LIMIT 1", [table_id, seqs[0]]
+    ).fetchall()[0][0]
+    start = snapshot_start(con, table_id, Window(), at=str(first_id))
+    state: TableState | None = start.state
+    states: list[dict[str, Any]] = []
+    anchor: dict[str, Any] | None = None
+    last: tuple[int, str, str | None] | None = None  # seq, event ID, hash of the chain head so far
+    if state is not None and start.last_event_id is not None:
+        last = (start.last_seq, start.last_event_id, state.last_hash)
+    lines: list[str] = []
+    links: list[dict[str, Any]] = []
+    cur = con.execute(
+        """SELECT event_id, seq, payload::VARCHAR FROM events WHERE table_id = ? AND seq > ? AND seq <= ?
+           ORDER BY seq, arrival""",
+        [table_id, start.last_seq, given["head_seq"] if given is not None else 2**62],
+    )
+    previous_seq: int | None = None
+    stop = False
+    while not stop and (batch := cur.fetchmany(10_000)):
+        for event_id, stored_seq, payload in batch:
+            seq = int(stored_seq)
+            text = str(payload)
+            data = json.loads(text)
+            if seq >= seqs[0]:
+                if anchor is None:
+                    anchor = {"seq": last[0], "event_id": last[1], "hash": last[2]} if last else None
+                problem = _link_problem(text, data, last[2] if last else None)
+                if problem is not None:
+                    if seq <= seqs[-1]:
+                        raise EvidenceError(
+                            f"the chain of {table_id} is broken at seq {seq}, event {event_id}, among the finding's "
+                            f"events ({problem}): no chain proof can be made for it (see dealtrail verify)"
+                        )
+                    if given is not None:
+                        raise EvidenceError(
+                            f"the chain of {table_id} is broken at seq {seq}, event {event_id} ({problem}), before "
+                            f"the digest's head at seq {given['head_seq']}: use an earlier digest, or none"
+                        )
+                    stop = True  # the nearest head: the last link before the break
+                    break
+                link: dict[str, Any] = {
+                    "seq": seq,
+                    "event_id": str(event_id),
+                    "prev_hash": data.get("prev_hash"),
+                    "hash": data["hash"],
+                }
+                if seq in wanted:
+                    if previous_seq is None or (previous_seq not in wanted and seq != previous_seq):
+                        states.append(
+                            {
+                                "first_seq": seq,
+                                "first_line": len(lines) + 1,
+                                "state": json.loads(dump_state(state)) if state is not None else None,
+                            }
+                        )
+                    lines.append(text)
+                    link["line"] = len(lines)
+                links.append(link)
+            if seq <= seqs[-1]:
+                with contextlib.suppress(DecodeError, EventRejected):  # refused as by the audit and the verifier
+                    state, _ = apply(state, decode(text), limits=limits)
+            if last is None or seq > last[0]:
+                last = (seq, str(event_id), data.get("hash"))
+            previous_seq = seq
+    assert last is not None
+    if given is not None and (last[0] != given["head_seq"] or last[2] != given["head_hash"]):
+        raise EvidenceError(
+            f"the stored chain of {table_id} does not pass through the digest's head at seq {given['head_seq']} "
+            "(see dealtrail verify --against)"
+        )
+    chained = con.execute(
+        "SELECT count(*) FROM events WHERE table_id = ? AND seq <= ? AND payload->>'hash' IS NOT NULL",
+        [table_id, last[0]],
+    ).fetchall()[0][0]
+    head = given if given is not None else {"head_seq": last[0], "head_hash": last[2], "events": int(chained)}
+    for s in states:
+        s["state_sha256"] = hashlib.sha256(json.dumps(s["state"], sort_keys=True).encode()).hexdigest()
+    review_rows = reviews.history(con, finding_id) if reviews.has_console_tables(con) else []
+    finding_doc = {
+        "finding_id": finding_id,
+        "table_id": table_id,
+        "round_id": first.round_id,
+        "rule_id": first.rule_id,
+        "citation": first.citation,
+        "engine_version": ENGINE_VERSION,
+        "rulebook_revision": RULEBOOK_REVISION,
+        "revisions": [f.model_dump(mode="json") for f in revisions],
+    }
+    manifest = {
+        "format": FORMAT,
+        "finding_id": finding_id,
+        "table_id": table_id,
+        "round_id": first.round_id,
+        "rule_id": first.rule_id,
+        "generated_at": generated_at.astimezone(UTC).isoformat(),
+        "engine_version": ENGINE_VERSION,
+        "rulebook_revision": RULEBOOK_REVISION,
+        "plausibility": None
+        if limits is None
+        else {"max_seq_jump": limits.max_seq_jump, "max_clock_skew_seconds": limits.max_clock_skew.total_seconds()},
+        "events": len(lines),
+        "chain_links": len(links),
+        "hash_only_links": sum(1 for x in links if "line" not in x),
+        "anchor": anchor,
+        "digest_source": "a saved digest"
+        if digest is not None
+        else "the head of the table's intact chain nearest after the finding, when the package was made",
+        "files": list(FILES),
+    }
+    files = {
+        "manifest.json": _dumps(manifest),
+        "finding.json": _dumps(finding_doc),
+        "reviews.json": _dumps(reviews.review_rows_json(review_rows)),
+        "events.jsonl": "".join(line + "\n" for line in lines).encode(),
+        "chain.jsonl": "".join(json.dumps(x, sort_keys=True) + "\n" for x in links).encode(),
+        "digest.json": _dumps({"tables": {table_id: head}}),
+        "start-states.json": _dumps(states),
+    }
+    files["README.md"] = readme(manifest, first).encode()
+    return Package(finding_id, files, len(lines), len(links))
+
+
+def readme(manifest: dict[str, Any], finding: Finding) -> str:
+    """The package's README for its recipient: what the finding is, what each file holds and how to check it."""
+    return f"""# Evidence package: finding {manifest["finding_id"]}
+
+**{finding.rule_id}** ({finding.citation}) at table {manifest["table_id"]}, \
+round {manifest["round_id"] or "(between rounds)"}.
+
+{finding.message}
+
+Made {manifest["generated_at"]} by dealtrail, engine {manifest["engine_version"]}, rulebook revision \
+{manifest["rulebook_revision"]}.
+
+## How to check it
+
+With dealtrail installed (the same engine version, or one of the same rulebook revision), and no
+access to the casino's database:
+
+    dealtrail verify-package PATH-TO-THIS-FOLDER   (or the .zip)
+
+It exits 0 and says "verified" only if all of these hold; otherwise it names the first event or
+link that does not verify and exits 4:
+
+1. Every event in `events.jsonl` still matches its own SHA-256 (`hash`, computed over the event's
+   canonical JSON without its `hash` field) and the chain link of its seq in `chain.jsonl`.
+2. Each link's `prev_hash` is the `hash` of the link before it, from the anchor (the event just
+   before the first packaged one) up to the head in `digest.json`.
+3. Each engine state in `start-states.json` carries, as its last hash, the chain's head just
+   before the events it is applied to.
+4. Running the engine from those states over the packaged events raises the finding again: every
+   revision in `finding.json` (same ID, revision, status, rule, trigger and evidence).
+
+Compare the head in `digest.json` (`head_seq`, `head_hash`) with a digest of this table the casino
+gave you earlier or keeps with a third party (`dealtrail digest --out`): when they are the same,
+the packaged events are the ones that trail held then.
+
+## What each file is
+
+| File | What it holds |
+|---|---|
+| `finding.json` | The finding's stored revisions (raised, remedied, overdue ...), engine version, rulebook revision |
+| `reviews.json` | Its review history: who acknowledged, assigned, disposed it, when, notes and video references |
+| `events.jsonl` | The events of the finding's round and every event it cites, one JSON object a line, as stored |
+| `chain.jsonl` | The hash-chain links from the anchor to the digest head (`line`: the event's line in `events.jsonl`) |
+| `digest.json` | The table's digest head (`{manifest["digest_source"]}`) |
+| `start-states.json` | The engine's state of the table before each run of packaged events, with its SHA-256 |
+| `manifest.json` | What the package holds, the engine version, rulebook revision and plausibility limits applied |
+
+## What it proves, and what it does not
+
+- The packaged events are proven by their own hashes and their links to the digest head.
+  {manifest["hash_only_links"]} link(s) of other rounds' events are carried as hashes only (no
+  personal data of other rounds is in the package): their contents are not in the package, so the
+  step from one of them to the next is a consistency check that rests on the digest head, not a
+  recomputation. The casino can show those events to an authorised examiner, who checks them
+  with `dealtrail verify`.
+- The engine states are the casino's engine's summary of the table's history before the round
+  (devices, decks, open remedies, the previous round's seats and wagers); they are anchored in
+  the chain by their last hash, but their content is the engine's, not re-derived here.
+- The chain proves that the trail was not altered after it was recorded; it says nothing about
+  events that were wrong when they were first recorded.
+"""
+
+
+# --- verification ---------------------------------------------------------------------------
+
+
+@dataclass
+class PackageReport:
+    """The outcome of :func:`verify_package`.
+
+    Attributes:
+        ok: True if every check passed.
+        problem: the first check that failed, one sentence (None when ok).
+        event_id: the event (or link) it failed at, if any.
+        notes: what was checked, and warnings (a rulebook revision other than the engine's).
+    """
+
+    ok: bool = True
+    problem: str | None = None
+    event_id: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, problem: str, event_id: str | None = None) -> PackageReport:
+        """Record the first failure (later ones are not recorded) and return self."""
+        if self.ok:
+            self.ok, self.problem, self.event_id = False, problem, event_id
+        return self
+
+
+class _Folder:
+    """Read a package from a folder or a zip (whose files lie in one folder)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.zip: dict[str, bytes] | None = None
+        if path.is_file():
+            try:
+                with zipfile.ZipFile(path) as zf:
+                    self.zip = {Path(n).name: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
+            except zipfile.BadZipFile:
+                raise EvidenceError(f"{path} is neither a package folder nor a zip") from None
+        elif not path.is_dir():
+            raise EvidenceError(f"no package at {path}")
+
+    def read(self, name: str) -> bytes:
+        if self.zip is not None:
+            if name not in self.zip:
+                raise EvidenceError(f"the package has no {name}")
+            return self.zip[name]
+        try:
+            return (self.path / name).read_bytes()
+        except FileNotFoundError:
+            raise EvidenceError(f"the package has no {name}") from None
+
+
+def _json(folder: _Folder, name: str) -> Any:
+    try:
+        return json.loads(folder.read(name))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EvidenceError(f"{name} is not JSON: {exc}") from None
+
+
+def _jsonl(folder: _Folder, name: str) -> Iterator[tuple[int, str]]:
+    text = folder.read(name).decode("utf-8", "replace")
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            yield n, line
+
+
+def verify_package(path: Path) -> PackageReport:
+    """Check an evidence package without the store (see the module docstring for the checks).
+
+    Args:
+        path: the package's folder, or its zip.
+
+    Returns:
+        The :class:`PackageReport`: ``ok``, or the first problem and the event it is at.
+
+    Raises:
+        EvidenceError: the path is no package, or a file of it is missing or not JSON.
+    """
+    report = PackageReport()
+    folder = _Folder(path)
+    try:
+        _verify(folder, report)
+    except _Failed as exc:
+        report.fail(exc.problem, exc.event_id)
+    except EvidenceError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:  # a field missing or of the wrong kind (pydantic's errors too)
+        report.fail(f"the package is malformed or made by an engine this one cannot read: {type(exc).__name__}: {exc}")
+    return report
+
+
+class _Failed(Exception):
+    """The first check of a package that failed (caught by :func:`verify_package`)."""
+
+    def __init__(self, problem: str, event_id: str | None = None) -> None:
+        super().__init__(problem)
+        self.problem, self.event_id = problem, event_id
+
+
+def _verify(folder: _Folder, report: PackageReport) -> None:
+    """The checks of :func:`verify_package`, in the README's order; raises :class:`_Failed` at the first that fails."""
+    manifest = _json(folder, "manifest.json")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise EvidenceError(f"manifest.json is not a {FORMAT} manifest")
+    revision = manifest.get("rulebook_revision")
+    if revision != RULEBOOK_REVISION:
+        report.notes.append(
+            f"WARNING: the package was judged under rulebook revision {revision} (engine "
+            f"{manifest.get('engine_version')}); this engine applies revision {RULEBOOK_REVISION} "
+            f"({ENGINE_VERSION}): the re-derivation uses this engine's rules"
+        )
+    table_id = str(manifest.get("table_id"))
+    digest = _json(folder, "digest.json").get("tables", {}).get(table_id)
+    if not isinstance(digest, dict):
+        raise EvidenceError(f"digest.json holds no head for table {table_id}")
+    events: dict[int, tuple[str, Any]] = {}
+    for n, line in _jsonl(folder, "events.jsonl"):
+        events[n] = (line, None)
+
+    # 1-2: the packaged events against their hashes and links, the links up to the digest head
+    anchor = manifest.get("anchor")
+    head_seq, head_hash = (int(anchor["seq"]), anchor["hash"]) if anchor else (0, None)
+    seen: dict[int, str] = {}
+    head_before: dict[int, tuple[int, str | None]] = {}  # events.jsonl line -> chain head before it
+    used: set[int] = set()
+    for _, raw in _jsonl(folder, "chain.jsonl"):
+        try:
+            link = json.loads(raw)
+            seq, event_id, prev, own = int(link["seq"]), str(link["event_id"]), link.get("prev_hash"), link["hash"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise _Failed(f"a line of chain.jsonl is not a chain link: {raw[:80]!r}") from None
+        line_no = link.get("line")
+        if line_no is not None:
+            if line_no not in events or line_no in used:
+                raise _Failed(f"the chain link of event {event_id} names no event line {line_no}", event_id)
+            used.add(line_no)
+            head_before[line_no] = (head_seq, head_hash)
+            try:
+                event = decode(events[line_no][0])
+            except DecodeError as exc:
+                raise _Failed(
+                    f"event {event_id} (seq {seq}) no longer decodes ({exc.reason}): altered", event_id
+                ) from None
+            if event.event_id != event_id or event.seq != seq:
+                raise _Failed(
+                    f"line {line_no} of events.jsonl holds event {event.event_id} (seq {event.seq}), "
+                    f"its chain link says {event_id} (seq {seq})",
+                    event_id,
+                )
+            if event.hash is None or chain_hash(event) != event.hash:
+                raise _Failed(f"event {event_id} (seq {seq}): content does not match its hash (altered)", event_id)
+            if event.hash != own or event.prev_hash != prev:
+                raise _Failed(f"event {event_id} (seq {seq}): its hashes differ from its chain link", event_id)
+            events[line_no] = (events[line_no][0], event)
+        if head_hash is not None and prev != head_hash:
+            raise _Failed(
+                f"the chain is broken at seq {seq}, event {event_id}: prev_hash is not the hash of the link before it",
+                event_id,
+            )
+        if seq > head_seq or head_hash is None:
+            head_seq, head_hash = seq, own
+            seen[seq] = own
+    unlinked = sorted(set(events) - used)
+    if unlinked:
+        raise _Failed(f"line {unlinked[0]} of events.jsonl has no chain link: it is not part of the trail")
+    if seen.get(int(digest["head_seq"])) != digest["head_hash"]:
+        raise _Failed(
+            f"the chain links do not lead to the digest head (seq {digest['head_seq']}, {digest['head_hash']})"
+        )
+    report.notes.append(
+        f"{len(events)} events match their hashes; {manifest.get('chain_links')} chain links lead to the digest head "
+        f"at seq {digest['head_seq']} ({manifest.get('hash_only_links')} carried as hashes only)"
+    )
+
+    # 3-4: the start states anchored in the chain, and the finding re-derived by the engine
+    bounds = manifest.get("plausibility")
+    limits = (
+        None
+        if bounds is None
+        else Plausibility(int(bounds["max_seq_jump"]), timedelta(seconds=float(bounds["max_clock_skew_seconds"])))
+    )
+    starts = _json(folder, "start-states.json")
+    by_line = {int(s["first_line"]): s for s in starts}
+    if 1 in events and 1 not in by_line:
+        raise _Failed("start-states.json has no state for the first packaged event")
+    derived: list[Finding] = []
+    state: TableState | None = None
+    for line_no in sorted(events):
+        _, event = events[line_no]
+        if line_no in by_line:
+            start = by_line[line_no]
+            if hashlib.sha256(json.dumps(start["state"], sort_keys=True).encode()).hexdigest() != start.get(
+                "state_sha256"
+            ):
+                raise _Failed(f"the engine state before line {line_no} does not match its SHA-256", event.event_id)
+            try:
+                state = load_state(json.dumps(start["state"])) if start["state"] is not None else None
+            except ValueError as exc:
+                raise _Failed(
+                    f"the engine state before event {event.event_id} does not load in this engine "
+                    f"({ENGINE_VERSION}): {type(exc).__name__}",
+                    event.event_id,
+                ) from None
+            anchor_hash = head_before[line_no][1]
+            if (state.last_hash if state is not None else None) != anchor_hash:
+                raise _Failed(
+                    f"the engine state before event {event.event_id} does not end at the chain's head before it",
+                    event.event_id,
+                )
+        try:
+            state, found = apply(state, event, limits=limits)
+        except EventRejected as exc:
+            report.notes.append(f"event {event.event_id} refused by the engine ({exc.reason}), as in the audit")
+            continue
+        derived.extend(found)
+    doc = _json(folder, "finding.json")
+    mine = {(f.finding_id, f.revision): f for f in derived if f.finding_id == manifest.get("finding_id")}
+    for rec in doc.get("revisions", []):
+        stored = Finding.model_validate(rec)
+        again = mine.get((stored.finding_id, stored.revision))
+        if again is None or (again.status, again.rule_id, again.trigger_event_id, again.evidence_event_ids) != (
+            stored.status,
+            stored.rule_id,
+            stored.trigger_event_id,
+            stored.evidence_event_ids,
+        ):
+            what = "not raised" if again is None else "raised differently"
+            extra = (
+                f" (the package was judged under rulebook revision {revision}, this engine applies {RULEBOOK_REVISION})"
+                if revision != RULEBOOK_REVISION
+                else ""
+            )
+            raise _Failed(
+                f"revision {stored.revision} ({stored.status.value}) of finding {stored.finding_id} is {what} "
+                f"when the engine runs over the packaged events{extra}",
+                stored.trigger_event_id,
+            )
+    report.notes.append(
+        f"the engine ({ENGINE_VERSION}) raises all {len(doc.get('revisions', []))} revision(s) of finding "
+        f"{manifest.get('finding_id')} ({manifest.get('rule_id')}) again from the packaged events"
+    )

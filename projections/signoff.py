@@ -1,0 +1,284 @@
+"""A manager's sign-off of a period report's revision: a record written once beside the revision.
+
+A revision folder (``<reports>/<period>/rev-NNNN/``, see :mod:`projections.period_reports`) is
+signed by writing ``signoff.json`` into it: who signed (name and role), when (UTC), the statement
+they signed, the report's digest and status, and the SHA-256 of every file of the revision as it
+was at signing. The record is written once (owner-only, put in place with a hard link, which
+fails when one is there already) and never replaced: a second signature of the same revision is
+refused, and a later revision of the period (a late event, a review, a re-audit) has no record
+of its own until it is signed again. Verifying a sign-off recomputes each hash and names every
+file changed, missing or added since signing.
+
+The report's HTML carries a sign-off block between two markers (:data:`BLOCK_START`,
+:data:`BLOCK_END`) that says "not signed"; whoever shows the revision (the console) puts the
+block of its record there (:func:`with_block`), so the signed ``report.html`` itself stays
+byte for byte what its hash says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from projections.period_reports import REVISION, history
+from projections.reviews import ROLES
+
+SIGNOFF = "signoff.json"
+"""The sign-off record's file name in a revision folder."""
+SIGNED_PDF = "report-signed.pdf"
+"""A printed copy of the report with its sign-off block, made after signing (not in the record)."""
+NOT_HASHED = frozenset({SIGNOFF, SIGNED_PDF})
+"""Files of a revision folder the record does not cover: itself and the copy printed from it."""
+BLOCK_START = "<!-- dealtrail:signoff -->"
+BLOCK_END = "<!-- /dealtrail:signoff -->"
+SIGNER_ROLE = "manager"
+"""The least role that signs a report (and every role above it)."""
+MAX_STATEMENT = 2000
+"""The longest statement accepted (characters)."""
+
+
+class SignOffError(ValueError):
+    """A revision that cannot be signed (not a revision, not final, superseded, signed already)
+    or a bad signer or statement; the message says which."""
+
+
+def role_at_least(role: str, least: str) -> bool:
+    """Whether ``role`` is ``least`` or above it in :data:`projections.reviews.ROLES`
+    (viewer < reviewer < manager < admin); an unknown role is below every role."""
+    return role in ROLES and least in ROLES and ROLES.index(role) >= ROLES.index(least)
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    """The SHA-256 (hex) of every regular file directly in ``folder`` but :data:`NOT_HASHED`
+    and hidden files, by name, sorted."""
+    out: dict[str, str] = {}
+    for path in sorted(folder.iterdir()):
+        if path.name in NOT_HASHED or path.name.startswith(".") or not path.is_file() or path.is_symlink():
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        out[path.name] = digest.hexdigest()
+    return out
+
+
+def read(folder: Path) -> dict[str, Any] | None:
+    """The sign-off record of the revision in ``folder``, or None when it is not signed.
+
+    Raises:
+        SignOffError: a record is there but cannot be read as one.
+    """
+    path = folder / SIGNOFF
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SignOffError(f"{path} is not a readable sign-off record: {exc}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        raise SignOffError(f"{path} is not a sign-off record (no files)")
+    return record
+
+
+def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> dict[str, Any]:
+    """Sign the report revision in ``folder``: write its ``signoff.json`` once.
+
+    Args:
+        folder: a revision folder (``rev-NNNN``) of a period's reports.
+        user: who signs (a console user's name, or the name given to ``dealtrail sign-report``).
+        role: their role; a manager or above signs (:func:`role_at_least`).
+        statement: what they state by signing (1 to :data:`MAX_STATEMENT` characters).
+        at: when (timezone-aware; stored in UTC).
+
+    Returns:
+        The record written.
+
+    Raises:
+        SignOffError: ``folder`` is no revision with a report, the revision is not final or is
+            superseded by a later one, the role is below manager, the statement is empty or too
+            long, or the revision is signed already (the first record stays).
+    """
+    statement = statement.strip()
+    if not role_at_least(role, SIGNER_ROLE):
+        raise SignOffError(f"a report is signed by a manager or an admin; {user!r} is a {role}")
+    if not statement or len(statement) > MAX_STATEMENT:
+        raise SignOffError(f"the statement must hold 1 to {MAX_STATEMENT} characters")
+    if at.tzinfo is None:
+        raise SignOffError("the time of signing must carry its offset")
+    revision = _revision(folder)
+    if revision["status"] != "final":
+        raise SignOffError(
+            f"{folder} is {revision['status'] or 'not judged final'}: only a final report is signed "
+            "(its period may still change)"
+        )
+    if revision["superseded_by"] is not None:
+        raise SignOffError(f"{folder} is superseded by revision {revision['superseded_by']}: sign the latest revision")
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    record = {
+        "kind": "ReportSignedOff",
+        "schema_version": 1,
+        "period": folder.parent.name,
+        "revision": revision["revision"],
+        "status": revision["status"],
+        "report_digest": summary.get("report", {}).get("digest"),
+        "signed_by": user,
+        "role": role,
+        "signed_at": at.astimezone(UTC).isoformat(),
+        "statement": statement,
+        "files": file_hashes(folder),
+    }
+    _write_once(folder / SIGNOFF, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record
+
+
+def _revision(folder: Path) -> dict[str, Any]:
+    """The :func:`projections.period_reports.history` entry of the revision in ``folder``."""
+    if not REVISION.match(folder.name) or not folder.is_dir():
+        raise SignOffError(f"{folder} is not a report revision folder (rev-NNNN of a period's folder)")
+    for r in history(folder.parent):
+        if r["folder"] == folder.name:
+            return r
+    raise SignOffError(f"{folder} holds no readable report (report.html and summary.json)")
+
+
+def _write_once(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (mode 0600) only if no file is there: written to a temporary
+    file first and hard-linked into place, which fails when ``path`` exists (on a file system
+    without hard links, created with ``O_EXCL`` instead)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise SignOffError(f"{path.parent} is signed already; a sign-off is never replaced") from None
+        except OSError:  # a file system without hard links: create it exclusively instead
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                raise SignOffError(f"{path.parent} is signed already; a sign-off is never replaced") from None
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What :func:`verify` found.
+
+    Attributes:
+        record: the sign-off record (None: the revision is not signed).
+        changed: files whose SHA-256 differs from the record's.
+        missing: files of the record no longer there.
+        added: files there now that the record does not cover.
+    """
+
+    record: dict[str, Any] | None
+    changed: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+
+    @property
+    def intact(self) -> bool:
+        """Signed, and every file is as it was signed (nothing changed, missing or added)."""
+        return self.record is not None and not (self.changed or self.missing or self.added)
+
+    def problems(self) -> list[str]:
+        """One line per file changed, missing or added since signing."""
+        return (
+            [f"{n} changed since signing" for n in self.changed]
+            + [f"{n} missing since signing" for n in self.missing]
+            + [f"{n} added since signing (not covered by the sign-off)" for n in self.added]
+        )
+
+
+def verify(folder: Path) -> Verification:
+    """Recompute the SHA-256 of every file of the revision in ``folder`` against its sign-off.
+
+    Raises:
+        SignOffError: the record cannot be read.
+    """
+    record = read(folder)
+    if record is None:
+        return Verification(None)
+    signed: dict[str, str] = record["files"]
+    now = file_hashes(folder)
+    return Verification(
+        record,
+        changed=sorted(n for n in signed if n in now and now[n] != signed[n]),
+        missing=sorted(n for n in signed if n not in now),
+        added=sorted(n for n in now if n not in signed),
+    )
+
+
+def block_html(folder: Path | None) -> str:
+    """The sign-off block of a report (HTML, every value escaped): who signed, when, the
+    statement and whether the files are as signed; or "not signed" (``folder`` None: a report
+    that is no period revision, which is never signed)."""
+    if folder is None:
+        body = (
+            "<p><strong>Not signed.</strong> A report of a scheduled period is signed by a manager once it is "
+            "final (console Reports page, or <code>dealtrail sign-report</code>); this report was made on "
+            "request.</p>"
+        )
+        return _section(body, "unsigned")
+    try:
+        check = verify(folder)
+    except SignOffError as exc:
+        return _section(f"<p><strong>Sign-off unreadable:</strong> {html.escape(str(exc))}</p>", "broken")
+    r = check.record
+    if r is None:
+        body = "<p><strong>Not signed.</strong> No manager has signed this revision of the report.</p>"
+        return _section(body, "unsigned")
+    e = html.escape
+    rows = [
+        ("Signed by", f"{e(str(r.get('signed_by')))} ({e(str(r.get('role')))})"),
+        ("When", e(_shown(r.get("signed_at")))),
+        ("Statement", e(str(r.get("statement")))),
+        (
+            "Revision",
+            f"{e(str(r.get('revision')))}, {e(str(r.get('status')))}; report digest "
+            f"<code>{e(str(r.get('report_digest') or '')[:16])}</code>",
+        ),
+    ]
+    if check.intact:
+        state = f"Verified: the {len(r['files'])} files of this revision are as they were signed (SHA-256)."
+    else:
+        state = "<strong>NOT AS SIGNED:</strong> " + e("; ".join(check.problems())) + "."
+    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    body = f'<table class="meta">{table}</table><p class="note">{state}</p>'
+    return _section(body, "signed" if check.intact else "broken")
+
+
+def _section(body: str, state: str) -> str:
+    return f'<section id="signoff" class="signoff signoff-{state}"><h2>Sign-off</h2>{body}</section>'
+
+
+def _shown(value: object) -> str:
+    try:
+        return datetime.fromisoformat(str(value)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+    except ValueError:
+        return str(value)
+
+
+def with_block(report_html: str, block: str) -> str:
+    """``report_html`` with its sign-off block (between :data:`BLOCK_START` and
+    :data:`BLOCK_END`) replaced by ``block``; unchanged when the report has no block (written
+    before sign-offs existed)."""
+    start = report_html.find(BLOCK_START)
+    end = report_html.find(BLOCK_END, start + 1)
+    if start < 0 or end < 0:
+        return report_html
+    return report_html[: start + len(BLOCK_START)] + block + report_html[end:]

@@ -1,0 +1,280 @@
+"""A report a manager signs: the sign-off record beside a period report's revision (written once,
+every file's SHA-256), its verification, the block the report shows, the console's button and
+the CLI; the executive summary and the printed PDF; the property's recorded name."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from dealtrail.cli import app
+from dealtrail.console import auth
+from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.schedule import Schedule, run_due
+from projections import property as stored_property
+from projections.period_reports import history
+from projections.report import write_report
+from projections.reviews import ReviewDue
+from projections.signoff import SIGNOFF, SignOffError, sign, verify
+from projections.store import Store
+
+START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
+HOURLY = Schedule("0 * * * *")
+LABEL = "2026-11-27T1800+0000_UTC"
+NOW = START + timedelta(hours=3)
+DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
+PASSWORDS = {"ada": "ada-admin-pass", "meg": "meg-manager-pass", "rita": "rita-review-pass"}
+ROLES = {"ada": "admin", "meg": "manager", "rita": "reviewer"}
+STATEMENT = "Reviewed with the shift manager; the open findings are assigned."
+
+
+@pytest.fixture
+def db(audited_shift: Path, tmp_path: Path) -> Path:
+    """A copy of the audited small shift (18:00 to about 19:30) with an admin, a manager and a reviewer."""
+    path = tmp_path / "s.duckdb"
+    shutil.copy(audited_shift, path)
+    with Store(path) as s:
+        for name, role in ROLES.items():
+            auth.add_user(s.con, name, role, PASSWORDS[name], datetime(2026, 11, 1, tzinfo=UTC))
+    return path
+
+
+@pytest.fixture
+def periods(db: Path, tmp_path: Path) -> Path:
+    """The hourly period reports of the shift (both final), as the schedule writes them."""
+    out = tmp_path / "periods"
+    assert len(run_due(db, out, HOURLY, NOW)) == 2
+    return out
+
+
+def _late_event(db: Path | Store, tmp_path: Path) -> None:
+    """Audit one more event dated inside the 18:00 hour (a copy of one of its events with a new
+    ID) into the store at ``db`` (or the open one): the period's events change."""
+    from dealtrail.audit import audit_file
+
+    s = Store(db) if isinstance(db, Path) else db
+    try:
+        row = s.con.execute(
+            "SELECT payload FROM events WHERE occurred_at >= $1 AND occurred_at < $2 ORDER BY occurred_at LIMIT 1",
+            [START + timedelta(minutes=30), START + timedelta(hours=1)],
+        ).fetchall()
+        event = json.loads(row[0][0])
+        event["event_id"] = "late-" + str(event["event_id"])
+        late = tmp_path / "late.jsonl"
+        late.write_text(json.dumps(event) + "\n")
+        with (tmp_path / "late.rejected.jsonl").open("w") as dl:
+            audit_file(late, s, dl)
+    finally:
+        if isinstance(db, Path):
+            s.close()
+
+
+def test_a_manager_signs_a_final_revision_once_with_every_files_hash_owner_only(periods: Path) -> None:
+    rev = periods / LABEL / "rev-0001"
+    at = NOW + timedelta(minutes=5)
+    record = sign(rev, "meg", "manager", STATEMENT, at)
+    assert record["signed_by"] == "meg" and record["signed_at"] == at.isoformat() and record["statement"] == STATEMENT
+    assert set(record["files"]) == {"report.html", "summary.json", "findings.csv", "findings.parquet"}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in record["files"].values())
+    assert stat.S_IMODE((rev / SIGNOFF).stat().st_mode) == 0o600
+    first = (rev / SIGNOFF).read_bytes()
+    with pytest.raises(SignOffError, match="signed already"):
+        sign(rev, "ada", "admin", "again", at + timedelta(hours=1))
+    assert (rev / SIGNOFF).read_bytes() == first  # never replaced
+    assert verify(rev).intact
+
+
+def test_a_reviewer_an_empty_statement_and_a_provisional_or_superseded_revision_cannot_be_signed(
+    db: Path, periods: Path, tmp_path: Path
+) -> None:
+    rev = periods / LABEL / "rev-0001"
+    with pytest.raises(SignOffError, match="manager or an admin"):
+        sign(rev, "rita", "reviewer", STATEMENT, NOW)
+    with pytest.raises(SignOffError, match="statement"):
+        sign(rev, "meg", "manager", "   ", NOW)
+    with pytest.raises(SignOffError, match="not a report revision"):
+        sign(periods / LABEL, "meg", "manager", STATEMENT, NOW)
+    _late_event(db, tmp_path)
+    assert periods / LABEL / "rev-0002" in run_due(db, periods, HOURLY, NOW + timedelta(hours=1))
+    with pytest.raises(SignOffError, match="superseded by revision 2"):
+        sign(rev, "meg", "manager", STATEMENT, NOW)
+    early = tmp_path / "early"  # the 19:00 hour as of 19:10: events of it may still arrive
+    run_due(db, early, HOURLY, START + timedelta(hours=2), grace=timedelta(hours=5))
+    provisional = early / "2026-11-27T1900+0000_UTC" / "rev-0001"
+    assert history(provisional.parent)[0]["status"] == "provisional"
+    with pytest.raises(SignOffError, match="only a final report is signed"):
+        sign(provisional, "meg", "manager", STATEMENT, NOW)
+
+
+def test_verifying_a_sign_off_names_each_file_changed_missing_or_added_since_signing(periods: Path) -> None:
+    rev = periods / LABEL / "rev-0001"
+    sign(rev, "meg", "manager", STATEMENT, NOW)
+    (rev / "findings.csv").write_text("edited\n")
+    (rev / "findings.parquet").unlink()
+    (rev / "extra.txt").write_text("x")
+    check = verify(rev)
+    assert not check.intact
+    assert (check.changed, check.missing, check.added) == (["findings.csv"], ["findings.parquet"], ["extra.txt"])
+    out = CliRunner().invoke(app, ["verify-signoff", str(rev)])
+    assert out.exit_code == 1 and "findings.csv changed since signing" in out.output, out.output
+    assert "NOT as signed" in out.output
+
+
+def test_sign_report_signs_the_periods_latest_revision_as_a_stored_manager_and_verify_signoff_checks_it(
+    db: Path, periods: Path
+) -> None:
+    base = ["--db", str(db), "--statement", STATEMENT]
+    refused = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "rita", *base])
+    assert refused.exit_code == 1 and "manager or an admin" in refused.output, refused.output
+    unknown = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "zed", *base])
+    assert unknown.exit_code == 2 and "no active console user 'zed'" in unknown.output
+    done = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "meg", *base])
+    assert done.exit_code == 0 and "as meg (manager)" in done.output, done.output
+    assert json.loads((periods / LABEL / "rev-0001" / SIGNOFF).read_text())["signed_by"] == "meg"
+    again = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "ada", *base])
+    assert again.exit_code == 1 and "signed already" in again.output
+    ok = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001")])
+    assert ok.exit_code == 0 and "4 files as signed; signed by meg (manager)" in ok.output, ok.output
+    unsigned = CliRunner().invoke(app, ["verify-signoff", str(periods / "2026-11-27T1900+0000_UTC")])
+    assert unsigned.exit_code == 1 and "is not signed" in unsigned.output
+
+
+def test_report_pdf_without_chromium_fails_with_one_clear_line(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEALTRAIL_REPORTS__CHROMIUM", str(tmp_path / "no-such-chromium"))
+    out = CliRunner().invoke(app, ["report", "--db", str(db), "--out", str(tmp_path / "r"), "--pdf"])
+    assert out.exit_code == 1 and (out.exception is None or isinstance(out.exception, SystemExit))
+    assert "no Chromium at" in out.output and "Traceback" not in out.output
+    assert len([line for line in out.output.splitlines() if "error:" in line]) == 1
+    assert (tmp_path / "r" / "report.html").is_file() and not (tmp_path / "r" / "report.pdf").exists()
+
+
+@pytest.fixture
+def console(db: Path, periods: Path) -> Iterator[TestClient]:
+    store = Store(db)
+    clock = lambda: NOW + timedelta(minutes=10)  # noqa: E731
+    yield TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48, reports_dir=periods, clock=clock)))
+    store.close()
+
+
+def _login(client: TestClient, name: str) -> str:
+    csrf = _csrf(client.get("/login").text)
+    r = client.post("/login", data={"username": name, "password": PASSWORDS[name], "csrf": csrf, "next": "/reports"})
+    assert r.status_code == 200
+    return _csrf(r.text)
+
+
+def _csrf(html: str) -> str:
+    m = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert m
+    return m.group(1)
+
+
+def test_the_console_sign_button_is_a_managers_and_a_reviewer_gets_403(console: TestClient, periods: Path) -> None:
+    url = f"/reports/scheduled/{LABEL}/rev-0001/sign"
+    csrf = _login(console, "rita")
+    page = console.get("/reports")
+    shown = f"/reports/scheduled/{quote(LABEL)}/rev-0001/sign"  # as the page writes it
+    assert "not signed" in page.text and shown not in page.text  # no button for a reviewer
+    assert console.post(url, data={"statement": STATEMENT, "csrf": csrf}).status_code == 403
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+    console.post("/logout", data={"csrf": csrf})
+    csrf = _login(console, "meg")
+    assert shown in console.get("/reports").text
+    assert console.post(url, data={"statement": STATEMENT, "csrf": "forged"}).status_code == 403
+    done = console.post(url, data={"statement": STATEMENT, "csrf": csrf}, follow_redirects=False)
+    assert done.status_code == 303
+    listed = console.get("/reports").text
+    assert "signed</span> by meg (manager)" in listed
+    again = console.post(url, data={"statement": "twice", "csrf": csrf})
+    assert again.status_code == 409 and "signed already" in again.text
+
+
+def _pdf_text(pdf: Path) -> list[str]:
+    pypdf = pytest.importorskip("pypdf")
+    return [page.extract_text() for page in pypdf.PdfReader(str(pdf)).pages]
+
+
+def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a_new_revision_is_unsigned(
+    db: Path, periods: Path, console: TestClient, tmp_path: Path
+) -> None:
+    from dealtrail.pdf import PdfError, print_pdf
+
+    csrf = _login(console, "meg")
+    console.post(f"/reports/scheduled/{LABEL}/rev-0001/sign", data={"statement": STATEMENT, "csrf": csrf})
+    page = console.get(f"/reports/scheduled/{LABEL}/rev-0001/report.html")
+    assert page.status_code == 200
+    block = page.text[page.text.index('<section id="signoff"') :]
+    block = block[: block.index("</section>")]
+    assert "meg (manager)" in block and STATEMENT in block and "2026-11-27 21:10:00+00:00" in block
+    assert "Verified: the 4 files of this revision are as they were signed" in block
+    assert verify(periods / LABEL / "rev-0001").intact  # the served block is not written into the file
+    signed_html = tmp_path / "signed.html"
+    signed_html.write_text(page.text)
+    try:
+        pdf = print_pdf(signed_html, tmp_path / "report.pdf")
+    except PdfError as exc:
+        pytest.skip(f"no Chromium to print with: {exc}")
+    pages = _pdf_text(pdf)
+    assert len(pages) >= 3
+    assert "Page 1 of" in pages[0] and f"Page 2 of {len(pages)}" in pages[1]
+    assert "Executive summary" in pages[0] and "What needs action" in pages[0]
+    assert "property not named" in pages[0] and "Casino" not in "".join(pages)
+    assert any("Signed by meg (manager)" in p and STATEMENT[:30] in p for p in pages[:2])  # "Sign-off" has a ligature
+    if shutil.which("pdftoppm"):  # the picture looked at, kept in the test's tmp folder
+        subprocess.run(
+            ["pdftoppm", "-r", "60", "-f", "1", "-l", "2", "-png", str(pdf), str(tmp_path / "page")], check=True
+        )
+        assert (tmp_path / "page-01.png").is_file()
+    store = console.app.state.store  # type: ignore[attr-defined]
+    _late_event(store, tmp_path)
+    assert periods / LABEL / "rev-0002" in run_due(store.con, periods, HOURLY, NOW + timedelta(hours=1))
+    newer = console.get(f"/reports/scheduled/{LABEL}/rev-0002/report.html").text
+    assert "Not signed." in newer and "meg (manager)" not in newer
+    assert not (periods / LABEL / "rev-0002" / SIGNOFF).exists()
+    assert verify(periods / LABEL / "rev-0001").intact  # the signed revision stays as signed
+
+
+def test_the_property_is_named_by_an_admin_recorded_each_time_and_shown_in_the_console_and_the_report(
+    console: TestClient, db: Path, tmp_path: Path
+) -> None:
+    csrf = _login(console, "rita")
+    floor = console.get("/").text
+    assert "property not named" in floor and "An admin names it" in floor and "Casino" not in floor
+    assert console.post("/admin/property", data={"name": "Keystone Downs", "csrf": csrf}).status_code == 403
+    console.post("/logout", data={"csrf": csrf})
+    csrf = _login(console, "ada")
+    assert 'href="/admin/property"' in console.get("/").text
+    bad = console.post("/admin/property", data={"name": "   ", "csrf": csrf})
+    assert bad.status_code == 422 and "printable characters" in bad.text
+    for name in ("Keystone Downs", "Keystone <Downs> & Spa"):
+        assert (
+            console.post("/admin/property", data={"name": name, "csrf": csrf}, follow_redirects=False).status_code
+            == 303
+        )
+    page = console.get("/admin/property").text
+    assert "Keystone Downs" in page and "Keystone &lt;Downs&gt; &amp; Spa" in page  # both kept, escaped
+    assert "Keystone &lt;Downs&gt; &amp; Spa" in console.get("/").text
+    report = console.get("/reports/view").text
+    assert "Keystone &lt;Downs&gt; &amp; Spa" in report
+    names = [n["name"] for n in stored_property.history(console.app.state.store.con)]  # type: ignore[attr-defined]
+    assert names == ["Keystone <Downs> & Spa", "Keystone Downs"]
+
+
+def test_an_unnamed_property_is_never_printed_as_casino(db: Path, tmp_path: Path) -> None:
+    files = write_report(db, tmp_path / "r", generated_at=NOW)
+    html = files.html.read_text()
+    assert "property not named" in html and "Casino" not in html
+    assert 'content: "property not named"' in html  # the printed pages' running header
