@@ -405,3 +405,15 @@ def test_the_console_takes_what_a_disposition_needs_from_the_settings(monkeypatc
     monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_PROCEDURAL", '["cause"]')  # always required: no option
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_a_disposition_with_a_video_reference_meets_the_same_rules(client: TestClient, store: Store) -> None:
+    fid = finding_of(store, "voiding")
+    csrf = login(client, "rita")
+    form = {"csrf": csrf, "ref_action": "dispose", "ref_cause": "NOT_A_VIOLATION", "camera": "CAM-1", "clip_id": "c1"}
+    url = f"/findings/{fid}/video-references"
+    assert client.post(url, data=form).status_code == 422  # no corrective action, no note
+    full = {**form, "ref_corrective_action": "none needed", "ref_review_note": "the clip shows the cut card"}
+    assert client.post(url, data=full, follow_redirects=False).status_code == 303
+    row = get(client, store, fid)
+    assert (row["review_status"], row["reviews"][0]["references"][0]["clip_id"]) == ("pending_approval", "c1")
