@@ -17,7 +17,7 @@ import os
 import tempfile
 from datetime import time, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -158,13 +158,22 @@ class ReorderSettings(BaseModel):
         return ReorderLimits(self.events, self.seconds)
 
 
+DispositionField = Literal["corrective_action", "note"]
+"""What a disposition can be required to carry besides its cause."""
+
+
 class ReviewSettings(BaseModel):
-    """When a finding's review (its disposition) is due, per severity.
+    """When a finding's review (its disposition) is due, and what a disposition must carry,
+    per severity.
 
     Attributes:
         due_hours_voiding: hours after detection for a voiding finding (hours).
         due_hours_integrity: hours after detection for an integrity finding (hours).
         due_hours_procedural: hours after detection for a procedural finding (hours).
+        disposition_needs_voiding: what a disposition of a voiding finding must carry besides
+            its cause, as JSON: ``["corrective_action", "note"]`` (a cause is always required).
+        disposition_needs_integrity: the same for an integrity finding.
+        disposition_needs_procedural: the same for a procedural finding (``[]``: the cause only).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -172,6 +181,9 @@ class ReviewSettings(BaseModel):
     due_hours_voiding: float = Field(default=24, gt=0, le=24 * 365)
     due_hours_integrity: float = Field(default=24, gt=0, le=24 * 365)
     due_hours_procedural: float = Field(default=72, gt=0, le=24 * 365)
+    disposition_needs_voiding: list[DispositionField] = ["corrective_action", "note"]
+    disposition_needs_integrity: list[DispositionField] = ["corrective_action", "note"]
+    disposition_needs_procedural: list[DispositionField] = []
 
 
 class ReportSettings(BaseModel):

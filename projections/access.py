@@ -43,7 +43,7 @@ def put_user(
     Args:
         con: the store's writer connection.
         name: the user's name.
-        role: viewer, reviewer or admin.
+        role: viewer, reviewer, manager or admin.
         password_hash: the argon2 hash; None keeps the current one.
         active: False locks the user out (and their tokens).
         at: when (timezone-aware).

@@ -10,7 +10,9 @@ one question has one answer everywhere:
 * an incident's **status** is the rulebook's remedy status of its latest revision: ``open``
   (split into *remedy owed* and *no remedy prescribed*), ``remedied``, ``overdue``;
 * its **review status** is the kind of its latest review event made up to ``reviews_until``:
-  ``unreviewed``, ``acknowledged``, ``assigned``, ``disposed``, ``reopened``;
+  ``unreviewed``, ``acknowledged``, ``assigned``, ``disposed``, ``reopened``, and
+  ``pending_approval`` for a proposed disposition waiting for a manager (four eyes; it counts
+  as not disposed); a manager's approval leaves it ``disposed``, a rejection ``reopened``;
 * a review is **late** when the finding was disposed after its due time (detection plus
   ``DEALTRAIL_REVIEW__DUE_HOURS_<SEVERITY>`` hours), or is not disposed at ``as_of`` and
   ``as_of`` is past its due time. ``as_of`` is always passed in; nothing here reads the clock.
@@ -39,7 +41,7 @@ REVIEW_STATUSES = tuple(s.value for s in ReviewStatus)
 _NO_REVIEWS = (
     "(SELECT NULL::VARCHAR AS finding_id, NULL::VARCHAR AS review_id, NULL::VARCHAR AS type,"
     " NULL::VARCHAR AS user_name, NULL::TIMESTAMPTZ AS reviewed_at, NULL::VARCHAR AS assignee,"
-    " NULL::VARCHAR AS cause WHERE false)"
+    " NULL::VARCHAR AS cause, NULL::VARCHAR AS corrective_action, NULL::VARCHAR AS note WHERE false)"
 )
 
 
@@ -68,6 +70,8 @@ def _params(filters: FindingFilter, due: ReviewDue, as_of: datetime, reviews_unt
         "review_status": filters.review_status,
         "finding_id": filters.finding_id,
         "incident": filters.incident,
+        "assignee": filters.assignee,
+        "not_disposed": filters.not_disposed,
         "as_of": as_of,
         "reviews_until": reviews_until or FAR_FUTURE,
         **due.params(),

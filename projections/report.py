@@ -845,7 +845,8 @@ def _finding_list(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The report's list of individual findings: every voiding and integrity incident (voiding
     first, each severity oldest first), each with its consequences, review status
-    (``unreviewed`` in a store without review tables), assignee and late flag; and the
+    (``unreviewed`` in a store without review tables), assignee, late flag and who disposed
+    (or proposed) and approved it; and the
     procedural incidents summarised per rule (count, tables, first and last detection), most
     frequent first."""
     under = consequences_by_cause(findings)
@@ -865,6 +866,8 @@ def _finding_list(
                 "review_status": rv.get("review_status", "unreviewed"),
                 "assignee": rv.get("assignee"),
                 "review_late": bool(judge_late and rv.get("review_late")),
+                "disposed_by": rv.get("disposed_by"),  # who disposed, or proposed (four eyes)
+                "approved_by": rv.get("approved_by"),  # the manager who approved the proposal
             }
         )
     procedural = [

@@ -18,12 +18,31 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened
+from schemas.reviews import AnyReview, FindingApproved, FindingAssigned, FindingDisposed, FindingDispositionProposed
 
-ReviewEvent = FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened
+ReviewEvent = AnyReview
 ROLES = ("viewer", "reviewer", "manager", "admin")
 """Console roles, least to most: a viewer reads, a reviewer also reviews, a manager also signs
-reports, an admin also manages users."""
+reports and approves or rejects a proposed disposition (four eyes), an admin can do what a
+manager can and manages users."""
+REVIEWER_ROLES = ("reviewer", "manager", "admin")
+"""The roles that review findings (and so may be assigned one)."""
+MANAGER_ROLES = ("manager", "admin")
+"""The roles that approve or reject a proposed disposition."""
+FOUR_EYES_SEVERITIES = ("voiding", "integrity")
+"""Severities whose ``NOT_A_VIOLATION`` disposition is only proposed until a second person, a
+manager, approves it."""
+DECISION_TYPES = (
+    "FindingDisposed",
+    "FindingDispositionProposed",
+    "FindingApproved",
+    "FindingRejected",
+    "FindingReopened",
+)
+"""The review events that decide a finding's disposition; a proposal is pending while it is the
+latest of them (an acknowledgement or an assignment after it leaves it pending)."""
+DISPOSITION_FIELDS = ("corrective_action", "note")
+"""What a disposition can be required to carry besides its cause (always required)."""
 
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -59,11 +78,44 @@ class ReviewDue:
 
 
 @dataclass(frozen=True)
+class DispositionNeeds:
+    """What a disposition must carry besides its cause, per severity: some of
+    :data:`DISPOSITION_FIELDS`. The values come from the settings
+    (``DEALTRAIL_REVIEW__DISPOSITION_NEEDS_VOIDING`` ...); this class holds no default.
+    """
+
+    voiding: tuple[str, ...]
+    integrity: tuple[str, ...]
+    procedural: tuple[str, ...]
+
+    def missing(self, severity: str, corrective_action: str, note: str) -> list[str]:
+        """The required fields a disposition of a ``severity`` finding leaves blank (in order).
+
+        Args:
+            severity: the finding's severity (an unknown one needs what a voiding one needs).
+            corrective_action: the disposition's corrective action.
+            note: the disposition's note.
+        """
+        needed = {"procedural": self.procedural, "integrity": self.integrity}.get(severity, self.voiding)
+        given = {"corrective_action": corrective_action, "note": note}
+        return [f for f in DISPOSITION_FIELDS if f in needed and not given[f].strip()]
+
+
+def needs_approval(severity: str, cause: str) -> bool:
+    """True if a disposition with ``cause`` of a ``severity`` finding is only proposed until a
+    manager other than the proposer approves it (``NOT_A_VIOLATION`` on a voiding or integrity
+    finding)."""
+    return cause == "NOT_A_VIOLATION" and severity in FOUR_EYES_SEVERITIES
+
+
+@dataclass(frozen=True)
 class FindingFilter:
     """The filters of the findings page, the CSV export and ``GET /api/v1/findings``.
 
     Every field None means "any". ``start``/``end`` bound the detection time, [start, end);
-    ``incident`` True keeps the incidents, False the consequences (see :mod:`projections.incidents`).
+    ``incident`` True keeps the incidents, False the consequences (see :mod:`projections.incidents`);
+    ``assignee`` keeps the findings assigned (latest assignment) to that user; ``not_disposed``
+    True keeps the findings whose review is not ``disposed`` (a pending proposal is not).
     """
 
     start: datetime | None = None
@@ -77,6 +129,8 @@ class FindingFilter:
     review_status: str | None = None
     finding_id: str | None = None
     incident: bool | None = None
+    assignee: str | None = None
+    not_disposed: bool | None = None
 
 
 def _sql(name: str) -> str:
@@ -126,10 +180,12 @@ def find(
 
 def history(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str, Any]]:
     """The finding's review events, oldest first, as dicts (type, user_name, reviewed_at, ...,
-    ``references``: the video references attached, as dicts of camera, clip_id, url and note;
-    an empty list for a review without any, or stored before references existed)."""
+    ``proposal_id`` for an approval or a rejection; ``references``: the video references
+    attached, as dicts of camera, clip_id, url and note; an empty list for a review without any,
+    or stored before references existed)."""
     cur = con.execute(
         """SELECT review_id, type, user_name, reviewed_at, assignee, cause, corrective_action, note,
+                  json_extract_string(payload, '$.proposal_id') AS proposal_id,
                   coalesce(payload->'references', '[]')::VARCHAR AS refs
            FROM reviews WHERE finding_id = ? ORDER BY reviewed_at, review_id""",
         [finding_id],
@@ -180,6 +236,9 @@ REVIEWS_SCHEMA = pa.schema(
 """The columns of the ``reviews`` table, in order (the projector's batches are Arrow tables of it)."""
 
 
+_WITH_CAUSE = (FindingDisposed, FindingDispositionProposed, FindingApproved)
+
+
 def review_row(review: ReviewEvent) -> dict[str, Any]:
     """The ``reviews`` table's row of one review event (see :data:`REVIEWS_SCHEMA`)."""
     return {
@@ -189,8 +248,10 @@ def review_row(review: ReviewEvent) -> dict[str, Any]:
         "user_name": review.user,
         "reviewed_at": review.reviewed_at,
         "assignee": review.assignee if isinstance(review, FindingAssigned) else None,
-        "cause": review.cause.value if isinstance(review, FindingDisposed) else None,
-        "corrective_action": review.corrective_action if isinstance(review, FindingDisposed) else None,
+        "cause": review.cause.value if isinstance(review, _WITH_CAUSE) else None,
+        "corrective_action": review.corrective_action
+        if isinstance(review, FindingDisposed | FindingDispositionProposed)
+        else None,
         "note": review.note,
         "payload": review.model_dump_json(),
     }

@@ -38,13 +38,20 @@ class Cause(StrEnum):
 
 
 class ReviewStatus(StrEnum):
-    """A finding's review status: the latest review event's kind, ``unreviewed`` without one."""
+    """A finding's review status: the latest review event's kind, ``unreviewed`` without one.
+
+    ``pending_approval``: a disposition was proposed (:class:`FindingDispositionProposed`) and
+    waits for a manager's approval; the finding counts as open. An approval
+    (:class:`FindingApproved`) leaves it ``disposed``, a rejection (:class:`FindingRejected`)
+    ``reopened``.
+    """
 
     UNREVIEWED = "unreviewed"
     ACKNOWLEDGED = "acknowledged"
     ASSIGNED = "assigned"
     DISPOSED = "disposed"
     REOPENED = "reopened"
+    PENDING_APPROVAL = "pending_approval"
 
 
 VideoUrl = Annotated[str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s<>\"'`]+$")]
@@ -130,14 +137,59 @@ class FindingReopened(_Review):
     type: Literal["FindingReopened"] = "FindingReopened"
 
 
-ReviewEvent = Annotated[
-    FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened, Field(discriminator="type")
-]
+class FindingDispositionProposed(_Review):
+    """A disposition that needs a second pair of eyes was proposed (four-eyes rule).
+
+    A ``NOT_A_VIOLATION`` cause on a voiding or integrity finding is recorded as this event, not
+    as :class:`FindingDisposed`: the finding counts as open (``pending_approval``) until a
+    manager other than the proposer approves it (:class:`FindingApproved`) or rejects it
+    (:class:`FindingRejected`).
+    """
+
+    type: Literal["FindingDispositionProposed"] = "FindingDispositionProposed"
+    cause: Cause
+    corrective_action: Annotated[str, StringConstraints(max_length=4000)] = ""
+
+
+class FindingApproved(_Review):
+    """A manager approved a proposed disposition: the finding is disposed with its cause.
+
+    Fields:
+        proposal_id: the ``review_id`` of the :class:`FindingDispositionProposed` approved.
+        cause: the cause approved (the proposal's, repeated so the event reads on its own).
+    """
+
+    type: Literal["FindingApproved"] = "FindingApproved"
+    proposal_id: Identifier
+    cause: Cause
+
+
+class FindingRejected(_Review):
+    """A manager rejected a proposed disposition (the note says why): the finding is open again.
+
+    Fields:
+        proposal_id: the ``review_id`` of the :class:`FindingDispositionProposed` rejected.
+    """
+
+    type: Literal["FindingRejected"] = "FindingRejected"
+    proposal_id: Identifier
+
+
+AnyReview = (
+    FindingAcknowledged
+    | FindingAssigned
+    | FindingDisposed
+    | FindingReopened
+    | FindingDispositionProposed
+    | FindingApproved
+    | FindingRejected
+)
+"""Any review event class (the union of the review stream's kinds)."""
+
+ReviewEvent = Annotated[AnyReview, Field(discriminator="type")]
 """Any review event (a discriminated union on ``type``)."""
 
-REVIEW_ADAPTER: TypeAdapter[FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened] = TypeAdapter(
-    ReviewEvent
-)
+REVIEW_ADAPTER: TypeAdapter[AnyReview] = TypeAdapter(ReviewEvent)
 """Validates a review event from a dict or JSON (``REVIEW_ADAPTER.validate_json(raw)``)."""
 
 STATUS_OF_TYPE: dict[str, ReviewStatus] = {
@@ -145,5 +197,8 @@ STATUS_OF_TYPE: dict[str, ReviewStatus] = {
     "FindingAssigned": ReviewStatus.ASSIGNED,
     "FindingDisposed": ReviewStatus.DISPOSED,
     "FindingReopened": ReviewStatus.REOPENED,
+    "FindingDispositionProposed": ReviewStatus.PENDING_APPROVAL,
+    "FindingApproved": ReviewStatus.DISPOSED,
+    "FindingRejected": ReviewStatus.REOPENED,
 }
 """The review status each review event leaves the finding in."""

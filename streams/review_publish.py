@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from schemas.reviews import FindingAcknowledged, FindingAssigned, FindingDisposed, FindingReopened
+from schemas.reviews import AnyReview
 from streams.kafka import client_config
 from streams.topics import Topics
 
 if TYPE_CHECKING:
     from dealtrail.settings import KafkaSettings
 
-Review = FindingAcknowledged | FindingAssigned | FindingDisposed | FindingReopened
+Review = AnyReview
+"""Any review event (approvals and rejections of a proposed disposition included)."""
 
 
 class ReviewPublishError(RuntimeError):

@@ -59,6 +59,7 @@ def _console_config(
     from datetime import timedelta
 
     from dealtrail.console.app import ConsoleConfig, new_session_secret
+    from dealtrail.console.deps import disposition_needs_of
     from dealtrail.console.guard import SecurityPolicy
     from dealtrail.video import VideoLinks
 
@@ -87,6 +88,7 @@ def _console_config(
         security=policy,
         echo_access=echo_access,
         remedy_window=settings.remedy_window,
+        disposition_needs=disposition_needs_of(settings.review),
     )
 
 
@@ -225,7 +227,13 @@ app.add_typer(users_app, name="users")
 @users_app.command("add")
 def users_add(
     name: Annotated[str, typer.Argument(help="The user's name (letters, digits, ._@-).")],
-    role: Annotated[str, typer.Option(help="viewer (reads), reviewer (also reviews) or admin (also manages users).")],
+    role: Annotated[
+        str,
+        typer.Option(
+            help="viewer (reads), reviewer (also reviews), manager (also approves dispositions) "
+            "or admin (also manages users)."
+        ),
+    ],
     db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
 ) -> None:
     """Add a user, or set an existing user's role and password; the password is read from stdin."""

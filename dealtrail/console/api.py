@@ -119,7 +119,8 @@ def router(console: Console) -> APIRouter:
         """One finding with its review history."""
         f = console.finding(con, finding_id)
         out = reviews.review_rows_json([f])[0]
-        out["reviews"] = reviews.review_rows_json(reviews.history(con, finding_id))
+        history = reviews.review_rows_json(reviews.history(con, finding_id))
+        out["reviews"] = [{"user": r["user_name"], **r} for r in history]  # user_name: deprecated alias
         return out
 
     @routes.post(
@@ -132,14 +133,24 @@ def router(console: Console) -> APIRouter:
         responses={
             **_REFUSALS,
             **_BODY_REFUSALS,
-            403: {"model": ErrorMessage, "description": "A viewer's token: viewers do not review."},
+            403: {
+                "model": ErrorMessage,
+                "description": "A viewer's token (viewers do not review); an approval or rejection by a "
+                "reviewer, or by the manager who proposed the disposition (four eyes).",
+            },
             404: {"model": ErrorMessage, "description": "No such finding."},
+            409: {"model": ErrorMessage, "description": "Approve or reject with no proposed disposition pending."},
             503: {"model": ErrorMessage, "description": "The review was not recorded (the broker did not take it)."},
             201: {"model": StoredReview, "description": "The stored review event.", "links": _REVIEW_LINKS},
         },
     )
     def api_review(finding_id: str, body: ReviewRequest, user: ApiUser, con: Cursor) -> dict[str, Any]:
-        """Record a review (reviewer or admin token): 201 with the stored review event."""
+        """Record a review (reviewer, manager or admin token): 201 with the stored review event.
+
+        ``dispose`` with ``NOT_A_VIOLATION`` on a voiding or integrity finding is recorded as a
+        proposal (``FindingDispositionProposed``, review status ``pending_approval``, still open);
+        ``approve`` or ``reject`` (with a note) is a manager's decision on it, refused (403) to
+        its proposer and to a reviewer."""
         if not user.can_review:
             raise HTTPException(403, "a viewer cannot review findings")
         event = console.record_review(con, finding_id, user, body)

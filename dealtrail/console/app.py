@@ -37,6 +37,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from dealtrail.console import (
     admin,
     api,
+    bulk,
     guard,
     health,
     pages,
@@ -181,6 +182,7 @@ def create_app(
     app.include_router(security.router(console))  # the access log (admins)
     app.include_router(totp.router(console))  # one-time code enrolment
     app.include_router(replay_pages.router(console))  # the investigator's replay, its API, the case page
+    app.include_router(bulk.router(console))  # bulk acknowledge / assign from the findings list
     return app
 
 

@@ -55,7 +55,7 @@ def add_user(
     Args:
         con: the store's writer connection.
         name: the user's name (letters, digits, ``._@-``; 1 to 64 characters).
-        role: viewer, reviewer or admin.
+        role: viewer, reviewer, manager or admin.
         password: at least :data:`MIN_PASSWORD` characters (never stored, only its hash).
         at: when (timezone-aware).
         by: who (``cli``, or the admin's name).

@@ -26,22 +26,36 @@ from ulid import ULID
 
 from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
+from dealtrail.settings import ReviewSettings
 from dealtrail.video import VideoLinks
 from projections import access, incidents, reviews, staff
 from projections.device_state import floor_device_states
-from projections.reviews import FindingFilter, ReviewDue
+from projections.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.access import AccessEntry
 from schemas.reviews import (
     Cause,
     FindingAcknowledged,
+    FindingApproved,
     FindingAssigned,
     FindingDisposed,
+    FindingDispositionProposed,
+    FindingRejected,
     FindingReopened,
 )
 from streams.engine import Plausibility
 
 SEVERITIES = ("voiding", "integrity", "procedural")
+
+
+def disposition_needs_of(review: ReviewSettings) -> DispositionNeeds:
+    """What a disposition must carry per severity, from the review settings
+    (``DEALTRAIL_REVIEW__DISPOSITION_NEEDS_<SEVERITY>``)."""
+    return DispositionNeeds(
+        tuple(review.disposition_needs_voiding),
+        tuple(review.disposition_needs_integrity),
+        tuple(review.disposition_needs_procedural),
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class ConsoleConfig:
         echo_access: print one line per access-log entry to standard error (``serve``).
         remedy_window: how long the engine awaits an owed remedy (``DEALTRAIL_REMEDY_WINDOW``):
             a finding page lists the remedies recorded after it (rulebook 10.3.5).
+        disposition_needs: what a disposition must carry besides its cause, per severity
+            (resolved settings; by default the settings' defaults).
     """
 
     review_due: ReviewDue
@@ -78,6 +94,7 @@ class ConsoleConfig:
     security: guard.SecurityPolicy = field(default_factory=guard.SecurityPolicy)
     echo_access: bool = False
     remedy_window: timedelta = timedelta(hours=24)
+    disposition_needs: DispositionNeeds = field(default_factory=lambda: disposition_needs_of(ReviewSettings()))
 
 
 class LoginRequiredError(Exception):
@@ -97,8 +114,13 @@ class User:
 
     @property
     def can_review(self) -> bool:
-        """Reviewers and admins review; viewers only read."""
-        return self.role in ("reviewer", "admin")
+        """Reviewers, managers and admins review; viewers only read."""
+        return self.role in REVIEWER_ROLES
+
+    @property
+    def can_approve(self) -> bool:
+        """Managers and admins approve or reject a disposition someone else proposed (four eyes)."""
+        return self.role in MANAGER_ROLES
 
     @property
     def is_admin(self) -> bool:
@@ -392,14 +414,28 @@ class Console:
     def record_review(self, con: duckdb.DuckDBPyConnection, finding_id: str, user: User, body: ReviewRequest) -> Any:
         """Record a review of a finding: to the review sink if there is one, else to the store.
 
+        A disposition needs a cause, and per the finding's severity a corrective action and a
+        note (``ConsoleConfig.disposition_needs``). A ``NOT_A_VIOLATION`` disposition of a
+        voiding or integrity finding is recorded as a proposal (``FindingDispositionProposed``:
+        the finding stays open, ``pending_approval``) until a manager other than the proposer
+        approves it (``approve``) or rejects it with a note (``reject``).
+
         Returns:
             The review event recorded.
 
         Raises:
-            HTTPException: 404 for an unknown finding; 503 when the sink did not take it.
-            RequestValidationError: 422, an assignee who is no active user, a disposal without cause.
+            HTTPException: 403 for a viewer, and for an approval or rejection by someone who is
+                not a manager or who proposed the disposition; 404 for an unknown finding; 409
+                for an approval or rejection with no proposal pending; 503 when the sink did not
+                take it.
+            RequestValidationError: 422, an assignee who cannot review, a disposition without
+                cause or without what its severity needs, a rejection without note.
         """
-        self.finding(con, finding_id)  # 404 for an unknown finding
+        if not user.can_review:
+            raise HTTPException(403, "a viewer cannot review findings")
+        if body.action in ("approve", "reject") and not user.can_approve:
+            raise HTTPException(403, f"only a manager can {body.action} a proposed disposition")
+        f = self.finding(con, finding_id)  # 404 for an unknown finding
         common = {
             "review_id": str(ULID()),
             "finding_id": finding_id,
@@ -413,15 +449,15 @@ class Console:
             event = FindingAcknowledged.model_validate(common)
         elif body.action == "assign":
             target = access.user(con, body.assignee or "")
-            if target is None or not target["active"]:
-                raise invalid(("body", "assignee"), "assign needs the name of an active console user as assignee")
+            if target is None or not target["active"] or target["role"] not in REVIEWER_ROLES:
+                raise invalid(
+                    ("body", "assignee"), "assign needs the name of an active user who can review (not a viewer)"
+                )
             event = FindingAssigned.model_validate({**common, "assignee": target["name"]})
         elif body.action == "dispose":
-            if body.cause is None:
-                raise invalid(("body", "cause"), f"dispose needs a cause: one of {', '.join(c.value for c in Cause)}")
-            event = FindingDisposed.model_validate(
-                {**common, "cause": body.cause, "corrective_action": body.corrective_action}
-            )
+            event = self._disposition(f, common, body)
+        elif body.action in ("approve", "reject"):
+            event = self._decision(con, finding_id, user, common, body)
         else:
             event = FindingReopened.model_validate(common)
         if self.review_sink is not None:
@@ -434,3 +470,39 @@ class Console:
                 reviews.append_review(self.store.con, event)
         self.access.record("review", user.name, "ok", f"{event.type} of finding {finding_id} ({event.review_id})")
         return event
+
+    def _disposition(
+        self, f: dict[str, Any], common: dict[str, Any], body: ReviewRequest
+    ) -> FindingDisposed | FindingDispositionProposed:
+        """A disposition of finding ``f``, or a proposal when it needs a manager's approval."""
+        if body.cause is None:
+            raise invalid(("body", "cause"), f"dispose needs a cause: one of {', '.join(c.value for c in Cause)}")
+        missing = self.config.disposition_needs.missing(str(f["severity"]), body.corrective_action, body.note)
+        if missing:
+            names = " and ".join(m.replace("_", " ") for m in missing)
+            raise invalid(("body", missing[0]), f"a disposition of a {f['severity']} finding needs a {names}")
+        fields = {**common, "cause": body.cause, "corrective_action": body.corrective_action}
+        if reviews.needs_approval(str(f["severity"]), body.cause.value):
+            return FindingDispositionProposed.model_validate(fields)
+        return FindingDisposed.model_validate(fields)
+
+    def _decision(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        finding_id: str,
+        user: User,
+        common: dict[str, Any],
+        body: ReviewRequest,
+    ) -> FindingApproved | FindingRejected:
+        """A manager's approval or rejection of the finding's pending proposal (four eyes)."""
+        decisions = [r for r in reviews.history(con, finding_id) if r["type"] in reviews.DECISION_TYPES]
+        last = decisions[-1] if decisions else None  # acknowledgements and assignments leave a proposal pending
+        if last is None or last["type"] != "FindingDispositionProposed":
+            raise HTTPException(409, f"no proposed disposition of this finding waits for approval to {body.action}")
+        if last["user_name"] == user.name:
+            raise HTTPException(403, f"you proposed this disposition: another manager must {body.action} it")
+        if body.action == "approve":
+            return FindingApproved.model_validate({**common, "proposal_id": last["review_id"], "cause": last["cause"]})
+        if not body.note.strip():
+            raise invalid(("body", "note"), "a rejection needs a note saying why")
+        return FindingRejected.model_validate({**common, "proposal_id": last["review_id"]})

@@ -46,12 +46,14 @@ def _blank(value: str | None) -> str | None:
 @dataclass(frozen=True)
 class FindingsQuery:
     """A findings list's query: the filter, the query-string values as given (for links), the sort
-    column and its order (``asc`` or ``desc``)."""
+    column and its order (``asc`` or ``desc``), and ``mine``: "my queue" (the findings assigned to
+    the signed-in user, not yet disposed; the page applies it, knowing the user)."""
 
     flt: FindingFilter
     params: dict[str, str]
     sort: str
     order: Literal["asc", "desc"]
+    mine: bool = False
 
 
 def filters_from(
@@ -96,17 +98,19 @@ def page_query(
     sort: str = "detected",
     order: Literal["asc", "desc"] = "desc",
     kind: str | None = None,
+    mine: str | None = None,
 ) -> FindingsQuery:
     """The findings page's and its CSV export's query: one filter, one order. ``kind``
     ``incidents`` keeps the incidents, ``consequences`` the consequences (anything else: every
-    finding record)."""
+    finding record); ``mine`` (any non-blank value) asks for "my queue"."""
     given = {"from": from_, "to": to, "game": game, "table": table, "dealer": dealer, "rule": rule,
              "severity": severity, "status": status, "review": review}  # fmt: skip
     flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
     incident = KINDS.get(kind or "")
     given["kind"] = kind if incident is not None else None
     flt = replace(flt, incident=incident)
-    return FindingsQuery(flt, {k: v or "" for k, v in given.items()}, sort, order)
+    given["mine"] = "1" if mine else None
+    return FindingsQuery(flt, {k: v or "" for k, v in given.items()}, sort, order, bool(mine))
 
 
 Filters = Annotated[FindingsQuery, Depends(page_query)]

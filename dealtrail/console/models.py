@@ -75,11 +75,14 @@ class FindingsPage(_Open):
 
 
 class ReviewRow(_Open):
-    """One review event of a finding, as stored."""
+    """One review event of a finding, as stored: ``user`` made it (the name a review's reply,
+    ``POST .../reviews``, uses too); ``user_name`` is the same name under its old key, kept for
+    clients of the first API version and deprecated."""
 
     review_id: str
     type: str
-    user_name: str
+    user: str
+    user_name: str = Field(deprecated=True, description="Deprecated: the same as `user`.")
     reviewed_at: datetime
 
 
@@ -115,19 +118,23 @@ class ReviewRequest(BaseModel):
     """Body of ``POST /api/v1/findings/{finding_id}/reviews`` (unknown fields are refused).
 
     Attributes:
-        action: acknowledge, assign, dispose or reopen.
+        action: acknowledge, assign, dispose or reopen; approve or reject (a manager, of a
+            disposition someone else proposed).
         cause: with ``dispose``: DEALER_ERROR, SUPERVISOR_ERROR, DEVICE, PATRON, DATA_ERROR or
-            NOT_A_VIOLATION.
-        corrective_action: with ``dispose``: what was done about it.
-        assignee: with ``assign``: the user the finding is assigned to.
-        note: free text.
+            NOT_A_VIOLATION (on a voiding or integrity finding only proposed: a manager other
+            than the proposer approves it).
+        corrective_action: with ``dispose``: what was done about it (required for the
+            severities the settings name).
+        assignee: with ``assign``: a user who can review.
+        note: free text (required with ``reject``, and with ``dispose`` for the severities the
+            settings name).
         references: video clips attached as evidence, each with ``camera``, ``clip_id``,
             ``url`` (http or https only) and ``note``; a clip ID or a URL is needed (at most 20).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["acknowledge", "assign", "dispose", "reopen"]
+    action: Literal["acknowledge", "assign", "dispose", "reopen", "approve", "reject"]
     cause: Cause | None = None
     corrective_action: Text = Field(default="", max_length=4000)
     assignee: Text | None = Field(default=None, max_length=64)

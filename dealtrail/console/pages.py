@@ -5,8 +5,10 @@ only after login, like everything else)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -21,7 +23,7 @@ from pydantic import ValidationError
 
 from dealtrail.console import replay_pages
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
-from dealtrail.console.filters import Filters
+from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
 from projections import incidents, reviews, staff
 from projections.cards import area_name, card_face
@@ -32,7 +34,7 @@ from schemas.reviews import Cause, ReviewStatus
 from streams.engine.catalog import RULES_BY_ID
 
 PAGE_SIZE = 50
-ACTIONS = ("acknowledge", "assign", "dispose", "reopen")
+ACTIONS = ("acknowledge", "assign", "dispose", "reopen", "approve", "reject")
 
 
 def router(console: Console) -> APIRouter:
@@ -76,10 +78,12 @@ def router(console: Console) -> APIRouter:
         con: Cursor,
         q: Filters,
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+        done: str = "",
     ) -> HTMLResponse:
         now = config.clock()
+        flt = queue_filter(q, user)
         rows, total = reviews.find(
-            con, q.flt, config.review_due, now, q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
+            con, flt, config.review_due, now, q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
         )
         params, sort, order = q.params, q.sort, q.order
         return render(
@@ -88,7 +92,7 @@ def router(console: Console) -> APIRouter:
             user,
             rows=[_decorate(r) for r in rows],
             total=total,
-            counted=incidents.counts(con, config.review_due, now, q.flt),
+            counted=incidents.counts(con, config.review_due, now, flt),
             page=page,
             pages=max(1, math.ceil(total / PAGE_SIZE)),
             params=params,
@@ -98,11 +102,12 @@ def router(console: Console) -> APIRouter:
             choices=_choices(con),
             severities=SEVERITIES,
             review_statuses=[s.value for s in ReviewStatus],
+            done=done if re.fullmatch(r"\d{1,4} (acknowledge|assign)", done) else "",
         )
 
     @routes.get("/findings.csv", include_in_schema=False)
     def findings_csv(user: PageUser, con: Cursor, q: Filters) -> Response:
-        rows, _ = reviews.find(con, q.flt, config.review_due, config.clock(), q.sort, q.order == "desc")
+        rows, _ = reviews.find(con, queue_filter(q, user), config.review_due, config.clock(), q.sort, q.order == "desc")
         return Response(
             _csv(rows, staff.names(con)),
             media_type="text/csv; charset=utf-8",
@@ -168,6 +173,8 @@ def router(console: Console) -> APIRouter:
             raise HTTPException(403, "a viewer cannot review findings")
         typed = {"action": action, "cause": cause, "corrective_action": corrective_action}
         typed |= {"assignee": assignee, "note": note}
+        if action in ("approve", "reject") and not user.can_approve:
+            raise HTTPException(403, f"only a manager can {action} a proposed disposition")
         try:
             if action not in ACTIONS:
                 raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
@@ -190,6 +197,11 @@ def router(console: Console) -> APIRouter:
                 loc = [str(x) for x in e.get("loc", ())[1:]] or ["action"]
                 errors.setdefault(loc[0] if loc[0] in typed else "action", str(e.get("msg", "")))
             return finding_view(request, finding_id, user, con, status_code=422, form=typed, errors=errors)
+        except HTTPException as exc:  # nothing to approve or reject (409): the page again, the message beside it
+            if exc.status_code != 409:
+                raise
+            return finding_view(request, finding_id, user, con, status_code=409, form=typed,
+                                errors={"action": str(exc.detail)})  # fmt: skip
         return RedirectResponse(f"/findings/{finding_id}?done={action}#reviews", status_code=303)
 
     @routes.get("/dealers/{dealer_id:path}", include_in_schema=False)  # an ID may hold a "/"
@@ -219,6 +231,14 @@ def router(console: Console) -> APIRouter:
     return routes
 
 
+def queue_filter(q: FindingsQuery, user: User) -> FindingFilter:
+    """The query's filter; with ``mine`` narrowed to "my queue": the findings assigned to
+    ``user`` (latest assignment) and not yet disposed."""
+    if not q.mine:
+        return q.flt
+    return dataclasses.replace(q.flt, assignee=user.name, not_disposed=True)
+
+
 def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """The values the findings filters and the assign form offer."""
 
@@ -230,7 +250,9 @@ def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         "tables": one("SELECT DISTINCT table_id FROM dim_findings ORDER BY 1"),
         "rules": one("SELECT DISTINCT rule_id FROM dim_findings ORDER BY 1"),
         "dealers": one("SELECT DISTINCT dealer_id FROM rounds ORDER BY 1"),
-        "users": one("SELECT name FROM dim_users WHERE active ORDER BY 1"),
+        "users": one(  # the assignees offered: active users who can review
+            "SELECT name FROM dim_users WHERE active AND role IN ('reviewer', 'manager', 'admin') ORDER BY 1"
+        ),
     }
 
 
@@ -387,7 +409,7 @@ def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> 
     cols = [
         "finding_id", "detected_at", "game", "table_id", "round_id", "dealer_id", "rule_id", "citation", "severity",
         "status", "review_status", "review_due_at", "review_late", "last_reviewed_by", "last_reviewed_at", "assignee",
-        "cause", "required_remedy", "message",
+        "cause", "required_remedy", "message", "corrective_action", "disposition_note", "disposed_by", "approved_by",
     ]  # fmt: skip
     cols.insert(cols.index("dealer_id") + 1, "dealer_name")
     buf = io.StringIO()
@@ -397,6 +419,8 @@ def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> 
         line = []
         for c in cols:
             v = r.get(c)
+            if c == "cause" and v is None:  # a pending proposal's cause (review_status says so)
+                v = r.get("proposed_cause")
             text = utc(v) if isinstance(v, datetime) else "" if v is None else str(v)
             line.append(neutralise_cell(text))  # a cell a spreadsheet would run is quoted as text
         w.writerow(line)

@@ -74,6 +74,7 @@ def router(console: Console) -> APIRouter:
         reference_note: Annotated[str, Form(max_length=4000)] = "",
         ref_cause: Annotated[str, Form()] = "",
         ref_review_note: Annotated[str, Form(max_length=4000)] = "",
+        ref_corrective_action: Annotated[str, Form(max_length=4000)] = "",
     ) -> Response:
         console.check_csrf(request, csrf)
         if not user.can_review:
@@ -85,6 +86,7 @@ def router(console: Console) -> APIRouter:
                 {
                     "action": ref_action,
                     "cause": ref_cause or None,
+                    "corrective_action": ref_corrective_action,  # a disposition needs one per severity
                     "note": ref_review_note,
                     "references": [{"camera": camera, "clip_id": clip_id, "url": url, "note": reference_note}],
                 }
