@@ -29,6 +29,14 @@ REVIEWER_ROLES = ("reviewer", "manager", "admin")
 """The roles that review findings (and so may be assigned one)."""
 MANAGER_ROLES = ("manager", "admin")
 """The roles that approve or reject a proposed disposition."""
+
+
+def role_at_least(role: str, least: str) -> bool:
+    """Whether ``role`` is ``least`` or above it in :data:`ROLES` (viewer < reviewer < manager <
+    admin); an unknown role is below every role, and an unknown ``least`` is reached by none."""
+    return role in ROLES and least in ROLES and ROLES.index(role) >= ROLES.index(least)
+
+
 FOUR_EYES_SEVERITIES = ("voiding", "integrity")
 """Severities whose ``NOT_A_VIOLATION`` disposition is only proposed until a second person, a
 manager, approves it."""

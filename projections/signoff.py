@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from projections.period_reports import REVISION, history
-from projections.reviews import ROLES
+from projections.reviews import role_at_least
 
 SIGNOFF = "signoff.json"
 """The sign-off record's file name in a revision folder."""
@@ -46,12 +46,6 @@ MAX_STATEMENT = 2000
 class SignOffError(ValueError):
     """A revision that cannot be signed (not a revision, not final, superseded, signed already)
     or a bad signer or statement; the message says which."""
-
-
-def role_at_least(role: str, least: str) -> bool:
-    """Whether ``role`` is ``least`` or above it in :data:`projections.reviews.ROLES`
-    (viewer < reviewer < manager < admin); an unknown role is below every role."""
-    return role in ROLES and least in ROLES and ROLES.index(role) >= ROLES.index(least)
 
 
 def file_hashes(folder: Path) -> dict[str, str]:

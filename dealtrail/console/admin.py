@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from dealtrail.console.security import role_at_least
 from projections import access, reviews
+from projections.reviews import role_at_least
 
 
 def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, current: dict[str, object]) -> None:

@@ -16,7 +16,8 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
-from projections.signoff import SIGNER_ROLE, SignOffError, block_html, role_at_least, verify, with_block
+from projections.reviews import role_at_least
+from projections.signoff import SIGNER_ROLE, SignOffError, block_html, verify, with_block
 
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
 """The compliance report is a self-contained page with its own inline styles and no script."""

@@ -18,16 +18,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dealtrail.console.deps import Console, Cursor, PageUser, User, query_string
 from projections import access_log
-from projections.reviews import ROLES
+from projections.reviews import role_at_least
 
 PAGE = 100
 """Entries per page of the access log."""
-
-
-def role_at_least(role: str, minimum: str) -> bool:
-    """True if ``role`` ranks at or above ``minimum`` in :data:`projections.reviews.ROLES`
-    (least to most; an unknown role ranks nowhere)."""
-    return role in ROLES and ROLES.index(role) >= ROLES.index(minimum)
 
 
 def _day(value: str, field: str) -> datetime | None:

@@ -12,7 +12,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
 from projections import property as stored_property
-from projections.signoff import SIGNER_ROLE, SignOffError, role_at_least, sign
+from projections.reviews import role_at_least
+from projections.signoff import SIGNER_ROLE, SignOffError, sign
 
 
 def router(console: Console) -> APIRouter:
