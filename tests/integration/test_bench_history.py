@@ -3,10 +3,15 @@ timing is asserted: the figures depend on the machine)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +59,32 @@ def test_bench_history_quick_prints_every_figure_with_a_number(tmp_path: Path) -
     stores = list(cache.glob("*/store.duckdb"))
     assert len(stores) == 1 and not list(cache.glob("*/archive"))
     assert not list(cache.glob("*/events.jsonl"))
+
+
+def test_bench_history_cache_key_follows_the_options_and_the_code_that_shape_a_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    spec = importlib.util.spec_from_file_location("bench_history", ROOT / "bench" / "bench_history.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_history", bench)  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    day, month = bench.StoreSpec(8, 24.0), bench.StoreSpec(8, 720.0)
+    assert (day.label, month.label, bench.StoreSpec(3, 1.0).label) == ("1 day", "30 days", "1 hour")
+    assert day.start < bench.BOUNDARY < day.start + timedelta(hours=24)  # two months: one can be archived
+    keys = {bench.store_key(s) for s in (day, month, bench.StoreSpec(4, 24.0))}
+    assert len(keys) == 3
+    # the same options with other code (here: another copy of the engine) make another key
+    fake = tmp_path / "root"
+    for name in bench.SHAPING:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, fake / name)
+        else:
+            (fake / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, fake / name)
+    monkeypatch.setattr(bench, "ROOT", fake)
+    assert bench.store_key(day) == bench.store_key(day) and bench.store_key(day) in keys
+    with (fake / "streams" / "engine" / "__init__.py").open("a") as fh:
+        fh.write("\n# changed\n")
+    assert bench.store_key(day) not in keys
