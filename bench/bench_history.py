@@ -25,8 +25,8 @@ Prints on stdout, for each store, lines beginning with its length (``1 day``, ``
   1 day report MB: N                      its report.html
   1 day page p95 ms floor: N              the floor page ``/`` (suffixed lines: its rows fragment
                                           ``/floor/tables`` that refreshes every few seconds)
-  1 day page p95 ms findings (page 1): N  the findings list unfiltered; (deep page K) page K of
-                                          it (the middle page); (table T) filtered by the table
+  1 day page p95 ms findings (page 1): N  the findings list unfiltered; (deep page K) its last
+                                          page K; (table T) filtered by the table
                                           with the most findings; (rule R) by its most frequent rule
   1 day page p95 ms findings: N           the largest of those four
   1 day page p95 ms finding: N            one finding's page (a different finding each request)
@@ -227,8 +227,8 @@ def report_lines(db: Path, label: str) -> list[str]:
     return [f"{label} report s (whole store): {seconds:.1f}", f"{label} report MB: {html / 1e6:.2f}"]
 
 
-def page_lines(db: Path, label: str, warmup: int, requests: int) -> list[str]:
-    """The console's pages and the findings API on ``db`` (a writable copy), p95 ms each."""
+def page_lines(db: Path, label: str, warmup: int, requests: int) -> None:
+    """Print the console's pages and the findings API on ``db`` (a writable copy), p95 ms each."""
     from fastapi.testclient import TestClient
 
     from dealtrail.cli.common import review_due
@@ -261,33 +261,38 @@ def page_lines(db: Path, label: str, warmup: int, requests: int) -> list[str]:
         ids = [r[0] for r in con.execute("SELECT DISTINCT finding_id FROM findings ORDER BY 1 LIMIT 200").fetchall()]
         if not (table and rule and dealer and ids):
             raise SystemExit(f"the store {db} holds no finding with a table, rule and dealer to ask for")
-        page_text = client.get("/findings").text
-        pages = max([1] + [int(p) for p in re.findall(r"[?&;]page=(\d+)", page_text)])
-        deep = max(1, (pages + 1) // 2)
-        log(f"{label}: {total:,} findings, {pages:,} list pages; table {table}, rule {rule}, dealer {dealer}")
+        shown = re.search(r"page 1 of ([0-9,]+)", client.get("/findings").text)
+        if shown is None:
+            raise SystemExit("the findings page does not say how many pages it has ('page 1 of N')")
+        deep = int(shown.group(1).replace(",", ""))  # the last page: the deepest offset
+        log(f"{label}: {total:,} findings, {deep:,} list pages; table {table}, rule {rule}, dealer {dealer}")
 
         def ms(*paths: str) -> float:
             return timed(client.get, forever(*paths), warmup, requests)
 
         from urllib.parse import quote, urlencode
 
-        out = []
+        def emit(line: str) -> None:
+            print(line, flush=True)
+
         floor, fragment = ms("/"), ms("/floor/tables")
-        out += [f"{label} page p95 ms floor (rows fragment): {fragment:.0f}", f"{label} page p95 ms floor: {floor:.0f}"]
-        lists = {
-            "page 1": ms("/findings"),
-            f"deep page {deep}": ms(f"/findings?page={deep}"),
-            f"table {table}": ms("/findings?" + urlencode({"table": table})),
-            f"rule {rule}": ms("/findings?" + urlencode({"rule": rule})),
-        }
-        out += [f"{label} page p95 ms findings ({name}): {v:.0f}" for name, v in lists.items()]
-        out.append(f"{label} page p95 ms findings: {max(lists.values()):.0f}")
-        out.append(f"{label} page p95 ms finding: {ms(*(f'/findings/{quote(i)}' for i in ids)):.0f}")
-        out.append(f"{label} page p95 ms dealer: {ms('/dealers/' + quote(dealer)):.0f}")
-        out.append(f"{label} page p95 ms table: {ms('/tables/' + quote(table)):.0f}")
-        out.append(f"{label} api p95 ms findings: {ms('/api/v1/findings'):.0f}")
+        emit(f"{label} page p95 ms floor (rows fragment): {fragment:.0f}")
+        emit(f"{label} page p95 ms floor: {floor:.0f}")
+        lists = {}
+        for name, path in (
+            ("page 1", "/findings"),
+            (f"deep page {deep}", f"/findings?page={deep}"),
+            (f"table {table}", "/findings?" + urlencode({"table": table})),
+            (f"rule {rule}", "/findings?" + urlencode({"rule": rule})),
+        ):
+            lists[name] = ms(path)
+            emit(f"{label} page p95 ms findings ({name}): {lists[name]:.0f}")
+        emit(f"{label} page p95 ms findings: {max(lists.values()):.0f}")
+        emit(f"{label} page p95 ms finding: {ms(*(f'/findings/{quote(i)}' for i in ids)):.0f}")
+        emit(f"{label} page p95 ms dealer: {ms('/dealers/' + quote(dealer)):.0f}")
+        emit(f"{label} page p95 ms table: {ms('/tables/' + quote(table)):.0f}")
+        emit(f"{label} api p95 ms findings: {ms('/api/v1/findings'):.0f}")
         client.close()
-        return out
     finally:
         store.close()
 
@@ -337,8 +342,7 @@ def measure(db: Path, spec: StoreSpec, stages: set[str], warmup: int, requests: 
         shutil.copyfile(db, copy)
         copy.chmod(0o600)
         if "pages" in stages:
-            for line in page_lines(copy, label, warmup, requests):
-                print(line, flush=True)
+            page_lines(copy, label, warmup, requests)
         if "replica" in stages:
             print(replica_line(copy, label), flush=True)
         if "archive" in stages:
