@@ -195,6 +195,7 @@ def p95(times: list[float]) -> float:
 def timed(get: Callable[[str], Any], paths: Iterator[str], warmup: int, requests: int) -> float:
     """p95 ms of ``requests`` GETs after ``warmup`` (each the next path of ``paths``); all must answer 200."""
     times = []
+    slowest = (0.0, "")
     for i in range(warmup + requests):
         path = next(paths)
         t0 = time.perf_counter()
@@ -204,6 +205,8 @@ def timed(get: Callable[[str], Any], paths: Iterator[str], warmup: int, requests
             raise SystemExit(f"GET {path} answered {response.status_code}")
         if i >= warmup:
             times.append(elapsed)
+            slowest = max(slowest, (elapsed, path))
+    log(f"GET {slowest[1]}: the slowest of {requests}, {1000 * slowest[0]:,.0f} ms")
     return p95(times)
 
 
