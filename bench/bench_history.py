@@ -125,19 +125,78 @@ def store_key(spec: StoreSpec) -> str:
     return f"{spec.label.replace(' ', '')}-{spec.tables}t-{digest}-{code_version()}"
 
 
-def build(spec: StoreSpec, folder: Path, rebuild: bool) -> Path:
+def _simulate_tables(floor: Any, indexes: list[int], out: Path) -> int:
+    """Simulate the tables of ``floor`` at ``indexes`` to ``out``, each line prefixed with its merge
+    key (UTC time, table, seq; tab-separated), in the order :func:`dealtrail.simulator.floor.simulate`
+    gives them. Each table's simulation depends on its own ID and index only, so a table simulated
+    here deals exactly what it deals in a whole floor."""
+    import heapq
+
+    from dealtrail.simulator.floor import GAMES
+    from dealtrail.simulator.table import TableSim, table_ids
+    from projections.private import open_private
+    from schemas.codec import encode
+
+    tables = table_ids(floor.tables)
+    sims = [TableSim(floor, tables[i][0], tables[i][1], i // 3, [], GAMES[tables[i][1]]) for i in indexes]
+    n = 0
+    with open_private(out, binary=True) as fh:
+        for e in heapq.merge(*(s.events() for s in sims), key=lambda e: (e.occurred_at, e.table_id, e.seq)):
+            at = e.occurred_at.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%f")
+            fh.write(f"{at}\t{e.table_id}\t{e.seq}\t".encode() + encode(e) + b"\n")
+            n += 1
+            if n % 500_000 == 0:
+                log(f"a simulator of {len(indexes)} tables: {n:,} events")
+    return n
+
+
+def simulate_floor(floor: Any, out: Path, processes: int) -> int:
+    """Write the events of ``floor`` to ``out``, byte for byte as :func:`simulate` and
+    :func:`schemas.codec.encode` give them, with the tables shared among ``processes``
+    simulators whose files are then merged by (time, table, seq) as ``simulate`` merges them.
+
+    Returns:
+        The events written.
+    """
+    import heapq
+    from concurrent.futures import ProcessPoolExecutor
+
+    from projections.private import open_private
+
+    groups = [g for g in (list(range(k, floor.tables, processes)) for k in range(processes)) if g]
+    parts = [out.with_name(f"{out.name}.part{k}") for k in range(len(groups))]
+    with ProcessPoolExecutor(len(groups)) as pool:
+        list(pool.map(_simulate_tables, [floor] * len(groups), groups, parts))
+
+    def keyed(path: Path) -> Iterator[tuple[tuple[bytes, bytes, int], bytes]]:
+        with path.open("rb") as fh:
+            for line in fh:
+                at, table, seq, event = line.split(b"\t", 3)
+                yield (at, table, int(seq)), event
+
+    n = 0
+    with open_private(out, binary=True) as fh:
+        for _, event in heapq.merge(*(keyed(p) for p in parts), key=lambda pair: pair[0]):
+            fh.write(event)
+            n += 1
+    for part in parts:
+        part.unlink()
+    return n
+
+
+def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
     """The store of ``spec`` in ``folder`` (built there unless it is there already).
 
-    The events are simulated to ``events.jsonl`` and audited into ``store.part``, renamed to
+    The events are simulated to ``events.jsonl`` (by ``processes`` simulators: :func:`simulate_floor`)
+    and audited into ``store.part``, renamed to
     ``store.duckdb`` at the end (an interrupted build leaves no store that looks whole); the event
     file is deleted once the store is built.
     """
     from dealtrail.audit import audit_file
     from dealtrail.settings import Settings
-    from dealtrail.simulator.floor import FloorSpec, simulate
-    from projections.private import make_private_dirs, open_private
+    from dealtrail.simulator.floor import FloorSpec
+    from projections.private import make_private_dirs
     from projections.store import Store
-    from schemas.codec import encode
 
     db = folder / "store.duckdb"
     if db.exists() and not rebuild:
@@ -146,17 +205,11 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool) -> Path:
     db.unlink(missing_ok=True)
     events = folder / "events.jsonl"
     expected = spec.tables * spec.hours * 3_800  # about 3,800 events a table-hour (the demo: 3,816)
-    log(f"{spec.label}: simulating {spec.tables} tables for {spec.hours:g} h (about {expected:,.0f} events)")
+    log(f"{spec.label}: simulating {spec.tables} tables for {spec.hours:g} h (about {expected:,.0f} events) "
+        f"in {min(processes, spec.tables)} processes")  # fmt: skip
     t0 = time.monotonic()
-    n = 0
     floor = FloorSpec(tables=spec.tables, hours=spec.hours, seed=SEED, error_rate=ERROR_RATE, start=spec.start)
-    with open_private(events, binary=True) as fh:
-        for event in simulate(floor):
-            fh.write(encode(event) + b"\n")
-            n += 1
-            if n % 200_000 == 0:
-                rate = n / (time.monotonic() - t0)
-                log(f"{spec.label}: simulated {n:,} events, {rate:,.0f}/s, about {(expected - n) / rate:,.0f} s left")
+    n = simulate_floor(floor, events, min(processes, spec.tables))
     sim_s = time.monotonic() - t0
     log(f"{spec.label}: simulated {n:,} events in {sim_s:,.0f} s ({n / sim_s:,.0f}/s); auditing")
     size, done, t1, last = events.stat().st_size, 0, time.monotonic(), time.monotonic()
@@ -363,6 +416,7 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(STAGES), help=f"stages, comma-separated: {', '.join(STAGES)}")
     parser.add_argument("--requests", type=int, default=20, help="requests per page after the warm-up")
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--simulators", type=int, default=os.cpu_count() or 1, help="simulator processes")
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 tables for 1 hour, 3 requests a page")
     args = parser.parse_args()
     stages = {s.strip() for s in args.only.split(",") if s.strip()}
@@ -379,7 +433,7 @@ def main() -> None:
         folder = args.cache / store_key(spec)
         db = folder / "store.duckdb"
         if "build" in stages or args.rebuild:
-            db = build(spec, folder, args.rebuild)
+            db = build(spec, folder, args.rebuild, args.simulators)
         elif not db.exists():
             log(f"{spec.label}: no store in {folder} (run with the build stage)")
             continue

@@ -8,10 +8,14 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from dealtrail.simulator.floor import FloorSpec, simulate
+from schemas.codec import encode
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,14 +65,30 @@ def test_bench_history_quick_prints_every_figure_with_a_number(tmp_path: Path) -
     assert not list(cache.glob("*/events.jsonl"))
 
 
-def test_bench_history_cache_key_follows_the_options_and_the_code_that_shape_a_store(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def _bench(monkeypatch: pytest.MonkeyPatch) -> Any:
     spec = importlib.util.spec_from_file_location("bench_history", ROOT / "bench" / "bench_history.py")
     assert spec and spec.loader
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "bench_history", bench)  # its dataclasses look their module up
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_history_simulators_in_parallel_write_the_floor_simulate_writes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bench = _bench(monkeypatch)
+    floor = FloorSpec(tables=4, hours=0.5, seed=5, error_rate=0.2, start=datetime(2026, 10, 31, 23, 45, tzinfo=UTC))
+    whole = b"".join(encode(e) + b"\n" for e in simulate(floor))
+    assert bench.simulate_floor(floor, tmp_path / "events.jsonl", 3) == whole.count(b"\n")
+    assert (tmp_path / "events.jsonl").read_bytes() == whole  # the same store follows from the same file
+    assert [p.name for p in tmp_path.iterdir()] == ["events.jsonl"]
+
+
+def test_bench_history_cache_key_follows_the_options_and_the_code_that_shape_a_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bench = _bench(monkeypatch)
     day, month = bench.StoreSpec(8, 24.0), bench.StoreSpec(8, 720.0)
     assert (day.label, month.label, bench.StoreSpec(3, 1.0).label) == ("1 day", "30 days", "1 hour")
     assert day.start < bench.BOUNDARY < day.start + timedelta(hours=24)  # two months: one can be archived
