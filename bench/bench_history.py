@@ -8,10 +8,13 @@ or ``.cache/bench-history/``, git-ignored), one sub-folder per store named by a 
 that shape it (tables, hours, seed, error rate, start) and of the code that shapes a store (the
 schemas, the engine, the simulator, the audit, the store's DDL): a change of any of them builds a
 new store; ``--rebuild`` builds again anyway. A store is built the way a user builds one: the floor
-is simulated (:func:`dealtrail.simulator.floor.simulate`) to an event file, which is audited
-(:func:`dealtrail.audit.audit_file`, the workers ``dealtrail audit`` picks, the settings' memory
-limit and snapshot interval) into the store; nothing is shifted or copied between days, so every
-store is a real, chain-valid store. Progress goes to stderr with the rate and the time left.
+is simulated to an event file, which is audited (:func:`dealtrail.audit.audit_file`, the workers
+``dealtrail audit`` picks, the settings' memory limit and snapshot interval) into the store;
+nothing is shifted or copied between days, so every store is a real, chain-valid store. The
+simulator is one process and the larger half of a build, so its tables are shared among
+``--simulators`` processes (default: one per core) whose files are merged into the very bytes
+:func:`dealtrail.simulator.floor.simulate` writes (each table's simulation depends only on its own
+ID; a test checks the bytes). Progress goes to stderr with the rate and the time left.
 
 Each store starts half its length before 1 November 2026 (00:00 UTC), so it holds two calendar
 months and the older one (October: the first half of the store) can be archived for real.
@@ -44,7 +47,8 @@ archive work on that copy too: the cached store is never written.
 
 Options: ``--days`` (list, default 1,30), ``--tables`` (8), ``--cache DIR``, ``--rebuild``,
 ``--only`` (stages: build, report, pages, replica, archive; default all), ``--requests`` (20),
-``--warmup`` (3), ``--quick`` (a smoke check: one store of 3 tables and 1 hour, 3 requests).
+``--warmup`` (3), ``--simulators`` (one per core), ``--quick`` (a smoke check: one store of 3
+tables and 1 hour, 3 requests).
 """
 
 from __future__ import annotations
