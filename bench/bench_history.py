@@ -397,7 +397,7 @@ def measure(db: Path, spec: StoreSpec, stages: set[str], warmup: int, requests: 
             print(line, flush=True)
     if not stages & {"pages", "replica", "archive"}:
         return
-    with tempfile.TemporaryDirectory(prefix="bench-history-", dir=os.environ.get("DEALTRAIL_BENCH_TMP")) as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:  # $TMPDIR: room for a copy
         copy = Path(tmp) / "store.duckdb"
         shutil.copyfile(db, copy)
         copy.chmod(0o600)
