@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 PIP_VERSION := 26.3
 
@@ -65,6 +65,12 @@ bench-engine: $(STAMP)
 
 bench-console: $(STAMP)
 	$(BIN)/python bench/bench_console.py $(BENCH_CONSOLE_ARGS)
+
+# Report, console pages, API, replica and archive on stores of 1 and 30 days of 8 tables, built
+# once into .cache/bench-history/ or $DEALTRAIL_BENCH_CACHE (an hour or two for the 30 days);
+# BENCH_HISTORY_ARGS="--days 1" for one.
+bench-history: $(STAMP)
+	$(BIN)/python bench/bench_history.py $(BENCH_HISTORY_ARGS)
 
 # Soak: 3,000 events/s for 10 minutes through two workers and the projector (broker up first);
 # SOAK_ARGS="--rate 1000 --minutes 2" for a shorter run.

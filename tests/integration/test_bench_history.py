@@ -1,0 +1,110 @@
+"""`make bench-history` in its smoke mode: every figure line is printed, each with a number (no
+timing is asserted: the figures depend on the machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dealtrail.simulator.floor import FloorSpec, simulate
+from schemas.codec import encode
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FIGURES = [
+    "store events",
+    "store bytes/event",
+    "report s (whole store)",
+    "report MB",
+    "page p95 ms floor",
+    "page p95 ms findings",
+    "page p95 ms finding",
+    "page p95 ms dealer",
+    "page p95 ms table",
+    "api p95 ms findings",
+    "replica s",
+    "archive s (one month)",
+]
+SUFFIXED = ["page p95 ms floor (rows fragment)", "page p95 ms findings (page 1)", "page p95 ms findings (deep page",
+            "page p95 ms findings (table", "page p95 ms findings (rule"]  # fmt: skip
+
+
+def test_bench_history_quick_prints_every_figure_with_a_number(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_history.py"), "--quick", "--cache", str(cache)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines and all(line.startswith("1 hour ") for line in lines), lines
+    figures = {}
+    for line in lines:
+        name, _, value = line.removeprefix("1 hour ").rpartition(": ")
+        assert re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", value), line
+        figures[name] = value
+    for name in FIGURES:
+        assert name in figures, f"no line {name!r} in:\n{run.stdout}"
+    for prefix in SUFFIXED:
+        assert any(name.startswith(prefix) for name in figures), f"no line {prefix!r} in:\n{run.stdout}"
+    # the store is kept in the cache; the copy the replica and the archive worked on is not
+    stores = list(cache.glob("*/store.duckdb"))
+    assert len(stores) == 1 and not list(cache.glob("*/archive"))
+    assert not list(cache.glob("*/events.jsonl"))
+
+
+def _bench(monkeypatch: pytest.MonkeyPatch) -> Any:
+    spec = importlib.util.spec_from_file_location("bench_history", ROOT / "bench" / "bench_history.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_history", bench)  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_history_simulators_in_parallel_write_the_floor_simulate_writes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bench = _bench(monkeypatch)
+    floor = FloorSpec(tables=4, hours=0.5, seed=5, error_rate=0.2, start=datetime(2026, 10, 31, 23, 45, tzinfo=UTC))
+    whole = b"".join(encode(e) + b"\n" for e in simulate(floor))
+    assert bench.simulate_floor(floor, tmp_path / "events.jsonl", 3) == whole.count(b"\n")
+    assert (tmp_path / "events.jsonl").read_bytes() == whole  # the same store follows from the same file
+    assert [p.name for p in tmp_path.iterdir()] == ["events.jsonl"]
+
+
+def test_bench_history_cache_key_follows_the_options_and_the_code_that_shape_a_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bench = _bench(monkeypatch)
+    day, month = bench.StoreSpec(8, 24.0), bench.StoreSpec(8, 720.0)
+    assert (day.label, month.label, bench.StoreSpec(3, 1.0).label) == ("1 day", "30 days", "1 hour")
+    assert day.start < bench.BOUNDARY < day.start + timedelta(hours=24)  # two months: one can be archived
+    keys = {bench.store_key(s) for s in (day, month, bench.StoreSpec(4, 24.0))}
+    assert len(keys) == 3
+    # the same options with other code (here: another copy of the engine) make another key
+    fake = tmp_path / "root"
+    for name in bench.SHAPING:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, fake / name)
+        else:
+            (fake / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, fake / name)
+    monkeypatch.setattr(bench, "ROOT", fake)
+    assert bench.store_key(day) == bench.store_key(day) and bench.store_key(day) in keys
+    with (fake / "streams" / "engine" / "__init__.py").open("a") as fh:
+        fh.write("\n# changed\n")
+    assert bench.store_key(day) not in keys
