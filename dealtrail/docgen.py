@@ -64,6 +64,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "review": REPORTERS,
     "reports": ("report", "schedule", "project"),
     "reports.check_seconds": ("project",),
+    "reports.max_listed": ("report", "schedule", "project", "serve", "demo"),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "notify": ("serve", "project"),

@@ -185,12 +185,17 @@ class ReportSettings(BaseModel):
         check_seconds: how often ``dealtrail project --report-every`` looks for closed periods
             and stale reports (seconds), and once more when ``--once`` has caught
             up.
+        max_listed: how many individual voiding and integrity incidents a report's page lists
+            (the most serious first, then by time); the page says how many more there are and
+            links its ``findings.csv`` and ``findings.parquet`` (every finding record) and the
+            console's list of the period, so a month's page stays small.
     """
 
     model_config = ConfigDict(frozen=True)
 
     grace_minutes: float = Field(default=15, ge=0, le=7 * 24 * 60)
     check_seconds: float = Field(default=30, gt=0, le=86_400)
+    max_listed: int = Field(default=2_000, ge=1, le=1_000_000)
 
 
 class ConsoleSettings(BaseModel):

@@ -67,6 +67,7 @@ def _console_config(settings: Settings, secure: bool = False, reports: Path | No
         property_name=settings.property_name,
         video=VideoLinks.from_settings(settings.video),
         plausibility=settings.plausibility,
+        report_max_listed=settings.reports.max_listed,
     )
 
 

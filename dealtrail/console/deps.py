@@ -27,7 +27,7 @@ from ulid import ULID
 from dealtrail.console import auth
 from dealtrail.console.models import ReviewRequest
 from dealtrail.video import VideoLinks
-from projections import access, incidents, reviews, staff
+from projections import access, incidents, reviews, staff, summaries
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
 from schemas.reviews import (
@@ -58,6 +58,8 @@ class ConsoleConfig:
             (:class:`dealtrail.video.VideoLinks`, from ``settings.video``); default: none.
         plausibility: the limits of rulebook 10.3.4 the audit applies (``settings.plausibility``),
             for the evidence packages the finding page downloads; None: none checked.
+        report_max_listed: how many voiding and integrity incidents the Reports page's report
+            lists (``settings.reports.max_listed``); None: every one.
     """
 
     review_due: ReviewDue
@@ -69,6 +71,7 @@ class ConsoleConfig:
     property_name: str | None = None
     video: VideoLinks = field(default_factory=VideoLinks)
     plausibility: Plausibility | None = None
+    report_max_listed: int | None = None
 
 
 class LoginRequiredError(Exception):
@@ -311,18 +314,20 @@ class Console:
         return HTMLResponse(html, status_code=status_code)
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its devices and dealer (``con_floor.sql``), its supervisor on duty
+        """Each table's row: its devices and dealer (the ``sum_floor`` summary, :mod:`projections.summaries`), its supervisor on duty
         (``supervisor_id``: :func:`projections.staff.supervisors_by_table`) with its incidents not
         yet disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
-        cur = con.execute(sql("con_floor.sql"))
+        cur = con.execute(summaries.floor_query(con))  # sum_floor.sql, or con_floor.sql without the summary
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
         per_table = incidents.counts_by_table(con, self.config.review_due, now)
-        supervisors = staff.supervisors_by_table(con)  # the latest floorperson in each table's events
+        # the summary has each table's supervisor; else the latest floorperson in its events
+        supervisors = None if "supervisor_id" in cols else staff.supervisors_by_table(con)
         rows = []
         for r in fetched:
             row = dict(zip(cols, r, strict=True))
-            row["supervisor_id"] = supervisors.get(row["table_id"])
+            if supervisors is not None:
+                row["supervisor_id"] = supervisors.get(row["table_id"])
             rows.append({**row, **_floor_counts(per_table.get(row["table_id"], incidents.Counts()))})
         return rows
 

@@ -1,0 +1,65 @@
+-- sum_floor_merge: the new sum_floor rows of the tables a batch touched. Grain: table_id.
+-- Upstream: sum_floor (the rows so far), events, and two relations the writer registers:
+--   floor_event_keys (table_id, occurred_at): the batch's new events (any superset will do);
+--   floor_round_delta (table_id, game, dealer_id, completed_at): the rounds the batch added.
+-- Idempotent: the events of each touched table in the batch's time span are aggregated again
+-- (with the stored events of that span: a replayed batch changes nothing) and merged with the
+-- stored row by seq and time (latest wins), so a late event with an older seq changes nothing it
+-- should not; rounds are added by count, and only rounds that were actually inserted arrive here.
+-- The device states mirror con_floor.sql (rulebook 10.1.2; see there).
+WITH ek AS (
+    SELECT table_id, min(occurred_at) AS lo, max(occurred_at) AS hi FROM floor_event_keys GROUP BY table_id
+), ev AS (
+    SELECT e.table_id, e.game, e.seq, e.occurred_at, e.actor_role, e.actor_id,
+           CASE WHEN e.type NOT IN ('DeviceRegistered', 'ShufflerFaulted', 'AutoShoeFaulted', 'ShuffleCompleted',
+                                    'DeviceTakenOutOfService', 'DeviceReturnedToService') THEN NULL
+                WHEN e.type <> 'ShuffleCompleted' THEN e.type
+                WHEN coalesce(e.payload->>'mode', 'SHUFFLE') = 'SHUFFLE'
+                     AND coalesce(e.payload->>'device_full_deck_ok', 'true') <> 'false' THEN 'ShuffleCompletedGood'
+                ELSE 'ShuffleCompletedBad'
+           END AS kind
+    FROM events e JOIN ek ON e.table_id = ek.table_id AND e.occurred_at BETWEEN ek.lo AND ek.hi
+), ea AS (
+    SELECT table_id, any_value(game) AS game, max(occurred_at) AS last_event_at, max(seq) AS last_seq,
+           arg_max(actor_id, seq) FILTER (WHERE actor_role = 'FLOOR') AS supervisor_id,
+           max(seq) FILTER (WHERE actor_role = 'FLOOR') AS supervisor_seq,
+           count(*) FILTER (WHERE kind NOT LIKE 'ShuffleCompleted%') > 0 AS has_device,
+           arg_max(kind, seq) FILTER (WHERE kind LIKE 'Device%Service') AS service_event,
+           arg_max(occurred_at, seq) FILTER (WHERE kind LIKE 'Device%Service') AS service_since,
+           max(seq) FILTER (WHERE kind LIKE 'Device%Service') AS service_seq,
+           arg_max(kind, seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_event,
+           arg_max(occurred_at, seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_since,
+           max(seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_seq
+    FROM ev GROUP BY table_id
+), ra AS (
+    SELECT table_id, any_value(game) AS game, count(*) AS rounds,
+           arg_max(dealer_id, completed_at) AS dealer_id, max(completed_at) AS last_round_at
+    FROM floor_round_delta GROUP BY table_id
+), k AS (
+    SELECT table_id FROM ea UNION SELECT table_id FROM ra
+), o AS (
+    SELECT * FROM sum_floor WHERE table_id IN (SELECT table_id FROM k)
+)
+SELECT k.table_id,
+       coalesce(o.game, ea.game, ra.game) AS game,
+       greatest(o.last_event_at, ea.last_event_at) AS last_event_at,
+       greatest(o.last_seq, ea.last_seq) AS last_seq,
+       CASE WHEN ea.supervisor_seq >= o.supervisor_seq OR o.supervisor_seq IS NULL
+            THEN ea.supervisor_id ELSE o.supervisor_id END AS supervisor_id,
+       greatest(o.supervisor_seq, ea.supervisor_seq) AS supervisor_seq,
+       coalesce(o.has_device, false) OR coalesce(ea.has_device, false) AS has_device,
+       CASE WHEN ea.service_seq >= o.service_seq OR o.service_seq IS NULL
+            THEN ea.service_event ELSE o.service_event END AS service_event,
+       CASE WHEN ea.service_seq >= o.service_seq OR o.service_seq IS NULL
+            THEN ea.service_since ELSE o.service_since END AS service_since,
+       greatest(o.service_seq, ea.service_seq) AS service_seq,
+       CASE WHEN ea.fault_seq >= o.fault_seq OR o.fault_seq IS NULL
+            THEN ea.fault_event ELSE o.fault_event END AS fault_event,
+       CASE WHEN ea.fault_seq >= o.fault_seq OR o.fault_seq IS NULL
+            THEN ea.fault_since ELSE o.fault_since END AS fault_since,
+       greatest(o.fault_seq, ea.fault_seq) AS fault_seq,
+       coalesce(o.rounds, 0) + coalesce(ra.rounds, 0) AS rounds,
+       CASE WHEN ra.last_round_at >= o.last_round_at OR o.last_round_at IS NULL
+            THEN coalesce(ra.dealer_id, o.dealer_id) ELSE o.dealer_id END AS dealer_id,
+       greatest(o.last_round_at, ra.last_round_at) AS last_round_at
+FROM k LEFT JOIN o USING (table_id) LEFT JOIN ea USING (table_id) LEFT JOIN ra USING (table_id)
