@@ -778,9 +778,14 @@ def write_report(
     ]
     links = ConsoleLinks(console_url)
     listed, procedural = _finding_list(findings, review_rows, review_due is not None)
-    unlisted = max(0, len(listed) - max_listed) if max_listed is not None else 0
-    if unlisted:
-        listed = listed[:max_listed]
+    # the page's lists of single findings and faults stop at max_listed (the exports hold them all)
+    cap = max_listed if max_listed is not None else max(len(listed), len(remedies), len(figures["device_faults"]))
+    unlisted = {
+        "findings": max(0, len(listed) - cap),
+        "remedies": max(0, len(remedies) - cap),
+        "device_faults": max(0, len(figures["device_faults"]) - cap),
+    }
+    listed, remedies = listed[:cap], remedies[:cap]
     status = judged["status"] if judged else None
     report_meta = {
         "status": status,
@@ -823,7 +828,7 @@ def write_report(
             period=(start, end),
             listed=listed,
             unlisted=unlisted,
-            max_listed=max_listed,
+            max_listed=cap,
             procedural=procedural,
             top_tables=_top_tables(figures),
             top_dealers=_top_dealers(figures),

@@ -572,9 +572,9 @@ class Store:
                        USING (review_id)"""
                 )
             if counts.events or counts.rounds:
-                event_keys = pa.concat_tables([t.cast(summaries.EVENT_KEYS_SCHEMA) for t in new_events]) if new_events else None
-                round_delta = new_rounds.cast(summaries.ROUND_DELTA_SCHEMA) if counts.rounds and new_rounds is not None else None
-                summaries.merge_floor(con, event_keys, round_delta)
+                keys = [t.cast(summaries.EVENT_KEYS_SCHEMA) for t in new_events if t.num_rows]
+                delta = new_rounds.cast(summaries.ROUND_DELTA_SCHEMA) if new_rounds is not None else None
+                summaries.merge_floor(con, pa.concat_tables(keys) if keys else None, delta)
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")

@@ -73,9 +73,7 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
         The names of the summaries built now (empty when all were up to date).
     """
     con.execute(_sql("006_summaries.sql"))
-    built = {
-        (str(n), int(v)) for n, v in con.execute("SELECT name, version FROM summary_builds").fetchall()
-    }
+    built = {(str(n), int(v)) for n, v in con.execute("SELECT name, version FROM summary_builds").fetchall()}
     todo = [name for name, version in SUMMARIES.items() if (name, version) not in built]
     if not todo:
         return []

@@ -314,8 +314,9 @@ class Console:
         return HTMLResponse(html, status_code=status_code)
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its devices and dealer (the ``sum_floor`` summary, :mod:`projections.summaries`), its supervisor on duty
-        (``supervisor_id``: :func:`projections.staff.supervisors_by_table`) with its incidents not
+        """Each table's row: its devices, dealer and supervisor on duty (the ``sum_floor`` summary,
+        :mod:`projections.summaries`; in a store without it ``con_floor.sql`` and
+        :func:`projections.staff.supervisors_by_table`) with its incidents not
         yet disposed, by severity, its overdue remedies and late reviews (the incidents read model)."""
         cur = con.execute(summaries.floor_query(con))  # sum_floor.sql, or con_floor.sql without the summary
         cols = [d[0] for d in cur.description]

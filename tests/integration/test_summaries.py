@@ -51,9 +51,11 @@ def _batches(db: Path, parts: int) -> list[tuple[list[tuple[int, bytes]], list[d
     con = connect_read_only(db)
     try:
         events = con.execute("SELECT arrival, payload::VARCHAR FROM events ORDER BY arrival").fetchall()
-        rounds = con.sql(
-            f"SELECT {', '.join(ROUNDS_SCHEMA.names)} FROM rounds ORDER BY completed_at"
-        ).to_arrow_table().to_pylist()
+        rounds = (
+            con.sql(f"SELECT {', '.join(ROUNDS_SCHEMA.names)} FROM rounds ORDER BY completed_at")
+            .to_arrow_table()
+            .to_pylist()
+        )
     finally:
         con.close()
     n, m = -(-len(events) // parts), -(-len(rounds) // parts)
@@ -63,9 +65,7 @@ def _batches(db: Path, parts: int) -> list[tuple[list[tuple[int, bytes]], list[d
     ]
 
 
-def test_floor_summary_stays_equal_after_late_batches_and_a_replayed_batch(
-    audited_shift: Path, tmp_path: Path
-) -> None:
+def test_floor_summary_stays_equal_after_late_batches_and_a_replayed_batch(audited_shift: Path, tmp_path: Path) -> None:
     batches = _batches(audited_shift, 5)
     with Store(tmp_path / "s.duckdb") as store:
         for i in (0, 2, 1, 4, 3):  # batches 1 and 3 arrive late: their events are older than stored ones
@@ -136,6 +136,11 @@ def _listed(html: str) -> int:
     return len(re.findall(r"<details><summary>", section))
 
 
+def _remedies(html: str) -> int:
+    section = html.split("<h2>Open and overdue remedies</h2>", 1)[1].split("</table>", 1)[0]
+    return len(re.findall(r"<tr(?: class=\"overdue\")?>\s*<td class=\"t\">", section))
+
+
 @pytest.mark.parametrize("cap", [1, 3])
 def test_report_lists_at_most_max_listed_findings_and_says_how_many_more_and_where(
     audited_shift: Path, tmp_path: Path, cap: int
@@ -154,5 +159,8 @@ def test_report_lists_at_most_max_listed_findings_and_says_how_many_more_and_whe
     )
     assert files.csv.exists() and files.parquet.exists()
     assert len(html) < len(every)
+    assert _remedies(every) > cap, "the small shift owes more remedies than the cap"
+    assert _remedies(html) == cap
+    assert f"{_remedies(every) - cap} more open or overdue remedies are not listed here" in html
     first = re.findall(r"<code>([0-9a-f]+)</code></details>", every)[:cap]
     assert re.findall(r"<code>([0-9a-f]+)</code></details>", html) == first  # the most serious first, kept in order
