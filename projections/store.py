@@ -491,7 +491,7 @@ class Store:
         """
         counts = BatchCounts()
         con = self.con
-        new_events: list[pa.Table] = []  # table_id, occurred_at of the events inserted (the summaries)
+        new_events: list[pa.Table] = []  # the events inserted, as the summaries read them
         new_rounds: pa.Table | None = None
         con.execute("BEGIN TRANSACTION")
         try:
@@ -523,7 +523,8 @@ class Store:
                        ANTI JOIN (SELECT table_id, round_id FROM rounds
                                   WHERE round_id IN (SELECT round_id FROM rounds_batch)) r
                        USING (table_id, round_id)
-                       RETURNING table_id, game, dealer_id, completed_at"""
+                       RETURNING """
+                    + summaries.ROUND_COLUMNS
                 ).to_arrow_table()
                 counts.rounds = new_rounds.num_rows
             if dead_letters:
@@ -572,9 +573,8 @@ class Store:
                        USING (review_id)"""
                 )
             if counts.events or counts.rounds:
-                keys = [t.cast(summaries.EVENT_KEYS_SCHEMA) for t in new_events if t.num_rows]
-                delta = new_rounds.cast(summaries.ROUND_DELTA_SCHEMA) if new_rounds is not None else None
-                summaries.merge_floor(con, pa.concat_tables(keys) if keys else None, delta)
+                added = [t for t in new_events if t.num_rows]
+                summaries.merge_floor(con, pa.concat_tables(added) if added else None, new_rounds)
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
@@ -669,8 +669,8 @@ class Store:
         return self._insert_events_file(stage)
 
     def _insert_events_file(self, path: Path) -> pa.Table:
-        """Insert the staged events of ``path`` not yet stored; returns their ``table_id`` and
-        ``occurred_at`` (one row per event inserted)."""
+        """Insert the staged events of ``path`` not yet stored; returns their
+        :data:`projections.summaries.FLOOR_EVENT_COLUMNS` (one row per event inserted)."""
         if "'" in str(path):
             raise ValueError(f"staging path must not contain a quote: {path}")
         columns = ", ".join(f"{expr} AS {col}" for col, expr in event_columns_sql("k").items())
@@ -694,7 +694,7 @@ class Store:
                     WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM b) AND (SELECT max(occurred_at) FROM b)
                       AND event_id IN (SELECT event_id FROM b)
                 ) e USING (event_id, payload_hash)
-                RETURNING table_id, occurred_at"""
+                RETURNING {summaries.FLOOR_EVENT_COLUMNS}"""
         ).to_arrow_table()
 
     def _insert_event_rows(self, rows: pa.Table) -> pa.Table:
@@ -710,7 +710,8 @@ class Store:
                                          AND (SELECT max(occurred_at) FROM event_rows_batch)
                      AND event_id IN (SELECT event_id FROM event_rows_batch)
                ) e USING (event_id, payload_hash)
-               RETURNING table_id, occurred_at"""
+               RETURNING """
+            + summaries.FLOOR_EVENT_COLUMNS
         ).to_arrow_table()
 
     def state_before(self, table_id: str, seq: int, window: int) -> tuple[str, str] | None:

@@ -22,47 +22,66 @@ import pyarrow as pa
 SUMMARIES = {"sum_floor": 1}
 """Each summary table and the version of its definition (a new version is built again once)."""
 
-EVENT_KEYS_SCHEMA = pa.schema([("table_id", pa.string()), ("occurred_at", pa.timestamp("us", tz="UTC"))])
-ROUND_DELTA_SCHEMA = pa.schema(
-    [
-        ("table_id", pa.string()),
-        ("game", pa.string()),
-        ("dealer_id", pa.string()),
-        ("completed_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+FLOOR_EVENT_COLUMNS = """table_id, game, seq, occurred_at, actor_role, actor_id,
+    CASE WHEN type NOT IN ('DeviceRegistered', 'ShufflerFaulted', 'AutoShoeFaulted', 'ShuffleCompleted',
+                           'DeviceTakenOutOfService', 'DeviceReturnedToService') THEN NULL
+         WHEN type <> 'ShuffleCompleted' THEN type
+         WHEN coalesce(payload->>'mode', 'SHUFFLE') = 'SHUFFLE'
+              AND coalesce(payload->>'device_full_deck_ok', 'true') <> 'false' THEN 'ShuffleCompletedGood'
+         ELSE 'ShuffleCompletedBad'
+    END AS kind"""
+"""What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
+return it for the events they add): ``kind`` is the event's type for the device events, a
+completed shuffle split into good and bad as ``con_floor.sql`` does (rulebook 10.1.2), else NULL."""
+ROUND_COLUMNS = "table_id, game, dealer_id, completed_at"
+"""What ``sum_floor`` takes from each round (the store's insert returns it for the rounds it adds)."""
 
 
 def _sql(name: str) -> str:
     return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
 
 
-def merge_floor(con: duckdb.DuckDBPyConnection, event_keys: pa.Table | None, round_delta: pa.Table | None) -> None:
+def merge_floor(con: duckdb.DuckDBPyConnection, new_events: pa.Table | None, new_rounds: pa.Table | None) -> None:
     """Bring ``sum_floor`` up to date with a batch, inside the caller's transaction.
 
     Args:
         con: the writer's connection, in the transaction that stored the batch.
-        event_keys: ``table_id`` and ``occurred_at`` of the batch's new events (a superset,
-            such as the whole batch, gives the same result); None: no new events.
-        round_delta: ``table_id``, ``game``, ``dealer_id``, ``completed_at`` of the rounds the
-            batch actually inserted (never rows that were already stored: they are counted);
-            None: no new rounds.
+        new_events: :data:`FLOOR_EVENT_COLUMNS` of the events the batch inserted (events
+            already stored may be among them: they change nothing); None: none.
+        new_rounds: :data:`ROUND_COLUMNS` of the rounds the batch actually inserted (never
+            rows that were already stored: they are counted); None: none.
     """
-    keys = event_keys if event_keys is not None else EVENT_KEYS_SCHEMA.empty_table()
-    rounds = round_delta if round_delta is not None else ROUND_DELTA_SCHEMA.empty_table()
-    if not keys.num_rows and not rounds.num_rows:
+    if (new_events is None or not new_events.num_rows) and (new_rounds is None or not new_rounds.num_rows):
         return
-    con.register("floor_event_keys", keys.select(["table_id", "occurred_at"]))
-    con.register("floor_round_delta", rounds.select(["table_id", "game", "dealer_id", "completed_at"]))
+    events = (
+        new_events
+        if new_events is not None
+        else con.sql(f"SELECT {FLOOR_EVENT_COLUMNS} FROM events LIMIT 0").to_arrow_table()
+    )
+    rounds = (
+        new_rounds
+        if new_rounds is not None
+        else con.sql(f"SELECT {ROUND_COLUMNS} FROM rounds LIMIT 0").to_arrow_table()
+    )
+    con.register("floor_new_events", events)
+    con.register("floor_round_delta", rounds)
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE floor_merged AS {_sql('sum_floor_merge.sql')}")
+        _merge(con)
+    finally:
+        con.unregister("floor_new_events")
+        con.unregister("floor_round_delta")
+
+
+def _merge(con: duckdb.DuckDBPyConnection) -> None:
+    """``sum_floor_merge.sql`` over the relations ``floor_new_events`` and ``floor_round_delta``."""
+    merged = con.sql(_sql("sum_floor_merge.sql")).to_arrow_table()  # a row per touched table
+    con.register("floor_merged", merged)
+    try:
         # the summary is derived (rebuilt from the events at will): its touched rows are replaced
         con.execute("DELETE FROM sum_floor WHERE table_id IN (SELECT table_id FROM floor_merged)")
         con.execute("INSERT INTO sum_floor BY NAME SELECT * FROM floor_merged")
-        con.execute("DROP TABLE floor_merged")
     finally:
-        con.unregister("floor_event_keys")
-        con.unregister("floor_round_delta")
+        con.unregister("floor_merged")
 
 
 def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
@@ -80,12 +99,12 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("DELETE FROM sum_floor")
-        event_keys = con.sql(
-            """SELECT table_id, min(occurred_at) AS occurred_at FROM events GROUP BY table_id
-               UNION ALL SELECT table_id, max(occurred_at) FROM events GROUP BY table_id"""
-        ).to_arrow_table()
-        round_delta = con.sql("SELECT table_id, game, dealer_id, completed_at FROM rounds").to_arrow_table()
-        merge_floor(con, event_keys.cast(EVENT_KEYS_SCHEMA), round_delta.cast(ROUND_DELTA_SCHEMA))
+        # one pass over the whole store, through the same merge as every batch
+        con.execute(f"CREATE OR REPLACE TEMP VIEW floor_new_events AS SELECT {FLOOR_EVENT_COLUMNS} FROM events")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW floor_round_delta AS SELECT {ROUND_COLUMNS} FROM rounds")
+        _merge(con)
+        con.execute("DROP VIEW floor_new_events")
+        con.execute("DROP VIEW floor_round_delta")
         for name in todo:
             con.execute(
                 "INSERT INTO summary_builds VALUES ($n, $v, $t)",

@@ -1,25 +1,13 @@
 -- sum_floor_merge: the new sum_floor rows of the tables a batch touched. Grain: table_id.
--- Upstream: sum_floor (the rows so far), events, and two relations the writer registers:
---   floor_event_keys (table_id, occurred_at): the batch's new events (any superset will do);
---   floor_round_delta (table_id, game, dealer_id, completed_at): the rounds the batch added.
--- Idempotent: the events of each touched table in the batch's time span are aggregated again
--- (with the stored events of that span: a replayed batch changes nothing) and merged with the
--- stored row by seq and time (latest wins), so a late event with an older seq changes nothing it
--- should not; rounds are added by count, and only rounds that were actually inserted arrive here.
+-- Upstream: sum_floor (the rows so far) and two relations the writer registers:
+--   floor_new_events (projections.summaries.FLOOR_EVENT_COLUMNS): the events the batch inserted
+--     (a superset of stored events gives the same result: every figure is a latest or a max);
+--   floor_round_delta (table_id, game, dealer_id, completed_at): the rounds the batch inserted.
+-- Idempotent: each figure is merged with the stored row by seq and time (the latest wins), so a
+-- replayed batch changes nothing and a late event with an older seq does not undo a later state;
+-- rounds are added by count, and only rounds that were actually inserted arrive here.
 -- The device states mirror con_floor.sql (rulebook 10.1.2; see there).
-WITH ek AS (
-    SELECT table_id, min(occurred_at) AS lo, max(occurred_at) AS hi FROM floor_event_keys GROUP BY table_id
-), ev AS (
-    SELECT e.table_id, e.game, e.seq, e.occurred_at, e.actor_role, e.actor_id,
-           CASE WHEN e.type NOT IN ('DeviceRegistered', 'ShufflerFaulted', 'AutoShoeFaulted', 'ShuffleCompleted',
-                                    'DeviceTakenOutOfService', 'DeviceReturnedToService') THEN NULL
-                WHEN e.type <> 'ShuffleCompleted' THEN e.type
-                WHEN coalesce(e.payload->>'mode', 'SHUFFLE') = 'SHUFFLE'
-                     AND coalesce(e.payload->>'device_full_deck_ok', 'true') <> 'false' THEN 'ShuffleCompletedGood'
-                ELSE 'ShuffleCompletedBad'
-           END AS kind
-    FROM events e JOIN ek ON e.table_id = ek.table_id AND e.occurred_at BETWEEN ek.lo AND ek.hi
-), ea AS (
+WITH ea AS (
     SELECT table_id, any_value(game) AS game, max(occurred_at) AS last_event_at, max(seq) AS last_seq,
            arg_max(actor_id, seq) FILTER (WHERE actor_role = 'FLOOR') AS supervisor_id,
            max(seq) FILTER (WHERE actor_role = 'FLOOR') AS supervisor_seq,
@@ -30,7 +18,7 @@ WITH ek AS (
            arg_max(kind, seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_event,
            arg_max(occurred_at, seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_since,
            max(seq) FILTER (WHERE kind <> 'DeviceTakenOutOfService') AS fault_seq
-    FROM ev GROUP BY table_id
+    FROM floor_new_events GROUP BY table_id
 ), ra AS (
     SELECT table_id, any_value(game) AS game, count(*) AS rounds,
            arg_max(dealer_id, completed_at) AS dealer_id, max(completed_at) AS last_round_at
