@@ -164,3 +164,12 @@ def test_report_lists_at_most_max_listed_findings_and_says_how_many_more_and_whe
     assert f"{_remedies(every) - cap} more open or overdue remedies are not listed here" in html
     first = re.findall(r"<code>([0-9a-f]+)</code></details>", every)[:cap]
     assert re.findall(r"<code>([0-9a-f]+)</code></details>", html) == first  # the most serious first, kept in order
+
+
+def test_a_report_the_console_serves_names_the_exports_without_linking_files_it_does_not_serve(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    html = write_report(audited_shift, tmp_path / "console", max_listed=1, console_url="").html.read_text()
+    assert _listed(html) == 1
+    assert 'href="findings.csv"' not in html and "that <code>dealtrail report</code> writes" in html
+    assert 'href="/findings?severity=voiding"' in html
