@@ -68,6 +68,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "reports": ("report", "schedule", "project"),
     "reports.check_seconds": ("project",),
     "reports.chromium": ("report", "sign-report"),
+    "reports.max_listed": ("report", "schedule", "project", "serve", "demo"),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "security": ("serve", "project"),

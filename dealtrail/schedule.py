@@ -261,6 +261,7 @@ def run_due(
     console_url: str | None = None,
     grace: timedelta | None = None,
     watch: ReportWatch | None = None,
+    max_listed: int | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
     period whose latest report is stale.
@@ -287,6 +288,9 @@ def run_due(
             loop): each call after the first looks only at the periods that rows added since
             the previous call can change and at those not final yet (:class:`ReportWatch`);
             None: every period is looked at (``schedule --once``).
+        max_listed: how many voiding and integrity incidents each report lists (resolved
+            ``DEALTRAIL_REPORTS__MAX_LISTED``, see :func:`projections.report.write_report`);
+            None: every one.
 
     Returns:
         The revision folders written by this call (``<out>/<period>/rev-NNNN``).
@@ -334,6 +338,7 @@ def run_due(
                     console_url=console_url,
                     grace=grace,
                     revision=number,
+                    max_listed=max_listed,
                 )
                 return files.report is None or files.report["digest"] != previous
 
@@ -372,6 +377,7 @@ def run_forever(
     review_due: ReviewDue | None = None,
     console_url: str | None = None,
     grace: timedelta | None = None,
+    max_listed: int | None = None,
 ) -> None:
     """Write each period's report as it closes, and a new revision of each stale one (see
     :func:`run_due`); check every ``poll_seconds`` (seconds).
@@ -394,6 +400,7 @@ def run_forever(
         review_due: review due times per severity; None: lateness not judged.
         console_url: the console's address the reports link to; None: no links.
         grace: see :func:`run_due`.
+        max_listed: see :func:`run_due`.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
@@ -413,6 +420,7 @@ def run_forever(
                 console_url=console_url,
                 grace=grace,
                 watch=watch,
+                max_listed=max_listed,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:

@@ -200,6 +200,10 @@ class ReportSettings(BaseModel):
         chromium: the Chromium (or Chrome) program that prints a report to PDF (``report
             --pdf``, ``sign-report --pdf``): a path or a name on ``PATH``; unset: the first of
             ``chromium``, ``chromium-browser``, ``google-chrome`` found on ``PATH``.
+        max_listed: how many individual voiding and integrity incidents a report's page lists
+            (the most serious first, then by time); the page says how many more there are and
+            links its ``findings.csv`` and ``findings.parquet`` (every finding record) and the
+            console's list of the period, so a month's page stays small.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -207,6 +211,7 @@ class ReportSettings(BaseModel):
     grace_minutes: float = Field(default=15, ge=0, le=7 * 24 * 60)
     check_seconds: float = Field(default=30, gt=0, le=86_400)
     chromium: str | None = Field(default=None, min_length=1, max_length=4096)
+    max_listed: int = Field(default=2_000, ge=1, le=1_000_000)
 
 
 class ConsoleSettings(BaseModel):

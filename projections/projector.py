@@ -133,6 +133,7 @@ def project(
     link: KafkaLink | None = None,
     stop: threading.Event | None = None,
     replica: ReplicaTimer | None = None,
+    report_max_listed: int | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -175,6 +176,8 @@ def project(
             seconds even while the cluster is away; None: runs until ``once`` or ``max_seconds``.
         replica: copy the store to its read replica when due (between two batches, under
             ``write_lock``; :mod:`projections.replica`), and once more at the end; None: no replica.
+        report_max_listed: how many voiding and integrity incidents each scheduled report lists
+            (resolved ``DEALTRAIL_REPORTS__MAX_LISTED``); None: every one.
 
     Returns:
         The rows written.
@@ -196,6 +199,7 @@ def project(
         store, write_lock, summary, schedule, reports, clock, property_name, review_due, console_url,
         report_grace, report_check_seconds,
     )  # fmt: skip
+    reporting.max_listed = report_max_listed
     with quiet_clients():
         while not stop.is_set():
             consumer = None
@@ -287,6 +291,7 @@ class _Reporting:
             console_url,
         )
         self.grace, self.check_seconds = grace, check_seconds
+        self.max_listed: int | None = None  # the reports' listing cap (DEALTRAIL_REPORTS__MAX_LISTED)
         self.watch: Any = None  # dealtrail.schedule.ReportWatch
         self.next_look = 0.0
         self.dirty = False  # batches stored since the last look
@@ -324,6 +329,7 @@ class _Reporting:
                 console_url=self.console_url,
                 grace=self.grace,
                 watch=self.watch,
+                max_listed=self.max_listed,
             )
         self.dirty = False
         self.next_look = time.monotonic() + self.check_seconds

@@ -669,6 +669,7 @@ def write_report(
     as_of: datetime | None = None,
     grace: timedelta | None = None,
     revision: int | None = None,
+    max_listed: int | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -702,6 +703,11 @@ def write_report(
             time (event time); None, or an unbounded ``end``: not judged.
         revision: the revision number of a scheduled period's report, shown in its header
             (``dealtrail.schedule`` writes each in its own folder); None: not a revision.
+        max_listed: list at most this many individual voiding and integrity incidents on the
+            page (by severity, then time: the most serious first; the resolved
+            ``DEALTRAIL_REPORTS__MAX_LISTED``); the page says how many more there are and links
+            ``findings.csv``, ``findings.parquet`` and the console's list of the period, so its
+            size stays bounded whatever the period. None: every one listed.
 
     ``summary.json`` holds the figures of :func:`build_summary` and a ``report`` section:
     ``status`` (``final``, ``provisional`` or None when not judged), ``status_reason``,
@@ -776,6 +782,14 @@ def write_report(
     ]
     links = ConsoleLinks(console_url)
     listed, procedural = _finding_list(findings, review_rows, review_due is not None)
+    # the page's lists of single findings and faults stop at max_listed (the exports hold them all)
+    cap = max_listed if max_listed is not None else max(len(listed), len(remedies), len(figures["device_faults"]))
+    unlisted = {
+        "findings": max(0, len(listed) - cap),
+        "remedies": max(0, len(remedies) - cap),
+        "device_faults": max(0, len(figures["device_faults"]) - cap),
+    }
+    listed, remedies = listed[:cap], remedies[:cap]
     status = judged["status"] if judged else None
     report_meta = {
         "status": status,
@@ -817,6 +831,8 @@ def write_report(
             links=links,
             period=(start, end),
             listed=listed,
+            unlisted=unlisted,
+            max_listed=cap,
             procedural=procedural,
             top_tables=_top_tables(figures),
             top_dealers=_top_dealers(figures),

@@ -28,6 +28,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from projections import summaries
 from projections.private import make_private_dirs
 from schemas.access import AccessEntry
 from schemas.findings import Finding
@@ -403,9 +404,10 @@ class Store:
         self.con.execute(_sql("002_views.sql"))
         self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/reviews.py)
         self.con.execute(_sql("004_console_views.sql"))
+        self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/access_log.py)
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/staff.py)
         self.con.execute(_sql("006_property_names.sql"))  # the property's recorded names (projections/property.py)
-        self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/access_log.py)
+        summaries.ensure(self.con)  # the console's summaries; built once for a store written before them
         self.generation = latest_generation(self.con)
         """The generation the findings this writer stores belong to: the latest one when it opened
         (``dealtrail reaudit`` adds generations while it alone holds the file)."""
@@ -496,14 +498,17 @@ class Store:
         """
         counts = BatchCounts()
         con = self.con
+        new_events: list[pa.Table] = []  # the events inserted, as the summaries read them
+        new_rounds: pa.Table | None = None
         con.execute("BEGIN TRANSACTION")
         try:
             if raw_events:
-                counts.events = self._insert_events(raw_events)
+                new_events.append(self._insert_events(raw_events))
             if events_file is not None:
-                counts.events += self._insert_events_file(events_file)
+                new_events.append(self._insert_events_file(events_file))
             if event_rows is not None and event_rows.num_rows:
-                counts.events += self._insert_event_rows(event_rows)
+                new_events.append(self._insert_event_rows(event_rows))
+            counts.events = sum(t.num_rows for t in new_events)
             rows = [finding_row(f) for f in findings]
             if rows:
                 con.register("findings_batch", pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
@@ -518,14 +523,17 @@ class Store:
                 )
             if rounds:
                 con.register("rounds_batch", pa.Table.from_pylist(list(rounds), schema=ROUNDS_SCHEMA))
-                counts.rounds = self._count(
+                new_rounds = con.sql(  # sql(): the Arrow result without a copy; run once, here
                     """INSERT INTO rounds BY NAME SELECT b.* FROM (
                            SELECT * FROM rounds_batch
                            QUALIFY row_number() OVER (PARTITION BY table_id, round_id) = 1) b
                        ANTI JOIN (SELECT table_id, round_id FROM rounds
                                   WHERE round_id IN (SELECT round_id FROM rounds_batch)) r
-                       USING (table_id, round_id)"""
-                )
+                       USING (table_id, round_id)
+                       RETURNING """
+                    + summaries.ROUND_COLUMNS
+                ).to_arrow_table()
+                counts.rounds = new_rounds.num_rows
             if dead_letters:
                 con.register("dead_batch", pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA))
                 counts.dead_letters = self._count(
@@ -575,6 +583,9 @@ class Store:
                 from projections import access_log
 
                 access_log.append(con, access)
+            if counts.events or counts.rounds:
+                added = [t for t in new_events if t.num_rows]
+                summaries.merge_floor(con, pa.concat_tables(added) if added else None, new_rounds)
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
@@ -659,7 +670,7 @@ class Store:
         row = self.con.execute(sql, params).fetchone()
         return int(row[0]) if row else 0
 
-    def _insert_events(self, raw_events: Sequence[tuple[int, bytes]]) -> int:
+    def _insert_events(self, raw_events: Sequence[tuple[int, bytes]]) -> pa.Table:
         if self._stage_dir is None:
             self._stage_dir = tempfile.TemporaryDirectory(prefix="dealtrail-stage-")
         stage = Path(self._stage_dir.name) / "events.jsonl"
@@ -668,11 +679,13 @@ class Store:
                 fh.write(stage_line(arrival, raw))
         return self._insert_events_file(stage)
 
-    def _insert_events_file(self, path: Path) -> int:
+    def _insert_events_file(self, path: Path) -> pa.Table:
+        """Insert the staged events of ``path`` not yet stored; returns their
+        :data:`projections.summaries.FLOOR_EVENT_COLUMNS` (one row per event inserted)."""
         if "'" in str(path):
             raise ValueError(f"staging path must not contain a quote: {path}")
         columns = ", ".join(f"{expr} AS {col}" for col, expr in event_columns_sql("k").items())
-        return self._count(
+        return self.con.sql(
             f"""INSERT INTO events BY NAME
                 WITH b AS (
                     SELECT {columns},
@@ -691,23 +704,26 @@ class Store:
                     SELECT event_id, payload_hash FROM events
                     WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM b) AND (SELECT max(occurred_at) FROM b)
                       AND event_id IN (SELECT event_id FROM b)
-                ) e USING (event_id, payload_hash)"""
-        )
+                ) e USING (event_id, payload_hash)
+                RETURNING {summaries.FLOOR_EVENT_COLUMNS}"""
+        ).to_arrow_table()
 
-    def _insert_event_rows(self, rows: pa.Table) -> int:
+    def _insert_event_rows(self, rows: pa.Table) -> pa.Table:
         self.con.register("event_rows_batch", rows)
         # The rows are distinct already (the builder leaves out in-batch copies), so no window
         # over the batch: only the stored events of the batch's time span can be copies (the
         # payload hash covers occurred_at), which the zone maps find without a full scan.
-        return self._count(
+        return self.con.sql(
             """INSERT INTO events BY NAME
                SELECT b.* FROM event_rows_batch b ANTI JOIN (
                    SELECT event_id, payload_hash FROM events
                    WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM event_rows_batch)
                                          AND (SELECT max(occurred_at) FROM event_rows_batch)
                      AND event_id IN (SELECT event_id FROM event_rows_batch)
-               ) e USING (event_id, payload_hash)"""
-        )
+               ) e USING (event_id, payload_hash)
+               RETURNING """
+            + summaries.FLOOR_EVENT_COLUMNS
+        ).to_arrow_table()
 
     def state_before(self, table_id: str, seq: int, window: int) -> tuple[str, str] | None:
         """The stored end-of-file state of ``table_id`` that a file whose first event of the

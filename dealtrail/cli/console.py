@@ -89,6 +89,7 @@ def _console_config(
         echo_access=echo_access,
         remedy_window=settings.remedy_window,
         disposition_needs=disposition_needs_of(settings.review),
+        report_max_listed=settings.reports.max_listed,
     )
 
 

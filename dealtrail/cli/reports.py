@@ -354,6 +354,7 @@ def report(
             generated_at=stamp,
             console_url=settings.console_url,
             grace=report_grace(settings),
+            max_listed=settings.reports.max_listed,
         )
     except (FileNotFoundError, LookupError) as exc:
         raise _fail(str(exc)) from None

@@ -81,6 +81,7 @@ def schedule(
                 review_due=review_due(settings),
                 console_url=settings.console_url,
                 grace=report_grace(settings),
+                max_listed=settings.reports.max_listed,
             )
             console.print(
                 f"wrote {len(written)} period report revisions to {out}"
@@ -107,6 +108,7 @@ def schedule(
             review_due=review_due(settings),
             console_url=settings.console_url,
             grace=report_grace(settings),
+            max_listed=settings.reports.max_listed,
         )
     except FileNotFoundError as exc:
         raise _fail(str(exc)) from None

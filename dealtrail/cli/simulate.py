@@ -91,6 +91,7 @@ def demo(
         generated_at=now,
         console_url=settings.console_url,
         review_due=review_due(settings),
+        max_listed=settings.reports.max_listed,
     )
     console.print(f"audited {summary.events:,} events: {incidents.summary_line(counted)}", soft_wrap=True)
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")

@@ -230,6 +230,7 @@ def project(
                     console_url=settings.console_url,
                     report_grace=report_grace(settings),
                     report_check_seconds=settings.reports.check_seconds,
+                    report_max_listed=settings.reports.max_listed,
                     link=link,
                     stop=stop,
                     replica=copies,

@@ -28,7 +28,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.settings import ReviewSettings
 from dealtrail.video import VideoLinks
-from projections import access, incidents, reviews, staff
+from projections import access, incidents, reviews, staff, summaries
 from projections.device_state import floor_device_states
 from projections.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
 from projections.store import Store
@@ -80,6 +80,8 @@ class ConsoleConfig:
             a finding page lists the remedies recorded after it (rulebook 10.3.5).
         disposition_needs: what a disposition must carry besides its cause, per severity
             (resolved settings; by default the settings' defaults).
+        report_max_listed: how many voiding and integrity incidents the Reports page's report
+            lists (``settings.reports.max_listed``); None: every one.
     """
 
     review_due: ReviewDue
@@ -95,6 +97,7 @@ class ConsoleConfig:
     echo_access: bool = False
     remedy_window: timedelta = timedelta(hours=24)
     disposition_needs: DispositionNeeds = field(default_factory=lambda: disposition_needs_of(ReviewSettings()))
+    report_max_listed: int | None = None
 
 
 class LoginRequiredError(Exception):
@@ -368,21 +371,24 @@ class Console:
             cur.close()
 
     def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
-        """Each table's row: its dealer (``con_floor.sql``), its devices' state as the engine holds
-        it (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`),
-        its supervisor on duty (``supervisor_id``: :func:`projections.staff.supervisors_by_table`)
+        """Each table's row: its dealer and supervisor on duty (the ``sum_floor`` summary,
+        :mod:`projections.summaries`; in a store without it ``con_floor.sql`` and
+        :func:`projections.staff.supervisors_by_table`), its devices' state as the engine holds it
+        (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`)
         with its incidents not yet disposed, by severity, its overdue remedies and late reviews
         (the incidents read model)."""
-        cur = con.execute(sql("con_floor.sql"))
+        cur = con.execute(summaries.floor_query(con))  # sum_floor.sql, or con_floor.sql without the summary
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
         per_table = incidents.counts_by_table(con, self.config.review_due, now)
-        supervisors = staff.supervisors_by_table(con)  # the latest floorperson in each table's events
+        # the summary has each table's supervisor; else the latest floorperson in its events
+        supervisors = None if "supervisor_id" in cols else staff.supervisors_by_table(con)
         devices = floor_device_states(con)
         rows = []
         for r in fetched:
             row = dict(zip(cols, r, strict=True))
-            row["supervisor_id"] = supervisors.get(row["table_id"])
+            if supervisors is not None:
+                row["supervisor_id"] = supervisors.get(row["table_id"])
             dev = devices.get(row["table_id"])
             row["device_state"] = dev["status"] if dev is not None else "unknown"  # no engine state stored yet
             row["device_since"] = dev["since"] if dev is not None else None

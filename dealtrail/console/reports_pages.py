@@ -80,6 +80,7 @@ def router(console: Console) -> APIRouter:
                 property_name=config.property_name,
                 generated_at=config.clock(),
                 console_url="",  # served by the console: its own paths
+                max_listed=config.report_max_listed,
             )
             html = files.html.read_text(encoding="utf-8")
         return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})

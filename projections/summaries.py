@@ -1,0 +1,130 @@
+"""Summaries the console reads instead of the events (issue 23, item 2): the floor's per-table
+"last state" (``sum_floor``), kept up to date by the store's writer in the transaction that
+appends the events and rounds it is built from.
+
+Idempotent under at-least-once delivery: for the tables a batch touched, the events of the
+batch's time span are aggregated again (stored copies included) and merged with the stored row
+by seq and time, and rounds are counted only as they are actually inserted, so a replayed batch
+changes nothing and a late event (an older seq) does not undo a later state. A store written
+before the summaries gets them built once, from its events and rounds, when a writer opens it
+(:func:`ensure`); a reader of such a store falls back to the queries over the events
+(:func:`floor_query`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+
+SUMMARIES = {"sum_floor": 2}
+"""Each summary table and the version of its definition (a new version is built again once)."""
+
+FLOOR_EVENT_COLUMNS = "table_id, game, seq, occurred_at, actor_role, actor_id"
+"""What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
+return it for the events they add). Devices are not summarised here: the floor takes their state
+from the engine's own stored state (:mod:`projections.device_state`, rulebook 10.3.1)."""
+ROUND_COLUMNS = "table_id, game, dealer_id, completed_at"
+"""What ``sum_floor`` takes from each round (the store's insert returns it for the rounds it adds)."""
+
+
+def _sql(name: str) -> str:
+    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def merge_floor(con: duckdb.DuckDBPyConnection, new_events: pa.Table | None, new_rounds: pa.Table | None) -> None:
+    """Bring ``sum_floor`` up to date with a batch, inside the caller's transaction.
+
+    Args:
+        con: the writer's connection, in the transaction that stored the batch.
+        new_events: :data:`FLOOR_EVENT_COLUMNS` of the events the batch inserted (events
+            already stored may be among them: they change nothing); None: none.
+        new_rounds: :data:`ROUND_COLUMNS` of the rounds the batch actually inserted (never
+            rows that were already stored: they are counted); None: none.
+    """
+    if (new_events is None or not new_events.num_rows) and (new_rounds is None or not new_rounds.num_rows):
+        return
+    events = (
+        new_events
+        if new_events is not None
+        else con.sql(f"SELECT {FLOOR_EVENT_COLUMNS} FROM events LIMIT 0").to_arrow_table()
+    )
+    rounds = (
+        new_rounds
+        if new_rounds is not None
+        else con.sql(f"SELECT {ROUND_COLUMNS} FROM rounds LIMIT 0").to_arrow_table()
+    )
+    con.register("floor_new_events", events)
+    con.register("floor_round_delta", rounds)
+    try:
+        _merge(con)
+    finally:
+        con.unregister("floor_new_events")
+        con.unregister("floor_round_delta")
+
+
+def _merge(con: duckdb.DuckDBPyConnection) -> None:
+    """``sum_floor_merge.sql`` over the relations ``floor_new_events`` and ``floor_round_delta``."""
+    merged = con.sql(_sql("sum_floor_merge.sql")).to_arrow_table()  # a row per touched table
+    con.register("floor_merged", merged)
+    try:
+        # the summary is derived (rebuilt from the events at will): its touched rows are replaced
+        con.execute("DELETE FROM sum_floor WHERE table_id IN (SELECT table_id FROM floor_merged)")
+        con.execute("INSERT INTO sum_floor BY NAME SELECT * FROM floor_merged")
+    finally:
+        con.unregister("floor_merged")
+
+
+def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
+    """Create the summary tables and build, once, each summary this store has not built at its
+    version (a store written before it: one pass over its events and rounds). Writer only.
+
+    Returns:
+        The names of the summaries built now (empty when all were up to date).
+    """
+    con.execute(_sql("006_summaries.sql"))
+    built = {(str(n), int(v)) for n, v in con.execute("SELECT name, version FROM summary_builds").fetchall()}
+    todo = [name for name, version in SUMMARIES.items() if (name, version) not in built]
+    if not todo:
+        return []
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM sum_floor")
+        # one pass over the whole store, through the same merge as every batch
+        con.execute(f"CREATE OR REPLACE TEMP VIEW floor_new_events AS SELECT {FLOOR_EVENT_COLUMNS} FROM events")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW floor_round_delta AS SELECT {ROUND_COLUMNS} FROM rounds")
+        _merge(con)
+        con.execute("DROP VIEW floor_new_events")
+        con.execute("DROP VIEW floor_round_delta")
+        for name in todo:
+            con.execute(
+                "INSERT INTO summary_builds VALUES ($n, $v, $t)",
+                {"n": name, "v": SUMMARIES[name], "t": now or datetime.now(UTC)},
+            )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return todo
+
+
+def has_summary(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the store holds ``name`` built at its current version (a store a writer of this
+    version opened); a reader of an older store falls back to the queries over the events."""
+    try:
+        row = con.execute(
+            "SELECT count(*) FROM summary_builds WHERE name = $n AND version = $v",
+            {"n": name, "v": SUMMARIES[name]},
+        ).fetchone()
+    except duckdb.CatalogException:
+        return False
+    return bool(row and row[0])
+
+
+def floor_query(con: duckdb.DuckDBPyConnection) -> str:
+    """The SQL of the floor's rows (one per table with events): ``sum_floor.sql`` over the
+    summary, or ``con_floor.sql`` over the events in a store without it. Both give the same
+    columns; the summary's also has ``supervisor_id``."""
+    return _sql("sum_floor.sql") if has_summary(con, "sum_floor") else _sql("con_floor.sql")
