@@ -76,8 +76,9 @@ def evidence(
 def verify_package(
     package: Annotated[Path, typer.Argument(help="The package's folder or zip.")],
 ) -> None:
-    """Check an evidence package without the store: every event against its hash and chain link,
-    the links up to the digest head, and the finding re-derived by the engine (exit 4 if not)."""
+    """Check an evidence package without the store: its files (exactly the package's, none too
+    large), every event against its hash and chain link, the links up to the digest head, and the
+    finding re-derived by the engine, field by field (exit 4 if not); says what it does not prove."""
     from rich.markup import escape
 
     from dealtrail.evidence import EvidenceError

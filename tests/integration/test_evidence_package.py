@@ -154,14 +154,15 @@ def test_a_zip_listing_too_many_members_is_refused_before_its_directory_is_read(
     assert "lists 108 members" in line and "refused unread" in line
 
 
-def test_a_zip_whose_recorded_size_lies_is_read_no_further_than_the_limit(
+def test_a_zip_whose_recorded_size_lies_or_is_over_the_limit_is_refused(
     package: Package, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     limit = max(len(data) for data in package.files.values()) + 1
     monkeypatch.setattr(evidence, "MAX_FILE_BYTES", limit)
     big = b"\n" * (2 * limit)
     path = _zip(tmp_path / "liar.zip", [(n, big if n.endswith("events.jsonl") else d) for n, d in _genuine(package)])
-    # the sizes of pkg/events.jsonl rewritten to 10 bytes in its local header and the central directory
+    # the sizes of pkg/events.jsonl rewritten to 10 bytes in its local header and the central directory:
+    # read no further than that, its CRC does not match: refused naming the member
     data = bytearray(path.read_bytes())
     name = b"pkg/events.jsonl"
     for signature, size_at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
