@@ -20,10 +20,14 @@
 - ``manifest.json``: what the package holds, the engine version, rulebook revision and the
   plausibility limits the audit applied; ``README.md``: for the recipient.
 
-:func:`verify_package` (``dealtrail verify-package``; no store needed) checks every packaged
-event against its own hash and its chain link, the links up to the digest head, each start
-state's anchor in the chain, and re-derives the finding by running the engine over the
-packaged events from those states. It names the first event that does not verify.
+:func:`verify_package` (``dealtrail verify-package``; no store needed) first refuses a package
+not laid out as written (exactly :data:`FILES`, each once, in one folder, none too large: a
+forged file with the genuine one behind it, a path out of the package or a zip bomb are refused
+unread), then checks every packaged event against its own hash and its chain link, the links up
+to the digest head, each start state's anchor in the chain, and re-derives the finding by
+running the engine over the packaged events from those states, comparing it field by field
+with ``finding.json``. It names the first event that does not verify, and says what the chain
+does not prove (:data:`NOT_PROVEN`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ import contextlib
 import hashlib
 import io
 import json
+import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -365,9 +371,11 @@ access to the casino's database:
 
     dealtrail verify-package PATH-TO-THIS-FOLDER   (or the .zip)
 
-It exits 0 and says "verified" only if all of these hold; otherwise it names the first event or
-link that does not verify and exits 4:
+It exits 0 and says "verified" only if all of these hold; otherwise it names the first event,
+link or file that does not verify and exits 4:
 
+0. The package holds exactly the files listed below, each once, in one folder (or a zip whose
+   members lie in one folder, or none): nothing else, nothing nested, no file over 64 MiB.
 1. Every event in `events.jsonl` still matches its own SHA-256 (`hash`, computed over the event's
    canonical JSON without its `hash` field) and the chain link of its seq in `chain.jsonl`.
 2. Each link's `prev_hash` is the `hash` of the link before it, from the anchor (the event just
@@ -375,7 +383,8 @@ link that does not verify and exits 4:
 3. Each engine state in `start-states.json` carries, as its last hash, the chain's head just
    before the events it is applied to.
 4. Running the engine from those states over the packaged events raises the finding again: every
-   revision in `finding.json` (same ID, revision, status, rule, trigger and evidence).
+   revision in `finding.json`, every field the same (message, severity, rule, citation, table,
+   round, evidence, status, trigger, time, remedy ...); an edited field is named.
 
 Compare the head in `digest.json` (`head_seq`, `head_hash`) with a digest of this table the casino
 gave you earlier or keeps with a third party (`dealtrail digest --out`): when they are the same,
@@ -406,6 +415,11 @@ the packaged events are the ones that trail held then.
   the chain by their last hash, but their content is the engine's, not re-derived here.
 - The chain proves that the trail was not altered after it was recorded; it says nothing about
   events that were wrong when they were first recorded.
+- Not proven by the chain, and said so by `verify-package` each time: `reviews.json` (the
+  casino's review record: who acknowledged, assigned, disposed or approved the finding, their
+  notes and video references, as the casino's database holds them); `start-states.json` (the
+  engine's summary of earlier events: anchored by its last hash only, its content not
+  re-derived); the manifest's descriptive fields and this README.
 """
 
 
@@ -435,30 +449,171 @@ class PackageReport:
         return self
 
 
+MAX_FILE_BYTES = 64 * 2**20
+"""The largest file a package may hold (64 MiB, uncompressed). A package holds one round's events
+and those its finding cites, their chain links up to the digest head and a few engine states: a
+few MB at most. The verifier refuses a larger file before reading it (and reads every file with a
+bounded reader, since a zip's recorded sizes can lie), so a zip bomb cannot exhaust its memory."""
+
+MAX_TOTAL_BYTES = 256 * 2**20
+"""The most all files of a package may hold together (256 MiB, uncompressed)."""
+
+
+class PackageRefused(EvidenceError):
+    """The package is not laid out as ``dealtrail evidence`` writes it (a file missing, unknown,
+    twice, nested, named outside the package, or too large): it is not checked further, and
+    :func:`verify_package` reports it as a failed check."""
+
+
+def _read_bounded(fh: Any, name: str, total: int) -> bytes:
+    """At most :data:`MAX_FILE_BYTES` of ``fh`` (and no more than the total allows).
+
+    Raises:
+        PackageRefused: the file holds more.
+    """
+    room = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total)
+    data: bytes = fh.read(room + 1)
+    if len(data) > room:
+        raise _too_large(name, len(data), total)
+    return data
+
+
+def _too_large(name: str, size: int, total: int) -> PackageRefused:
+    if size > MAX_FILE_BYTES:
+        return PackageRefused(
+            f"{name} holds more than {MAX_FILE_BYTES / 2**20:g} MiB: larger than any package's file, refused unread"
+        )
+    return PackageRefused(
+        f"the package's files hold more than {MAX_TOTAL_BYTES / 2**20:g} MiB together (at {name}): refused unread"
+    )
+
+
+MAX_ZIP_MEMBERS = 64
+"""The most members a package zip's directory may list (a package holds 8 files and a folder):
+checked from the zip's end record before the directory is read, so a zip listing millions of
+members cannot exhaust memory either."""
+
+
+def _check_directory(path: Path) -> None:
+    """Refuse a zip larger than a package can be, or whose end record lists more than
+    :data:`MAX_ZIP_MEMBERS` members (or a ZIP64 directory, which no package needs), before its
+    directory is read. A file with no end record is left to :mod:`zipfile` (not a zip).
+
+    Raises:
+        PackageRefused: as above.
+    """
+    size = path.stat().st_size
+    if size > MAX_TOTAL_BYTES:
+        raise PackageRefused(f"{path} holds more than {MAX_TOTAL_BYTES / 2**20:g} MiB: larger than any package")
+    with path.open("rb") as fh:
+        fh.seek(max(0, size - (22 + 0xFFFF)))  # the end record (22 bytes) and a comment of up to 64 KiB
+        tail = fh.read()
+    at = len(tail) - 22 if tail[-22:-18] == b"PK\x05\x06" else tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return
+    members, directory_size = struct.unpack_from("<HI", tail, at + 10)
+    if members > MAX_ZIP_MEMBERS or directory_size > MAX_ZIP_MEMBERS * 1024:
+        raise PackageRefused(
+            f"{path} lists {members} members in a {directory_size}-byte directory: a package holds {len(FILES)} "
+            "files, refused unread"
+        )
+
+
 class _Folder:
-    """Read a package from a folder or a zip (whose files lie in one folder)."""
+    """Read a package from a folder or a zip (whose files lie in one folder, or none).
+
+    Its layout is checked first, before any content: exactly the files of :data:`FILES`, each
+    once, none larger than :data:`MAX_FILE_BYTES` (:data:`MAX_TOTAL_BYTES` together); in a zip,
+    no member twice (by its file name), nested, absolute or with ``..``; in a folder, nothing else
+    (no subfolder, no link).
+
+    Raises:
+        EvidenceError: no package at the path, or neither a folder nor a zip.
+        PackageRefused: the layout is not a package's (the message names the member or file).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.zip: dict[str, bytes] | None = None
+        self.files: dict[str, bytes] = {}
         if path.is_file():
-            try:
-                with zipfile.ZipFile(path) as zf:
-                    self.zip = {Path(n).name: zf.read(n) for n in zf.namelist() if not n.endswith("/")}
-            except zipfile.BadZipFile:
-                raise EvidenceError(f"{path} is neither a package folder nor a zip") from None
-        elif not path.is_dir():
+            self._read_zip(path)
+        elif path.is_dir():
+            self._read_folder(path)
+        else:
             raise EvidenceError(f"no package at {path}")
+        missing = [name for name in FILES if name not in self.files]
+        if missing:
+            raise PackageRefused(f"the package has no {missing[0]}")
+
+    def _take(self, name: str, what: str) -> None:
+        """Refuse ``name`` (shown as ``what``) unless it is a package file not yet seen."""
+        if name not in FILES:
+            raise PackageRefused(
+                f"{what} is not a file of an evidence package: refused (a package holds only {', '.join(FILES)})"
+            )
+        if name in self.files:
+            raise PackageRefused(f"{what}: the package holds {name} twice: refused")
+
+    def _read_zip(self, path: Path) -> None:
+        _check_directory(path)
+        try:
+            zf = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError):
+            raise EvidenceError(f"{path} is neither a package folder nor a zip") from None
+        try:
+            with zf:
+                self._read_members(zf)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+            # a damaged member (its CRC or size does not match), or one compressed or encrypted
+            # in a way this reader does not read
+            raise PackageRefused(f"{path}: a member cannot be read ({type(exc).__name__}: {exc}): refused") from None
+
+    def _read_members(self, zf: zipfile.ZipFile) -> None:
+        top: str | None = None
+        total = 0
+        for info in zf.infolist():
+            raw = info.filename
+            what = f"zip member {raw!r}"
+            parts = raw.rstrip("/").split("/")
+            if raw.startswith("/") or "\\" in raw or ":" in parts[0] or any(p in ("", ".", "..") for p in parts):
+                raise PackageRefused(f"{what}: an absolute, empty or '..' path: refused")
+            if len(parts) > 2 or (info.is_dir() and len(parts) > 1):
+                raise PackageRefused(f"{what}: nested deeper than the package's one folder: refused")
+            folder = parts[0] if info.is_dir() or len(parts) == 2 else ""
+            if top is None:
+                top = folder
+            elif folder != top:
+                raise PackageRefused(
+                    f"{what} lies outside the package's folder {top + '/' if top else '(none)'}: refused"
+                )
+            if info.is_dir():
+                continue
+            name = parts[-1]
+            self._take(name, what)
+            if info.file_size > MAX_FILE_BYTES or total + info.file_size > MAX_TOTAL_BYTES:
+                raise _too_large(what, info.file_size, total)
+            with zf.open(info) as fh:
+                data = _read_bounded(fh, what, total)
+            total += len(data)
+            self.files[name] = data
+
+    def _read_folder(self, path: Path) -> None:
+        total = 0
+        for entry in sorted(path.iterdir()):
+            what = f"{entry.name!r} in the package folder"
+            self._take(entry.name, what)
+            if entry.is_symlink() or not entry.is_file():
+                raise PackageRefused(f"{what} is not a regular file (a folder or a link): refused")
+            size = entry.stat().st_size
+            if size > MAX_FILE_BYTES or total + size > MAX_TOTAL_BYTES:
+                raise _too_large(what, size, total)
+            with entry.open("rb") as fh:
+                data = _read_bounded(fh, what, total)
+            total += len(data)
+            self.files[entry.name] = data
 
     def read(self, name: str) -> bytes:
-        if self.zip is not None:
-            if name not in self.zip:
-                raise EvidenceError(f"the package has no {name}")
-            return self.zip[name]
-        try:
-            return (self.path / name).read_bytes()
-        except FileNotFoundError:
-            raise EvidenceError(f"the package has no {name}") from None
+        return self.files[name]
 
 
 def _json(folder: _Folder, name: str) -> Any:
@@ -482,15 +637,22 @@ def verify_package(path: Path) -> PackageReport:
         path: the package's folder, or its zip.
 
     Returns:
-        The :class:`PackageReport`: ``ok``, or the first problem and the event it is at.
+        The :class:`PackageReport`: ``ok`` (its notes end with :data:`NOT_PROVEN`), or the
+        first problem and the event it is at. A package not laid out as ``dealtrail evidence``
+        writes it (a file missing, unknown, twice, nested, absolute, with ``..``, or larger
+        than :data:`MAX_FILE_BYTES` / :data:`MAX_TOTAL_BYTES`) fails, naming the member.
 
     Raises:
-        EvidenceError: the path is no package, or a file of it is missing or not JSON.
+        EvidenceError: the path is no folder or zip, cannot be read, or a file of it is not JSON.
     """
     report = PackageReport()
-    folder = _Folder(path)
     try:
+        folder = _Folder(path)
         _verify(folder, report)
+    except PackageRefused as exc:
+        report.fail(str(exc))
+    except OSError as exc:  # a file that cannot be read (permissions, a disk error)
+        raise EvidenceError(f"cannot read the package at {path}: {exc}") from None
     except _Failed as exc:
         report.fail(exc.problem, exc.event_id)
     except EvidenceError:
@@ -625,28 +787,69 @@ def _verify(folder: _Folder, report: PackageReport) -> None:
             continue
         derived.extend(found)
     doc = _json(folder, "finding.json")
-    mine = {(f.finding_id, f.revision): f for f in derived if f.finding_id == manifest.get("finding_id")}
-    for rec in doc.get("revisions", []):
-        stored = Finding.model_validate(rec)
+    finding_id = manifest.get("finding_id")
+    for key in ("finding_id", "table_id", "round_id", "rule_id"):
+        if doc.get(key) != manifest.get(key):
+            raise _Failed(f"finding.json's {key} ({doc.get(key)!r}) is not the manifest's ({manifest.get(key)!r})")
+    stored_revisions = [Finding.model_validate(rec) for rec in doc.get("revisions", [])]
+    if not stored_revisions:
+        raise _Failed("finding.json holds no revision of the finding")
+    mine = {(f.finding_id, f.revision): f for f in derived if f.finding_id == finding_id}
+    extra = (
+        f" (the package was judged under rulebook revision {revision}, this engine applies {RULEBOOK_REVISION})"
+        if revision != RULEBOOK_REVISION
+        else ""
+    )
+    for stored in stored_revisions:
         again = mine.get((stored.finding_id, stored.revision))
-        if again is None or (again.status, again.rule_id, again.trigger_event_id, again.evidence_event_ids) != (
-            stored.status,
-            stored.rule_id,
-            stored.trigger_event_id,
-            stored.evidence_event_ids,
-        ):
-            what = "not raised" if again is None else "raised differently"
-            extra = (
-                f" (the package was judged under rulebook revision {revision}, this engine applies {RULEBOOK_REVISION})"
-                if revision != RULEBOOK_REVISION
-                else ""
-            )
+        if again is None:
             raise _Failed(
-                f"revision {stored.revision} ({stored.status.value}) of finding {stored.finding_id} is {what} "
+                f"revision {stored.revision} ({stored.status.value}) of finding {stored.finding_id} is not raised "
                 f"when the engine runs over the packaged events{extra}",
                 stored.trigger_event_id,
             )
+        field_name = _first_difference(stored, again)
+        if field_name is not None:
+            raise _Failed(
+                f"revision {stored.revision} ({stored.status.value}) of finding {stored.finding_id} is raised "
+                f"differently when the engine runs over the packaged events: its {field_name} in finding.json is "
+                f"{_shown(getattr(stored, field_name))}, the engine's is {_shown(getattr(again, field_name))}{extra}",
+                stored.trigger_event_id,
+            )
+    citation = stored_revisions[0].citation
+    if doc.get("citation") != citation:
+        raise _Failed(f"finding.json's citation ({doc.get('citation')!r}) is not its revisions' ({citation!r})")
     report.notes.append(
-        f"the engine ({ENGINE_VERSION}) raises all {len(doc.get('revisions', []))} revision(s) of finding "
-        f"{manifest.get('finding_id')} ({manifest.get('rule_id')}) again from the packaged events"
+        f"the engine ({ENGINE_VERSION}) raises all {len(stored_revisions)} revision(s) of finding "
+        f"{finding_id} ({manifest.get('rule_id')}) again from the packaged events, every field as in finding.json"
     )
+    report.notes.append(NOT_PROVEN)
+
+
+NOT_PROVEN = (
+    "not proven by the chain: reviews.json (the casino's review record: who acknowledged, assigned, disposed, "
+    "approved, notes, video references); start-states.json (the engine's summary of earlier events, anchored in "
+    "the chain by its last hash only, its content not re-derived); manifest.json's other fields and README.md "
+    "(descriptions); that the events were true when first recorded"
+)
+"""What :func:`verify_package` does not prove, said with every report that passes (and in the
+package's README and docs/integrity.md)."""
+
+_UNCOMPARED = frozenset({"rulebook_revision"})
+"""Finding fields not compared with the engine's: the revision the audit applied is the
+manifest's (compared with this engine's, a warning when they differ); stores of revision 1 do
+not keep it per finding."""
+
+
+def _first_difference(stored: Finding, again: Finding) -> str | None:
+    """The first field (in the model's order) in which a stored revision differs from the engine's, or None."""
+    for name in Finding.model_fields:
+        if name not in _UNCOMPARED and getattr(stored, name) != getattr(again, name):
+            return name
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A field's value for a one-line message (long texts cut)."""
+    text = repr(value.value if hasattr(value, "value") else value)
+    return text if len(text) <= 120 else text[:117] + "..."

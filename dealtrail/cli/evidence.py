@@ -76,19 +76,22 @@ def evidence(
 def verify_package(
     package: Annotated[Path, typer.Argument(help="The package's folder or zip.")],
 ) -> None:
-    """Check an evidence package without the store: every event against its hash and chain link,
-    the links up to the digest head, and the finding re-derived by the engine (exit 4 if not)."""
+    """Check an evidence package without the store: its files (exactly the package's, none too
+    large), every event against its hash and chain link, the links up to the digest head, and the
+    finding re-derived by the engine, field by field (exit 4 if not); says what it does not prove."""
+    from rich.markup import escape
+
     from dealtrail.evidence import EvidenceError
     from dealtrail.evidence import verify_package as check
 
     try:
         report = check(package)
     except EvidenceError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(escape(str(exc))) from None
     for note in report.notes:
         (err if note.startswith("WARNING") else console).print(note, soft_wrap=True, markup=False)
     if not report.ok:
-        err.print(f"[bold red]NOT VERIFIED:[/] {report.problem}", soft_wrap=True)
+        err.print(f"[bold red]NOT VERIFIED:[/] {escape(report.problem or '')}", soft_wrap=True)
         if report.event_id:
             err.print(f"first event that does not verify: {report.event_id}", soft_wrap=True)
         raise typer.Exit(4)
