@@ -131,6 +131,11 @@ def router(console: Console) -> APIRouter:
         for r in members:
             spec = RULES_BY_ID.get(r["rule_id"])
             r["rule_summary"] = spec.summary if spec else ""
+            r["video_references"] = [  # attached in the member's reviews (issue 22, item 4)
+                {**x, "user_name": h["user_name"], "reviewed_at": h["reviewed_at"]}
+                for h in reviews.history(con, r["finding_id"])
+                for x in h["references"]
+            ]
         return render(request, "case.html.j2", user, cause=cause, consequences=consequences, me=finding_id)
 
     return routes

@@ -136,6 +136,11 @@ def test_a_reference_attached_in_a_review_appears_in_the_page_the_api_and_the_re
     html = client.get(f"/findings/{fid}").text
     assert 'href="https://vms.local/clip/77?x=1&amp;y=2"' in html and "CLIP-&lt;77&gt;" in html
     assert "dealer flashes the hole card" in html
+    timeline = html.split("<h2>Review history</h2>", 1)[1].split("</ol>", 1)[0]  # in the finding's history
+    assert "Video reference: camera CAM-1" in timeline and 'href="https://vms.local/clip/77?x=1&amp;y=2"' in timeline
+    case = client.get(f"/cases/{fid}")  # a remedy-overdue finding is a case's consequence: shown there too
+    assert case.status_code == 200 and 'href="https://vms.local/clip/77?x=1&amp;y=2"' in case.text
+    assert "dealer flashes the hole card" in case.text
     # the API's finding and the review it records
     token = {"Authorization": "Bearer " + auth.new_token(store.con, "rita", NOW)}
     detail = client.get(f"/api/v1/findings/{fid}", headers=token).json()
