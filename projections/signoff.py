@@ -21,13 +21,17 @@ import hashlib
 import html
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from projections.period_reports import REVISION, history
 from projections.reviews import role_at_least
+
+if TYPE_CHECKING:
+    import duckdb
 
 SIGNOFF = "signoff.json"
 """The sign-off record's file name in a revision folder."""
@@ -276,3 +280,101 @@ def with_block(report_html: str, block: str) -> str:
     if start < 0 or end < 0:
         return report_html
     return report_html[: start + len(BLOCK_START)] + block + report_html[end:]
+
+
+# -- the sign-off's anchor in the access log ------------------------------------------------------
+
+LOGGED_KIND = "report_signed"
+"""The access-log kind of a sign-off (the console's button and ``dealtrail sign-report``)."""
+_LOGGED = re.compile(r"^(?P<ref>\S+) signoff\.json sha256:(?P<sha>[0-9a-f]{64})$")
+
+
+def record_sha256(folder: Path) -> str | None:
+    """The SHA-256 (hex) of the revision's ``signoff.json`` as it is on disk, or None when it has none."""
+    try:
+        return hashlib.sha256((folder / SIGNOFF).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def logged_detail(folder: Path, sha256: str) -> str:
+    """The detail of the ``report_signed`` access-log entry of a sign-off:
+    ``<period>/<rev-NNNN> signoff.json sha256:<hex>`` (the revision, and the SHA-256 of the
+    ``signoff.json`` written), so the record is anchored in the access log's hash chain."""
+    return f"{folder.parent.name}/{folder.name} signoff.json sha256:{sha256}"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What :func:`check_anchor` found.
+
+    Attributes:
+        sha256: the SHA-256 of the revision's ``signoff.json`` now (None: not signed).
+        seq: the access-log entry (``seq``) of the revision's first ``report_signed`` ok entry, or None.
+        recorded: the SHA-256 that entry records (None: none, or an entry that records none).
+        chain_break: the access log's first break (``(seq, entry_id, problem)``), None when the
+            chain is intact or was not checked.
+    """
+
+    sha256: str | None
+    seq: int | None
+    recorded: str | None
+    chain_break: tuple[int, str, str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The record is the one the access log recorded, and the log's chain is intact (as checked)."""
+        return self.sha256 is not None and self.recorded == self.sha256 and self.chain_break is None
+
+    def problems(self) -> list[str]:
+        """One line per reason the record is not anchored (empty when :attr:`ok`)."""
+        out = []
+        if self.sha256 is None:
+            out.append("the revision has no signoff.json")
+        elif self.seq is None:
+            out.append(
+                "the access log records no sign-off of this revision (signoff.json was not written by a sign-off)"
+            )
+        elif self.recorded is None:
+            out.append(f"the access log's entry {self.seq} records no SHA-256 of signoff.json: it cannot be checked")
+        elif self.recorded != self.sha256:
+            out.append(f"signoff.json differs from the sign-off recorded in the access log at entry {self.seq}")
+        if self.chain_break is not None:
+            seq, entry_id, problem = self.chain_break
+            out.append(f"the access log's chain is broken at entry {seq} ({entry_id}): {problem}")
+        return out
+
+
+def check_anchor(con: duckdb.DuckDBPyConnection, folder: Path, chain: bool = True) -> Anchor:
+    """Check the revision's ``signoff.json`` against its ``report_signed`` entry in the access log.
+
+    The first ``ok`` entry for the revision is the sign-off (a record is written once); its
+    recorded SHA-256 must be the file's now. ``signoff.json`` covers the report's files, and the
+    access log's hash chain covers ``signoff.json``.
+
+    Args:
+        con: any connection of the store that holds the access log.
+        folder: the revision folder (``<period>/rev-NNNN``).
+        chain: also recompute the access log's whole chain (:func:`projections.access_log.check_chain`).
+
+    Returns:
+        What was found (:attr:`Anchor.ok`, :meth:`Anchor.problems`).
+    """
+    from projections import access_log
+
+    sha = record_sha256(folder)
+    seq: int | None = None
+    recorded: str | None = None
+    if access_log.has_log(con):
+        ref = f"{folder.parent.name}/{folder.name}"
+        rows = con.execute(
+            """SELECT seq, detail FROM access_log WHERE kind = ? AND outcome = 'ok'
+               AND (detail = ? OR starts_with(detail, ?)) ORDER BY seq LIMIT 1""",
+            [LOGGED_KIND, ref, ref + " "],
+        ).fetchall()
+        if rows:
+            seq = int(rows[0][0])
+            m = _LOGGED.match(str(rows[0][1]))
+            recorded = m.group("sha") if m and m.group("ref") == ref else None
+    broken = access_log.check_chain(con).first_break if chain else None
+    return Anchor(sha, seq, recorded, broken)
