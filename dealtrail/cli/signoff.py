@@ -104,7 +104,8 @@ def sign_report(
     console.print(
         f"signed {escape(str(target))} as {escape(record['signed_by'])} ({record['role']}) at {record['signed_at']}: "
         f"{len(record['files'])} files hashed; recorded in the access log of {escape(str(db))} "
-        f"(signoff.json sha256:{digest[:16]}...)"
+        f"(signoff.json sha256:{digest[:16]}...)",
+        soft_wrap=True,
     )
     if pdf:
         _print_signed(target, settings.reports.chromium)
@@ -189,7 +190,7 @@ def _print_signed(folder: Path, chromium: str | None) -> None:
             out = print_pdf(page, folder / SIGNED_PDF, chromium)
         except PdfError as exc:
             raise _fail(f"signed, but the PDF was not written: {exc}", code=1) from None
-    console.print(f"printed: {escape(str(out))}")
+    console.print(f"printed: {escape(str(out))}", soft_wrap=True)
 
 
 @app.command("verify-signoff")
@@ -223,23 +224,25 @@ def verify_signoff(
     who = f"signed by {r.get('signed_by')} ({r.get('role')}) at {r.get('signed_at')}"
     if not check.intact:
         for line in check.problems():
-            console.print(f"  {escape(line)}")
+            console.print(f"  {escape(line)}", soft_wrap=True)
         raise _fail(f"{target}: NOT as signed ({who})", code=1)
     if db is None:
-        console.print(f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}")
+        console.print(f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}", soft_wrap=True)
         console.print(
             "checked the report files against the sign-off record; the record itself is anchored only by the "
-            "access log: pass --db"
+            "access log: pass --db",
+            soft_wrap=True,
         )
         return
     anchor = _anchor(target, db)
     if not anchor.ok:
         for line in anchor.problems():
-            console.print(f"  {escape(line)}")
+            console.print(f"  {escape(line)}", soft_wrap=True)
         raise _fail(f"{target}: the sign-off record is NOT the one recorded in the access log of {db}", code=1)
     console.print(
         f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}; signoff.json as recorded in "
-        f"the access log of {escape(str(db))} at entry {anchor.seq} (chain intact)"
+        f"the access log of {escape(str(db))} at entry {anchor.seq} (chain intact)",
+        soft_wrap=True,
     )
 
 
