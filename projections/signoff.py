@@ -9,6 +9,11 @@ refused, and a later revision of the period (a late event, a review, a re-audit)
 of its own until it is signed again. Verifying a sign-off recomputes each hash and names every
 file changed, missing or added since signing.
 
+No hash inside the folder covers ``signoff.json`` itself: its anchor is the store's hash-chained
+access log. Whoever signs records a ``report_signed`` entry whose detail carries the SHA-256 of
+the ``signoff.json`` written (:func:`logged_detail`); :func:`check_anchor` compares the file with
+that entry and checks the log's chain, so an edited record is found.
+
 The report's HTML carries a sign-off block between two markers (:data:`BLOCK_START`,
 :data:`BLOCK_END`) that says "not signed"; whoever shows the revision (the console) puts the
 block of its record there (:func:`with_block`), so the signed ``report.html`` itself stays
