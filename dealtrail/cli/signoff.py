@@ -51,14 +51,18 @@ def sign_report(
         bool, typer.Option("--pdf", help="Also print the signed report to <revision>/report-signed.pdf.")
     ] = False,
 ) -> None:
-    """Sign a final period report's revision as a console manager or admin: their password is asked
-    for (no echo; read from stdin when it is not a terminal) and checked against the store, a
-    locked, deactivated or unknown user is refused, and the sign-off record (who, when, the
+    """Sign a final period report's revision as a console manager or admin: their password (and
+    one-time code, when they have one) is asked for (no echo; read line by line from stdin when it
+    is not a terminal) and checked against the store, a locked, deactivated or unknown user is
+    refused, and the sign-off record (who, when, the
     statement, the SHA-256 of each file) is written once beside the revision and recorded in the
     store's access log (``report_signed``, with the SHA-256 of the record). While a console or a
     projector holds the store, sign in the console instead."""
+    import time
+
     from dealtrail.console.auth import verify_password
-    from projections import access
+    from dealtrail.console.totp import code_ok
+    from projections import access, access_log
     from projections.reviews import role_at_least
     from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
     from projections.store import Store
@@ -88,12 +92,21 @@ def sign_report(
             raise refuse(f"{user!r} may not sign in now: {refusal.message}", "login_failed", outcome)
         if not role_at_least(str(found["role"]), SIGNER_ROLE):
             raise refuse(f"a report is signed by a manager or an admin; {user!r} is a {found['role']}")
-        if not verify_password(found["password_hash"], _password(user)):
+        if not verify_password(found["password_hash"], _secret(f"password of {user}")):
             locked = guard.failed(user, _CLIENT, now)  # counted as the console counts a failed sign-in
             _log(store, "login_failed", user, "refused", "sign-report: wrong password")
             if locked:
                 _log(store, "login_locked", user, "locked", "failed sign-ins in a row (sign-report)")
             raise refuse(f"wrong password for {user!r}: not signed")
+        secret = access_log.totp_secret(store.con, str(found["name"]))
+        if secret is None and found["role"] in guard.policy.totp_roles:
+            raise refuse(f"{user!r} must sign in with a one-time code: enrol one in the console first")
+        if secret is not None and not code_ok(secret, _secret(f"one-time code of {user}"), time.time()):
+            locked = guard.failed(user, _CLIENT, now)
+            _log(store, "login_failed", user, "refused", "sign-report: wrong or missing one-time code")
+            if locked:
+                _log(store, "login_locked", user, "locked", "failed sign-ins in a row (sign-report)")
+            raise refuse(f"wrong or missing one-time code for {user!r}: not signed")
         try:
             record = sign(target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC))
         except SignOffError as exc:
@@ -133,12 +146,13 @@ def _open_for_signing(db: Path, settings: Settings) -> object:
         ) from None
 
 
-def _password(user: str) -> str:
-    """The signer's password: asked for without echo on a terminal, else the first line of stdin."""
+def _secret(prompt: str) -> str:
+    """The signer's password (or one-time code): asked for without echo on a terminal, else the
+    next line of stdin."""
     if sys.stdin.isatty():
         import getpass
 
-        return getpass.getpass(f"password of {user}: ")
+        return getpass.getpass(f"{prompt}: ")
     return sys.stdin.readline().rstrip("\r\n")
 
 

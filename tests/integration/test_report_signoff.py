@@ -222,6 +222,19 @@ def test_sign_report_refuses_a_locked_or_deactivated_user_even_with_the_right_pa
     assert _sign(periods / LABEL, "meg", PASSWORDS["meg"], db).exit_code == 0  # unlocked: signs
 
 
+def test_sign_report_asks_a_user_with_a_one_time_code_for_it(db: Path, periods: Path) -> None:
+    import pyotp
+
+    secret = pyotp.random_base32()
+    with Store(db) as s:
+        access_log.put_totp(s.con, "meg", secret, datetime(2026, 11, 2, tzinfo=UTC))
+    without = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
+    assert without.exit_code == 1 and "wrong or missing one-time code for 'meg'" in without.output, without.output
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+    done = _sign(periods / LABEL, "meg", PASSWORDS["meg"] + "\n" + pyotp.TOTP(secret).now(), db)
+    assert done.exit_code == 0, done.output
+
+
 def test_sign_report_refuses_while_a_console_holds_the_store_and_signs_nothing(db: Path, periods: Path) -> None:
     hold = "import sys; from projections.store import Store; s = Store(sys.argv[1]); print('held', flush=True); input()"
     holder = subprocess.Popen(  # another process holds the store, as a running console does
