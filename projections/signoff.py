@@ -226,10 +226,12 @@ def verify(folder: Path) -> Verification:
     )
 
 
-def block_html(folder: Path | None) -> str:
+def block_html(folder: Path | None, unanchored: list[str] | None = None) -> str:
     """The sign-off block of a report (HTML, every value escaped): who signed, when, the
     statement and whether the files are as signed; or "not signed" (``folder`` None: a report
-    that is no period revision, which is never signed)."""
+    that is no period revision, which is never signed). ``unanchored``: why the record is not
+    the one the access log recorded (:meth:`Anchor.problems`), shown as a warning; None: not
+    checked (no store at hand)."""
     if folder is None:
         body = (
             "<p><strong>Not signed.</strong> A report of a scheduled period is signed by a manager once it is "
@@ -260,9 +262,11 @@ def block_html(folder: Path | None) -> str:
         state = f"Verified: the {len(r['files'])} files of this revision are as they were signed (SHA-256)."
     else:
         state = "<strong>NOT AS SIGNED:</strong> " + e("; ".join(check.problems())) + "."
+    if unanchored:
+        state += " <strong>SIGN-OFF NOT AS RECORDED:</strong> " + e("; ".join(unanchored)) + "."
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     body = f'<table class="meta">{table}</table><p class="note">{state}</p>'
-    return _section(body, "signed" if check.intact else "broken")
+    return _section(body, "signed" if check.intact and not unanchored else "broken")
 
 
 def _section(body: str, state: str) -> str:

@@ -18,7 +18,15 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
 from projections.reviews import role_at_least
-from projections.signoff import SIGNER_ROLE, SignOffError, block_html, check_anchor, verify, with_block
+from projections.signoff import (
+    SIGNER_ROLE,
+    SIGNOFF,
+    SignOffError,
+    block_html,
+    check_anchor,
+    verify,
+    with_block,
+)
 
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
 """The compliance report is a self-contained page with its own inline styles and no script."""
@@ -96,7 +104,7 @@ def router(console: Console) -> APIRouter:
         return FileResponse(path, headers=headers)
 
     @routes.get("/reports/scheduled/{label}/{revision}/{name}", include_in_schema=False)
-    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser) -> Response:
+    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser, con: Cursor) -> Response:
         from projections.period_reports import REVISION
 
         folder = config.reports_dir
@@ -106,7 +114,9 @@ def router(console: Console) -> APIRouter:
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
         if name == "report.html":  # with its sign-off block (the file itself stays as signed)
-            html = with_block(path.read_text(encoding="utf-8"), block_html(path.parent))
+            signed = (path.parent / SIGNOFF).exists()
+            unanchored = check_anchor(con, path.parent, chain=False).problems() if signed else None
+            html = with_block(path.read_text(encoding="utf-8"), block_html(path.parent, unanchored))
             return HTMLResponse(html, headers=headers)
         return FileResponse(path, headers=headers)
 

@@ -266,6 +266,12 @@ def test_an_edited_signoff_json_fails_verify_signoff_with_the_store_and_is_flagg
     with Store(db) as s:
         page = _reports_page(s, periods, "ada")
     assert "SIGN-OFF NOT AS RECORDED" in page and f"at entry {seq}" in page
+    with Store(db) as s:
+        client = TestClient(create_app(s, ConsoleConfig(DUE, "s" * 48, reports_dir=periods, clock=lambda: NOW)))
+        _login(client, "rita")
+        served = client.get(f"/reports/scheduled/{LABEL}/rev-0001/report.html").text
+    block = served[served.index('<section id="signoff"') :]
+    assert "SIGN-OFF NOT AS RECORDED:</strong> signoff.json differs" in block[: block.index("</section>")]
 
 
 def test_verify_signoff_with_the_store_names_a_sign_off_the_access_log_never_recorded_and_a_broken_chain(
@@ -379,6 +385,7 @@ def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a
     block = block[: block.index("</section>")]
     assert "meg (manager)" in block and STATEMENT in block and "2026-11-27 21:10:00+00:00" in block
     assert "Verified: the 4 files of this revision are as they were signed" in block
+    assert "NOT AS RECORDED" not in block  # the console's sign-off is the one its access log recorded
     assert verify(periods / LABEL / "rev-0001").intact  # the served block is not written into the file
     signed_html = tmp_path / "signed.html"
     signed_html.write_text(page.text)
