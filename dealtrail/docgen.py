@@ -30,7 +30,7 @@ from streams.engine.catalog import RULEBOOK_REVISION, RULES
 KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify", "staff")
 """The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``, ``staff
 import --publish``)."""
-WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users", "staff")
+WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users", "staff", "sign-report")
 """The commands that open the store for writing."""
 REPORTERS = ("report", "demo", "schedule", "project", "serve")
 """The commands that write or show compliance reports."""
@@ -49,6 +49,7 @@ READERS: dict[str, tuple[str, ...]] = {
         "serve",
         "users",
         "staff",
+        "sign-report",
     ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,
@@ -72,6 +73,10 @@ READERS: dict[str, tuple[str, ...]] = {
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "security": ("serve", "project"),
+    **{  # sign-report applies the console's sign-in lock and throttle to its signer
+        f"security.login_{name}": ("serve", "project", "sign-report")
+        for name in ("slow_after", "delay_seconds", "max_delay_seconds", "lock_after", "lock_minutes")
+    },
     "notify": ("serve", "project"),
     "notify.console_url": (*REPORTERS, "serve"),
     "duckdb_memory_limit": WRITERS,

@@ -9,6 +9,11 @@ refused, and a later revision of the period (a late event, a review, a re-audit)
 of its own until it is signed again. Verifying a sign-off recomputes each hash and names every
 file changed, missing or added since signing.
 
+No hash inside the folder covers ``signoff.json`` itself: its anchor is the store's hash-chained
+access log. Whoever signs records a ``report_signed`` entry whose detail carries the SHA-256 of
+the ``signoff.json`` written (:func:`logged_detail`); :func:`check_anchor` compares the file with
+that entry and checks the log's chain, so an edited record is found.
+
 The report's HTML carries a sign-off block between two markers (:data:`BLOCK_START`,
 :data:`BLOCK_END`) that says "not signed"; whoever shows the revision (the console) puts the
 block of its record there (:func:`with_block`), so the signed ``report.html`` itself stays
@@ -21,13 +26,17 @@ import hashlib
 import html
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from projections.period_reports import REVISION, history
 from projections.reviews import role_at_least
+
+if TYPE_CHECKING:
+    import duckdb
 
 SIGNOFF = "signoff.json"
 """The sign-off record's file name in a revision folder."""
@@ -217,10 +226,12 @@ def verify(folder: Path) -> Verification:
     )
 
 
-def block_html(folder: Path | None) -> str:
+def block_html(folder: Path | None, unanchored: list[str] | None = None) -> str:
     """The sign-off block of a report (HTML, every value escaped): who signed, when, the
     statement and whether the files are as signed; or "not signed" (``folder`` None: a report
-    that is no period revision, which is never signed)."""
+    that is no period revision, which is never signed). ``unanchored``: why the record is not
+    the one the access log recorded (:meth:`Anchor.problems`), shown as a warning; None: not
+    checked (no store at hand)."""
     if folder is None:
         body = (
             "<p><strong>Not signed.</strong> A report of a scheduled period is signed by a manager once it is "
@@ -251,9 +262,11 @@ def block_html(folder: Path | None) -> str:
         state = f"Verified: the {len(r['files'])} files of this revision are as they were signed (SHA-256)."
     else:
         state = "<strong>NOT AS SIGNED:</strong> " + e("; ".join(check.problems())) + "."
+    if unanchored:
+        state += " <strong>SIGN-OFF NOT AS RECORDED:</strong> " + e("; ".join(unanchored)) + "."
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     body = f'<table class="meta">{table}</table><p class="note">{state}</p>'
-    return _section(body, "signed" if check.intact else "broken")
+    return _section(body, "signed" if check.intact and not unanchored else "broken")
 
 
 def _section(body: str, state: str) -> str:
@@ -276,3 +289,101 @@ def with_block(report_html: str, block: str) -> str:
     if start < 0 or end < 0:
         return report_html
     return report_html[: start + len(BLOCK_START)] + block + report_html[end:]
+
+
+# -- the sign-off's anchor in the access log ------------------------------------------------------
+
+LOGGED_KIND = "report_signed"
+"""The access-log kind of a sign-off (the console's button and ``dealtrail sign-report``)."""
+_LOGGED = re.compile(r"^(?P<ref>\S+) signoff\.json sha256:(?P<sha>[0-9a-f]{64})$")
+
+
+def record_sha256(folder: Path) -> str | None:
+    """The SHA-256 (hex) of the revision's ``signoff.json`` as it is on disk, or None when it has none."""
+    try:
+        return hashlib.sha256((folder / SIGNOFF).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def logged_detail(folder: Path, sha256: str) -> str:
+    """The detail of the ``report_signed`` access-log entry of a sign-off:
+    ``<period>/<rev-NNNN> signoff.json sha256:<hex>`` (the revision, and the SHA-256 of the
+    ``signoff.json`` written), so the record is anchored in the access log's hash chain."""
+    return f"{folder.parent.name}/{folder.name} signoff.json sha256:{sha256}"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What :func:`check_anchor` found.
+
+    Attributes:
+        sha256: the SHA-256 of the revision's ``signoff.json`` now (None: not signed).
+        seq: the access-log entry (``seq``) of the revision's first ``report_signed`` ok entry, or None.
+        recorded: the SHA-256 that entry records (None: none, or an entry that records none).
+        chain_break: the access log's first break (``(seq, entry_id, problem)``), None when the
+            chain is intact or was not checked.
+    """
+
+    sha256: str | None
+    seq: int | None
+    recorded: str | None
+    chain_break: tuple[int, str, str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The record is the one the access log recorded, and the log's chain is intact (as checked)."""
+        return self.sha256 is not None and self.recorded == self.sha256 and self.chain_break is None
+
+    def problems(self) -> list[str]:
+        """One line per reason the record is not anchored (empty when :attr:`ok`)."""
+        out = []
+        if self.sha256 is None:
+            out.append("the revision has no signoff.json")
+        elif self.seq is None:
+            out.append(
+                "the access log records no sign-off of this revision (signoff.json was not written by a sign-off)"
+            )
+        elif self.recorded is None:
+            out.append(f"the access log's entry {self.seq} records no SHA-256 of signoff.json: it cannot be checked")
+        elif self.recorded != self.sha256:
+            out.append(f"signoff.json differs from the sign-off recorded in the access log at entry {self.seq}")
+        if self.chain_break is not None:
+            seq, entry_id, problem = self.chain_break
+            out.append(f"the access log's chain is broken at entry {seq} ({entry_id}): {problem}")
+        return out
+
+
+def check_anchor(con: duckdb.DuckDBPyConnection, folder: Path, chain: bool = True) -> Anchor:
+    """Check the revision's ``signoff.json`` against its ``report_signed`` entry in the access log.
+
+    The first ``ok`` entry for the revision is the sign-off (a record is written once); its
+    recorded SHA-256 must be the file's now. ``signoff.json`` covers the report's files, and the
+    access log's hash chain covers ``signoff.json``.
+
+    Args:
+        con: any connection of the store that holds the access log.
+        folder: the revision folder (``<period>/rev-NNNN``).
+        chain: also recompute the access log's whole chain (:func:`projections.access_log.check_chain`).
+
+    Returns:
+        What was found (:attr:`Anchor.ok`, :meth:`Anchor.problems`).
+    """
+    from projections import access_log
+
+    sha = record_sha256(folder)
+    seq: int | None = None
+    recorded: str | None = None
+    if access_log.has_log(con):
+        ref = f"{folder.parent.name}/{folder.name}"
+        rows = con.execute(
+            """SELECT seq, detail FROM access_log WHERE kind = ? AND outcome = 'ok'
+               AND (detail = ? OR starts_with(detail, ?)) ORDER BY seq LIMIT 1""",
+            [LOGGED_KIND, ref, ref + " "],
+        ).fetchall()
+        if rows:
+            seq = int(rows[0][0])
+            m = _LOGGED.match(str(rows[0][1]))
+            recorded = m.group("sha") if m and m.group("ref") == ref else None
+    broken = access_log.check_chain(con).first_break if chain else None
+    return Anchor(sha, seq, recorded, broken)

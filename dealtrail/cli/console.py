@@ -13,7 +13,7 @@ import typer
 from dealtrail.settings import Settings
 
 if TYPE_CHECKING:
-    pass
+    from dealtrail.console.guard import SecurityPolicy
 
 from dealtrail.cli.common import _DB, _fail, app, console, err, load, review_due
 
@@ -50,22 +50,15 @@ def _host_port(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _console_config(
-    settings: Settings, secure: bool = False, reports: Path | None = None, echo_access: bool = False
-) -> object:
-    """The console's resolved configuration (``ConsoleConfig``) from the settings; ``reports``
-    is the folder of scheduled reports to list when ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset
-    (a projector's own ``--reports``)."""
+def security_policy(settings: Settings) -> SecurityPolicy:
+    """The console's security policy (sessions, sign-in throttle and lock) from ``DEALTRAIL_SECURITY__*``;
+    ``sign-report`` applies the same lock."""
     from datetime import timedelta
 
-    from dealtrail.console.app import ConsoleConfig, new_session_secret
-    from dealtrail.console.deps import disposition_needs_of
     from dealtrail.console.guard import SecurityPolicy
-    from dealtrail.video import VideoLinks
 
-    secret = settings.console.session_secret
     sec = settings.security
-    policy = SecurityPolicy(
+    return SecurityPolicy(
         session_idle=timedelta(minutes=sec.session_idle_minutes),
         session_max=timedelta(hours=sec.session_max_hours),
         token_lifetime=None if sec.token_days is None else timedelta(days=sec.token_days),
@@ -76,6 +69,20 @@ def _console_config(
         lock_for=timedelta(minutes=sec.login_lock_minutes),
         totp_roles=frozenset(sec.totp_roles),
     )
+
+
+def _console_config(
+    settings: Settings, secure: bool = False, reports: Path | None = None, echo_access: bool = False
+) -> object:
+    """The console's resolved configuration (``ConsoleConfig``) from the settings; ``reports``
+    is the folder of scheduled reports to list when ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset
+    (a projector's own ``--reports``)."""
+    from dealtrail.console.app import ConsoleConfig, new_session_secret
+    from dealtrail.console.deps import disposition_needs_of
+    from dealtrail.video import VideoLinks
+
+    secret = settings.console.session_secret
+    policy = security_policy(settings)
     return ConsoleConfig(
         review_due=review_due(settings),
         session_secret=secret.get_secret_value() if secret else new_session_secret(),

@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from dealtrail.cli.common import _DB, _busy, _fail, app, console, load
+from dealtrail.settings import Settings
+from schemas.access import Outcome
+
+if TYPE_CHECKING:
+    from dealtrail.console.guard import LoginGuard
+    from projections.signoff import Anchor
 
 
 def _revision_folder(folder: Path) -> Path:
@@ -34,45 +41,152 @@ def sign_report(
     user: Annotated[str, typer.Option(help="The console user who signs (a manager or an admin).")],
     statement: Annotated[str, typer.Option(help="What the signer states, e.g. 'Reviewed and approved'.")],
     db: Annotated[
-        Path | None, typer.Option(help="DuckDB file holding the users (opened read-only).", show_default=_DB)
+        Path | None,
+        typer.Option(
+            help="DuckDB file holding the users and the access log (opened for writing: stop the console first).",
+            show_default=_DB,
+        ),
     ] = None,
     pdf: Annotated[
         bool, typer.Option("--pdf", help="Also print the signed report to <revision>/report-signed.pdf.")
     ] = False,
 ) -> None:
-    """Sign a final period report's revision: write its sign-off record (who, when, the statement,
-    the SHA-256 of each of its files) once, beside it."""
-    import duckdb
+    """Sign a final period report's revision as a console manager or admin: their password (and
+    one-time code, when they have one) is asked for (no echo; read line by line from stdin when it
+    is not a terminal) and checked against the store, a locked, deactivated or unknown user is
+    refused, and the sign-off record (who, when, the
+    statement, the SHA-256 of each file) is written once beside the revision and recorded in the
+    store's access log (``report_signed``, with the SHA-256 of the record). While a console or a
+    projector holds the store, sign in the console instead."""
+    import time
 
-    from projections import access
-    from projections.signoff import SignOffError, sign
-    from projections.store import connect_read_only
+    from dealtrail.console.auth import verify_password
+    from dealtrail.console.totp import code_ok
+    from projections import access, access_log
+    from projections.reviews import role_at_least
+    from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
+    from projections.store import Store
 
     settings = load()
     db = db or settings.db
     target = _revision_folder(folder)
-    try:
-        con = connect_read_only(db)
-    except FileNotFoundError as exc:
-        raise _fail(str(exc)) from None
-    except duckdb.IOException as exc:
-        raise _busy(db, exc) from None
-    try:
-        found = access.user(con, user)
-    finally:
-        con.close()
-    if found is None or not found["active"]:
-        raise _fail(f"no active console user {user!r} in {db}")
-    try:
-        record = sign(target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC))
-    except SignOffError as exc:
-        raise _fail(str(exc), code=1) from None
+    store = _open_for_signing(db, settings)
+    assert isinstance(store, Store)
+    with store:
+        ref = f"{target.parent.name}/{target.name}"
+
+        def refuse(message: str, kind: str = "report_signed", outcome: Outcome = "refused") -> typer.Exit:
+            _log(store, kind, user, outcome, f"{ref}: {message}" if kind == "report_signed" else message)
+            return _fail(message, code=1)
+
+        found = access.user(store.con, user)
+        if found is None:
+            raise refuse(f"no console user {user!r} in {db}")
+        if not found["active"]:
+            raise refuse(f"console user {user!r} is deactivated: a deactivated user signs nothing")
+        guard = _guard(store, settings)
+        now = datetime.now(UTC)
+        refusal = guard.check(user, _CLIENT, now)
+        if refusal is not None:
+            outcome: Outcome = "locked" if refusal.locked else "throttled"
+            raise refuse(f"{user!r} may not sign in now: {refusal.message}", "login_failed", outcome)
+        if not role_at_least(str(found["role"]), SIGNER_ROLE):
+            raise refuse(f"a report is signed by a manager or an admin; {user!r} is a {found['role']}")
+        if not verify_password(found["password_hash"], _secret(f"password of {user}")):
+            locked = guard.failed(user, _CLIENT, now)  # counted as the console counts a failed sign-in
+            _log(store, "login_failed", user, "refused", "sign-report: wrong password")
+            if locked:
+                _log(store, "login_locked", user, "locked", "failed sign-ins in a row (sign-report)")
+            raise refuse(f"wrong password for {user!r}: not signed")
+        secret = access_log.totp_secret(store.con, str(found["name"]))
+        if secret is None and found["role"] in guard.policy.totp_roles:
+            raise refuse(f"{user!r} must sign in with a one-time code: enrol one in the console first")
+        if secret is not None and not code_ok(secret, _secret(f"one-time code of {user}"), time.time()):
+            locked = guard.failed(user, _CLIENT, now)
+            _log(store, "login_failed", user, "refused", "sign-report: wrong or missing one-time code")
+            if locked:
+                _log(store, "login_locked", user, "locked", "failed sign-ins in a row (sign-report)")
+            raise refuse(f"wrong or missing one-time code for {user!r}: not signed")
+        try:
+            record = sign(target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC))
+        except SignOffError as exc:
+            raise refuse(str(exc)) from None
+        digest = record_sha256(target)
+        assert digest is not None
+        _log(store, "report_signed", str(found["name"]), "ok", logged_detail(target, digest))
     console.print(
         f"signed {escape(str(target))} as {escape(record['signed_by'])} ({record['role']}) at {record['signed_at']}: "
-        f"{len(record['files'])} files hashed"
+        f"{len(record['files'])} files hashed; recorded in the access log of {escape(str(db))} "
+        f"(signoff.json sha256:{digest[:16]}...)",
+        soft_wrap=True,
     )
     if pdf:
         _print_signed(target, settings.reports.chromium)
+
+
+def _open_for_signing(db: Path, settings: Settings) -> object:
+    """The store opened for writing (its access log takes the sign-off), or one clear line: no
+    store there, or a console or projector holds it (sign in the console then, so that the
+    sign-off is recorded)."""
+    from projections.store import NotAStoreError, Store
+
+    if not db.is_file():
+        raise _fail(f"no dealtrail database at {db}", code=1)
+    try:
+        return Store(db, settings.duckdb_memory_limit)
+    except NotAStoreError as exc:
+        raise _fail(str(exc), code=1) from None
+    except Exception as exc:  # duckdb raises its own IOException when another process holds the file
+        if "lock" not in str(exc).lower():
+            raise
+        raise _fail(
+            f"{db} is held by a running console or projector: sign the report on the console's Reports page "
+            "(a sign-off is only made where the access log records it)",
+            code=1,
+        ) from None
+
+
+def _secret(prompt: str) -> str:
+    """The signer's password (or one-time code): asked for without echo on a terminal, else the
+    next line of stdin."""
+    if sys.stdin.isatty():
+        import getpass
+
+        return getpass.getpass(f"{prompt}: ")
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def _guard(store: object, settings: Settings) -> LoginGuard:
+    """The console's sign-in guard as the access log leaves it now (``LoginGuard.replay``)."""
+    from dealtrail.cli.console import security_policy
+    from dealtrail.console.guard import LoginGuard
+
+    guard = LoginGuard(security_policy(settings))
+    guard.replay(store.con, datetime.now(UTC))  # type: ignore[attr-defined]
+    return guard
+
+
+_CLIENT = "cli"
+"""The client of the access-log entries ``sign-report`` makes."""
+
+
+def _log(store: object, kind: str, user: str, outcome: Outcome, detail: str) -> None:
+    """Append one entry to the store's access log (client ``cli``), as the console's recorder does."""
+    from ulid import ULID
+
+    from projections import access_log
+    from schemas.access import AccessEntry, clean_name
+
+    entry = AccessEntry(
+        entry_id=str(ULID()),
+        at=datetime.now(UTC),
+        user=clean_name(user),
+        client=_CLIENT,
+        kind=kind,
+        outcome=outcome,
+        detail=clean_name(detail, 500),
+    )
+    access_log.append(store.con, [entry])  # type: ignore[attr-defined]
 
 
 def _print_signed(folder: Path, chromium: str | None) -> None:
@@ -90,7 +204,7 @@ def _print_signed(folder: Path, chromium: str | None) -> None:
             out = print_pdf(page, folder / SIGNED_PDF, chromium)
         except PdfError as exc:
             raise _fail(f"signed, but the PDF was not written: {exc}", code=1) from None
-    console.print(f"printed: {escape(str(out))}")
+    console.print(f"printed: {escape(str(out))}", soft_wrap=True)
 
 
 @app.command("verify-signoff")
@@ -98,9 +212,19 @@ def verify_signoff(
     folder: Annotated[
         Path, typer.Argument(help="A revision folder (<period>/rev-NNNN), or a period folder: its latest revision.")
     ],
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also check signoff.json against the report_signed entry of this store's access log, and "
+            "the log's hash chain (opened read-only)."
+        ),
+    ] = None,
 ) -> None:
     """Check a report revision's sign-off: recompute the SHA-256 of each of its files and name
-    every file changed, missing or added since signing (exit 1), or say it is not signed (exit 1)."""
+    every file changed, missing or added since signing (exit 1), or say it is not signed (exit 1).
+    With ``--db``, also check that ``signoff.json`` is the one the store's access log recorded at
+    signing (its SHA-256) and that the log's chain is intact (exit 1 otherwise); without it, the
+    sign-off record itself is not checked."""
     from projections.signoff import SignOffError, verify
 
     target = _revision_folder(folder)
@@ -114,6 +238,42 @@ def verify_signoff(
     who = f"signed by {r.get('signed_by')} ({r.get('role')}) at {r.get('signed_at')}"
     if not check.intact:
         for line in check.problems():
-            console.print(f"  {escape(line)}")
+            console.print(f"  {escape(line)}", soft_wrap=True)
         raise _fail(f"{target}: NOT as signed ({who})", code=1)
-    console.print(f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}")
+    if db is None:
+        console.print(f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}", soft_wrap=True)
+        console.print(
+            "checked the report files against the sign-off record; the record itself is anchored only by the "
+            "access log: pass --db",
+            soft_wrap=True,
+        )
+        return
+    anchor = _anchor(target, db)
+    if not anchor.ok:
+        for line in anchor.problems():
+            console.print(f"  {escape(line)}", soft_wrap=True)
+        raise _fail(f"{target}: the sign-off record is NOT the one recorded in the access log of {db}", code=1)
+    console.print(
+        f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}; signoff.json as recorded in "
+        f"the access log of {escape(str(db))} at entry {anchor.seq} (chain intact)",
+        soft_wrap=True,
+    )
+
+
+def _anchor(target: Path, db: Path) -> Anchor:
+    """:func:`projections.signoff.check_anchor` over the store at ``db`` opened read-only."""
+    import duckdb
+
+    from projections.signoff import check_anchor
+    from projections.store import connect_read_only
+
+    try:
+        con = connect_read_only(db)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc), code=1) from None
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None
+    try:
+        return check_anchor(con, target)
+    finally:
+        con.close()

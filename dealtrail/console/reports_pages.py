@@ -11,13 +11,22 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
+import duckdb
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
 from projections.reviews import role_at_least
-from projections.signoff import SIGNER_ROLE, SignOffError, block_html, verify, with_block
+from projections.signoff import (
+    SIGNER_ROLE,
+    SIGNOFF,
+    SignOffError,
+    block_html,
+    check_anchor,
+    verify,
+    with_block,
+)
 
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
 """The compliance report is a self-contained page with its own inline styles and no script."""
@@ -48,7 +57,7 @@ def router(console: Console) -> APIRouter:
             request,
             "reports.html.j2",
             user,
-            scheduled=_scheduled(config),
+            scheduled=_scheduled(config, con),
             reports_dir=config.reports_dir,
             first=span[0] if span else None,
             last=span[1] if span else None,
@@ -95,7 +104,7 @@ def router(console: Console) -> APIRouter:
         return FileResponse(path, headers=headers)
 
     @routes.get("/reports/scheduled/{label}/{revision}/{name}", include_in_schema=False)
-    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser) -> Response:
+    def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser, con: Cursor) -> Response:
         from projections.period_reports import REVISION
 
         folder = config.reports_dir
@@ -105,16 +114,19 @@ def router(console: Console) -> APIRouter:
             raise HTTPException(404)
         headers = {"Content-Security-Policy": REPORT_CSP} if name.endswith(".html") else {}
         if name == "report.html":  # with its sign-off block (the file itself stays as signed)
-            html = with_block(path.read_text(encoding="utf-8"), block_html(path.parent))
+            signed = (path.parent / SIGNOFF).exists()
+            unanchored = check_anchor(con, path.parent, chain=False).problems() if signed else None
+            html = with_block(path.read_text(encoding="utf-8"), block_html(path.parent, unanchored))
             return HTMLResponse(html, headers=headers)
         return FileResponse(path, headers=headers)
 
     return routes
 
 
-def _scheduled(config: ConsoleConfig) -> list[dict[str, Any]]:
+def _scheduled(config: ConsoleConfig, con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Each period's revisions (``projections.period_reports.history``), latest first, newest
-    period first; a revision's ``base`` is the path its files are served under."""
+    period first; a revision's ``base`` is the path its files are served under; the latest
+    revision's sign-off is checked against its access-log entry in the store (``con``)."""
     from projections.period_reports import LEGACY, history
 
     folder = config.reports_dir
@@ -133,7 +145,7 @@ def _scheduled(config: ConsoleConfig) -> list[dict[str, Any]]:
         for r in revisions:
             r["as_of_shown"] = _shown(r["as_of"])
         if revisions and revisions[0]["folder"] != LEGACY:
-            revisions[0]["signoff"] = _signoff(sub / revisions[0]["folder"])
+            revisions[0]["signoff"] = _signoff(sub / revisions[0]["folder"], con)
         if revisions:
             try:
                 manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
@@ -147,16 +159,25 @@ def _scheduled(config: ConsoleConfig) -> list[dict[str, Any]]:
     return out
 
 
-def _signoff(folder: Path) -> dict[str, Any] | None:
+def _signoff(folder: Path, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     """The sign-off of the revision in ``folder`` for the Reports page: ``record`` (None: not
-    signed), ``intact``, ``problems`` and ``signed_shown``; None when its record is unreadable."""
+    signed), ``intact``, ``problems``, ``signed_shown`` and ``anchor_problems`` (why
+    ``signoff.json`` is not the one the access log recorded at signing; the chain itself is
+    checked by ``dealtrail verify``); None when its record is unreadable."""
     try:
         check = verify(folder)
     except SignOffError:
         return None
     record = check.record
     shown = _shown(record.get("signed_at")) if record else None
-    return {"record": record, "intact": check.intact, "problems": check.problems(), "signed_shown": shown}
+    anchored = check_anchor(con, folder, chain=False).problems() if record else []
+    return {
+        "record": record,
+        "intact": check.intact,
+        "problems": check.problems(),
+        "signed_shown": shown,
+        "anchor_problems": anchored,
+    }
 
 
 def _shown(value: object) -> str | None:

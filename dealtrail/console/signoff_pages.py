@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from dealtrail.console.deps import Console, Cursor, PageUser
 from projections import property as stored_property
 from projections.reviews import role_at_least
-from projections.signoff import SIGNER_ROLE, SignOffError, sign
+from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
 
 
 def router(console: Console) -> APIRouter:
@@ -46,7 +46,8 @@ def router(console: Console) -> APIRouter:
         except SignOffError as exc:
             console.access.record("report_signed", user.name, "refused", f"{label}/{revision}: {exc}")
             return render(request, "signoff_refused.html.j2", user, status_code=409, reason=str(exc))
-        console.access.record("report_signed", user.name, "ok", f"{label}/{revision}")
+        digest = record_sha256(report.parent)  # the record itself, anchored in the access log's chain
+        console.access.record("report_signed", user.name, "ok", logged_detail(report.parent, digest or "none"))
         return RedirectResponse(f"/reports#{label}", status_code=303)
 
     @routes.get("/admin/property", include_in_schema=False)

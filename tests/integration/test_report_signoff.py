@@ -4,11 +4,13 @@ the CLI; the executive summary and the printed PDF; the property's recorded name
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,18 +18,21 @@ from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
+from ulid import ULID
 
 from dealtrail.cli import app
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.schedule import Schedule, run_due
+from projections import access, access_log
 from projections import property as stored_property
 from projections.period_reports import history
 from projections.report import write_report
 from projections.reviews import ReviewDue
 from projections.signoff import SIGNOFF, SignOffError, sign, verify
 from projections.store import Store
+from schemas.access import AccessEntry
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 HOURLY = Schedule("0 * * * *")
@@ -131,23 +136,168 @@ def test_verifying_a_sign_off_names_each_file_changed_missing_or_added_since_sig
     assert "NOT as signed" in out.output
 
 
+def _sign(folder: Path, user: str, password: str, db: Path, statement: str = STATEMENT) -> Result:
+    """``dealtrail sign-report`` with ``password`` on its stdin (not a terminal)."""
+    args = ["sign-report", str(folder), "--user", user, "--statement", statement, "--db", str(db)]
+    return CliRunner().invoke(app, args, input=password + "\n")
+
+
+def _logged(db: Path) -> list[tuple[int, str, str, str, str, str]]:
+    """The access log's entries (seq, kind, user, client, outcome, detail) in order."""
+    with Store(db) as s:
+        rows = s.con.execute(
+            "SELECT seq, kind, user_name, client, outcome, detail FROM access_log ORDER BY seq"
+        ).fetchall()
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
 def test_sign_report_signs_the_periods_latest_revision_as_a_stored_manager_and_verify_signoff_checks_it(
     db: Path, periods: Path
 ) -> None:
-    base = ["--db", str(db), "--statement", STATEMENT]
-    refused = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "rita", *base])
+    refused = _sign(periods / LABEL, "rita", PASSWORDS["rita"], db)
     assert refused.exit_code == 1 and "manager or an admin" in refused.output, refused.output
-    unknown = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "zed", *base])
-    assert unknown.exit_code == 2 and "no active console user 'zed'" in unknown.output
-    done = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "meg", *base])
+    unknown = _sign(periods / LABEL, "zed", "whatever-it-is", db)
+    assert unknown.exit_code == 1 and "no console user 'zed'" in unknown.output
+    done = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
     assert done.exit_code == 0 and "as meg (manager)" in done.output, done.output
     assert json.loads((periods / LABEL / "rev-0001" / SIGNOFF).read_text())["signed_by"] == "meg"
-    again = CliRunner().invoke(app, ["sign-report", str(periods / LABEL), "--user", "ada", *base])
+    again = _sign(periods / LABEL, "ada", PASSWORDS["ada"], db)
     assert again.exit_code == 1 and "signed already" in again.output
     ok = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001")])
     assert ok.exit_code == 0 and "4 files as signed; signed by meg (manager)" in ok.output, ok.output
+    assert "the record itself is anchored only by the access log: pass --db" in ok.output
+    anchored = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001"), "--db", str(db)])
+    assert anchored.exit_code == 0 and "as recorded in the access log" in anchored.output, anchored.output
+    assert "chain intact" in anchored.output
     unsigned = CliRunner().invoke(app, ["verify-signoff", str(periods / "2026-11-27T1900+0000_UTC")])
     assert unsigned.exit_code == 1 and "is not signed" in unsigned.output
+
+
+def test_sign_report_records_its_sign_off_in_the_access_log_with_the_sha256_of_signoff_json(
+    db: Path, periods: Path
+) -> None:
+    assert _sign(periods / LABEL, "meg", PASSWORDS["meg"], db).exit_code == 0
+    digest = hashlib.sha256((periods / LABEL / "rev-0001" / SIGNOFF).read_bytes()).hexdigest()
+    signed = [e for e in _logged(db) if e[1] == "report_signed"]
+    assert [e[2:] for e in signed] == [("meg", "cli", "ok", f"{LABEL}/rev-0001 signoff.json sha256:{digest}")]
+
+
+def test_sign_report_without_the_right_password_refuses_and_counts_a_failed_sign_in(db: Path, periods: Path) -> None:
+    for password in ("", "not-megs-password"):
+        out = _sign(periods / LABEL, "meg", password, db)
+        assert out.exit_code == 1 and "wrong password for 'meg': not signed" in out.output, out.output
+        assert len([line for line in out.output.splitlines() if "error:" in line]) == 1
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+    failed = [e[2:5] for e in _logged(db) if e[1] == "login_failed"]
+    assert failed == [("meg", "cli", "refused")] * 2  # the console's lock counts them
+    assert not [e for e in _logged(db) if e[1] == "report_signed" and e[4] == "ok"]
+
+
+def test_sign_report_refuses_a_locked_or_deactivated_user_even_with_the_right_password(
+    db: Path, periods: Path, tmp_path: Path
+) -> None:
+    with Store(db) as s:  # ten failed sign-ins at the console, as its login page records them
+        entries = [
+            AccessEntry(
+                entry_id=str(ULID()),
+                at=datetime.now(UTC),
+                user="meg",
+                client="10.0.0.9",
+                kind="login_failed",
+                outcome="refused",
+                detail="wrong name or password",
+            )
+            for _ in range(10)
+        ]
+        access_log.append(s.con, entries)
+    locked = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
+    assert locked.exit_code == 1 and "'meg' may not sign in now: This account is locked" in locked.output
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+    assert _logged(db)[-1][1:5] == ("login_failed", "meg", "cli", "locked")
+    assert CliRunner().invoke(app, ["users", "unlock", "meg", "--db", str(db)]).exit_code == 0
+    with Store(db) as s:
+        access.put_user(s.con, "ada", "admin", None, False, datetime.now(UTC), "cli")
+    gone = _sign(periods / LABEL, "ada", PASSWORDS["ada"], db)
+    assert gone.exit_code == 1 and "console user 'ada' is deactivated" in gone.output, gone.output
+    assert _sign(periods / LABEL, "meg", PASSWORDS["meg"], db).exit_code == 0  # unlocked: signs
+
+
+def test_sign_report_asks_a_user_with_a_one_time_code_for_it(db: Path, periods: Path) -> None:
+    import pyotp
+
+    secret = pyotp.random_base32()
+    with Store(db) as s:
+        access_log.put_totp(s.con, "meg", secret, datetime(2026, 11, 2, tzinfo=UTC))
+    without = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
+    assert without.exit_code == 1 and "wrong or missing one-time code for 'meg'" in without.output, without.output
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+    done = _sign(periods / LABEL, "meg", PASSWORDS["meg"] + "\n" + pyotp.TOTP(secret).now(), db)
+    assert done.exit_code == 0, done.output
+
+
+def test_sign_report_refuses_while_a_console_holds_the_store_and_signs_nothing(db: Path, periods: Path) -> None:
+    hold = "import sys; from projections.store import Store; s = Store(sys.argv[1]); print('held', flush=True); input()"
+    holder = subprocess.Popen(  # another process holds the store, as a running console does
+        [sys.executable, "-c", hold, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        out = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert out.exit_code == 1 and "sign the report on the console's Reports page" in out.output, out.output
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+
+
+def test_an_edited_signoff_json_fails_verify_signoff_with_the_store_and_is_flagged_on_the_reports_page(
+    db: Path, periods: Path
+) -> None:
+    rev = periods / LABEL / "rev-0001"
+    assert _sign(periods / LABEL, "meg", PASSWORDS["meg"], db).exit_code == 0
+    forged = (rev / SIGNOFF).read_text().replace('"signed_by": "meg"', '"signed_by": "mgr1"')
+    (rev / SIGNOFF).chmod(0o600)
+    (rev / SIGNOFF).write_text(forged)
+    plain = CliRunner().invoke(app, ["verify-signoff", str(rev)])
+    assert plain.exit_code == 0 and "signed by mgr1" in plain.output and "pass --db" in plain.output
+    out = CliRunner().invoke(app, ["verify-signoff", str(rev), "--db", str(db)])
+    assert out.exit_code == 1, out.output
+    seq = next(e[0] for e in _logged(db) if e[1] == "report_signed")
+    assert f"signoff.json differs from the sign-off recorded in the access log at entry {seq}" in out.output
+    with Store(db) as s:
+        page = _reports_page(s, periods, "ada")
+    assert "SIGN-OFF NOT AS RECORDED" in page and f"at entry {seq}" in page
+    with Store(db) as s:
+        client = TestClient(create_app(s, ConsoleConfig(DUE, "s" * 48, reports_dir=periods, clock=lambda: NOW)))
+        _login(client, "rita")
+        served = client.get(f"/reports/scheduled/{LABEL}/rev-0001/report.html").text
+    block = served[served.index('<section id="signoff"') :]
+    assert "SIGN-OFF NOT AS RECORDED:</strong> signoff.json differs" in block[: block.index("</section>")]
+
+
+def test_verify_signoff_with_the_store_names_a_sign_off_the_access_log_never_recorded_and_a_broken_chain(
+    db: Path, periods: Path
+) -> None:
+    rev = periods / LABEL / "rev-0001"
+    sign(rev, "meg", "manager", STATEMENT, NOW)  # written by hand, never recorded
+    out = CliRunner().invoke(app, ["verify-signoff", str(rev), "--db", str(db)])
+    assert out.exit_code == 1 and "the access log records no sign-off of this revision" in out.output, out.output
+    digest = hashlib.sha256((rev / SIGNOFF).read_bytes()).hexdigest()
+    with Store(db) as s:
+        entry = AccessEntry(
+            entry_id=str(ULID()),
+            at=datetime.now(UTC),
+            user="meg",
+            client="cli",
+            kind="report_signed",
+            outcome="ok",
+            detail=f"{LABEL}/rev-0001 signoff.json sha256:{digest}",
+        )
+        access_log.append(s.con, [entry])
+    assert CliRunner().invoke(app, ["verify-signoff", str(rev), "--db", str(db)]).exit_code == 0
+    with Store(db) as s:
+        s.con.execute("UPDATE access_log SET user_name = 'mgr1' WHERE kind = 'report_signed'")
+    broken = CliRunner().invoke(app, ["verify-signoff", str(rev), "--db", str(db)])
+    assert broken.exit_code == 1 and "the access log's chain is broken at entry" in broken.output, broken.output
 
 
 def test_report_pdf_without_chromium_fails_with_one_clear_line(
@@ -205,7 +355,16 @@ def test_the_console_sign_button_is_a_managers_and_a_reviewer_gets_403(console: 
         "SELECT user_name, outcome, detail FROM access_log WHERE kind = 'report_signed' ORDER BY seq"
     ).fetchall()
     assert [(u, o) for u, o, _ in logged] == [("meg", "ok"), ("meg", "refused")]  # who signed, in the access log
-    assert logged[0][2] == f"{LABEL}/rev-0001"
+    digest = hashlib.sha256((periods / LABEL / "rev-0001" / SIGNOFF).read_bytes()).hexdigest()
+    assert logged[0][2] == f"{LABEL}/rev-0001 signoff.json sha256:{digest}"  # the record, anchored
+    assert "SIGN-OFF NOT AS RECORDED" not in listed
+
+
+def _reports_page(store: Store, periods: Path, name: str) -> str:
+    """The Reports page of a console over ``store`` as ``name`` sees it."""
+    client = TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48, reports_dir=periods, clock=lambda: NOW)))
+    _login(client, name)
+    return client.get("/reports").text
 
 
 def _pdf_text(pdf: Path) -> list[str]:
@@ -226,6 +385,7 @@ def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a
     block = block[: block.index("</section>")]
     assert "meg (manager)" in block and STATEMENT in block and "2026-11-27 21:10:00+00:00" in block
     assert "Verified: the 4 files of this revision are as they were signed" in block
+    assert "NOT AS RECORDED" not in block  # the console's sign-off is the one its access log recorded
     assert verify(periods / LABEL / "rev-0001").intact  # the served block is not written into the file
     signed_html = tmp_path / "signed.html"
     signed_html.write_text(page.text)
