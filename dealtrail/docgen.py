@@ -72,6 +72,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "security": ("serve", "project"),
+    "security.trusted_proxies": ("serve", "project"),
     "notify": ("serve", "project"),
     "notify.console_url": (*REPORTERS, "serve"),
     "duckdb_memory_limit": WRITERS,

@@ -519,3 +519,43 @@ def test_a_refused_review_form_shows_the_finding_again_with_the_message_beside_t
         r = client.post(f"/findings/{fid}/reviews", data={**form, "action": "assign", "assignee": "nobody"})
         assert r.status_code == 422 and 'id="err-assignee"' in r.text
         assert s.con.execute("SELECT count(*) FROM reviews").fetchall() == [(0,)]
+
+
+# -- the hostile tester's findings (issue 21, second round) --------------------------------------
+
+
+def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(store: Store, clock: Clock) -> None:
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from dealtrail.cli.console import uvicorn_config
+    from dealtrail.settings import SecuritySettings, Settings
+
+    console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    behind = uvicorn_config(console_app, Settings(security=SecuritySettings(trusted_proxies=["10.0.0.5"])), "h", 1)
+    assert isinstance(behind, uvicorn.Config)
+    assert behind.proxy_headers and behind.forwarded_allow_ips == ["10.0.0.5"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn_config(console_app, Settings(), "127.0.0.1", port)
+    assert isinstance(config, uvicorn.Config) and config.proxy_headers is False
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.02)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+            spoof = {"X-Forwarded-For": "203.0.113.7"}
+            csrf = csrf_of(http.get("/login", headers=spoof).text)
+            data = {"username": "vic", "password": "wrong password!", "csrf": csrf, "next": "/"}
+            assert http.post("/login", data=data, headers=spoof).status_code == 401
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert [e["client"] for e in log_rows(store, kind="login_failed")] == ["127.0.0.1"]
