@@ -267,3 +267,11 @@ def totp_secret(con: duckdb.DuckDBPyConnection, user_name: str) -> str | None:
 def put_totp(con: duckdb.DuckDBPyConnection, user_name: str, secret: str | None, at: datetime) -> None:
     """Enrol ``secret`` for the user (None: remove the enrolment); a new row either way."""
     con.execute("INSERT INTO console_totp VALUES (?, ?, ?, ?)", [user_name, secret, secret is not None, at]).fetchall()
+
+
+def drop_totp(con: duckdb.DuckDBPyConnection, user_name: str, at: datetime) -> bool:
+    """Remove the user's enrolment, if any (a password reset: a lost phone); True if there was one."""
+    if totp_secret(con, user_name) is None:
+        return False
+    put_totp(con, user_name, None, at)
+    return True

@@ -271,10 +271,12 @@ def users_add(
     ],
     db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
 ) -> None:
-    """Add a user, or set an existing user's role and password; the password is read from stdin."""
+    """Add a user, or set an existing user's role and password (which removes the user's one-time
+    code: the user enrols again); the password is read from stdin."""
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, add_user
+    from projections import access_log
     from projections.store import Store
 
     settings = load()
@@ -287,7 +289,9 @@ def users_add(
             new = add_user(store.con, name, role, password, datetime.now(UTC))
         except AccessError as exc:
             raise _fail(str(exc)) from None
-        _log(store, "user_added" if new else "password_reset", f"{name} as {role}")
+        dropped = not new and access_log.drop_totp(store.con, name, datetime.now(UTC))  # a lost phone
+        detail = f"{name} as {role}" + ("; one-time code removed" if dropped else "")
+        _log(store, "user_added" if new else "password_reset", detail)
     console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
 
 

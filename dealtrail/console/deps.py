@@ -316,6 +316,7 @@ class Console:
         self.env = _env()
         self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
         self.guard = guard.LoginGuard(config.security)
+        self.codes = guard.OneTimeCodes()  # one-time codes used, and secrets being enrolled
         with store.con.cursor() as cur:  # the sign-in counts as the access log left them (a restart)
             self.guard.replay(cur, config.clock())
 

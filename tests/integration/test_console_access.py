@@ -559,3 +559,81 @@ def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(store: Store, clo
         server.should_exit = True
         thread.join(10)
     assert [e["client"] for e in log_rows(store, kind="login_failed")] == ["127.0.0.1"]
+
+
+def _key(html: str) -> str:
+    m = re.search(r"Key: <code>([A-Z2-7]+)</code>", html)
+    assert m, "no key on the enrolment page"
+    return m.group(1)
+
+
+def _cookie_text(client: TestClient) -> str:
+    import base64
+
+    value = client.cookies.get("dealtrail_session") or ""
+    payload = value.split(".")[0]
+    return base64.b64decode(payload + "=" * (-len(payload) % 4)).decode("utf-8", "replace")
+
+
+def test_a_one_time_code_is_replaced_only_with_the_password_and_the_old_code_and_never_sits_in_the_cookie(
+    store: Store, clock: Clock
+) -> None:
+    console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    client = TestClient(console_app)
+    login(client, "rita")
+    page = client.get("/account/totp")
+    first = _key(page.text)
+    assert first not in _cookie_text(client) and "totp_new" not in _cookie_text(client)
+
+    def enrol(**data: str) -> int:
+        r = client.post("/account/totp", data={"csrf": csrf_of(page.text), **data}, follow_redirects=False)
+        return r.status_code
+
+    now = pyotp.TOTP(first).at(clock.now)
+    assert enrol(code=now) == 401  # a session alone does not enrol a second factor
+    assert enrol(code=now, password=PASSWORDS["rita"]) == 303
+    assert access_log.totp_secret(store.con, "rita") == first
+    clock.now += timedelta(seconds=30)
+    page = client.get("/account/totp")
+    second = _key(page.text)
+    assert second != first and second not in _cookie_text(client)
+    new = pyotp.TOTP(second).at(clock.now)
+    assert enrol(code=new, password=PASSWORDS["rita"]) == 401  # no code of the enrolled secret
+    assert enrol(code=new, old_code="123456", password=PASSWORDS["rita"]) == 401
+    assert access_log.totp_secret(store.con, "rita") == first
+    assert enrol(code=new, old_code=pyotp.TOTP(first).at(clock.now), password=PASSWORDS["rita"]) == 303
+    assert access_log.totp_secret(store.con, "rita") == second
+    refused = [e["detail"] for e in log_rows(store, kind="totp_enrolled") if e["outcome"] == "refused"]
+    assert refused == ["wrong password", *["wrong, used or missing code of the enrolled secret"] * 2]
+    assert first not in str(log_rows(store)) and second not in str(log_rows(store))
+
+
+def test_a_one_time_code_signs_in_once_and_an_admin_reset_removes_the_enrolment(store: Store, clock: Clock) -> None:
+    console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    secret = pyotp.random_base32()
+    access_log.put_totp(store.con, "rita", secret, clock.now)
+    code = pyotp.TOTP(secret).at(clock.now)
+    one, two = TestClient(console_app), TestClient(console_app)
+    assert attempt(one, "rita", PASSWORDS["rita"], code).status_code == 303  # type: ignore[attr-defined]
+    assert attempt(two, "rita", PASSWORDS["rita"], code).status_code == 401  # type: ignore[attr-defined]
+    clock.now += timedelta(seconds=30)
+    assert attempt(two, "rita", PASSWORDS["rita"], pyotp.TOTP(secret).at(clock.now)).status_code == 303  # type: ignore[attr-defined]
+    admin = TestClient(console_app)
+    login(admin, "ada")
+    admin_post(admin, op="password", name="rita", password="rita-new-password")
+    assert access_log.totp_secret(store.con, "rita") is None
+    assert log_rows(store, kind="password_reset")[-1]["detail"] == "rita; one-time code removed"
+    three = TestClient(console_app)
+    assert attempt(three, "rita", "rita-new-password").status_code == 303  # type: ignore[attr-defined]
+
+
+def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path) -> None:
+    db = tmp_path / "users.duckdb"
+    with Store(db) as s:
+        auth.add_user(s.con, "rita", "reviewer", PASSWORDS["rita"], T0)
+        access_log.put_totp(s.con, "rita", pyotp.random_base32(), T0)
+    r = CliRunner().invoke(cli, ["users", "add", "rita", "--role", "reviewer", "--db", str(db)], input="new pass 123\n")
+    assert r.exit_code == 0, r.output
+    with Store(db) as s:
+        assert access_log.totp_secret(s.con, "rita") is None
+        assert log_rows(s, kind="password_reset")[-1]["detail"] == "rita as reviewer; one-time code removed"
