@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -637,3 +638,42 @@ def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path)
     with Store(db) as s:
         assert access_log.totp_secret(s.con, "rita") is None
         assert log_rows(s, kind="password_reset")[-1]["detail"] == "rita as reviewer; one-time code removed"
+
+
+def test_a_digest_keeps_the_access_logs_head_and_verify_against_it_names_a_truncated_tail(tmp_path: Path) -> None:
+    from dealtrail.audit import audit_file
+    from dealtrail.simulator.run import write_simulation
+
+    events, db, digest = tmp_path / "clean.jsonl", tmp_path / "verify.duckdb", tmp_path / "digest.json"
+    write_simulation(events, tables=1, hours=0.1, seed=3, error_rate=0.0)
+    with Store(db) as s:
+        audit_file(events, s)
+    with Store(db) as s:
+        auth.add_user(s.con, "rita", "reviewer", PASSWORDS["rita"], T0)
+        client = TestClient(create_app(s, ConsoleConfig(DUE, "s" * 48, clock=lambda: T0)))
+        for _ in range(3):
+            attempt(client, "rita", "wrong password!")
+        head = s.con.execute("SELECT hash FROM access_log WHERE seq = 3").fetchall()[0][0]
+    r = CliRunner().invoke(cli, ["digest", "--db", str(db), "--out", str(digest)])
+    assert r.exit_code == 0, r.output
+    assert f"access log seq 3 entries 3 {head}" in " ".join(r.output.split())
+    saved = json.loads(digest.read_text())
+    assert saved["access_log"] == {"head_seq": 3, "head_hash": head, "entries": 3}
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db), "--against", str(digest)])
+    assert r.exit_code == 0, r.output
+    assert "access log: still holds the digest head, entry 3" in r.output
+    with Store(db) as s:
+        s.con.execute("DELETE FROM access_log WHERE seq > 1")
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db)])
+    assert r.exit_code == 0 and "access log: 1 entries chained, intact" in r.output  # no gap to see
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db), "--against", str(digest)])
+    assert r.exit_code == 4
+    assert "access log: the digest head, entry 3, is missing (the log was truncated)" in " ".join(r.output.split())
+    with Store(db) as s:  # a tail rewritten with a consistent new chain: entry 3 is another one
+        entries = [
+            AccessEntry(entry_id=f"F{i}", at=T0, user="eve", client="10.0.0.9", kind="logout", outcome="ok")
+            for i in range(2)
+        ]
+        access_log.append(s.con, entries)
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db), "--against", str(digest)])
+    assert r.exit_code == 4 and "access log: entry 3 is not the digest head (the log was rewritten)" in r.output
