@@ -206,6 +206,8 @@ def test_the_console_sign_button_is_a_managers_and_a_reviewer_gets_403(console: 
     ).fetchall()
     assert [(u, o) for u, o, _ in logged] == [("meg", "ok"), ("meg", "refused")]  # who signed, in the access log
     assert logged[0][2] == f"{LABEL}/rev-0001"
+    refused = f"{LABEL}/rev-0001: {LABEL}/rev-0001 is signed already; a sign-off is never replaced"
+    assert logged[1][2] == refused and str(periods) not in again.text  # no place on disk, in the log or the page
 
 
 def _pdf_text(pdf: Path) -> list[str]:
