@@ -77,6 +77,7 @@ READERS: dict[str, tuple[str, ...]] = {
         f"security.login_{name}": ("serve", "project", "sign-report")
         for name in ("slow_after", "delay_seconds", "max_delay_seconds", "lock_after", "lock_minutes")
     },
+    "security.trusted_proxies": ("serve", "project"),
     "notify": ("serve", "project"),
     "notify.console_url": (*REPORTERS, "serve"),
     "duckdb_memory_limit": WRITERS,

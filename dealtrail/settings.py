@@ -313,6 +313,10 @@ class SecuritySettings(BaseModel):
         totp_roles: roles that must sign in with a one-time code (TOTP) as a second factor, e.g.
             ``["admin"]``; a user of such a role without a code enrolled is sent to enrol one
             after the password. Users of other roles may enrol one.
+        trusted_proxies: addresses of reverse proxies whose ``X-Forwarded-For`` and
+            ``X-Forwarded-Proto`` headers the console believes (the client address of the sign-in
+            throttle and the access log is then the one the proxy names); empty (the default):
+            none, the address is always the connection's peer, whatever a header says.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -326,6 +330,7 @@ class SecuritySettings(BaseModel):
     login_lock_after: int = Field(default=10, ge=1, le=1000)
     login_lock_minutes: float = Field(default=15, gt=0, le=7 * 24 * 60)
     totp_roles: list[str] = Field(default_factory=list)
+    trusted_proxies: list[str] = Field(default_factory=list)
 
 
 class NotifyRuleSettings(BaseModel):

@@ -178,6 +178,38 @@ def load_digest(path: Path) -> dict[str, Any]:
     return tables_
 
 
+def load_access_head(path: Path) -> dict[str, Any] | None:
+    """The access log's head saved in a digest (``{"head_seq", "head_hash"}``); None when the
+    digest holds none (an older digest, or a store without an access log then).
+
+    Raises:
+        ValueError: the file's ``access_log`` is not a head.
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    saved = data.get("access_log") if isinstance(data, dict) else None
+    if saved is None:
+        return None
+    if (
+        not isinstance(saved, dict)
+        or not isinstance(saved.get("head_seq"), int)
+        or not isinstance(saved.get("head_hash"), str)
+    ):
+        raise ValueError(f"{path}: access_log is not a head (head_seq, head_hash)")
+    return saved
+
+
+def check_access_head(hash_at_seq: str | None, saved: dict[str, Any]) -> str | None:
+    """The problem with the access log against its head saved in a digest, in one sentence; None
+    if the log still holds that entry (``hash_at_seq``: the hash of the log's entry at the saved
+    ``head_seq``, None if it has none)."""
+    seq = saved["head_seq"]
+    if hash_at_seq is None:
+        return f"access log: the digest head, entry {seq}, is missing (the log was truncated)"
+    if hash_at_seq != saved["head_hash"]:
+        return f"access log: entry {seq} is not the digest head (the log was rewritten)"
+    return None
+
+
 def as_dict(b: Break) -> dict[str, Any]:
     """A break as JSON-ready data."""
     return asdict(b)

@@ -199,6 +199,22 @@ def check_chain(con: duckdb.DuckDBPyConnection) -> LogReport:
     return LogReport(n, None)
 
 
+def head(con: duckdb.DuckDBPyConnection) -> tuple[int, str] | None:
+    """The log's last entry: ``(seq, hash)``; None for an empty (or absent) log."""
+    if not has_log(con):
+        return None
+    rows = con.execute("SELECT seq, hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchall()
+    return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+
+def hash_at(con: duckdb.DuckDBPyConnection, seq: int) -> str | None:
+    """The hash of the entry at ``seq``; None if the log holds no entry there."""
+    if not has_log(con):
+        return None
+    rows = con.execute("SELECT hash FROM access_log WHERE seq = ? ORDER BY entry_id LIMIT 1", [seq]).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
 def _count(con: duckdb.DuckDBPyConnection) -> int:
     return int(con.execute("SELECT count(*) FROM access_log").fetchall()[0][0])
 
@@ -267,3 +283,11 @@ def totp_secret(con: duckdb.DuckDBPyConnection, user_name: str) -> str | None:
 def put_totp(con: duckdb.DuckDBPyConnection, user_name: str, secret: str | None, at: datetime) -> None:
     """Enrol ``secret`` for the user (None: remove the enrolment); a new row either way."""
     con.execute("INSERT INTO console_totp VALUES (?, ?, ?, ?)", [user_name, secret, secret is not None, at]).fetchall()
+
+
+def drop_totp(con: duckdb.DuckDBPyConnection, user_name: str, at: datetime) -> bool:
+    """Remove the user's enrolment, if any (a password reset: a lost phone); True if there was one."""
+    if totp_secret(con, user_name) is None:
+        return False
+    put_totp(con, user_name, None, at)
+    return True

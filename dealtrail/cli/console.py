@@ -100,6 +100,38 @@ def _console_config(
     )
 
 
+def uvicorn_config(app_: object, settings: Settings, host: str, port: int, **extra: object) -> object:
+    """The ``uvicorn.Config`` that serves the console (``serve`` and ``project --serve``).
+
+    The client address (the sign-in throttle's per-address count, the access log's ``client``)
+    is the connection's peer: ``X-Forwarded-For`` is believed only from the addresses in
+    ``DEALTRAIL_SECURITY__TRUSTED_PROXIES`` (none by default; uvicorn's own default would
+    believe it from 127.0.0.1, so any local process could name any address).
+
+    Args:
+        app_: the console's ASGI application.
+        settings: the settings (``security.trusted_proxies``).
+        host: the address to listen on.
+        port: the port.
+        extra: more ``uvicorn.Config`` arguments (the TLS files).
+
+    Returns:
+        The ``uvicorn.Config``.
+    """
+    import uvicorn
+
+    proxies = settings.security.trusted_proxies
+    return uvicorn.Config(
+        app_,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level="warning",
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=list(proxies) if proxies else None,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
 @app.command()
 def serve(
     db: Annotated[
@@ -133,14 +165,16 @@ def serve(
     console_app = create_app(store, config)
     _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
     with store:
-        uvicorn.run(
+        server_config = uvicorn_config(
             console_app,
-            host=host,
-            port=port,
-            log_level="warning",
+            settings,
+            host,
+            port,
             ssl_certfile=str(certfile) if certfile else None,
             ssl_keyfile=str(keyfile) if keyfile else None,
         )
+        assert isinstance(server_config, uvicorn.Config)
+        uvicorn.Server(server_config).run()
 
 
 class _NotifyLoop:
@@ -244,10 +278,12 @@ def users_add(
     ],
     db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
 ) -> None:
-    """Add a user, or set an existing user's role and password; the password is read from stdin."""
+    """Add a user, or set an existing user's role and password (which removes the user's one-time
+    code: the user enrols again); the password is read from stdin."""
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, add_user
+    from projections import access_log
     from projections.store import Store
 
     settings = load()
@@ -260,7 +296,9 @@ def users_add(
             new = add_user(store.con, name, role, password, datetime.now(UTC))
         except AccessError as exc:
             raise _fail(str(exc)) from None
-        _log(store, "user_added" if new else "password_reset", f"{name} as {role}")
+        dropped = not new and access_log.drop_totp(store.con, name, datetime.now(UTC))  # a lost phone
+        detail = f"{name} as {role}" + ("; one-time code removed" if dropped else "")
+        _log(store, "user_added" if new else "password_reset", detail)
     console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
 
 

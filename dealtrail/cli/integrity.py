@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
@@ -98,13 +98,15 @@ def verify(
     Exit 1 with one line when there is nothing to check (an empty store, a table the store or
     topic does not hold, a digest without tables or without the --table asked for).
     """
-    from dealtrail.verify import check_against, load_digest
+    from dealtrail.verify import check_against, load_access_head, load_digest
 
     saved = None
+    access_head = None
     if against is not None:  # read before the chains are checked, which can take a while
         _output_file(against, "--against")
         try:
             saved = load_digest(against)
+            access_head = load_access_head(against)
         except FileNotFoundError:
             raise _fail(f"--against {against}: no such file") from None
         except (OSError, ValueError) as exc:
@@ -136,7 +138,7 @@ def verify(
             f"event {event_id}[/]: {columns} (altered in the store)"
         )
     if source == "db" and table is None:
-        bad += _access_log(db or load().db)
+        bad += _access_log(db or load().db, access_head)
     if against is not None and saved is not None:
         problems = check_against(reports, saved)
         for p in problems:
@@ -144,16 +146,21 @@ def verify(
         bad += len(problems)
         if not problems:
             console.print(f"every table still passes through the heads of {against}")
+        if access_head is None and source == "db" and table is None:
+            console.print(f"{against} holds no access-log head (an older digest): the log's tail is not checked")
     if bad:
         raise typer.Exit(4)
 
 
-def _access_log(db: Path) -> int:
-    """Check the store's access-log chain and print one line; 1 if it is broken, else 0."""
+def _access_log(db: Path, saved: dict[str, Any] | None = None) -> int:
+    """Check the store's access-log chain and print one line; with ``saved`` (the head a digest
+    kept), also that the log still holds that entry (a truncated tail leaves no gap to see).
+    Returns the number of problems (0, 1 or 2)."""
     import duckdb
 
     from dealtrail.cli.common import _busy
-    from projections.access_log import check_chain
+    from dealtrail.verify import check_access_head
+    from projections.access_log import check_chain, hash_at
     from projections.store import connect_read_only
 
     try:
@@ -162,15 +169,25 @@ def _access_log(db: Path) -> int:
         raise _busy(db, exc) from None
     try:
         report = check_chain(con)
+        at_head = hash_at(con, int(saved["head_seq"])) if saved is not None else None
     finally:
         con.close()
+    bad = 0
     if report.first_break is None:
         if report.entries:
             console.print(f"access log: {report.entries:,} entries chained, intact")
-        return 0
-    seq, entry_id, problem = report.first_break
-    console.print(f"[bold red]access log: chain broken at entry {seq} ({entry_id})[/]: {problem}")
-    return 1
+    else:
+        seq, entry_id, problem = report.first_break
+        console.print(f"[bold red]access log: chain broken at entry {seq} ({entry_id})[/]: {problem}")
+        bad += 1
+    if saved is not None:
+        problem_ = check_access_head(at_head, saved)
+        if problem_ is None:
+            console.print(f"access log: still holds the digest head, entry {saved['head_seq']}")
+        else:
+            console.print(f"[bold red]{problem_}[/]")
+            bad += 1
+    return bad
 
 
 @app.command()
@@ -181,7 +198,9 @@ def digest(
         typer.Option(help="Also write the digest here (JSON), to keep elsewhere.", show_default="printed only"),
     ] = None,
 ) -> None:
-    """Print each table's chain head (seq, hash) and event count: a digest to keep elsewhere."""
+    """Print each table's chain head (seq, hash) and event count, and the access log's head (its
+    last entry's seq and hash): a digest to keep elsewhere (``verify --against`` then finds a
+    rewritten trail and a truncated access log)."""
     import json
 
     from dealtrail.verify import digest as make
@@ -197,7 +216,36 @@ def digest(
     broken = [r.table_id for r in reports if not r.intact]
     if broken:
         err.print(f"[red]not in the digest, chain broken: {', '.join(broken)} (run dealtrail verify)[/]")
+    access_head = _access_head(db or load().db)
+    saved: dict[str, object] = {"tables": data}
+    if access_head is not None:
+        saved["access_log"] = access_head
     if out is not None:
         make_private_dirs(out.parent)
-        write_private_text(out, json.dumps({"tables": data}, indent=2, sort_keys=True) + "\n")
+        write_private_text(out, json.dumps(saved, indent=2, sort_keys=True) + "\n")
         console.print(f"digest written to {out}")
+
+
+def _access_head(db: Path) -> dict[str, object] | None:
+    """The access log's head for a digest (``head_seq``, ``head_hash``), printed; None (and
+    said) when the log is empty or its chain is broken."""
+    import duckdb
+
+    from projections.access_log import check_chain, head
+    from projections.store import connect_read_only
+
+    try:
+        con = connect_read_only(db)
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None
+    try:
+        report, last = check_chain(con), head(con)
+    finally:
+        con.close()
+    if report.first_break is not None:
+        err.print("[red]access log not in the digest: its chain is broken (run dealtrail verify)[/]")
+        return None
+    if last is None:
+        return None
+    console.print(f"access log  seq {last[0]}  entries {report.entries}  {last[1]}")
+    return {"head_seq": last[0], "head_hash": last[1], "entries": report.entries}

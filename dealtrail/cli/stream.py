@@ -31,7 +31,7 @@ from dealtrail.cli.common import (
     report_grace,
     review_due,
 )
-from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier
+from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier, uvicorn_config
 from dealtrail.cli.copies import EVERY_HELP, REPLICA_DEFAULT, REPLICA_HELP, replica_timer
 from dealtrail.cli.reports import _progress
 
@@ -444,7 +444,9 @@ def _host_console(
     console_app.state.staff_sink = _publish_staff(settings)  # roster changes travel as reviews do
     console_app.state.readiness = _readiness(settings, link)
     host, port = address
-    server = uvicorn.Server(uvicorn.Config(console_app, host=host, port=port, log_level="warning"))
+    server_config = uvicorn_config(console_app, settings, host, port)
+    assert isinstance(server_config, uvicorn.Config)
+    server = uvicorn.Server(server_config)
     thread = threading.Thread(target=server.run, name="dealtrail-console", daemon=True)
     thread.start()
     while not server.started and thread.is_alive():

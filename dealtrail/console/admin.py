@@ -6,6 +6,7 @@ last active admin."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 import duckdb
@@ -14,7 +15,7 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from projections import access, reviews
+from projections import access, access_log, reviews
 from projections.reviews import role_at_least
 
 
@@ -31,6 +32,12 @@ def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, cur
     admins = [u for u in access.users(con) if u["active"] and role_at_least(str(u["role"]), "admin")]
     if len(admins) <= 1:
         raise auth.AccessError(f"{name} is the last active admin: make another admin first")
+
+
+def _drop_totp(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
+    """A password reset removes the user's one-time code (a lost phone): the user enrols again.
+    Returns the words the access entry adds (empty if none was enrolled)."""
+    return "; one-time code removed" if access_log.drop_totp(con, name, at) else ""
 
 
 def router(console: Console) -> APIRouter:
@@ -101,7 +108,7 @@ def router(console: Console) -> APIRouter:
                     new = auth.add_user(store.con, name, role, password, now, by=user.name)
                     logged = ("user_added", user.name, f"{name} as {role}") if new else None
                     if not new:
-                        logged = ("password_reset", user.name, f"{name}, role {role}")
+                        logged = ("password_reset", user.name, f"{name}, role {role}{_drop_totp(store.con, name, now)}")
                     message = f"user {name} saved with role {role}"
                 else:
                     current = access.user(store.con, name)
@@ -117,7 +124,7 @@ def router(console: Console) -> APIRouter:
                         message = f"{name} is now {role}"
                     elif op == "password":
                         auth.add_user(store.con, name, current["role"], password, now, by=user.name)
-                        logged = ("password_reset", user.name, name)
+                        logged = ("password_reset", user.name, name + _drop_totp(store.con, name, now))
                         message = f"password of {name} reset"
                     elif op == "revoke":
                         held = [t for t in access.tokens(store.con) if t["token_hash"] == token_hash]

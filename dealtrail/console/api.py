@@ -151,9 +151,10 @@ def router(console: Console) -> APIRouter:
         proposal (``FindingDispositionProposed``, review status ``pending_approval``, still open);
         ``approve`` or ``reject`` (with a note) is a manager's decision on it, refused (403) to
         its proposer and to a reviewer."""
-        if not user.can_review:
-            raise HTTPException(403, "a viewer cannot review findings")
-        event = console.record_review(con, finding_id, user, body)
+        with console.review_refusals(user, body.action, f"finding {finding_id}"):
+            if not user.can_review:
+                raise HTTPException(403, "a viewer cannot review findings")
+            event = console.record_review(con, finding_id, user, body)
         return dict(event.model_dump(mode="json"))
 
     @routes.get(

@@ -48,21 +48,24 @@ def router(console: Console) -> APIRouter:
             HTTPException: 403 for a viewer or a stale form; 404 for an unknown finding.
             RequestValidationError: 422 for no finding ticked, or an assignee who cannot review.
         """
-        console.check_csrf(request, csrf)
-        if not user.can_review:
-            raise HTTPException(403, "a viewer cannot review findings")
         ids = list(dict.fromkeys(finding_id))  # each finding once, in the list's order
-        if not ids:
-            raise invalid(("body", "finding_id"), "tick at least one finding")
-        if action == "assign":
-            target = access.user(con, assignee)
-            if target is None or not target["active"] or target["role"] not in REVIEWER_ROLES:
-                raise invalid(("body", "assignee"), "assign needs an active user who can review (not a viewer)")
-        for fid in ids:  # every finding known before anything is recorded
-            console.finding(con, fid)
-        body = ReviewRequest(action=action, assignee=assignee or None)
-        for fid in ids:
-            console.record_review(con, fid, user, body)
+        shown = ", ".join(i[:40] for i in ids[:3]) + (", ..." if len(ids) > 3 else "")
+        what = f"{len(ids)} finding{'s' if len(ids) != 1 else ''} ({shown})"
+        with console.review_refusals(user, action, what):  # each refusal logged
+            console.check_csrf(request, csrf)
+            if not user.can_review:
+                raise HTTPException(403, "a viewer cannot review findings")
+            if not ids:
+                raise invalid(("body", "finding_id"), "tick at least one finding")
+            if action == "assign":
+                target = access.user(con, assignee)
+                if target is None or not target["active"] or target["role"] not in REVIEWER_ROLES:
+                    raise invalid(("body", "assignee"), "assign needs an active user who can review (not a viewer)")
+            for fid in ids:  # every finding known before anything is recorded
+                console.finding(con, fid)
+            body = ReviewRequest(action=action, assignee=assignee or None)
+            for fid in ids:
+                console.record_review(con, fid, user, body)
         form = await request.form()
         back = {k: str(form.get(f"back_{k}", "")) for k in _BACK}
         return RedirectResponse("/findings?" + query_string({**back, "done": f"{len(ids)} {action}"}), status_code=303)

@@ -11,6 +11,7 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -316,6 +317,7 @@ class Console:
         self.env = _env()
         self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
         self.guard = guard.LoginGuard(config.security)
+        self.codes = guard.OneTimeCodes()  # one-time codes used, and secrets being enrolled
         with store.con.cursor() as cur:  # the sign-in counts as the access log left them (a restart)
             self.guard.replay(cur, config.clock())
 
@@ -416,6 +418,34 @@ class Console:
         if not rows:
             raise HTTPException(404, f"no finding {finding_id}")
         return rows[0]
+
+    @contextmanager
+    def review_refusals(self, user: User, action: str, what: str) -> Iterator[None]:
+        """Record a refused review action in the access log, then let the refusal go on: a 4xx
+        (``HTTPException``: 403 a viewer, a proposer approving, a reviewer approving, a stale
+        form; 404; 409 nothing to approve) or a 422 (``RequestValidationError``) raised inside is
+        an entry of kind ``review``, outcome ``refused``, with the status and the reason (the
+        messages only, never the typed values).
+
+        Args:
+            user: who tried.
+            action: the review action asked for (cut to 40 characters).
+            what: what it was for, e.g. ``finding 0f3a...``.
+        """
+        try:
+            yield
+        except HTTPException as exc:
+            if 400 <= exc.status_code < 500:
+                self.access.record(
+                    "review", user.name, "refused", f"{action[:40]} of {what} ({exc.status_code}): {exc.detail}"
+                )
+            raise
+        except RequestValidationError as exc:
+            reasons = "; ".join(
+                f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'form'}: {e.get('msg', '')}" for e in exc.errors()
+            )
+            self.access.record("review", user.name, "refused", f"{action[:40]} of {what} (422): {reasons}")
+            raise
 
     def record_review(self, con: duckdb.DuckDBPyConnection, finding_id: str, user: User, body: ReviewRequest) -> Any:
         """Record a review of a finding: to the review sink if there is one, else to the store.

@@ -211,6 +211,72 @@ class LoginGuard:
                 self.unlock(e.detail or e.user)
 
 
+class OneTimeCodes:
+    """The one-time codes' state in the console's process (thread-safe).
+
+    A code is good once: the time step (30 s) of every code accepted for a user is remembered, and
+    a code of the same or an earlier step is refused (RFC 6238 section 5.2), so a code seen over a
+    shoulder or replayed from a second client does not sign in again. A secret being enrolled
+    waits here, under a random key the session cookie holds (the signed cookie is readable by its
+    holder: the secret never goes into it), for ``hold``. A restart forgets both: a pending
+    enrolment starts again with a new secret, and the codes of the last 90 seconds could be used
+    once more.
+
+    Args:
+        hold: how long a secret waits for its first code.
+    """
+
+    def __init__(self, hold: timedelta = timedelta(minutes=10)) -> None:
+        self.hold = hold
+        self._last: dict[str, int] = {}
+        self._pending: dict[str, tuple[str, str, datetime]] = {}  # key -> (user, secret, made)
+        self._lock = threading.Lock()
+
+    def use(self, name: str, secret: str, code: str, now: datetime) -> bool:
+        """True if ``code`` is ``secret``'s code at ``now`` or one step either side (clock drift)
+        and no code of that step or a later one was accepted for ``name`` before; that step is
+        then used."""
+        import pyotp
+
+        code = code.strip().replace(" ", "")
+        if not (code.isdigit() and len(code) == 6):
+            return False
+        totp = pyotp.TOTP(secret)
+        step = totp.timecode(now)
+        with self._lock:
+            for s in (step - 1, step, step + 1):
+                if secrets.compare_digest(totp.generate_otp(s), code):
+                    if s <= self._last.get(name, -1):
+                        return False
+                    self._last[name] = s
+                    return True
+        return False
+
+    def pending(self, key: str, name: str, now: datetime, make: bool = False) -> str | None:
+        """The secret waiting under ``key`` for ``name`` (None: none, or older than ``hold``); with
+        ``make``, a new random one is made and kept if none waits."""
+        import pyotp
+
+        with self._lock:
+            for k in [k for k, (_, _, made) in self._pending.items() if now - made > self.hold]:
+                del self._pending[k]
+            held = self._pending.get(key)
+            if held is not None and held[0] == name:
+                return held[1]
+            if not make:
+                return None
+            if len(self._pending) >= 10_000:  # bounded: the oldest waits go first
+                del self._pending[min(self._pending, key=lambda k: self._pending[k][2])]
+            secret = pyotp.random_base32()
+            self._pending[key] = (name, secret, now)
+            return secret
+
+    def drop(self, key: str) -> None:
+        """Forget the secret waiting under ``key`` (enrolled)."""
+        with self._lock:
+            self._pending.pop(key, None)
+
+
 class AccessLog:
     """Makes, prints and stores access entries (see the module text).
 

@@ -168,29 +168,31 @@ def router(console: Console) -> APIRouter:
         corrective_action: Annotated[str, Form(max_length=4000)] = "",
         assignee: Annotated[str, Form(max_length=64)] = "",
     ) -> Response:
-        check_csrf(request, csrf)
-        if not user.can_review:
-            raise HTTPException(403, "a viewer cannot review findings")
+        with console.review_refusals(user, action, f"finding {finding_id}"):  # each refusal logged
+            check_csrf(request, csrf)
+            if not user.can_review:
+                raise HTTPException(403, "a viewer cannot review findings")
+            if action in ("approve", "reject") and not user.can_approve:
+                raise HTTPException(403, f"only a manager can {action} a proposed disposition")
         typed = {"action": action, "cause": cause, "corrective_action": corrective_action}
         typed |= {"assignee": assignee, "note": note}
-        if action in ("approve", "reject") and not user.can_approve:
-            raise HTTPException(403, f"only a manager can {action} a proposed disposition")
         try:
-            if action not in ACTIONS:
-                raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
-            try:
-                body = ReviewRequest.model_validate(
-                    {
-                        "action": action,
-                        "cause": cause or None,
-                        "corrective_action": corrective_action,
-                        "assignee": assignee or None,
-                        "note": note,
-                    }
-                )
-            except ValidationError as exc:  # a form's values, refused as the API refuses them
-                raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
-            console.record_review(con, finding_id, user, body)
+            with console.review_refusals(user, action, f"finding {finding_id}"):
+                if action not in ACTIONS:
+                    raise invalid(("body", "action"), f"action must be one of {', '.join(ACTIONS)}")
+                try:
+                    body = ReviewRequest.model_validate(
+                        {
+                            "action": action,
+                            "cause": cause or None,
+                            "corrective_action": corrective_action,
+                            "assignee": assignee or None,
+                            "note": note,
+                        }
+                    )
+                except ValidationError as exc:  # a form's values, refused as the API refuses them
+                    raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+                console.record_review(con, finding_id, user, body)
         except RequestValidationError as exc:  # the page again: the message beside its field, the values kept
             errors: dict[str, str] = {}
             for e in exc.errors():

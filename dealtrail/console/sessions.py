@@ -71,8 +71,8 @@ def router(console: Console) -> APIRouter:
                 return again(429, locked.message, {"Retry-After": str(locked.retry_after)})
             return again(401, "Wrong name or password.")
         secret, required = totp.needs_code(console, con, u["name"], u["role"])
-        if secret is not None and not totp.code_ok(secret, code, now.timestamp()):
-            console.access.record("login_failed", typed, "refused", "wrong or missing one-time code")
+        if secret is not None and not console.codes.use(u["name"], secret, code, now):
+            console.access.record("login_failed", typed, "refused", "wrong, used or missing one-time code")
             if console.guard.failed(typed, client, now):
                 console.access.record("login_locked", typed, "locked", "failed sign-ins in a row")
             return again(401, "Type the one-time code your authenticator app shows for dealtrail.")

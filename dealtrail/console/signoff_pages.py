@@ -5,6 +5,7 @@ casino property (``/admin/property``), each name a new record in the store."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Form, HTTPException, Request
@@ -44,8 +45,9 @@ def router(console: Console) -> APIRouter:
         try:
             sign(report.parent, user.name, user.role, statement, config.clock())
         except SignOffError as exc:
-            console.access.record("report_signed", user.name, "refused", f"{label}/{revision}: {exc}")
-            return render(request, "signoff_refused.html.j2", user, status_code=409, reason=str(exc))
+            reason = _relative(str(exc), folder)  # the reports folder's place on disk is nobody's business
+            console.access.record("report_signed", user.name, "refused", f"{label}/{revision}: {reason}")
+            return render(request, "signoff_refused.html.j2", user, status_code=409, reason=reason)
         digest = record_sha256(report.parent)  # the record itself, anchored in the access log's chain
         console.access.record("report_signed", user.name, "ok", logged_detail(report.parent, digest or "none"))
         return RedirectResponse(f"/reports#{label}", status_code=303)
@@ -78,3 +80,12 @@ def router(console: Console) -> APIRouter:
         return RedirectResponse("/admin/property", status_code=303)
 
     return routes
+
+
+def _relative(text: str, root: Path | None) -> str:
+    """``text`` with every absolute path under ``root`` (as given and resolved) written relative to it."""
+    if root is None:
+        return text
+    for base in sorted({str(root), str(root.resolve())}, key=len, reverse=True):
+        text = text.replace(base.rstrip("/") + "/", "")
+    return text

@@ -3,23 +3,27 @@
 A user enrols on ``/account/totp``: the page shows a new secret as a QR code (an SVG drawn here by
 the ``qrcode`` package: no image service sees the secret) and as text, and the secret is stored
 once the user types a code it makes (``pyotp``, 30-second steps, one step of clock drift either
-way). From then on the sign-in form needs the code as well. A user of a role named in
-``DEALTRAIL_SECURITY__TOTP_ROLES`` who has not enrolled is sent here after the password (a session
-for enrolment only, ten minutes) and signed in once the code is right. The new secret waits in
-the signed session cookie until it is confirmed.
+way). From then on the sign-in form needs the code as well, and each code is good once
+(``guard.OneTimeCodes``). A user of a role named in ``DEALTRAIL_SECURITY__TOTP_ROLES`` who has
+not enrolled is sent here after the password (a session for enrolment only, ten minutes) and
+signed in once the code is right. A signed-in user confirms with the password, and replacing an
+enrolled code needs a current code of it too. The new secret waits in the console's process
+(``guard.OneTimeCodes``), never in the session cookie, until it is confirmed.
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated
 
 import pyotp
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
-from dealtrail.console import guard
+from dealtrail.console import auth, guard
 from dealtrail.console.deps import Console, Cursor, User, _session_user
-from projections import access_log
+from projections import access, access_log
+from schemas.access import Outcome
 
 ENROL_SECONDS = 600
 """How long a password-checked user of a TOTP role has to enrol (seconds)."""
@@ -57,16 +61,32 @@ def router(console: Console) -> APIRouter:
         request.session.pop("enrol", None)
         raise HTTPException(403, "sign in first: enrolling a one-time code needs your password")
 
+    def waiting(request: Request, name: str, make: bool) -> str | None:
+        """The secret waiting for this session's enrolment (kept in the console: the cookie holds
+        only a random key to it)."""
+        request.session.pop("totp_new", None)  # a cookie of an older console held the secret itself
+        key = request.session.get("totp_key")
+        if not isinstance(key, str):
+            if not make:
+                return None
+            key = secrets.token_urlsafe(24)
+            request.session["totp_key"] = key
+        return console.codes.pending(key, name, console.config.clock(), make)
+
     def page(
-        request: Request, con: Cursor, name: str, user: User | None, status: int = 200, error: str | None = None
+        request: Request,
+        con: Cursor,
+        name: str,
+        user: User | None,
+        status: int = 200,
+        error: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Response:
-        secret = request.session.get("totp_new")
-        if not isinstance(secret, str):
-            secret = pyotp.random_base32()
-            request.session["totp_new"] = secret
+        secret = waiting(request, name, make=True)
+        assert secret is not None
         uri = pyotp.TOTP(secret).provisioning_uri(name=name, issuer_name="dealtrail")
         enrolled = access_log.totp_secret(con, name) is not None
-        return console.render(
+        response = console.render(
             request,
             "totp.html.j2",
             user,
@@ -77,7 +97,10 @@ def router(console: Console) -> APIRouter:
             enrolled=enrolled,
             error=error,
             required=user is None,
+            ask_password=user is not None,
         )
+        response.headers.update(headers or {})
+        return response
 
     @routes.get("/account/totp", include_in_schema=False)
     def totp_page(request: Request, con: Cursor) -> Response:
@@ -90,20 +113,57 @@ def router(console: Console) -> APIRouter:
         con: Cursor,
         csrf: Annotated[str, Form()],
         code: Annotated[str, Form(max_length=16)] = "",
+        password: Annotated[str, Form(max_length=1024)] = "",
+        old_code: Annotated[str, Form(max_length=16)] = "",
     ) -> Response:
+        """Enrol the waiting secret once ``code`` is its current code. A signed-in user types the
+        password too (a session alone does not change the second factor), and when a code is
+        enrolled already, a current code of it as well (lost it: an admin resets the password,
+        which removes the enrolment). Wrong passwords and wrong old codes count as failed
+        sign-ins of the account (``guard.LoginGuard``)."""
         console.check_csrf(request, csrf)
         name, user = who(request, con)
-        secret = request.session.get("totp_new")
         now = console.config.clock()
-        if not isinstance(secret, str) or not code_ok(secret, code, now.timestamp()):
-            console.access.record("totp_enrolled", name, "refused", "wrong code")
-            return page(
-                request, con, name, user, 422, "That code is not the one your app shows now: type the current one."
+        client = guard.CLIENT.get()
+        old = access_log.totp_secret(con, name)
+
+        def refused(status: int, why: str, message: str, count: bool) -> Response:
+            console.access.record("totp_enrolled", name, "refused", why)
+            if count and console.guard.failed(name, client, now):
+                console.access.record(
+                    "login_locked", name, "locked", f"{console.config.security.lock_after} failed sign-ins in a row"
+                )
+            return page(request, con, name, user, status, message)
+
+        if user is not None or old is not None:
+            refusal = console.guard.check(name, client, now)
+            if refusal is not None:
+                outcome: Outcome = "locked" if refusal.locked else "throttled"
+                console.access.record("totp_enrolled", name, outcome, refusal.message)
+                return page(request, con, name, user, 429, refusal.message, {"Retry-After": str(refusal.retry_after)})
+        if user is not None:
+            u = access.user(con, name)
+            if not auth.verify_password(u["password_hash"] if u and u["active"] else None, password):
+                message = "That is not your password: type it to change your one-time code."
+                return refused(401, "wrong password", message, True)
+        if old is not None and not console.codes.use(name, old, old_code, now):
+            return refused(
+                401,
+                "wrong, used or missing code of the enrolled secret",
+                "Type the current code of the one-time code enrolled now (the old entry in your app) as well.",
+                True,
             )
+        secret = waiting(request, name, make=False)
+        if secret is None or not code_ok(secret, code, now.timestamp()):
+            message = "That code is not the one your app shows now: type the current one."
+            if secret is None:
+                message = "The key shown had expired: scan this new one and type its code."
+            return refused(422, "wrong code of the new secret", message, False)
         with console.write_lock:
             access_log.put_totp(console.store.con, name, secret, now)
-        request.session.pop("totp_new", None)
-        console.access.record("totp_enrolled", name, "ok")
+        console.codes.drop(str(request.session.pop("totp_key", "")))
+        console.codes.use(name, secret, code, now)  # the confirming code signs in nowhere after
+        console.access.record("totp_enrolled", name, "ok", "replaced" if old is not None else "")
         if user is None:  # enrolment after the password: now the session starts
             guard.begin_session(console, request, name)
             console.access.record("login_succeeded", name, "ok", "after enrolling a one-time code")

@@ -76,24 +76,25 @@ def router(console: Console) -> APIRouter:
         ref_review_note: Annotated[str, Form(max_length=4000)] = "",
         ref_corrective_action: Annotated[str, Form(max_length=4000)] = "",
     ) -> Response:
-        console.check_csrf(request, csrf)
-        if not user.can_review:
-            raise HTTPException(403, "a viewer cannot review findings")
-        if ref_action not in REFERENCE_ACTIONS:
-            raise invalid(("body", "ref_action"), f"ref_action must be one of {', '.join(REFERENCE_ACTIONS)}")
-        try:
-            body = ReviewRequest.model_validate(
-                {
-                    "action": ref_action,
-                    "cause": ref_cause or None,
-                    "corrective_action": ref_corrective_action,  # a disposition needs one per severity
-                    "note": ref_review_note,
-                    "references": [{"camera": camera, "clip_id": clip_id, "url": url, "note": reference_note}],
-                }
-            )
-        except ValidationError as exc:  # refused as the API refuses them
-            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
-        console.record_review(con, finding_id, user, body)
+        with console.review_refusals(user, ref_action, f"finding {finding_id}"):  # each refusal logged
+            console.check_csrf(request, csrf)
+            if not user.can_review:
+                raise HTTPException(403, "a viewer cannot review findings")
+            if ref_action not in REFERENCE_ACTIONS:
+                raise invalid(("body", "ref_action"), f"ref_action must be one of {', '.join(REFERENCE_ACTIONS)}")
+            try:
+                body = ReviewRequest.model_validate(
+                    {
+                        "action": ref_action,
+                        "cause": ref_cause or None,
+                        "corrective_action": ref_corrective_action,  # a disposition needs one per severity
+                        "note": ref_review_note,
+                        "references": [{"camera": camera, "clip_id": clip_id, "url": url, "note": reference_note}],
+                    }
+                )
+            except ValidationError as exc:  # refused as the API refuses them
+                raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
+            console.record_review(con, finding_id, user, body)
         return RedirectResponse(f"/findings/{finding_id}?done={ref_action}#video", status_code=303)
 
     @routes.get("/findings/{finding_id}/evidence.zip", include_in_schema=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -519,3 +520,160 @@ def test_a_refused_review_form_shows_the_finding_again_with_the_message_beside_t
         r = client.post(f"/findings/{fid}/reviews", data={**form, "action": "assign", "assignee": "nobody"})
         assert r.status_code == 422 and 'id="err-assignee"' in r.text
         assert s.con.execute("SELECT count(*) FROM reviews").fetchall() == [(0,)]
+
+
+# -- the hostile tester's findings (issue 21, second round) --------------------------------------
+
+
+def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(store: Store, clock: Clock) -> None:
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from dealtrail.cli.console import uvicorn_config
+    from dealtrail.settings import SecuritySettings, Settings
+
+    console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    behind = uvicorn_config(console_app, Settings(security=SecuritySettings(trusted_proxies=["10.0.0.5"])), "h", 1)
+    assert isinstance(behind, uvicorn.Config)
+    assert behind.proxy_headers and behind.forwarded_allow_ips == ["10.0.0.5"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn_config(console_app, Settings(), "127.0.0.1", port)
+    assert isinstance(config, uvicorn.Config) and config.proxy_headers is False
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.02)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+            spoof = {"X-Forwarded-For": "203.0.113.7"}
+            csrf = csrf_of(http.get("/login", headers=spoof).text)
+            data = {"username": "vic", "password": "wrong password!", "csrf": csrf, "next": "/"}
+            assert http.post("/login", data=data, headers=spoof).status_code == 401
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert [e["client"] for e in log_rows(store, kind="login_failed")] == ["127.0.0.1"]
+
+
+def _key(html: str) -> str:
+    m = re.search(r"Key: <code>([A-Z2-7]+)</code>", html)
+    assert m, "no key on the enrolment page"
+    return m.group(1)
+
+
+def _cookie_text(client: TestClient) -> str:
+    import base64
+
+    value = client.cookies.get("dealtrail_session") or ""
+    payload = value.split(".")[0]
+    return base64.b64decode(payload + "=" * (-len(payload) % 4)).decode("utf-8", "replace")
+
+
+def test_a_one_time_code_is_replaced_only_with_the_password_and_the_old_code_and_never_sits_in_the_cookie(
+    store: Store, clock: Clock
+) -> None:
+    console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    client = TestClient(console_app)
+    login(client, "rita")
+    page = client.get("/account/totp")
+    first = _key(page.text)
+    assert first not in _cookie_text(client) and "totp_new" not in _cookie_text(client)
+
+    def enrol(**data: str) -> int:
+        r = client.post("/account/totp", data={"csrf": csrf_of(page.text), **data}, follow_redirects=False)
+        return r.status_code
+
+    now = pyotp.TOTP(first).at(clock.now)
+    assert enrol(code=now) == 401  # a session alone does not enrol a second factor
+    assert enrol(code=now, password=PASSWORDS["rita"]) == 303
+    assert access_log.totp_secret(store.con, "rita") == first
+    clock.now += timedelta(seconds=30)
+    page = client.get("/account/totp")
+    second = _key(page.text)
+    assert second != first and second not in _cookie_text(client)
+    new = pyotp.TOTP(second).at(clock.now)
+    assert enrol(code=new, password=PASSWORDS["rita"]) == 401  # no code of the enrolled secret
+    assert enrol(code=new, old_code="123456", password=PASSWORDS["rita"]) == 401
+    assert access_log.totp_secret(store.con, "rita") == first
+    assert enrol(code=new, old_code=pyotp.TOTP(first).at(clock.now), password=PASSWORDS["rita"]) == 303
+    assert access_log.totp_secret(store.con, "rita") == second
+    refused = [e["detail"] for e in log_rows(store, kind="totp_enrolled") if e["outcome"] == "refused"]
+    assert refused == ["wrong password", *["wrong, used or missing code of the enrolled secret"] * 2]
+    assert first not in str(log_rows(store)) and second not in str(log_rows(store))
+
+
+def test_a_one_time_code_signs_in_once_and_an_admin_reset_removes_the_enrolment(store: Store, clock: Clock) -> None:
+    console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    secret = pyotp.random_base32()
+    access_log.put_totp(store.con, "rita", secret, clock.now)
+    code = pyotp.TOTP(secret).at(clock.now)
+    one, two = TestClient(console_app), TestClient(console_app)
+    assert attempt(one, "rita", PASSWORDS["rita"], code).status_code == 303  # type: ignore[attr-defined]
+    assert attempt(two, "rita", PASSWORDS["rita"], code).status_code == 401  # type: ignore[attr-defined]
+    clock.now += timedelta(seconds=30)
+    assert attempt(two, "rita", PASSWORDS["rita"], pyotp.TOTP(secret).at(clock.now)).status_code == 303  # type: ignore[attr-defined]
+    admin = TestClient(console_app)
+    login(admin, "ada")
+    admin_post(admin, op="password", name="rita", password="rita-new-password")
+    assert access_log.totp_secret(store.con, "rita") is None
+    assert log_rows(store, kind="password_reset")[-1]["detail"] == "rita; one-time code removed"
+    three = TestClient(console_app)
+    assert attempt(three, "rita", "rita-new-password").status_code == 303  # type: ignore[attr-defined]
+
+
+def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path) -> None:
+    db = tmp_path / "users.duckdb"
+    with Store(db) as s:
+        auth.add_user(s.con, "rita", "reviewer", PASSWORDS["rita"], T0)
+        access_log.put_totp(s.con, "rita", pyotp.random_base32(), T0)
+    r = CliRunner().invoke(cli, ["users", "add", "rita", "--role", "reviewer", "--db", str(db)], input="new pass 123\n")
+    assert r.exit_code == 0, r.output
+    with Store(db) as s:
+        assert access_log.totp_secret(s.con, "rita") is None
+        assert log_rows(s, kind="password_reset")[-1]["detail"] == "rita as reviewer; one-time code removed"
+
+
+def test_a_digest_keeps_the_access_logs_head_and_verify_against_it_names_a_truncated_tail(tmp_path: Path) -> None:
+    from dealtrail.audit import audit_file
+    from dealtrail.simulator.run import write_simulation
+
+    events, db, digest = tmp_path / "clean.jsonl", tmp_path / "verify.duckdb", tmp_path / "digest.json"
+    write_simulation(events, tables=1, hours=0.1, seed=3, error_rate=0.0)
+    with Store(db) as s:
+        audit_file(events, s)
+    with Store(db) as s:
+        auth.add_user(s.con, "rita", "reviewer", PASSWORDS["rita"], T0)
+        client = TestClient(create_app(s, ConsoleConfig(DUE, "s" * 48, clock=lambda: T0)))
+        for _ in range(3):
+            attempt(client, "rita", "wrong password!")
+        head = s.con.execute("SELECT hash FROM access_log WHERE seq = 3").fetchall()[0][0]
+    r = CliRunner().invoke(cli, ["digest", "--db", str(db), "--out", str(digest)])
+    assert r.exit_code == 0, r.output
+    assert f"access log seq 3 entries 3 {head}" in " ".join(r.output.split())
+    saved = json.loads(digest.read_text())
+    assert saved["access_log"] == {"head_seq": 3, "head_hash": head, "entries": 3}
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db), "--against", str(digest)])
+    assert r.exit_code == 0, r.output
+    assert "access log: still holds the digest head, entry 3" in r.output
+    with Store(db) as s:
+        s.con.execute("DELETE FROM access_log WHERE seq > 1")
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db)])
+    assert r.exit_code == 0 and "access log: 1 entries chained, intact" in r.output  # no gap to see
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db), "--against", str(digest)])
+    assert r.exit_code == 4
+    assert "access log: the digest head, entry 3, is missing (the log was truncated)" in " ".join(r.output.split())
+    with Store(db) as s:  # a tail rewritten with a consistent new chain: entry 3 is another one
+        entries = [
+            AccessEntry(entry_id=f"F{i}", at=T0, user="eve", client="10.0.0.9", kind="logout", outcome="ok")
+            for i in range(2)
+        ]
+        access_log.append(s.con, entries)
+    r = CliRunner().invoke(cli, ["verify", "--db", str(db), "--against", str(digest)])
+    assert r.exit_code == 4 and "access log: entry 3 is not the digest head (the log was rewritten)" in r.output

@@ -420,3 +420,43 @@ def test_a_disposition_with_a_video_reference_meets_the_same_rules(client: TestC
     assert client.post(url, data=full, follow_redirects=False).status_code == 303
     row = get(client, store, fid)
     assert (row["review_status"], row["reviews"][0]["references"][0]["clip_id"]) == ("pending_approval", "c1")
+
+
+def test_every_refused_review_action_is_in_the_access_log_with_its_reason(client: TestClient, store: Store) -> None:
+    from projections import access_log
+
+    fid, other = finding_of(store, "voiding"), finding_of(store, "procedural")
+    assert review(client, store, fid, "max", action="dispose", cause="NOT_A_VIOLATION", **FULL).status_code == 201
+    assert review(client, store, fid, "max", action="approve").status_code == 403  # his own proposal
+    assert review(client, store, fid, "rita", action="approve").status_code == 403  # a reviewer
+    assert review(client, store, fid, "vic", action="acknowledge").status_code == 403  # a viewer
+    assert review(client, store, other, "mia", action="approve").status_code == 409  # nothing pending
+    assert review(client, store, other, "rita", action="dispose").status_code == 422  # no cause
+    csrf = login(client, "rita")
+    form = {"csrf": csrf, "action": "dispose", "cause": "DEALER_ERROR", "note": "seen"}
+    assert client.post(f"/findings/{fid}/reviews", data=form).status_code == 422  # no corrective action
+    bulk = {"csrf": csrf, "action": "assign", "assignee": "vic", "finding_id": [other]}
+    assert client.post("/findings/bulk-reviews", data=bulk).status_code == 422  # a viewer as assignee
+    rows, _ = access_log.entries(store.con, access_log.LogFilter(kind="review"), None)
+    logged = [(r["user_name"], r["outcome"], r["detail"]) for r in reversed(rows)]
+    assert [(u, o) for u, o, _ in logged] == [
+        ("max", "ok"),
+        ("max", "refused"),
+        ("rita", "refused"),
+        ("vic", "refused"),
+        ("mia", "refused"),
+        ("rita", "refused"),
+        ("rita", "refused"),
+        ("rita", "refused"),
+    ]
+    details = [d for _, _, d in logged[1:]]
+    assert (
+        details[0] == f"approve of finding {fid} (403): you proposed this disposition: another manager must approve it"
+    )
+    assert details[1].startswith(f"approve of finding {fid} (403): only a manager")
+    assert details[2] == f"acknowledge of finding {fid} (403): a viewer cannot review findings"
+    assert details[3].startswith(f"approve of finding {other} (409): no proposed disposition")
+    assert details[4].startswith(f"dispose of finding {other} (422): cause: dispose needs a cause")
+    assert details[5].startswith(f"dispose of finding {fid} (422): corrective_action: a disposition")
+    assert details[6].startswith(f"assign of 1 finding ({other}) (422): assignee: assign needs")
+    assert "seen" not in " ".join(details)  # the reasons, never the typed values

@@ -358,6 +358,8 @@ def test_the_console_sign_button_is_a_managers_and_a_reviewer_gets_403(console: 
     digest = hashlib.sha256((periods / LABEL / "rev-0001" / SIGNOFF).read_bytes()).hexdigest()
     assert logged[0][2] == f"{LABEL}/rev-0001 signoff.json sha256:{digest}"  # the record, anchored
     assert "SIGN-OFF NOT AS RECORDED" not in listed
+    refused = f"{LABEL}/rev-0001: {LABEL}/rev-0001 is signed already; a sign-off is never replaced"
+    assert logged[1][2] == refused and str(periods) not in again.text  # no place on disk, in the log or the page
 
 
 def _reports_page(store: Store, periods: Path, name: str) -> str:
