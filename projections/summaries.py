@@ -21,6 +21,9 @@ import pyarrow as pa
 
 SUMMARIES = {"sum_floor": 2}
 """Each summary table and the version of its definition (a new version is built again once)."""
+DERIVED_TABLES = frozenset({*SUMMARIES, "summary_builds"})
+"""Tables whose rows are derived from the others (rebuilt at will): a store holding rows only in
+these holds no record (:func:`projections.discard.holds_records`)."""
 
 FLOOR_EVENT_COLUMNS = "table_id, game, seq, occurred_at, actor_role, actor_id"
 """What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
