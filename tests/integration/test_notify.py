@@ -4,6 +4,8 @@ given up and recorded after the last attempt, and the backlog of a store is not 
 
 from __future__ import annotations
 
+import email
+import email.policy
 import json
 import shutil
 import socket
@@ -130,7 +132,8 @@ def test_a_new_finding_reaches_the_webhook_and_the_mailbox_once(
         and f"http://console.test/findings/{f.finding_id}" in receiver.bodies[0]["text"]
     )
     assert len(mails) == 1 and mails[0].rcpt_tos == ["shift-manager@casino.test"]
-    assert f.message in mails[0].content.decode()
+    body = email.message_from_bytes(mails[0].content, policy=email.policy.default).get_body()
+    assert body is not None and f.message in body.get_content()  # decoded (quoted-printable, folded lines)
     clock.now += timedelta(hours=1)
     assert n.run_once() == 0 and len(receiver.bodies) == 1 and len(mails) == 1  # de-duplicated by finding ID
 
