@@ -9,10 +9,10 @@ entry's ULID (``entry_id``) makes a redelivery add nothing to the store.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from schemas.access import AccessEntry
-from streams.kafka import client_config
+from streams.acked_publish import AckedPublisher
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -26,8 +26,9 @@ class AccessPublishError(RuntimeError):
     """An entry could not be written to the access-log topic (the broker did not acknowledge it)."""
 
 
-class AccessPublisher:
-    """Publishes access-log entries, one acknowledged send at a time.
+class AccessPublisher(AckedPublisher):
+    """Publishes access-log entries, one acknowledged send at a time (one request in flight, so a
+    retried entry keeps its place in the log's order).
 
     Args:
         kafka: the resolved cluster settings.
@@ -39,17 +40,8 @@ class AccessPublisher:
     """
 
     def __init__(self, kafka: KafkaSettings, topics: Topics, timeout: float = 10.0) -> None:
-        from kafka import KafkaProducer
-
-        self.topic = topics.access_log.name
-        self.timeout = timeout
-        self.producer: Any = KafkaProducer(
-            **client_config(kafka, "dealtrail-console-access", one_shot=True),
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=0,
-            retries=2**31 - 1,
-            max_in_flight_requests_per_connection=1,
+        super().__init__(
+            kafka, topics.access_log.name, "dealtrail-console-access", AccessPublishError, "the entry", timeout, 1
         )
 
     def send(self, entry: AccessEntry) -> None:
@@ -58,19 +50,5 @@ class AccessPublisher:
         Raises:
             AccessPublishError: no acknowledgement within ``timeout`` seconds, or the send failed.
         """
-        from kafka.errors import KafkaError
-
-        future = self.producer.send(
-            self.topic,
-            key=KEY,
-            value=entry.model_dump_json().encode(),
-            headers=[("kind", entry.kind.encode()), ("entry_id", entry.entry_id.encode())],
-        )
-        try:
-            future.get(timeout=self.timeout)
-        except KafkaError as exc:
-            raise AccessPublishError(f"the entry was not stored in {self.topic}: {type(exc).__name__}") from None
-
-    def close(self, timeout: float = 10) -> None:
-        """Flush and close the producer, waiting at most ``timeout`` seconds for the broker."""
-        self.producer.close(timeout=timeout)
+        headers = [("kind", entry.kind.encode()), ("entry_id", entry.entry_id.encode())]
+        self.send_all([(KEY, entry.model_dump_json().encode(), headers)])

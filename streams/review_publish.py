@@ -9,10 +9,10 @@ producer, so a review the console answered 201 for is in the topic; the review's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from schemas.reviews import AnyReview
-from streams.kafka import client_config
+from streams.acked_publish import AckedPublisher
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class ReviewPublishError(RuntimeError):
     """A review could not be written to the reviews topic (the broker did not acknowledge it)."""
 
 
-class ReviewPublisher:
+class ReviewPublisher(AckedPublisher):
     """Publishes review events to the reviews topic, one acknowledged send at a time.
 
     Args:
@@ -39,18 +39,7 @@ class ReviewPublisher:
     """
 
     def __init__(self, kafka: KafkaSettings, topics: Topics, timeout: float = 10.0) -> None:
-        from kafka import KafkaProducer
-
-        self.topic = topics.reviews.name
-        self.timeout = timeout
-        self.producer: Any = KafkaProducer(
-            **client_config(kafka, "dealtrail-console", one_shot=True),
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=0,
-            retries=2**31 - 1,
-            max_in_flight_requests_per_connection=5,
-        )
+        super().__init__(kafka, topics.reviews.name, "dealtrail-console", ReviewPublishError, "the review", timeout)
 
     def send(self, review: Review) -> None:
         """Publish one review keyed by its finding ID and wait until the broker has it.
@@ -58,19 +47,5 @@ class ReviewPublisher:
         Raises:
             ReviewPublishError: no acknowledgement within ``timeout`` seconds, or the send failed.
         """
-        from kafka.errors import KafkaError
-
-        future = self.producer.send(
-            self.topic,
-            key=review.finding_id.encode(),
-            value=review.model_dump_json().encode(),
-            headers=[("type", review.type.encode()), ("review_id", review.review_id.encode())],
-        )
-        try:
-            future.get(timeout=self.timeout)
-        except KafkaError as exc:
-            raise ReviewPublishError(f"the review was not stored in {self.topic}: {type(exc).__name__}") from None
-
-    def close(self, timeout: float = 10) -> None:
-        """Flush and close the producer, waiting at most ``timeout`` seconds for the broker."""
-        self.producer.close(timeout=timeout)
+        headers = [("type", review.type.encode()), ("review_id", review.review_id.encode())]
+        self.send_all([(review.finding_id.encode(), review.model_dump_json().encode(), headers)])

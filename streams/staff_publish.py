@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from schemas.staff import StaffMemberRecorded
+from streams.acked_publish import AckedPublisher
 from streams.kafka import client_config
 from streams.topics import Topics
 
@@ -25,7 +26,7 @@ class StaffPublishError(RuntimeError):
     """A roster event could not be written to the staff topic (the broker did not acknowledge it)."""
 
 
-class StaffPublisher:
+class StaffPublisher(AckedPublisher):
     """Publishes roster events to the staff topic, waiting for the broker's acknowledgement.
 
     Args:
@@ -38,18 +39,7 @@ class StaffPublisher:
     """
 
     def __init__(self, kafka: KafkaSettings, topics: Topics, timeout: float = 10.0) -> None:
-        from kafka import KafkaProducer
-
-        self.topic = topics.staff.name
-        self.timeout = timeout
-        self.producer: Any = KafkaProducer(
-            **client_config(kafka, "dealtrail-staff", one_shot=True),
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=0,
-            retries=2**31 - 1,
-            max_in_flight_requests_per_connection=5,
-        )
+        super().__init__(kafka, topics.staff.name, "dealtrail-staff", StaffPublishError, "the roster change", timeout)
 
     def send(self, events: Iterable[StaffMemberRecorded]) -> int:
         """Publish roster events keyed by staff ID, in order, and wait until the broker has them all.
@@ -60,27 +50,14 @@ class StaffPublisher:
         Raises:
             StaffPublishError: an event was not acknowledged within ``timeout`` seconds.
         """
-        from kafka.errors import KafkaError
-
-        futures = [
-            self.producer.send(
-                self.topic,
-                key=e.staff_id.encode(),
-                value=e.model_dump_json().encode(),
-                headers=[("type", e.type.encode()), ("change_id", e.change_id.encode())],
+        return self.send_all(
+            (
+                e.staff_id.encode(),
+                e.model_dump_json().encode(),
+                [("type", e.type.encode()), ("change_id", e.change_id.encode())],
             )
             for e in events
-        ]
-        try:
-            for f in futures:
-                f.get(timeout=self.timeout)
-        except KafkaError as exc:
-            raise StaffPublishError(f"the roster change was not stored in {self.topic}: {type(exc).__name__}") from None
-        return len(futures)
-
-    def close(self, timeout: float = 10) -> None:
-        """Flush and close the producer, waiting at most ``timeout`` seconds for the broker."""
-        self.producer.close(timeout=timeout)
+        )
 
 
 def read_roster(kafka: KafkaSettings, topics: Topics, timeout: float = 10.0) -> dict[str, dict[str, Any]]:
