@@ -155,7 +155,7 @@ def test_console_in_chromium_login_filter_review_and_live_floor(console: tuple[s
             page.select_option("select[name=table]", table)
             page.click("form.filters button[type=submit]")
             page.wait_for_url(re.compile(rf".*table={table}.*"))
-            cells = page.locator("table.findings tbody tr td:nth-child(2)").all_inner_texts()
+            cells = page.locator("table.findings tbody tr td:nth-child(3)").all_inner_texts()  # after the bulk tick box
             assert cells and set(cells) == {table}
             page.screenshot(path=str(shots / "02-findings.png"), full_page=True)
 
@@ -170,6 +170,7 @@ def test_console_in_chromium_login_filter_review_and_live_floor(console: tuple[s
             page.select_option("select[name=action]", "dispose")
             page.select_option("select[name=cause]", "DEALER_ERROR")
             page.fill("input[name=corrective_action]", "Dealer coached on the stub count.")
+            page.fill("textarea[name=note]", "Stub recounted with the floor.")  # a voiding or integrity one needs it
             page.click("form.review button[type=submit]")
             page.wait_for_url(re.compile(r".*done=dispose.*"))
             history = page.locator("ol.timeline").inner_text()
