@@ -419,6 +419,12 @@ def create_app(settings: Settings) -> faust.App:
     window_limits = settings.reorder.limits
     windows: dict[bytes, TableWindow[tuple[Taken, ev.DealingEvent]]] = {}
     last_taken: dict[bytes, float] = {}  # table -> when (monotonic) its last message was taken
+    # partition -> when (monotonic) its last message was taken, and table -> its partition: a
+    # window counts as idle only while its partition is quiet too, since the seq it waits for
+    # may be queued behind other tables' messages of that partition (a worker catching up after
+    # a restart, a loaded worker) rather than lost
+    partition_taken: dict[int, float] = {}
+    table_partition: dict[bytes, int] = {}
 
     def window_of(key: bytes, state: TableState | None, holding: tuple[tuple[int, int, bytes], ...]) -> None:
         window: TableWindow[tuple[Taken, ev.DealingEvent]] = TableWindow(
@@ -434,6 +440,7 @@ def create_app(settings: Settings) -> faust.App:
         windows[key] = window
         if holding:
             last_taken[key] = time.monotonic()
+            table_partition[key] = holding[0][0]
 
     async def load(key: bytes) -> Applied | None:
         entry, loaded = cache.get(key, states.get(key))
@@ -502,7 +509,8 @@ def create_app(settings: Settings) -> faust.App:
         window = windows.get(key)
         if window is None:
             window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, window_limits)
-        last_taken[key] = time.monotonic()
+        last_taken[key] = partition_taken[msg.partition] = time.monotonic()
+        table_partition[key] = msg.partition
         try:  # judged on arrival (rulebook 10.3.4): a seq far ahead must not wait in the window
             check_plausible(window.last, dealing, limits)
         except EventRejected as exc:
@@ -519,12 +527,14 @@ def create_app(settings: Settings) -> faust.App:
         return Applied(msg.partition, msg.offset, current.state, current.unfit)
 
     async def release_idle(now: float, everything: bool = False) -> None:
-        """Apply what the windows of tables idle for ``reorder.idle`` seconds hold (the stream's
+        """Apply what the windows of tables idle for ``reorder.idle`` seconds hold, a table being
+        idle while neither it nor its partition has had a message for that long (the stream's
         end of input: the audit and the re-audit empty their windows at the end of theirs);
         with ``everything``, what every window holds (a clean stop, a rebalance). Called with
         ``lock`` held."""
         for key in [k for k, w in windows.items() if len(w)]:
-            if not everything and now - last_taken.get(key, now) < settings.reorder.idle:
+            quiet_since = max(last_taken.get(key, now), partition_taken.get(table_partition.get(key, -1), 0.0))
+            if not everything and now - quiet_since < settings.reorder.idle:
                 continue
             current = await load_live(key)  # (re)builds the window from the stored entry if need be
             window = windows.get(key)
@@ -638,6 +648,8 @@ def create_app(settings: Settings) -> faust.App:
         # some partitions, or got back one whose tables another worker moved on)
         windows.clear()
         last_taken.clear()
+        partition_taken.clear()
+        table_partition.clear()
 
     # Partition assignments so far, and per table the assignment its last skip check was made
     # in: a consumer passes over messages only around a rebalance, so the first message of a
