@@ -15,6 +15,7 @@ from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
     from projections.reviews import ReviewDue
+    from projections.store import Store
 
 
 app = typer.Typer(
@@ -110,6 +111,24 @@ def load() -> Settings:
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
     return typer.Exit(code)
+
+
+def open_writer(db: Path, settings: Settings) -> Store:
+    """The store ``db`` opened as its one writer (``archive``, ``reaudit``).
+
+    Raises:
+        typer.Exit: no store at ``db`` (code 2), or another process holds it (code 1).
+    """
+    from projections.store import Store
+
+    if not db.exists():
+        raise _fail(f"no dealtrail database at {db}")
+    try:
+        return Store(db, settings.duckdb_memory_limit)
+    except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        raise _fail(
+            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
+        ) from None
 
 
 def _busy(db: Path | None, exc: Exception) -> typer.Exit:

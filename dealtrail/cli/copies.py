@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dealtrail.cli.common import _DB, _fail, app, console, err, load
+from dealtrail.cli.common import _DB, _fail, app, console, err, load, open_writer
 
 if TYPE_CHECKING:
     import duckdb
@@ -112,7 +112,6 @@ def archive_cmd(
 
     from projections.archive import ArchiveError, archive, month_start
     from projections.archive import compact as compact_store
-    from projections.store import Store
 
     settings = load()
     db = db or settings.db
@@ -120,14 +119,7 @@ def archive_cmd(
         month_start(before)
     except ArchiveError as exc:
         raise _fail(str(exc)) from None
-    if not db.exists():
-        raise _fail(f"no dealtrail database at {db}")
-    try:
-        store = Store(db, settings.duckdb_memory_limit)
-    except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        raise _fail(
-            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
-        ) from None
+    store = open_writer(db, settings)
     try:
         result = archive(store.con, db, before, to, datetime.now(UTC))
     except ArchiveError as exc:

@@ -30,6 +30,7 @@ from dealtrail.cli.common import (
     console,
     err,
     load,
+    open_writer,
     report_grace,
     review_due,
 )
@@ -202,19 +203,11 @@ def reaudit(
 
     from dealtrail.reaudit import ReauditError
     from dealtrail.reaudit import reaudit as run
-    from projections.store import Store
 
     settings = load()
     db = db or settings.db
     start, end = _period(from_, to)
-    if not db.exists():
-        raise _fail(f"no dealtrail database at {db}")
-    try:
-        store = Store(db, settings.duckdb_memory_limit)
-    except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        raise _fail(
-            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
-        ) from None
+    store = open_writer(db, settings)
     with store:
         read_archive(store.con, archive, settings, snapshots=False)  # it writes snapshots into the store
         try:
