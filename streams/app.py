@@ -117,6 +117,34 @@ class Applied(NamedTuple):
         return self.same_partition(partition) and offset <= self.offset
 
 
+class DeliveredRuns:
+    """Per partition, the run of consecutive offsets a consumer delivered last.
+
+    A consumer can pass over messages around a rebalance (Faust can drop the messages it
+    prefetched and go on fetching past them, and a batch taken before the rebalance may still be
+    applied after it), and not necessarily at the first message of a table after the
+    assignment. Inside a run every offset was delivered, so a seq jump of a table whose last
+    taken offset lies inside the run is the trail's own (the engine reports the gap); one whose
+    last taken offset lies before the run may have lost messages in between, and the worker
+    reads that range again before it judges the jump.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[int, tuple[int, int]] = {}
+
+    def note(self, partition: int, offset: int) -> int:
+        """Note that ``offset`` of ``partition`` was delivered; returns the first offset of the
+        run of consecutive offsets it belongs to (a new run starts at any jump, back or forward)."""
+        run = self._runs.get(partition)
+        start = run[0] if run is not None and offset == run[1] + 1 else offset
+        self._runs[partition] = (start, offset)
+        return start
+
+    def clear(self) -> None:
+        """Forget every run (a rebalance: the consumer may resume anywhere)."""
+        self._runs.clear()
+
+
 class Taken(NamedTuple):
     """A message taken into a table's reorder window (the fields of a Kafka record the worker
     reads when it applies it)."""
@@ -639,23 +667,21 @@ def create_app(settings: Settings) -> faust.App:
 
     app.before_drain = drain  # type: ignore[attr-defined]  # WorkerApp's hook (see _app_class)
 
+    # messages a consumer passed over (see DeliveredRuns): a seq jump of a table whose last
+    # taken offset lies before its partition's current run is checked by reading the gap again
+    runs = DeliveredRuns()
+
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def drained(sender: Any, *args: Any, **kwargs: Any) -> None:
         """The rebalance is over: states are written every ``interval`` again."""
         draining[0] = False
-        assigned[0] += 1
         # the tables' windows are rebuilt from their stored entries (this worker may have lost
         # some partitions, or got back one whose tables another worker moved on)
         windows.clear()
         last_taken.clear()
         partition_taken.clear()
         table_partition.clear()
-
-    # Partition assignments so far, and per table the assignment its last skip check was made
-    # in: a consumer passes over messages only around a rebalance, so the first message of a
-    # table after each assignment is checked for a skip (a seq past everything the table took).
-    assigned = [0]
-    checked: dict[bytes, int] = {}
+        runs.clear()
 
     @app.agent(source)
     async def audit(stream: Any) -> None:
@@ -665,6 +691,7 @@ def create_app(settings: Settings) -> faust.App:
                     event.message.incref()  # acknowledged by write_states, not by take_events
                     held.append(event)
                     msg = event.message
+                    start = runs.note(msg.partition, msg.offset)
                     raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
                     dealing = await decoded(msg, raw)
                     if dealing is None or await mismatched(msg, dealing, raw):
@@ -673,14 +700,13 @@ def create_app(settings: Settings) -> faust.App:
                     current = await load_live(key)
                     if current is not None and current.holds(msg.partition, msg.offset):
                         continue  # a redelivery of a message this state already holds
-                    if checked.get(key) != assigned[0] and current is not None:
-                        checked[key] = assigned[0]
+                    if current is not None and current.same_partition(msg.partition) and current.offset + 1 < start:
                         window = windows.get(key)
                         top = max([current.state.last_seq, *(h[0] for h in (window.held() if window else ()))])
-                        skipped = current.same_partition(msg.partition) and dealing.seq > top + 1
+                        skipped = dealing.seq > top + 1
                     else:
                         skipped = False
-                    if skipped and current is not None and msg.offset > current.offset + 1:
+                    if skipped and current is not None:
                         # A seq jump: either the trail has a gap (the engine reports it) or the
                         # consumer passed over messages of this table (a Faust rebalance can skip
                         # prefetched messages and still commit past them); read them again first.
