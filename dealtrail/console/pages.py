@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 import duckdb
 from fastapi import APIRouter, Form, HTTPException, Query, Request
@@ -207,28 +208,40 @@ def router(console: Console) -> APIRouter:
         return RedirectResponse(f"/findings/{finding_id}?done={action}#reviews", status_code=303)
 
     @routes.get("/dealers/{dealer_id:path}", include_in_schema=False)  # an ID may hold a "/"
-    def dealer_page(request: Request, dealer_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
-        r = _rates(con, dealer_id, None)
-        if r["rounds"] == 0:
+    def dealer_page(
+        request: Request, dealer_id: str, user: PageUser, con: Cursor, period: Period = "7d"
+    ) -> HTMLResponse:
+        last = _last_activity(con, dealer_id, None)
+        if last is None:
             raise HTTPException(404, f"no round dealt by {dealer_id}")
+        start, end = period_bounds(period, last)
+        r = _rates(con, dealer_id, None, start, end)
         tables = con.execute(
-            "SELECT table_id, count(*) FROM rounds WHERE dealer_id = ? GROUP BY 1 ORDER BY 2 DESC", [dealer_id]
+            """SELECT table_id, count(*) FROM rounds WHERE dealer_id = ?
+               AND (?::TIMESTAMPTZ IS NULL OR completed_at >= ?) AND completed_at < ? GROUP BY 1 ORDER BY 2 DESC""",
+            [dealer_id, start, start, end],
         ).fetchall()
         member = staff.current(con).get(dealer_id)
         return render(request, "rates.html.j2", user, kind="Dealer", key=dealer_id, r=r, related=tables,
-                      staff_member=member, supervisor_id=None)  # fmt: skip
+                      staff_member=member, supervisor_id=None, period=period, periods=PERIODS, start=start,
+                      end=end, within=_within(start, end))  # fmt: skip
 
     @routes.get("/tables/{table_id:path}", include_in_schema=False)
-    def table_page(request: Request, table_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
-        r = _rates(con, None, table_id)
-        dealers = con.execute(
-            "SELECT dealer_id, count(*) FROM rounds WHERE table_id = ? GROUP BY 1 ORDER BY 2 DESC", [table_id]
-        ).fetchall()
-        if r["rounds"] == 0 and not r["findings"]:
+    def table_page(request: Request, table_id: str, user: PageUser, con: Cursor, period: Period = "7d") -> HTMLResponse:
+        last = _last_activity(con, None, table_id)
+        if last is None:
             raise HTTPException(404, f"no table {table_id}")
+        start, end = period_bounds(period, last)
+        r = _rates(con, None, table_id, start, end)
+        dealers = con.execute(
+            """SELECT dealer_id, count(*) FROM rounds WHERE table_id = ?
+               AND (?::TIMESTAMPTZ IS NULL OR completed_at >= ?) AND completed_at < ? GROUP BY 1 ORDER BY 2 DESC""",
+            [table_id, start, start, end],
+        ).fetchall()
         supervisor = staff.supervisors_by_table(con).get(table_id)
         return render(request, "rates.html.j2", user, kind="Table", key=table_id, r=r, related=dealers,
-                      staff_member=None, supervisor_id=supervisor)  # fmt: skip
+                      staff_member=None, supervisor_id=supervisor, period=period, periods=PERIODS, start=start,
+                      end=end, within=_within(start, end))  # fmt: skip
 
     return routes
 
@@ -258,52 +271,116 @@ def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     }
 
 
-def _rates(con: duckdb.DuckDBPyConnection, dealer: str | None, table: str | None) -> dict[str, Any]:
-    """A dealer's or a table's rounds, incidents and rates per 1,000 rounds, by rule and by hour:
-    the incidents of the report and the floor (a consequence is counted under its cause)."""
-    scope = FindingFilter(table_id=table, dealer=dealer, incident=False)
+Period = Literal["1d", "7d", "30d", "90d", "all"]
+"""The periods a dealer's or a table's page shows: the last day, 7, 30 or 90 days of its activity, or all of it."""
+PERIODS: dict[str, str] = {"1d": "last day", "7d": "last 7 days", "30d": "last 30 days", "90d": "last 90 days",
+                           "all": "all"}  # fmt: skip
+"""Each period's label, in the order the page offers them."""
+
+
+def _last_activity(con: duckdb.DuckDBPyConnection, dealer: str | None, table: str | None) -> datetime | None:
+    """When the dealer's or table's latest round was completed or its latest finding detected
+    (None: it has neither; a dealer counts only by rounds)."""
+    row = con.execute(
+        """SELECT greatest(
+               (SELECT max(completed_at) FROM rounds WHERE ($dealer IS NULL OR dealer_id = $dealer)
+                  AND ($table_id IS NULL OR table_id = $table_id)),
+               (SELECT max(observed_at) FROM fct_detections WHERE $dealer IS NULL AND table_id = $table_id))""",
+        {"dealer": dealer, "table_id": table},
+    ).fetchone()
+    return row[0] if row else None
+
+
+def period_bounds(period: str, last: datetime) -> tuple[datetime | None, datetime]:
+    """``[start, end)`` of ``period`` (a key of :data:`PERIODS`) ending with the activity at
+    ``last``: ``end`` is the hour after it, ``start`` that many days before (None for ``all``).
+
+    A page about a dealer who left a year ago shows his last days, not an empty week; its cost
+    follows the period shown, not the history stored (issue 23, item 2)."""
+    end = last.astimezone(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    days = {"1d": 1, "7d": 7, "30d": 30, "90d": 90}.get(period)
+    return (None if days is None else end - timedelta(days=days)), end
+
+
+def _within(start: datetime | None, end: datetime) -> str:
+    """The findings list's query-string part for a period (``&from=...&to=...``, UTC ISO 8601)."""
+    bounds = {"from": start.astimezone(UTC).isoformat()} if start else {}
+    return "&" + urlencode({**bounds, "to": end.astimezone(UTC).isoformat()})
+
+
+def slot_of(start: datetime | None, end: datetime, first: datetime | None) -> str:
+    """The chart's slot for a period: an hour up to 2 days shown, a day up to 92, else a week
+    (``first``: the earliest activity in the period, which bounds what is shown)."""
+    begin = max(start, first) if start and first else start or first or end
+    span = end - begin
+    return "hour" if span <= timedelta(days=2) else "day" if span <= timedelta(days=92) else "week"
+
+
+def _rates(
+    con: duckdb.DuckDBPyConnection,
+    dealer: str | None,
+    table: str | None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> dict[str, Any]:
+    """A dealer's or a table's rounds, incidents and rates per 1,000 rounds in ``[start, end)``
+    (None: open), by rule and by time slot (:func:`slot_of`): the incidents of the report and the
+    floor (a consequence is counted under its cause)."""
+    scope = FindingFilter(table_id=table, dealer=dealer, incident=False, start=start, end=end)
     consequences, _ = incidents.records(con, scope, ReviewDue(0, 0, 0), datetime.now(UTC))
-    params = {"dealer": dealer, "table_id": table, "consequences": [c["finding_id"] for c in consequences]}
+    row = con.execute(  # the period's first round: a period longer than the activity in it is charted by its activity
+        """SELECT min(completed_at) FROM rounds WHERE ($dealer IS NULL OR dealer_id = $dealer)
+           AND ($table_id IS NULL OR table_id = $table_id) AND ($start IS NULL OR completed_at >= $start)""",
+        {"dealer": dealer, "table_id": table, "start": start},
+    ).fetchone()
+    first = row[0] if row else None
+    slot = slot_of(start, end or datetime.now(UTC), first)
+    params = {"dealer": dealer, "table_id": table, "consequences": [c["finding_id"] for c in consequences],
+              "start": start, "end": end, "slot": slot}  # fmt: skip
     cur = con.execute(sql("con_rates.sql"), params)
     cols = [d[0] for d in cur.description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     by_rule = [r for r in rows if r["kind"] == "rule"]
-    hours = [r for r in rows if r["kind"] == "hour"]
-    total_rounds = int(by_rule[0]["rounds"]) if by_rule else sum(int(h["rounds"]) for h in hours)
+    slots = [r for r in rows if r["kind"] == "slot"]
+    total_rounds = int(by_rule[0]["rounds"]) if by_rule else sum(int(h["rounds"]) for h in slots)
     for r in by_rule:
         r["rate"] = _rate(r["findings"], total_rounds)
         spec = RULES_BY_ID.get(r["key"])
         r["summary"] = spec.summary if spec else ""
     by_rule.sort(key=lambda r: (-r["findings"], r["key"]))
-    hours = fill_hours(hours)
-    for h in hours:
+    slots = fill_slots(slots, slot)
+    for h in slots:
         h["rate"] = _rate(h["findings"], h["rounds"])
     findings_total = sum(int(r["findings"]) for r in by_rule)
+    cut = slice(11, 16) if slot == "hour" else slice(5, 10)  # the bar's label: HH:MM or MM-DD
     return {
         "rounds": total_rounds,
         "findings": findings_total,
         "rate": _rate(findings_total, total_rounds),
         "by_rule": by_rule,
-        "hours": hours,
-        "chart": _bars([(h["key"][11:16], h["rate"] or 0.0, h["findings"], h["rounds"]) for h in hours]),
+        "hours": slots,
+        "slot": slot,
+        "chart": _bars([(h["key"][cut], h["rate"] or 0.0, h["findings"], h["rounds"]) for h in slots]),
     }
 
 
-def fill_hours(hours: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The hourly rows of ``con_rates.sql`` (key ``YYYY-MM-DD HH:00`` in UTC) with every hour
-    between the first and the last present: an hour with no round and no incident is a row of
-    zeros, so a chart over time shows it as zero instead of skipping it."""
-    if not hours:
+def fill_slots(rows: list[dict[str, Any]], slot: str = "hour") -> list[dict[str, Any]]:
+    """The slot rows of ``con_rates.sql`` (key ``YYYY-MM-DD HH:00``, the slot's start in UTC)
+    with every slot between the first and the last present: a slot with no round and no
+    incident is a row of zeros, so a chart over time shows it as zero instead of skipping it.
+    ``slot``: ``hour``, ``day`` or ``week``."""
+    if not rows:
         return []
-    by_key = {h["key"]: h for h in hours}
+    by_key = {h["key"]: h for h in rows}
     fmt = "%Y-%m-%d %H:00"
     t = datetime.strptime(min(by_key), fmt)
     last = datetime.strptime(max(by_key), fmt)
+    step = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}[slot]
     out = []
     while t <= last:
         key = t.strftime(fmt)
-        out.append(by_key.get(key) or {"kind": "hour", "key": key, "severity": None, "findings": 0, "rounds": 0})
-        t += timedelta(hours=1)
+        out.append(by_key.get(key) or {"kind": "slot", "key": key, "severity": None, "findings": 0, "rounds": 0})
+        t += step
     return out
 
 

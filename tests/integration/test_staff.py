@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.console.pages import fill_hours
+from dealtrail.console.pages import fill_slots, period_bounds, slot_of
 from dealtrail.staff import RosterFileError, plan_import
 from projections import staff
 from projections.report import time_slots, write_report
@@ -347,13 +347,27 @@ def test_the_projector_reads_a_staff_record_keyed_by_its_id_and_refuses_another_
 
 def test_hourly_rates_show_an_hour_without_rounds_as_zero() -> None:
     hours = [
-        {"kind": "hour", "key": "2026-11-27 18:00", "severity": None, "findings": 2, "rounds": 40},
-        {"kind": "hour", "key": "2026-11-27 21:00", "severity": None, "findings": 1, "rounds": 30},
+        {"kind": "slot", "key": "2026-11-27 18:00", "severity": None, "findings": 2, "rounds": 40},
+        {"kind": "slot", "key": "2026-11-27 21:00", "severity": None, "findings": 1, "rounds": 30},
     ]
-    filled = fill_hours(hours)
+    filled = fill_slots(hours)
     assert [h["key"][11:] for h in filled] == ["18:00", "19:00", "20:00", "21:00"]
     assert [(h["findings"], h["rounds"]) for h in filled] == [(2, 40), (0, 0), (0, 0), (1, 30)]
-    assert fill_hours([]) == []
+    assert fill_slots([]) == []
+    days = [{**hours[0], "key": "2026-11-27 00:00"}, {**hours[1], "key": "2026-11-30 00:00"}]
+    assert [h["key"][:10] for h in fill_slots(days, "day")] == ["2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30"]
+
+
+def test_a_dealer_or_table_page_shows_a_period_ending_with_its_last_activity_in_slots_that_fit_it() -> None:
+    last = datetime(2026, 3, 14, 21, 40, tzinfo=UTC)  # a dealer who left months ago: his last days
+    start, end = period_bounds("7d", last)
+    assert end == datetime(2026, 3, 14, 22, 0, tzinfo=UTC) and start == end - timedelta(days=7)
+    assert period_bounds("all", last) == (None, end)
+    assert slot_of(*period_bounds("1d", last), None) == "hour"
+    assert slot_of(start, end, None) == "day"
+    assert slot_of(start, end, end - timedelta(hours=20)) == "hour"  # 7 days asked, one day dealt
+    assert slot_of(None, end, end - timedelta(hours=8)) == "hour"  # all of one shift
+    assert slot_of(None, end, end - timedelta(days=365)) == "week"
 
 
 def test_the_reports_chart_over_time_has_a_zero_slot_for_an_hour_without_findings() -> None:
