@@ -109,17 +109,31 @@ def records(
     """
     params = _params(filters, due, as_of, reviews_until)
     base = model_sql(con)
-    total_rows = con.execute(f"SELECT count(*) FROM ({base})", params).fetchall()
-    total = int(total_rows[0][0]) if total_rows else 0
     order = SORTS.get(sort, SORTS["detected"])
     direction = "DESC" if descending else "ASC"
-    page = f"SELECT * FROM ({base}) ORDER BY {order} {direction} NULLS LAST, detected_at DESC, finding_id"
+    # the model runs once: the page's rows carry the count of every row that passed the filters
+    page = (
+        f"SELECT *, count(*) OVER () AS _records FROM ({base}) "
+        f"ORDER BY {order} {direction} NULLS LAST, detected_at DESC, finding_id"
+    )
     if limit is not None:
         page += " LIMIT $limit OFFSET $offset"
         params |= {"limit": int(limit), "offset": int(offset)}
     cur = con.execute(page, params)
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()], total
+    rows = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    if rows:
+        total = int(rows[0]["_records"])
+    elif offset:  # past the last page: the count comes from the model alone
+        total_rows = con.execute(
+            f"SELECT count(*) FROM ({base})", _params(filters, due, as_of, reviews_until)
+        ).fetchall()
+        total = int(total_rows[0][0]) if total_rows else 0
+    else:
+        total = 0
+    for row in rows:
+        del row["_records"]
+    return rows, total
 
 
 @dataclass(frozen=True)

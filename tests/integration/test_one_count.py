@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -256,3 +257,24 @@ def test_the_read_model_counts_reviews_made_up_to_its_as_of_and_judges_lateness_
         rows, _ = incidents.records(con, FindingFilter(), DUE, AS_OF)
         view = dict(con.execute("SELECT finding_id, review_status FROM dim_review_status").fetchall())
         assert {r["finding_id"]: r["review_status"] for r in rows} == view
+
+
+def test_a_page_of_the_read_model_counts_every_record_that_passed_the_filters(audited_shift: Path) -> None:
+    from projections import incidents
+    from projections.reviews import FindingFilter
+
+    con = duckdb.connect(str(audited_shift), read_only=True)
+    try:
+        every, total = incidents.records(con, FindingFilter(), DUE, AS_OF)
+        assert total == len(every) > 3
+        page, counted = incidents.records(con, FindingFilter(), DUE, AS_OF, limit=2, offset=1)
+        assert counted == total and [r["finding_id"] for r in page] == [r["finding_id"] for r in every[1:3]]
+        assert set(page[0]) == set(every[0]), "the page's rows have the model's columns, no more"
+        past, still = incidents.records(con, FindingFilter(), DUE, AS_OF, limit=5, offset=total + 10)
+        assert (past, still) == ([], total), "a page past the last one still says how many there are"
+        table = every[0]["table_id"]
+        _, of_table = incidents.records(con, FindingFilter(table_id=table), DUE, AS_OF, limit=1)
+        assert of_table == sum(1 for r in every if r["table_id"] == table)
+        assert incidents.records(con, FindingFilter(table_id="no-such-table"), DUE, AS_OF, limit=1) == ([], 0)
+    finally:
+        con.close()
