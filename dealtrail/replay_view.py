@@ -101,16 +101,44 @@ class ReplayView:
         }
 
 
-def replay_window(con: duckdb.DuckDBPyConnection, table_id: str, window: Window) -> ReplayResult:
+PAGE_REPLAY_EVENTS = 50_000
+"""The most events a console page replays to draw a round (from the nearest snapshot to the
+round's last event; about 45 µs each, so some 2 s): a store whose snapshots were written by
+another engine version or rulebook revision (before an upgrade) would otherwise replay a table's
+whole history for each finding page. ``dealtrail reaudit`` writes snapshots for the engine in force."""
+
+
+class ReplayTooLong(ReplayError):
+    """The window lies further from a usable snapshot than the caller's bound allows."""
+
+
+def replay_window(
+    con: duckdb.DuckDBPyConnection, table_id: str, window: Window, max_events: int | None = None
+) -> ReplayResult:
     """Replay ``window`` of ``table_id`` from the store: from the latest checked snapshot that
     ends before the window (as ``dealtrail replay`` does) up to the window's last event, through
     the pure engine.
 
+    Args:
+        con: a connection to the store (read-only is enough).
+        table_id: the table.
+        window: a round, or a span [start, end) of occurrence times.
+        max_events: the most events to replay (from the snapshot to the window's last event,
+            counted by seq); None: no bound.
+
     Raises:
+        ReplayTooLong: more than ``max_events`` events to replay (the message says how many and
+            what writes nearer snapshots).
         ReplayError: no stored event of the table, or none of the round.
     """
     begin = snapshot_start(con, table_id, window)
     last = _last_seq(con, table_id, window)
+    if max_events is not None and last is not None and last - begin.last_seq > max_events:
+        raise ReplayTooLong(
+            f"the window lies {last - begin.last_seq:,} events after the nearest snapshot of this engine "
+            f"version and rulebook revision (a page replays at most {max_events:,}); `dealtrail reaudit` "
+            "writes snapshots for the engine in force"
+        )
     return replay(table_id, _events_between(con, table_id, begin.last_seq, last), None, window, None, begin)
 
 
@@ -355,7 +383,9 @@ def _card(code: str, face_up: bool, mark: str = "", note: str = "") -> dict[str,
     return {**card_face(code), "face_up": face_up, "mark": mark, "note": note}
 
 
-def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> dict[str, Any] | None:
+def breach_picture(
+    con: duckdb.DuckDBPyConnection, finding: dict[str, Any], replayed: ReplayResult | None = None
+) -> dict[str, Any] | None:
     """What a finding is about, drawn: the cards, dice, stacks, counts or device faults its
     evidence events name, each marked, beside what the rule expected where the trail says it.
 
@@ -366,10 +396,14 @@ def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> d
         con: a connection to the store.
         finding: the finding's row (``finding_id``, ``rule_id``, ``table_id``, ``round_id``,
             ``evidence_event_ids``, ``trigger_event_id``; ``cause_finding_id`` for a consequence).
+        replayed: the finding's round already replayed (:func:`replay_window`), so a page that
+            also draws the round replays it once; None: replayed here (at most
+            :data:`PAGE_REPLAY_EVENTS` events).
 
     Returns:
         ``{"title", "panels": [...], "layout"}``, or None when the trail holds none of the
-        evidence (a panel: ``title``, ``cards``, ``facts`` as (label, value) pairs, ``kind``).
+        evidence or lies too far from a usable snapshot (a panel: ``title``, ``cards``, ``facts``
+        as (label, value) pairs, ``kind``).
     """
     evidence = [str(e) for e in finding.get("evidence_event_ids") or ()]
     rule = str(finding["rule_id"])
@@ -378,13 +412,15 @@ def breach_picture(con: duckdb.DuckDBPyConnection, finding: dict[str, Any]) -> d
     trigger_id = str(finding.get("trigger_event_id") or (evidence[-1] if evidence else ""))
     try:
         if window is not None:
-            result = replay_window(con, table_id, window)
+            result = replayed if replayed is not None else replay_window(con, table_id, window, PAGE_REPLAY_EVENTS)
         else:
             begin = snapshot_start(con, table_id, Window(), trigger_id)
             rows = con.execute(
                 "SELECT max(seq) FROM events WHERE table_id = ? AND event_id = ?", [table_id, trigger_id]
             ).fetchall()
             last = None if not rows or rows[0][0] is None else int(rows[0][0])
+            if last is not None and last - begin.last_seq > PAGE_REPLAY_EVENTS:
+                return None
             trail = _events_between(con, table_id, begin.last_seq, last)
             result = replay(table_id, trail, None, Window(), trigger_id, begin)
     except ReplayError:

@@ -132,6 +132,7 @@ def router(console: Console) -> APIRouter:
         """A finding's page; after a refused review, the form's values and each field's error."""
         f = console.finding(con, finding_id)
         spec = RULES_BY_ID.get(f["rule_id"])
+        replayed, replay_note = _round_replay(con, f["table_id"], f["round_id"])  # once, for the layout and the picture
         return render(
             request,
             "finding.html.j2",
@@ -142,8 +143,9 @@ def router(console: Console) -> APIRouter:
             evidence=_events(con, list(f["evidence_event_ids"])),
             remedy_events=_events(con, list(f["remedy_event_ids"] or [])),
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
-            layout=_round_layout(con, f["table_id"], f["round_id"]),
-            investigation=replay_pages.investigation(console, con, f),
+            layout=_round_layout(replayed),
+            replay_note=replay_note,
+            investigation=replay_pages.investigation(console, con, f, replayed),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
@@ -442,17 +444,30 @@ def _revisions(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def _round_layout(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None) -> dict[str, Any] | None:
-    """The round as it lay when it ended (or when the trail stops): cards per area."""
+def _round_replay(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None) -> tuple[Any, str | None]:
+    """The finding's round replayed from the nearest snapshot (``dealtrail.replay.ReplayResult``),
+    at most :data:`dealtrail.replay_view.PAGE_REPLAY_EVENTS` events; ``(None, why)`` when it
+    lies further from a usable snapshot than that, ``(None, None)`` without a round."""
     if round_id is None:
-        return None
-    from dealtrail.replay import ReplayError, Window, layout
-    from dealtrail.replay_view import replay_window
+        return None, None
+    from dealtrail.replay import ReplayError, Window
+    from dealtrail.replay_view import PAGE_REPLAY_EVENTS, ReplayTooLong, replay_window
 
     try:
-        result = replay_window(con, table_id, Window(round_id=round_id))  # from the nearest snapshot before it
+        return replay_window(con, table_id, Window(round_id=round_id), PAGE_REPLAY_EVENTS), None
+    except ReplayTooLong as exc:
+        return None, f"The round is not drawn: {exc}."
     except ReplayError:
+        return None, None
+
+
+def _round_layout(result: Any) -> dict[str, Any] | None:
+    """The round as it lay when it ended (or when the trail stops): cards per area (None: no
+    replay, or no card laid)."""
+    if result is None:
         return None
+    from dealtrail.replay import layout
+
     rows: list[dict[str, Any]] = []
     dealer = None
     for step in result.steps:

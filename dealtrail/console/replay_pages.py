@@ -141,16 +141,18 @@ def router(console: Console) -> APIRouter:
     return routes
 
 
-def investigation(console: Console, con: Any, f: dict[str, Any]) -> dict[str, Any]:
+def investigation(console: Console, con: Any, f: dict[str, Any], replayed: Any = None) -> dict[str, Any]:
     """What the finding page's investigation partials need: the picture of the breach and the
     case the finding belongs to (its cause, its consequences), and the replay window of a finding
-    between rounds (two minutes either side of its detection, UTC ISO 8601)."""
+    between rounds (two minutes either side of its detection, UTC ISO 8601). ``replayed``: the
+    finding's round as the page replayed it (``dealtrail.replay.ReplayResult``; None: replayed
+    for the picture)."""
     now = console.config.clock()
     rows, _ = reviews.find(con, FindingFilter(table_id=f["table_id"]), console.config.review_due, now)
     cause, consequences = case_members(rows, f["finding_id"])
     at = f["detected_at"].astimezone(UTC)
     return {
         "window": ((at - timedelta(minutes=2)).isoformat(), (at + timedelta(minutes=2)).isoformat()),
-        "picture": breach_picture(con, f),
+        "picture": breach_picture(con, f, replayed),
         "case": {"cause": cause, "consequences": consequences} if consequences else None,
     }

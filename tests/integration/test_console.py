@@ -567,3 +567,30 @@ def test_a_json_body_with_a_key_twice_or_nested_too_deep_is_refused_with_a_reaso
         assert isinstance(detail, list) and detail[0]["msg"].startswith("malformed_json") and named in detail[0]["msg"]
     with store.con.cursor() as cur:
         assert cur.execute("SELECT count(*) FROM reviews").fetchone() == (0,)  # nothing recorded
+
+
+def test_a_finding_page_replays_its_round_once_and_within_a_bound_it_names(
+    client: TestClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dealtrail.replay_view as replay_view
+
+    login(client, "vic")
+    fid = store.con.execute(
+        "SELECT finding_id FROM dim_findings WHERE severity = 'voiding' AND round_id IS NOT NULL ORDER BY 1 LIMIT 1"
+    ).fetchall()[0][0]
+    calls: list[str] = []
+    real = replay_view.replay_window
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(str(args[2]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replay_view, "replay_window", counted)
+    html = client.get(f"/findings/{fid}").text
+    assert "The round as it lay" in html and "is not drawn" not in html
+    assert len(calls) == 1, "the layout and the picture share one replay of the round"
+    # snapshots of another engine (before an upgrade): the page says why, instead of replaying the history
+    monkeypatch.setattr(replay_view, "PAGE_REPLAY_EVENTS", 0)
+    html = client.get(f"/findings/{fid}").text
+    assert "The round as it lay" not in html
+    assert "The round is not drawn: the window lies" in html and "dealtrail reaudit" in html
