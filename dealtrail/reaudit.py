@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from projections import summaries
 from projections.generations import RuleDiff, generation_diff, generation_revisions
 from projections.store import FINDINGS_SCHEMA, Store, finding_row
 from schemas.codec import DecodeError, decode
@@ -418,6 +419,7 @@ def _write_generation(
                           AND ($hi::TIMESTAMPTZ IS NULL OR observed_at < $hi))""",
             {"g": generation, "p": previous, "lo": start, "hi": end},
         )
+        summaries.build_findings(con, generation)  # the console's summary of the new generation
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

@@ -29,6 +29,7 @@ from typing import Any
 
 import duckdb
 
+from projections import summaries
 from projections.reviews import FAR_FUTURE, FAR_PAST, SORTS, FindingFilter, ReviewDue, has_console_tables
 from schemas.reviews import ReviewStatus
 
@@ -49,12 +50,20 @@ def _sql(name: str) -> str:
     return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
 
 
-def model_sql(con: duckdb.DuckDBPyConnection) -> str:
-    """The model's query (``inc_findings.sql`` with ``rpt_findings.sql`` spliced in), for ``con``'s
-    store: one without review tables reads an empty review stream (every finding unreviewed)."""
+def model_sql(con: duckdb.DuckDBPyConnection, live: bool = False) -> str:
+    """The model's query (``inc_findings.sql`` with its finding half spliced in), for ``con``'s
+    store: the finding half is read from the summary ``sum_findings`` the writer keeps
+    (:mod:`projections.summaries`), or computed by ``rpt_findings.sql`` from every revision and
+    round in a store without it (one last written by an older version, opened read-only) or with
+    ``live``; one without review tables reads an empty review stream (every finding unreviewed)."""
     reviews_source = "reviews" if has_console_tables(con) else _NO_REVIEWS
+    findings = (
+        summaries.FINDINGS_SOURCE
+        if not live and summaries.has_summary(con, "sum_findings")
+        else _sql("rpt_findings.sql")
+    )
     sql = _sql("inc_findings.sql")
-    return sql.replace("/*findings*/", _sql("rpt_findings.sql")).replace("/*reviews*/", reviews_source)
+    return sql.replace("/*findings*/", findings).replace("/*reviews*/", reviews_source)
 
 
 def _params(filters: FindingFilter, due: ReviewDue, as_of: datetime, reviews_until: datetime | None) -> dict[str, Any]:

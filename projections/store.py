@@ -586,6 +586,10 @@ class Store:
             if counts.events or counts.rounds:
                 added = [t for t in new_events if t.num_rows]
                 summaries.merge_floor(con, pa.concat_tables(added) if added else None, new_rounds)
+            if rows or rounds:
+                summaries.merge_findings(
+                    con, self.generation, "findings_batch" if rows else None, "rounds_batch" if rounds else None
+                )
             if offsets:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")

@@ -1,6 +1,7 @@
 """Summaries the console reads instead of the events (issue 23, item 2): the floor's per-table
-"last state" (``sum_floor``), kept up to date by the store's writer in the transaction that
-appends the events and rounds it is built from.
+"last state" (``sum_floor``) and the finding half of the incidents read model (``sum_findings``),
+kept up to date by the store's writer in the transaction that appends the events, findings and
+rounds they are built from.
 
 Idempotent under at-least-once delivery: for the tables a batch touched, the events of the
 batch's time span are aggregated again (stored copies included) and merged with the stored row
@@ -19,7 +20,7 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
-SUMMARIES = {"sum_floor": 2}
+SUMMARIES = {"sum_floor": 2, "sum_findings": 1}
 """Each summary table and the version of its definition (a new version is built again once)."""
 DERIVED_TABLES = frozenset({*SUMMARIES, "summary_builds"})
 """Tables whose rows are derived from the others (rebuilt at will): a store holding rows only in
@@ -82,7 +83,7 @@ def _merge(con: duckdb.DuckDBPyConnection) -> None:
 
 def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
     """Create the summary tables and build, once, each summary this store has not built at its
-    version (a store written before it: one pass over its events and rounds). Writer only.
+    version (a store written before it: one pass over its events, findings and rounds). Writer only.
 
     Returns:
         The names of the summaries built now (empty when all were up to date).
@@ -94,13 +95,18 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
         return []
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("DELETE FROM sum_floor")
-        # one pass over the whole store, through the same merge as every batch
-        con.execute(f"CREATE OR REPLACE TEMP VIEW floor_new_events AS SELECT {FLOOR_EVENT_COLUMNS} FROM events")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW floor_round_delta AS SELECT {ROUND_COLUMNS} FROM rounds")
-        _merge(con)
-        con.execute("DROP VIEW floor_new_events")
-        con.execute("DROP VIEW floor_round_delta")
+        if "sum_floor" in todo:
+            con.execute("DELETE FROM sum_floor")
+            # one pass over the whole store, through the same merge as every batch
+            con.execute(f"CREATE OR REPLACE TEMP VIEW floor_new_events AS SELECT {FLOOR_EVENT_COLUMNS} FROM events")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW floor_round_delta AS SELECT {ROUND_COLUMNS} FROM rounds")
+            _merge(con)
+            con.execute("DROP VIEW floor_new_events")
+            con.execute("DROP VIEW floor_round_delta")
+        if "sum_findings" in todo:
+            con.execute("DELETE FROM sum_findings")
+            for (generation,) in con.execute("SELECT DISTINCT generation FROM findings ORDER BY 1").fetchall():
+                build_findings(con, int(generation))
         for name in todo:
             con.execute(
                 "INSERT INTO summary_builds VALUES ($n, $v, $t)",
@@ -111,6 +117,88 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
         con.execute("ROLLBACK")
         raise
     return todo
+
+
+def build_findings(con: duckdb.DuckDBPyConnection, generation: int) -> None:
+    """(Re)build ``sum_findings`` for every finding of ``generation``, inside the caller's
+    transaction (a store's first open by this version, a new generation of ``dealtrail reaudit``)."""
+    every = con.sql(
+        "SELECT DISTINCT finding_id FROM findings WHERE generation = $g", params={"g": generation}
+    ).to_arrow_table()
+    con.register("sum_touched", every)
+    try:
+        _replace_findings(con, generation)
+    finally:
+        con.unregister("sum_touched")
+
+
+def merge_findings(
+    con: duckdb.DuckDBPyConnection, generation: int, findings_batch: str | None, rounds_batch: str | None
+) -> None:
+    """Bring ``sum_findings`` up to date with a batch, inside the caller's transaction.
+
+    The rows made again are those of the findings in the batch (a new finding, a new revision
+    of one: its remedy status), of the findings whose round the batch completes (their dealer:
+    a finding is raised while its round is dealt, the round is stored when it ends), and of the
+    consequences of the batch's tables still without a cause (a cause stored after them). Each
+    row is computed from the stored findings and rounds, so a batch delivered twice changes
+    nothing (at-least-once).
+
+    Args:
+        con: the writer's connection, in the transaction that stored the batch.
+        generation: the generation the writer stores findings in.
+        findings_batch: the name of a registered relation with the batch's findings
+            (``finding_id``, ``table_id``), stored or already there; None: none.
+        rounds_batch: the name of a registered relation with the batch's rounds
+            (``table_id``, ``round_id``); None: none.
+    """
+    parts = []
+    if findings_batch is not None:
+        parts.append(f"SELECT finding_id FROM {findings_batch}")
+        parts.append(
+            f"""SELECT finding_id FROM sum_findings WHERE generation = $g AND cause_finding_id IS NULL
+                AND rule_id IN ('DT-remedy-overdue', 'DT-chain-broken')
+                AND table_id IN (SELECT table_id FROM {findings_batch})"""
+        )
+    if rounds_batch is not None:
+        parts.append(
+            f"""SELECT s.finding_id FROM sum_findings s SEMI JOIN {rounds_batch} b
+                ON s.table_id = b.table_id AND s.round_id = b.round_id
+                WHERE s.generation = $g AND s.dealer_id IS NULL"""
+        )
+    if not parts:
+        return
+    touched = con.sql(" UNION ".join(parts), params={"g": generation}).to_arrow_table()
+    if touched is None or not touched.num_rows:
+        return
+    con.register("sum_touched", touched)
+    try:
+        _replace_findings(con, generation)
+    finally:
+        con.unregister("sum_touched")
+
+
+def _replace_findings(con: duckdb.DuckDBPyConnection, generation: int) -> None:
+    """Replace the ``sum_findings`` rows of ``generation`` for the findings in ``sum_touched``."""
+    rows = con.sql(_sql("sum_findings_rows.sql"), params={"g": generation}).to_arrow_table()
+    con.register("sum_findings_new", rows)
+    try:
+        # derived rows (rebuilt from the findings at will): the touched ones are replaced
+        con.execute(
+            "DELETE FROM sum_findings WHERE generation = $g AND finding_id IN (SELECT finding_id FROM sum_touched)",
+            {"g": generation},
+        )
+        con.execute("INSERT INTO sum_findings BY NAME SELECT * FROM sum_findings_new")
+    finally:
+        con.unregister("sum_findings_new")
+
+
+FINDINGS_SOURCE = """SELECT * EXCLUDE (generation) FROM sum_findings
+WHERE generation = coalesce(getvariable('dealtrail_generation'), (SELECT max(generation) FROM generations), 1)
+  AND detected_at >= $start AND detected_at < $end
+  AND ($table_id IS NULL OR table_id = $table_id)"""
+"""The finding half of the incidents read model read from ``sum_findings``: the rows and columns
+``rpt_findings.sql`` gives for the session's generation, the period and the table (unordered)."""
 
 
 def has_summary(con: duckdb.DuckDBPyConnection, name: str) -> bool:

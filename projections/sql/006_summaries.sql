@@ -18,6 +18,33 @@ CREATE TABLE IF NOT EXISTS sum_floor (
     last_round_at   TIMESTAMPTZ
 );
 
+-- Grain: (generation, finding_id). Upstream: findings, rounds. The finding half of the incidents
+-- read model (rpt_findings.sql's columns: where and when each finding was detected, its latest
+-- remedy status, the dealer of its round and, for a consequence, its cause), kept for every
+-- generation, so the console's lists, counts and pages read one row per finding instead of
+-- recomputing them from every revision and every round (sum_findings_rows.sql makes the rows).
+CREATE TABLE IF NOT EXISTS sum_findings (
+    generation            INTEGER NOT NULL,
+    finding_id            VARCHAR NOT NULL,
+    rule_id               VARCHAR NOT NULL,
+    citation              VARCHAR NOT NULL,
+    game                  VARCHAR NOT NULL,
+    severity              VARCHAR NOT NULL,
+    provisional           BOOLEAN NOT NULL,
+    table_id              VARCHAR NOT NULL,
+    round_id              VARCHAR,
+    status                VARCHAR NOT NULL,
+    message               VARCHAR NOT NULL,
+    required_remedy       VARCHAR,
+    evidence_event_ids    VARCHAR[] NOT NULL,
+    detected_at           TIMESTAMPTZ NOT NULL,
+    remedy_event_ids      VARCHAR[] NOT NULL,
+    remedy_delay_seconds  DOUBLE,
+    remedied_late         BOOLEAN NOT NULL,
+    dealer_id             VARCHAR,
+    cause_finding_id      VARCHAR
+);
+
 -- Grain: one row per build of a summary (name, version). A summary without a row here was never
 -- built from the whole store (a store written before it existed): the writer builds it once.
 CREATE TABLE IF NOT EXISTS summary_builds (

@@ -171,3 +171,88 @@ def test_a_report_the_console_serves_names_the_exports_without_linking_files_it_
     assert _listed(html) == 1
     assert 'href="findings.csv"' not in html and "that <code>dealtrail report</code> writes" in html
     assert 'href="/findings?severity=voiding"' in html
+
+
+# -- the finding half of the incidents read model (sum_findings) -------------------------------------
+
+
+def _model(con: duckdb.DuckDBPyConnection, live: bool) -> list[tuple[Any, ...]]:
+    """Every row of the incidents read model, from the summary or computed live from the findings."""
+    from datetime import UTC, datetime
+
+    from projections import incidents
+    from projections.reviews import FindingFilter, ReviewDue
+
+    params = incidents._params(FindingFilter(), ReviewDue(24, 24, 72), datetime(2026, 11, 30, tzinfo=UTC), None)
+    rows = con.execute(f"SELECT * FROM ({incidents.model_sql(con, live)}) ORDER BY finding_id", params).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def test_findings_summary_equals_the_live_model_whatever_order_the_batches_come_in(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    from schemas.findings import Finding
+
+    con = connect_read_only(audited_shift)
+    try:
+        stored = con.sql("SELECT * EXCLUDE (generation) FROM findings ORDER BY observed_at, revision").to_arrow_table()
+        findings = [Finding.model_validate(r) for r in stored.to_pylist()]
+        rounds = (
+            con.sql(f"SELECT {', '.join(ROUNDS_SCHEMA.names)} FROM rounds ORDER BY completed_at")
+            .to_arrow_table()
+            .to_pylist()
+        )
+        expected = _model(con, live=True)
+    finally:
+        con.close()
+    consequences = [f for f in findings if f.rule_id in ("DT-remedy-overdue", "DT-chain-broken")]
+    assert consequences and any(r[-1] for r in expected), "the shift has a consequence with its cause"
+    rest = [f for f in findings if f not in consequences]
+    parts = 4
+    chunks = [rest[i::parts] for i in range(parts)]  # every part holds revisions of many findings, late ones too
+    round_chunks = [rounds[i::parts] for i in range(parts)]
+    with Store(tmp_path / "s.duckdb") as store:
+        store.write_batch([], findings=consequences)  # consequences before their causes
+        assert _model(store.con, live=False) == _model(store.con, live=True)
+        for i in range(parts):
+            # each batch's rounds come one batch after the findings raised in them
+            store.write_batch([], findings=chunks[i], rounds=round_chunks[i - 1] if i else [])
+            assert _model(store.con, live=False) == _model(store.con, live=True)
+        store.write_batch([], rounds=round_chunks[-1])
+        store.write_batch([], findings=chunks[1], rounds=round_chunks[1])  # redelivered: nothing changes
+        assert store.con.execute("SELECT count(*) FROM sum_findings").fetchone() == (
+            len({f.finding_id for f in findings}),
+        )
+        assert _model(store.con, live=False) == _model(store.con, live=True) == expected
+
+
+def test_findings_summary_is_rebuilt_once_for_an_older_store_and_kept_per_generation(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "old.duckdb"
+    shutil.copy(audited_shift, db)
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE sum_findings")
+    con.execute("DELETE FROM summary_builds WHERE name = 'sum_findings'")
+    con.close()
+    reader = connect_read_only(db)
+    try:  # a reader of the old store computes the model live
+        assert not summaries.has_summary(reader, "sum_findings")
+        expected = _model(reader, live=True)
+    finally:
+        reader.close()
+    with Store(db) as store:
+        assert summaries.has_summary(store.con, "sum_findings")
+        assert _model(store.con, live=False) == expected
+    from typer.testing import CliRunner
+
+    from dealtrail.cli import app as cli
+
+    result = CliRunner().invoke(cli, ["reaudit", "--db", str(db), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    with Store(db) as store:
+        generations = store.con.execute("SELECT DISTINCT generation FROM sum_findings ORDER BY 1").fetchall()
+        assert generations == [(1,), (2,)]
+        assert _model(store.con, live=False) == _model(store.con, live=True)
+        store.con.execute("SET VARIABLE dealtrail_generation = 1")  # a report of the generation before
+        assert _model(store.con, live=False) == _model(store.con, live=True) == expected
