@@ -140,8 +140,8 @@ def router(console: Console) -> APIRouter:
             status_code,
             f=_decorate(f),
             summary=spec.summary if spec else "",
-            evidence=_events(con, list(f["evidence_event_ids"])),
-            remedy_events=_events(con, list(f["remedy_event_ids"] or [])),
+            evidence=_events(con, list(f["evidence_event_ids"]), f["table_id"], f["detected_at"]),
+            remedy_events=_events(con, list(f["remedy_event_ids"] or []), f["table_id"], f["detected_at"]),
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(replayed),
             replay_note=replay_note,
@@ -403,20 +403,37 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "rule_summary": spec.summary if spec else ""}
 
 
-def _events(con: duckdb.DuckDBPyConnection, ids: list[str]) -> list[dict[str, Any]]:
+EVENTS_NEAR = timedelta(days=2)
+"""How far from a finding's detection its evidence and remedy events are looked for first: the
+store keeps events in arrival order, so a bound on the time reads only the row groups of those
+days instead of the whole history; IDs not found there are looked for in all of it."""
+
+
+def _events(con: duckdb.DuckDBPyConnection, ids: list[str], table_id: str, near: datetime) -> list[dict[str, Any]]:
+    """The stored events with these IDs at ``table_id``, in seq order, looked for first within
+    :data:`EVENTS_NEAR` of ``near`` (the finding's detection), then anywhere for the rest."""
     if not ids:
         return []
     import json
 
-    cur = con.execute(
-        """SELECT event_id, seq, type, occurred_at, actor_role, actor_id, payload::VARCHAR
-           FROM events WHERE event_id IN (SELECT unnest($ids)) ORDER BY seq, arrival""",
-        {"ids": ids},
-    )
+    select = """SELECT event_id, seq, type, occurred_at, actor_role, actor_id, payload::VARCHAR, arrival
+                FROM events WHERE table_id = $table AND event_id IN (SELECT unnest($ids))"""
+    params: dict[str, Any] = {"ids": ids, "table": table_id}
+    rows = con.execute(
+        select + " AND occurred_at >= $lo AND occurred_at <= $hi",
+        {**params, "lo": near - EVENTS_NEAR, "hi": near + EVENTS_NEAR},
+    ).fetchall()
+    missing = set(ids) - {r[0] for r in rows}
+    if missing:  # further from the detection than the bound (or not stored): the whole history
+        rows += con.execute(
+            select.replace("unnest($ids)", "unnest($missing)") + " AND (occurred_at < $lo OR occurred_at > $hi)",
+            {"missing": sorted(missing), "table": table_id, "lo": near - EVENTS_NEAR, "hi": near + EVENTS_NEAR},
+        ).fetchall()
+    rows.sort(key=lambda r: (r[1], r[7]))
     out = []
     skip = {"event_id", "table_id", "game", "round_id", "deck_id", "seq", "occurred_at", "recorded_at", "source",
             "actor", "schema_version", "type", "prev_hash", "hash"}  # fmt: skip
-    for event_id, seq, type_, at, role, actor, payload in cur.fetchall():
+    for event_id, seq, type_, at, role, actor, payload, _arrival in rows:
         data = json.loads(payload)
         details = ", ".join(f"{k}={v}" for k, v in data.items() if k not in skip and v is not None)
         out.append(

@@ -594,3 +594,25 @@ def test_a_finding_page_replays_its_round_once_and_within_a_bound_it_names(
     html = client.get(f"/findings/{fid}").text
     assert "The round as it lay" not in html
     assert "The round is not drawn: the window lies" in html and "dealtrail reaudit" in html
+
+
+def test_a_findings_evidence_far_from_its_detection_is_still_shown(
+    client: TestClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dealtrail.console import pages
+
+    login(client, "vic")
+    fid, ids = store.con.execute(
+        """SELECT finding_id, evidence_event_ids FROM dim_findings WHERE len(evidence_event_ids) > 1
+           ORDER BY observed_at LIMIT 1"""
+    ).fetchall()[0]
+    near = _evidence_ids(client.get(f"/findings/{fid}").text)
+    monkeypatch.setattr(pages, "EVENTS_NEAR", timedelta(0))  # every evidence event outside the first look
+    far = _evidence_ids(client.get(f"/findings/{fid}").text)
+    assert near == far and sorted(near) == sorted(ids)
+
+
+def _evidence_ids(html: str) -> list[str]:
+    """The evidence table's event IDs, in the page's order (seq)."""
+    section = html.split("<h2>Evidence</h2>", 1)[1].split("</table>", 1)[0]
+    return re.findall(r"<code>event ([^<]+)</code>", section)
