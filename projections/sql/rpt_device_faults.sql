@@ -1,13 +1,24 @@
 -- rpt_device_faults: device faults in [$start, $end) and what followed them: the finding each
 -- raised (shuffler/shoe rules) and its latest status. Grain: fault event. Upstream: events,
 -- fct_detections.
-SELECT e.occurred_at, e.table_id, e.round_id, e.type,
-       e.payload->>'device_id' AS device_id, e.payload->>'fault' AS fault,
-       string_agg(DISTINCT d.rule_id || ' (' || d.current_status || ')', ', ') AS followed_by
-FROM events e
-LEFT JOIN fct_detections d ON d.table_id = e.table_id AND list_contains(d.evidence_event_ids, e.event_id)
-WHERE e.type IN ('ShufflerFaulted', 'AutoShoeFaulted')
-  AND e.occurred_at >= $start AND e.occurred_at < $end
-  AND ($table_id IS NULL OR e.table_id = $table_id)
-GROUP BY ALL
-ORDER BY e.occurred_at, e.table_id
+-- The findings are matched on the fault's event ID among their evidence (unnested, an equality
+-- join: a month holds thousands of faults and tens of thousands of findings).
+WITH faults AS (
+    SELECT e.event_id, e.occurred_at, e.table_id, e.round_id, e.type,
+           e.payload->>'device_id' AS device_id, e.payload->>'fault' AS fault
+    FROM events e
+    WHERE e.type IN ('ShufflerFaulted', 'AutoShoeFaulted')
+      AND e.occurred_at >= $start AND e.occurred_at < $end
+      AND ($table_id IS NULL OR e.table_id = $table_id)
+), cited AS (
+    SELECT d.table_id, unnest(d.evidence_event_ids) AS event_id, d.rule_id, d.current_status
+    FROM fct_detections d
+    WHERE d.table_id IN (SELECT table_id FROM faults)
+)
+SELECT f.occurred_at, f.table_id, f.round_id, f.type, f.device_id, f.fault,
+       string_agg(DISTINCT c.rule_id || ' (' || c.current_status || ')', ', '
+                  ORDER BY c.rule_id || ' (' || c.current_status || ')') AS followed_by
+FROM faults f
+LEFT JOIN cited c ON c.table_id = f.table_id AND c.event_id = f.event_id
+GROUP BY f.occurred_at, f.table_id, f.round_id, f.type, f.device_id, f.fault
+ORDER BY f.occurred_at, f.table_id

@@ -256,3 +256,25 @@ def test_findings_summary_is_rebuilt_once_for_an_older_store_and_kept_per_genera
         assert _model(store.con, live=False) == _model(store.con, live=True)
         store.con.execute("SET VARIABLE dealtrail_generation = 1")  # a report of the generation before
         assert _model(store.con, live=False) == _model(store.con, live=True) == expected
+
+
+def test_each_device_fault_names_the_findings_that_cite_it(audited_shift: Path) -> None:
+    from projections.report import query
+
+    con = connect_read_only(audited_shift)
+    try:
+        faults = con.execute(
+            """SELECT event_id, occurred_at, table_id, type FROM events
+               WHERE type IN ('ShufflerFaulted', 'AutoShoeFaulted')"""
+        ).fetchall()
+        cites = con.execute("SELECT rule_id, current_status, evidence_event_ids FROM fct_detections").fetchall()
+        rows = query(con, "rpt_device_faults").to_pylist()
+    finally:
+        con.close()
+    assert faults, "the shift has device faults"
+    expected = {}
+    for event_id, at, table, type_ in faults:
+        named = sorted({f"{rule} ({status})" for rule, status, ids in cites if event_id in ids})
+        expected[(at, table, type_)] = ", ".join(named) or None
+    got = {(r["occurred_at"], r["table_id"], r["type"]): r["followed_by"] for r in rows}
+    assert got == expected and any(expected.values())
