@@ -20,15 +20,28 @@ from typing import Any
 import duckdb
 
 _LATEST = """
-    WITH s AS (
-        SELECT table_id, last_seq, state::VARCHAR AS state, 1 AS pref FROM table_states
+    WITH s AS (  -- narrow columns first: a month holds tens of thousands of snapshots of ~20 KB each
+        SELECT table_id, last_seq, 1 AS pref FROM table_states
         WHERE $t::VARCHAR IS NULL OR table_id = $t
         UNION ALL
-        SELECT table_id, last_seq, state::VARCHAR AS state, 0 AS pref FROM table_snapshots
+        SELECT table_id, last_seq, 0 AS pref FROM table_snapshots
         WHERE $t::VARCHAR IS NULL OR table_id = $t
+    ), top AS (
+        SELECT table_id, last_seq, pref FROM s
+        QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC, pref DESC) = 1
+    ), states AS (  -- then the state of the latest only
+        SELECT x.table_id, x.last_seq, any_value(x.state::VARCHAR) AS state FROM table_states x
+        SEMI JOIN top ON top.pref = 1 AND top.table_id = x.table_id AND top.last_seq = x.last_seq
+        GROUP BY ALL
+    ), snaps AS (
+        SELECT x.table_id, x.last_seq, any_value(x.state::VARCHAR) AS state FROM table_snapshots x
+        SEMI JOIN top ON top.pref = 0 AND top.table_id = x.table_id AND top.last_seq = x.last_seq
+        WHERE x.last_seq >= (SELECT min(last_seq) FROM top WHERE pref = 0)
+        GROUP BY ALL
     )
-    SELECT table_id, last_seq, state FROM s
-    QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC, pref DESC) = 1
+    SELECT table_id, last_seq, state FROM states
+    UNION ALL
+    SELECT table_id, last_seq, state FROM snaps WHERE table_id NOT IN (SELECT table_id FROM states)
 """
 
 

@@ -42,3 +42,46 @@ def test_returned_to_service_and_the_jammed_deck_reshuffled_the_table_is_in_serv
         assert table_device_state(store.con, "NO-SUCH-TABLE") is None
     assert got is not None and got["status"] == "in service" and got["fault_event_id"] is None
     assert got["decks"]["DK-1"]["status"] == "shuffled" and got["devices"][SHUFFLER]["status"] == "in service"
+
+
+def test_the_latest_state_of_each_table_is_its_highest_seq_a_file_end_state_before_a_snapshot(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    import json
+    import shutil
+
+    import duckdb
+
+    from projections.device_state import latest_states
+
+    db = tmp_path / "states.duckdb"
+    shutil.copy(audited_shift, db)
+    con = duckdb.connect(str(db))
+    try:
+        ends = con.execute("SELECT table_id, last_seq FROM table_states ORDER BY table_id").fetchall()
+        assert len(ends) > 2
+        # snapshots before each file-end state, one at the same seq (the state wins the tie) and,
+        # for the first table, one after it (the snapshot wins)
+        for n, (table, seq) in enumerate(ends):
+            for at, marker in ((seq - 50, "older"), (seq, "tie"), *(((seq + 5, "newer"),) if n == 0 else ())):
+                con.execute(
+                    """INSERT INTO table_snapshots BY NAME SELECT $t AS table_id, $s AS last_seq, 'e' AS last_event_id,
+                       now() AS last_occurred_at, 0 AS events_through, 'v' AS engine_version, 3 AS rulebook_revision,
+                       'x' AS state_sha256, json_object('marker', $m) AS state""",
+                    {"t": table, "s": at, "m": marker},
+                )
+        rows = []
+        for pref, source in ((1, "table_states"), (0, "table_snapshots")):
+            found = con.execute(f"SELECT table_id, last_seq, state::VARCHAR FROM {source}").fetchall()
+            rows += [(t, int(s), pref, x) for t, s, x in found]
+        latest: dict[str, tuple[int, int, str]] = {}
+        for table, seq, pref, state in rows:
+            if table not in latest or (seq, pref) > latest[table][:2]:
+                latest[table] = (seq, pref, state)
+        got = latest_states(con)
+        assert got == {t: (seq, json.loads(state)) for t, (seq, _, state) in latest.items()}
+        first, second = ends[0][0], ends[1][0]
+        assert got[first][1] == {"marker": "newer"} and "marker" not in got[second][1]
+        assert latest_states(con, second) == {second: got[second]}
+    finally:
+        con.close()
