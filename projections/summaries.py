@@ -219,3 +219,24 @@ def floor_query(con: duckdb.DuckDBPyConnection) -> str:
     summary, or ``con_floor.sql`` over the events in a store without it. Both give the same
     columns; the summary's also has ``supervisor_id``."""
     return _sql("sum_floor.sql") if has_summary(con, "sum_floor") else _sql("con_floor.sql")
+
+
+def generation_findings(con: duckdb.DuckDBPyConnection) -> str:
+    """A relation (SQL, for a FROM clause) with one row per finding of the session's generation
+    and at least ``finding_id``, ``game``, ``table_id``, ``rule_id``: ``sum_findings``, or the
+    view ``dim_findings`` (every revision ranked) in a store without the summary."""
+    if has_summary(con, "sum_findings"):
+        return """(SELECT * FROM sum_findings WHERE generation = coalesce(getvariable('dealtrail_generation'),
+                   (SELECT max(generation) FROM generations), 1))"""
+    return "dim_findings"
+
+
+def supervisor_now(con: duckdb.DuckDBPyConnection, table_id: str) -> str | None:
+    """The table's supervisor on duty now (the latest ``FLOOR`` actor in its events), from
+    ``sum_floor``, or from the events in a store without it (:func:`projections.staff.supervisors_by_table`)."""
+    if has_summary(con, "sum_floor"):
+        row = con.execute("SELECT supervisor_id FROM sum_floor WHERE table_id = ?", [table_id]).fetchone()
+        return str(row[0]) if row and row[0] is not None else None
+    from projections import staff
+
+    return staff.supervisors_by_table(con).get(table_id)

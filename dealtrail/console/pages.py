@@ -26,7 +26,7 @@ from dealtrail.console import replay_pages
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
-from projections import incidents, reviews, staff
+from projections import incidents, reviews, staff, summaries
 from projections.cards import area_name, card_face
 from projections.late_remedies import late_remedies
 from projections.reviews import FindingFilter, ReviewDue
@@ -240,7 +240,7 @@ def router(console: Console) -> APIRouter:
                AND (?::TIMESTAMPTZ IS NULL OR completed_at >= ?) AND completed_at < ? GROUP BY 1 ORDER BY 2 DESC""",
             [table_id, start, start, end],
         ).fetchall()
-        supervisor = staff.supervisors_by_table(con).get(table_id)
+        supervisor = summaries.supervisor_now(con, table_id)
         return render(request, "rates.html.j2", user, kind="Table", key=table_id, r=r, related=dealers,
                       staff_member=None, supervisor_id=supervisor, period=period, periods=PERIODS, start=start,
                       end=end, within=_within(start, end))  # fmt: skip
@@ -262,10 +262,11 @@ def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     def one(query: str) -> list[str]:
         return [str(r[0]) for r in con.execute(query).fetchall() if r[0] is not None]
 
+    found = summaries.generation_findings(con)  # one row per finding of the generation shown
     return {
-        "games": one("SELECT DISTINCT game FROM dim_findings ORDER BY 1"),
-        "tables": one("SELECT DISTINCT table_id FROM dim_findings ORDER BY 1"),
-        "rules": one("SELECT DISTINCT rule_id FROM dim_findings ORDER BY 1"),
+        "games": one(f"SELECT DISTINCT game FROM {found} ORDER BY 1"),
+        "tables": one(f"SELECT DISTINCT table_id FROM {found} ORDER BY 1"),
+        "rules": one(f"SELECT DISTINCT rule_id FROM {found} ORDER BY 1"),
         "dealers": one("SELECT DISTINCT dealer_id FROM rounds ORDER BY 1"),
         "users": one(  # the assignees offered: active users who can review
             "SELECT name FROM dim_users WHERE active AND role IN ('reviewer', 'manager', 'admin') ORDER BY 1"
