@@ -13,7 +13,7 @@ authorised a change) at the table at or before the moment asked about.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -181,20 +181,34 @@ def supervisors_by_table(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return {str(t): str(a) for t, a in rows if a is not None}
 
 
+FAR_PAST, FAR_FUTURE = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
+SUPERVISOR_NEAR = timedelta(days=2)
+"""How far from a finding's time :func:`supervisor_on_duty` looks first (the store keeps events in
+arrival order, so a time bound reads those days' row groups, not the history); the whole
+history only when no floorperson acted at the table in that span."""
+
+
 def supervisor_on_duty(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None, at: datetime) -> str | None:
     """The supervisor on duty for a round: the latest ``FLOOR`` actor at the table up to the
-    round's last stored event (without a round: up to ``at``), or None when the events name none."""
-    row = con.execute(
-        """WITH upto AS (
+    round's last stored event (without a round: up to ``at``), or None when the events name none.
+
+    A table's seq and time go together, so the latest one up to that seq is found among the
+    events within :data:`SUPERVISOR_NEAR` of ``at`` whenever any is there."""
+    sql = """WITH upto AS (
                SELECT coalesce(
-                   (SELECT max(seq) FROM events WHERE table_id = $t AND round_id = $r),
-                   (SELECT max(seq) FROM events WHERE table_id = $t AND occurred_at <= $at)
+                   (SELECT max(seq) FROM events WHERE table_id = $t AND round_id = $r
+                      AND occurred_at BETWEEN $lo AND $hi),
+                   (SELECT max(seq) FROM events WHERE table_id = $t AND occurred_at <= $at
+                      AND occurred_at >= $lo)
                ) AS seq
            )
            SELECT arg_max(actor_id, seq) FROM events
-           WHERE table_id = $t AND actor_role = 'FLOOR' AND seq <= (SELECT seq FROM upto)""",
-        {"t": table_id, "r": round_id, "at": at},
-    ).fetchone()
+           WHERE table_id = $t AND actor_role = 'FLOOR' AND seq <= (SELECT seq FROM upto)
+             AND occurred_at >= $lo"""
+    near = {"t": table_id, "r": round_id, "at": at, "lo": at - SUPERVISOR_NEAR, "hi": at + SUPERVISOR_NEAR}
+    row = con.execute(sql, near).fetchone()
+    if not row or row[0] is None:  # nobody on the floor in those days: the whole history
+        row = con.execute(sql, {**near, "lo": FAR_PAST, "hi": FAR_FUTURE}).fetchone()
     return str(row[0]) if row and row[0] is not None else None
 
 

@@ -27,7 +27,7 @@ from dealtrail.staff import RosterFileError, plan_import
 from projections import staff
 from projections.report import time_slots, write_report
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store import Store, connect_read_only
 from schemas.staff import STAFF_ADAPTER
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
@@ -394,3 +394,19 @@ def test_a_version_1_roster_event_decodes_and_refuses_a_naive_time_or_an_unknown
         STAFF_ADAPTER.validate_json(golden.replace(b"18:00:00Z", b"18:00:00"))
     with pytest.raises(ValueError):
         STAFF_ADAPTER.validate_json(golden.replace(b'"schema_version":1', b'"schema_version":1,"email":"x"'))
+
+
+def test_the_supervisor_of_a_finding_is_the_same_looked_for_near_it_or_in_the_whole_history(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    con = connect_read_only(db)
+    try:
+        rows = con.execute(
+            "SELECT table_id, round_id, observed_at FROM dim_findings ORDER BY observed_at, finding_id"
+        ).fetchall()
+        near = [staff.supervisor_on_duty(con, t, r, at) for t, r, at in rows]
+        assert any(near) and len(rows) > 5
+        monkeypatch.setattr(staff, "SUPERVISOR_NEAR", timedelta(0))  # the first look finds nobody: the history
+        assert [staff.supervisor_on_duty(con, t, r, at) for t, r, at in rows] == near
+    finally:
+        con.close()
