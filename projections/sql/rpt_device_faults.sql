@@ -3,13 +3,18 @@
 -- fct_detections.
 -- The findings are matched on the fault's event ID among their evidence (unnested, an equality
 -- join: a month holds thousands of faults and tens of thousands of findings).
-WITH faults AS (
+-- The faults are found on narrow columns first and their payloads read by row ID: the payload
+-- column is compressed in large blocks, and filtering on the type alone decompressed every one.
+WITH picked AS (
+    SELECT rowid AS rid FROM events
+    WHERE type IN ('ShufflerFaulted', 'AutoShoeFaulted')
+      AND occurred_at >= $start AND occurred_at < $end
+      AND ($table_id IS NULL OR table_id = $table_id)
+), faults AS (
     SELECT e.event_id, e.occurred_at, e.table_id, e.round_id, e.type,
            e.payload->>'device_id' AS device_id, e.payload->>'fault' AS fault
     FROM events e
-    WHERE e.type IN ('ShufflerFaulted', 'AutoShoeFaulted')
-      AND e.occurred_at >= $start AND e.occurred_at < $end
-      AND ($table_id IS NULL OR e.table_id = $table_id)
+    WHERE e.rowid IN (SELECT rid FROM picked)
 ), cited AS (
     SELECT d.table_id, unnest(d.evidence_event_ids) AS event_id, d.rule_id, d.current_status
     FROM fct_detections d
