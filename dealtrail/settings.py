@@ -474,10 +474,13 @@ class Settings(BaseSettings):
         replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
         archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
-            (``audit``, ``demo``, ``project``), default ``200MB``: DuckDB keeps a cache of the
+            (``audit``, ``demo``, ``project``), default ``1GB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
-            and spills larger operations to disk. An append-only writer gains nothing from a
-            bigger cache: the 1,000,000-event benchmark ran as fast with 192MB as with 1GB.
+            and spills larger operations to disk. The cache itself gains an append-only writer
+            little (the 1,000,000-event benchmark ran as fast with 192MB as with 1GB), but a
+            checkpoint needs room: with 200MB, auditing 30 days of 8 tables failed a checkpoint
+            ("failed to pin block") once the store reached 2.3 GB (about 14 million events),
+            and with 1GB the whole 4.3 GB store (22 million events) was built.
         max_record_bytes: the longest line of an event file (or Kafka record of the events
             topic) taken as an event (bytes), ``DEALTRAIL_MAX_RECORD_BYTES``, default 1 MiB; a
             longer one is dead-lettered as ``too_large`` with its first 256 KiB, its length
@@ -534,7 +537,7 @@ class Settings(BaseSettings):
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()
     duckdb_memory_limit: str = Field(
-        default="200MB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
+        default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
     )
     snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 
