@@ -393,6 +393,15 @@ class Store:
         check_store_path(self.path)
         make_private_dirs(self.path.parent)
         config: dict[str, str | bool | int | float | list[str]] = {"memory_limit": memory_limit} if memory_limit else {}
+        # DuckDB spills large operations (a checkpoint of a month's store, a big sort) to files in
+        # <store>.tmp, made with the umask's mode: the folder is made owner-only first, so what it
+        # spills (events, findings) is never readable by others
+        self._temp = self.path.with_name(self.path.name + ".tmp")
+        make_private_dirs(self._temp)
+        with contextlib.suppress(OSError):  # one left by an earlier run, made with the umask's mode
+            if self._temp.stat().st_mode & 0o077:
+                self._temp.chmod(0o700)
+        config["temp_directory"] = str(self._temp)
         self.con = utc_session(duckdb.connect(str(self.path), config=config))
         try:
             check_store_tables(self.con, self.path, writer=True)
@@ -421,10 +430,12 @@ class Store:
                     p.chmod(0o600)
 
     def close(self) -> None:
-        """Checkpoint and close the file."""
+        """Checkpoint and close the file (and remove its spill folder if DuckDB left it empty)."""
         self.con.execute("CHECKPOINT")
         self.con.close()
         self._drop_stage()
+        with contextlib.suppress(OSError):
+            self._temp.rmdir()
 
     def _drop_stage(self) -> None:
         if self._stage_dir is not None:

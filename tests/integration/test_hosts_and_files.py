@@ -255,6 +255,26 @@ def test_the_write_ahead_log_is_owner_only_during_a_write_whatever_the_umask(
         os.umask(old)
 
 
+def test_what_duckdb_spills_while_writing_is_in_an_owner_only_folder_whatever_the_umask(tmp_path: Path) -> None:
+    folder = tmp_path / "spill"
+    folder.mkdir(mode=0o755)
+    old = os.umask(0)
+    try:
+        store = Store(folder / "s.duckdb", "64MB")
+        try:  # a sort larger than the memory limit spills to <store>.tmp
+            store.con.execute("SET threads = 1")
+            store.con.execute("CREATE TEMP TABLE big AS SELECT md5(range::VARCHAR) AS s FROM range(3000000)")
+            store.con.execute("CREATE TEMP TABLE sorted AS SELECT s FROM big ORDER BY s")
+            spill = folder / "s.duckdb.tmp"
+            assert any(spill.iterdir()), "the sort should have spilled"
+            assert stat.S_IMODE(spill.stat().st_mode) == 0o700
+        finally:
+            store.close()
+    finally:
+        os.umask(old)
+    assert not (folder / "s.duckdb.tmp").exists(), "the spill folder goes with the store's close"
+
+
 # ---- checks that cannot pass by accident ------------------------------------------------------
 
 
