@@ -199,7 +199,7 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
     from dealtrail.audit import audit_file
     from dealtrail.settings import Settings
     from dealtrail.simulator.floor import FloorSpec
-    from projections.private import make_private_dirs
+    from projections.private import make_private_dirs, write_private_text
     from projections.store import Store
 
     db = folder / "store.duckdb"
@@ -239,7 +239,7 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
     events.unlink()
     built = {"events": n, "simulate_s": round(sim_s, 1), "audit_s": round(audit_s, 1),
              "built_at": datetime.now(UTC).isoformat()}  # fmt: skip
-    (folder / "build.json").write_text(json.dumps(built) + "\n")
+    write_private_text(folder / "build.json", json.dumps(built) + "\n")
     return db
 
 
