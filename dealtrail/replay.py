@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from schemas import events as ev
@@ -38,11 +38,17 @@ class ReplayError(ValueError):
 
 @dataclass(frozen=True)
 class Window:
-    """Which part of the table's trail to show: a round, a time span [start, end), or all."""
+    """Which part of the table's trail to show: a round, a time span [start, end), or all.
+
+    ``near`` (optional, with a round): a moment of the round, such as a finding's detection; the
+    round's first and last stored events are then looked for within :data:`ROUND_NEAR` of it
+    first (the store keeps events in arrival order, so a time bound reads those hours' row
+    groups, not the history), and in the whole history only if none is there."""
 
     round_id: str | None = None
     start: datetime | None = None
     end: datetime | None = None
+    near: datetime | None = None
 
     def shows(self, event: ev.DealingEvent) -> bool:
         """True if ``event`` is inside the window."""
@@ -132,6 +138,28 @@ class SnapshotStart:
     skipped: list[str] = field(default_factory=list)
 
 
+ROUND_NEAR = timedelta(hours=12)
+"""How far from :attr:`Window.near` a round's events are looked for first (a round lasts minutes)."""
+
+
+def round_seq(
+    con: duckdb.DuckDBPyConnection, table_id: str, round_id: str, last: bool, near: datetime | None = None
+) -> int | None:
+    """The first (``last`` False) or last seq of the round's stored events (None: none stored);
+    with ``near``, looked for within :data:`ROUND_NEAR` of it first, then in the whole history."""
+    agg = "max" if last else "min"
+    sql = f"SELECT {agg}(seq) FROM events WHERE table_id = $t AND round_id = $r"
+    params: dict[str, Any] = {"t": table_id, "r": round_id}
+    if near is not None:
+        row = con.execute(
+            sql + " AND occurred_at BETWEEN $lo AND $hi", {**params, "lo": near - ROUND_NEAR, "hi": near + ROUND_NEAR}
+        ).fetchone()
+        if row and row[0] is not None:
+            return int(row[0])
+    row = con.execute(sql, params).fetchone()
+    return None if not row or row[0] is None else int(row[0])
+
+
 def _first_seq_needed(con: duckdb.DuckDBPyConnection, table_id: str, window: Window, at: str | None) -> int | None:
     """The lowest seq the replay must apply to show ``window`` and the state ``at`` (with the
     whole round in progress then, for its layout); None when it must start at the first event
@@ -150,9 +178,7 @@ def _first_seq_needed(con: duckdb.DuckDBPyConnection, table_id: str, window: Win
         return min(seq, first) if first is not None else seq
 
     if window.round_id is not None:
-        bounds.append(
-            one("SELECT min(seq) FROM events WHERE table_id = ? AND round_id = ?", [table_id, window.round_id])
-        )
+        bounds.append(round_seq(con, table_id, window.round_id, last=False, near=window.near))
     elif window.start is not None or window.end is not None:
         bounds.append(
             one(

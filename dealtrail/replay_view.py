@@ -20,6 +20,7 @@ from dealtrail.replay import (
     ReplayResult,
     Window,
     replay,
+    round_seq,
     snapshot_start,
     stored_events,
 )
@@ -145,10 +146,8 @@ def replay_window(
 def _last_seq(con: duckdb.DuckDBPyConnection, table_id: str, window: Window) -> int | None:
     """The highest seq of an event inside ``window``: the replay need not read past it (None: no bound)."""
     if window.round_id is not None:
-        rows = con.execute(
-            "SELECT max(seq) FROM events WHERE table_id = ? AND round_id = ?", [table_id, window.round_id]
-        ).fetchall()
-    elif window.start is not None or window.end is not None:
+        return round_seq(con, table_id, window.round_id, last=True, near=window.near)
+    if window.start is not None or window.end is not None:
         rows = con.execute(
             """SELECT max(seq) FROM events WHERE table_id = ?
                AND (?::TIMESTAMPTZ IS NULL OR occurred_at >= ?) AND (?::TIMESTAMPTZ IS NULL OR occurred_at < ?)""",

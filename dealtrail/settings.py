@@ -536,9 +536,7 @@ class Settings(BaseSettings):
     video: VideoSettings = VideoSettings()
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()
-    duckdb_memory_limit: str = Field(
-        default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"
-    )
+    duckdb_memory_limit: str = Field(default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)

@@ -132,7 +132,8 @@ def router(console: Console) -> APIRouter:
         """A finding's page; after a refused review, the form's values and each field's error."""
         f = console.finding(con, finding_id)
         spec = RULES_BY_ID.get(f["rule_id"])
-        replayed, replay_note = _round_replay(con, f["table_id"], f["round_id"])  # once, for the layout and the picture
+        # once, for the layout and the picture
+        replayed, replay_note = _round_replay(con, f["table_id"], f["round_id"], f["detected_at"])
         return render(
             request,
             "finding.html.j2",
@@ -404,7 +405,7 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "rule_summary": spec.summary if spec else ""}
 
 
-EVENTS_NEAR = timedelta(days=2)
+EVENTS_NEAR = timedelta(hours=12)
 """How far from a finding's detection its evidence and remedy events are looked for first: the
 store keeps events in arrival order, so a bound on the time reads only the row groups of those
 days instead of the whole history; IDs not found there are looked for in all of it."""
@@ -462,17 +463,20 @@ def _revisions(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def _round_replay(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None) -> tuple[Any, str | None]:
+def _round_replay(
+    con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None, near: datetime | None = None
+) -> tuple[Any, str | None]:
     """The finding's round replayed from the nearest snapshot (``dealtrail.replay.ReplayResult``),
     at most :data:`dealtrail.replay_view.PAGE_REPLAY_EVENTS` events; ``(None, why)`` when it
-    lies further from a usable snapshot than that, ``(None, None)`` without a round."""
+    lies further from a usable snapshot than that, ``(None, None)`` without a round. ``near``:
+    the finding's detection (see :class:`dealtrail.replay.Window`)."""
     if round_id is None:
         return None, None
     from dealtrail.replay import ReplayError, Window
     from dealtrail.replay_view import PAGE_REPLAY_EVENTS, ReplayTooLong, replay_window
 
     try:
-        return replay_window(con, table_id, Window(round_id=round_id), PAGE_REPLAY_EVENTS), None
+        return replay_window(con, table_id, Window(round_id=round_id, near=near), PAGE_REPLAY_EVENTS), None
     except ReplayTooLong as exc:
         return None, f"The round is not drawn: {exc}."
     except ReplayError:

@@ -616,3 +616,18 @@ def _evidence_ids(html: str) -> list[str]:
     """The evidence table's event IDs, in the page's order (seq)."""
     section = html.split("<h2>Evidence</h2>", 1)[1].split("</table>", 1)[0]
     return re.findall(r"<code>event ([^<]+)</code>", section)
+
+
+def test_a_rounds_first_and_last_seq_are_the_same_looked_for_near_it_or_anywhere(store: Store) -> None:
+    from dealtrail.replay import round_seq
+
+    rows = store.con.execute(
+        """SELECT table_id, round_id, min(seq), max(seq), min(occurred_at) FROM events WHERE round_id IS NOT NULL
+           GROUP BY ALL ORDER BY 1, 2 LIMIT 20"""
+    ).fetchall()
+    assert rows
+    for table, round_id, first, last, at in rows:
+        for near in (None, at, at - timedelta(days=3)):  # near it, or so far that the first look finds nothing
+            assert round_seq(store.con, table, round_id, last=False, near=near) == first
+            assert round_seq(store.con, table, round_id, last=True, near=near) == last
+    assert round_seq(store.con, rows[0][0], "no-such-round", last=True, near=rows[0][4]) is None
