@@ -81,6 +81,7 @@ def _params(filters: FindingFilter, due: ReviewDue, as_of: datetime, reviews_unt
         "incident": filters.incident,
         "assignee": filters.assignee,
         "not_disposed": filters.not_disposed,
+        "case_of": filters.case_of,
         "as_of": as_of,
         "reviews_until": reviews_until or FAR_FUTURE,
         **due.params(),

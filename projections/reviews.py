@@ -123,7 +123,8 @@ class FindingFilter:
     Every field None means "any". ``start``/``end`` bound the detection time, [start, end);
     ``incident`` True keeps the incidents, False the consequences (see :mod:`projections.incidents`);
     ``assignee`` keeps the findings assigned (latest assignment) to that user; ``not_disposed``
-    True keeps the findings whose review is not ``disposed`` (a pending proposal is not).
+    True keeps the findings whose review is not ``disposed`` (a pending proposal is not);
+    ``case_of`` keeps that finding and the consequences whose cause it is (a case).
     """
 
     start: datetime | None = None
@@ -139,6 +140,7 @@ class FindingFilter:
     incident: bool | None = None
     assignee: str | None = None
     not_disposed: bool | None = None
+    case_of: str | None = None
 
 
 def _sql(name: str) -> str:

@@ -123,7 +123,8 @@ def router(console: Console) -> APIRouter:
     def case_page(request: Request, finding_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
         me = console.finding(con, finding_id)
         now = console.config.clock()
-        rows, _ = reviews.find(con, FindingFilter(table_id=me["table_id"]), console.config.review_due, now)
+        case = FindingFilter(table_id=me["table_id"], case_of=me.get("cause_finding_id") or finding_id)
+        rows, _ = reviews.find(con, case, console.config.review_due, now)
         cause, consequences = case_members(rows, finding_id)
         if cause is None:
             raise HTTPException(404, f"no finding {finding_id}")
@@ -148,7 +149,8 @@ def investigation(console: Console, con: Any, f: dict[str, Any], replayed: Any =
     finding's round as the page replayed it (``dealtrail.replay.ReplayResult``; None: replayed
     for the picture)."""
     now = console.config.clock()
-    rows, _ = reviews.find(con, FindingFilter(table_id=f["table_id"]), console.config.review_due, now)
+    case = FindingFilter(table_id=f["table_id"], case_of=f.get("cause_finding_id") or f["finding_id"])
+    rows, _ = reviews.find(con, case, console.config.review_due, now)  # the finding's case, not its table's
     cause, consequences = case_members(rows, f["finding_id"])
     at = f["detected_at"].astimezone(UTC)
     return {

@@ -278,3 +278,20 @@ def test_a_page_of_the_read_model_counts_every_record_that_passed_the_filters(au
         assert incidents.records(con, FindingFilter(table_id="no-such-table"), DUE, AS_OF, limit=1) == ([], 0)
     finally:
         con.close()
+
+
+def test_a_case_filter_keeps_a_cause_and_its_consequences_only(audited_shift: Path) -> None:
+    from projections import incidents
+    from projections.reviews import FindingFilter
+
+    con = duckdb.connect(str(audited_shift), read_only=True)
+    try:
+        every, _ = incidents.records(con, FindingFilter(), DUE, AS_OF)
+        causes = {r["cause_finding_id"] for r in every if r["cause_finding_id"]}
+        assert causes, "the shift has a consequence"
+        for root in sorted(causes)[:3]:
+            case, n = incidents.records(con, FindingFilter(case_of=root), DUE, AS_OF)
+            expected = {r["finding_id"] for r in every if root in (r["finding_id"], r["cause_finding_id"])}
+            assert {r["finding_id"] for r in case} == expected and n == len(expected) > 1
+    finally:
+        con.close()
