@@ -9,7 +9,8 @@ that shape it (tables, hours, seed, error rate, start) and of the code that shap
 schemas, the engine, the simulator, the audit, the store's DDL): a change of any of them builds a
 new store; ``--rebuild`` builds again anyway. A store is built the way a user builds one: the floor
 is simulated to an event file, which is audited (:func:`dealtrail.audit.audit_file`, the workers
-``dealtrail audit`` picks, the settings' memory limit and snapshot interval) into the store;
+``dealtrail audit`` picks, the settings' memory limit, snapshot interval, plausibility limits and
+remedy window) into the store;
 nothing is shifted or copied between days, so every store is a real, chain-valid store. The
 simulator is one process and the larger half of a build, so its tables are shared among
 ``--simulators`` processes (default: one per core) whose files are merged into the very bytes
@@ -123,8 +124,9 @@ def code_version() -> str:
 
 def store_key(spec: StoreSpec) -> str:
     """The cache folder's name for ``spec`` with the code as it is."""
+    # "audit": the audit's options (a store built before it awaited remedies for ever)
     options = {"tables": spec.tables, "hours": spec.hours, "seed": SEED, "error_rate": ERROR_RATE,
-               "start": spec.start.isoformat()}  # fmt: skip
+               "start": spec.start.isoformat(), "audit": "settings' limits"}  # fmt: skip
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
     return f"{spec.label.replace(' ', '')}-{spec.tables}t-{digest}-{code_version()}"
 
@@ -232,7 +234,15 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
     part.unlink(missing_ok=True)
     settings = Settings()
     with Store(part, settings.duckdb_memory_limit) as store:
-        summary = audit_file(events, store, progress=progress, snapshot_every=settings.snapshot_every)
+        summary = audit_file(  # as `dealtrail audit` does, with the settings' limits and window
+            events,
+            store,
+            progress=progress,
+            max_record_bytes=settings.max_record_bytes,
+            snapshot_every=settings.snapshot_every,
+            limits=settings.plausibility,
+            reorder=settings.reorder.limits,
+        )
     audit_s = time.monotonic() - t1
     log(f"{spec.label}: audited {summary.events:,} events in {audit_s:,.0f} s ({summary.events / audit_s:,.0f}/s)")
     part.rename(db)
