@@ -10,8 +10,8 @@ schemas, the engine, the simulator, the audit, the store's DDL): a change of any
 new store; ``--rebuild`` builds again anyway. A store is built the way a user builds one: the floor
 is simulated to an event file, which is audited (:func:`dealtrail.audit.audit_file`, the workers
 ``dealtrail audit`` picks, the settings' memory limit, snapshot interval, plausibility limits and
-remedy window) into the store;
-nothing is shifted or copied between days, so every store is a real, chain-valid store. The
+remedy window) into the store; nothing is shifted or copied between days, so every store is a
+real, chain-valid store. The
 simulator is one process and the larger half of a build, so its tables are shared among
 ``--simulators`` processes (default: one per core) whose files are merged into the very bytes
 :func:`dealtrail.simulator.floor.simulate` writes (each table's simulation depends only on its own
