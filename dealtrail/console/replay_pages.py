@@ -142,12 +142,15 @@ def router(console: Console) -> APIRouter:
     return routes
 
 
-def investigation(console: Console, con: Any, f: dict[str, Any], replayed: Any = None) -> dict[str, Any]:
+def investigation(
+    console: Console, con: Any, f: dict[str, Any], replayed: Any = None, not_drawn: str | None = None
+) -> dict[str, Any]:
     """What the finding page's investigation partials need: the picture of the breach and the
     case the finding belongs to (its cause, its consequences), and the replay window of a finding
     between rounds (two minutes either side of its detection, UTC ISO 8601). ``replayed``: the
     finding's round as the page replayed it (``dealtrail.replay.ReplayResult``; None: replayed
-    for the picture)."""
+    for the picture); ``not_drawn``: why the page could not replay the round (the picture is then
+    not attempted again, and the page says why instead of drawing nothing)."""
     now = console.config.clock()
     case = FindingFilter(table_id=f["table_id"], case_of=f.get("cause_finding_id") or f["finding_id"])
     rows, _ = reviews.find(con, case, console.config.review_due, now)  # the finding's case, not its table's
@@ -155,6 +158,7 @@ def investigation(console: Console, con: Any, f: dict[str, Any], replayed: Any =
     at = f["detected_at"].astimezone(UTC)
     return {
         "window": ((at - timedelta(minutes=2)).isoformat(), (at + timedelta(minutes=2)).isoformat()),
-        "picture": breach_picture(con, f, replayed),
+        "picture": None if not_drawn else breach_picture(con, f, replayed),
+        "not_drawn": not_drawn,
         "case": {"cause": cause, "consequences": consequences} if consequences else None,
     }

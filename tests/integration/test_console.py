@@ -594,6 +594,8 @@ def test_a_finding_page_replays_its_round_once_and_within_a_bound_it_names(
     html = client.get(f"/findings/{fid}").text
     assert "The round as it lay" not in html
     assert "The round is not drawn: the window lies" in html and "dealtrail reaudit" in html
+    assert "not in this store's trail" not in html, "the evidence is stored: the page must not say it is not"
+    assert len(calls) == 2, "the picture is not attempted again after the page's replay was refused"
 
 
 def test_a_findings_evidence_far_from_its_detection_is_still_shown(
