@@ -38,23 +38,26 @@ def late_remedies(con: duckdb.DuckDBPyConnection, finding_id: str, window: timed
         ``delay_seconds`` (after the finding was raised). Empty when the finding is not overdue,
         prescribes no remedy or names no round.
     """
+    # the finding first: most are not overdue, and then no event is read at all
+    found = con.execute(
+        """SELECT any_value(table_id), any_value(round_id), arg_max(status, revision),
+                  any_value(required_remedy), min(observed_at)
+           FROM findings
+           WHERE finding_id = $id AND generation = (SELECT max(generation) FROM findings WHERE finding_id = $id)""",
+        {"id": finding_id},
+    ).fetchone()
+    if not found or found[2] != "overdue" or found[3] is None or found[1] is None:
+        return []
+    table_id, round_id, _, _, raised = found
+    ended_row = con.execute(
+        "SELECT max(completed_at) FROM rounds WHERE table_id = $t AND round_id = $r", {"t": table_id, "r": round_id}
+    ).fetchone()
+    ended = ended_row[0] if ended_row and ended_row[0] is not None else raised
     rows = con.execute(
-        """WITH f AS (
-               SELECT any_value(table_id) AS table_id, any_value(round_id) AS round_id,
-                      arg_max(status, revision) AS status, any_value(required_remedy) AS required,
-                      min(observed_at) AS raised
-               FROM findings
-               WHERE finding_id = $id AND generation = (SELECT max(generation) FROM findings WHERE finding_id = $id)
-           ), ended AS (
-               SELECT coalesce(max(r.completed_at), any_value(f.raised)) AS at
-               FROM f LEFT JOIN rounds r ON r.table_id = f.table_id AND r.round_id = f.round_id
-           )
-           SELECT e.event_id, e.type, e.occurred_at, epoch(e.occurred_at - f.raised) AS delay_seconds
-           FROM events e, f, ended
-           WHERE f.status = 'overdue' AND f.required IS NOT NULL AND e.table_id = f.table_id
-             AND e.round_id = f.round_id AND list_contains($types, e.type)
-             AND e.occurred_at > ended.at + $window
-           ORDER BY e.seq""",
-        {"id": finding_id, "types": list(REMEDY_TYPES), "window": window},
+        """SELECT event_id, type, occurred_at, epoch(occurred_at - $raised) AS delay_seconds
+           FROM events
+           WHERE table_id = $t AND round_id = $r AND list_contains($types, type) AND occurred_at > $after
+           ORDER BY seq""",
+        {"t": table_id, "r": round_id, "types": list(REMEDY_TYPES), "after": ended + window, "raised": raised},
     ).fetchall()
     return [{"event_id": str(e), "type": str(t), "occurred_at": at, "delay_seconds": float(d)} for e, t, at, d in rows]
