@@ -149,7 +149,7 @@ def router(console: Console) -> APIRouter:
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
-            users=_choices(con)["users"],
+            users=_reviewers(con),
             supervisor_id=staff.supervisor_on_duty(con, f["table_id"], f["round_id"], f["detected_at"]),
             done=done if done in ACTIONS else "",
             queued=console.review_sink is not None,
@@ -268,10 +268,16 @@ def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         "tables": one(f"SELECT DISTINCT table_id FROM {found} ORDER BY 1"),
         "rules": one(f"SELECT DISTINCT rule_id FROM {found} ORDER BY 1"),
         "dealers": one("SELECT DISTINCT dealer_id FROM rounds ORDER BY 1"),
-        "users": one(  # the assignees offered: active users who can review
-            "SELECT name FROM dim_users WHERE active AND role IN ('reviewer', 'manager', 'admin') ORDER BY 1"
-        ),
+        "users": _reviewers(con),
     }
+
+
+def _reviewers(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The assignees the assign form offers: the names of active users who can review."""
+    rows = con.execute(
+        "SELECT name FROM dim_users WHERE active AND role IN ('reviewer', 'manager', 'admin') ORDER BY 1"
+    ).fetchall()
+    return [str(r[0]) for r in rows if r[0] is not None]
 
 
 Period = Literal["1d", "7d", "30d", "90d", "all"]
