@@ -22,6 +22,8 @@ Every count below is of incidents unless its name says ``records``.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -286,6 +288,37 @@ def counts(
     """
     rows = _run(con, filters or FindingFilter(), due, as_of, reviews_until, by_table=False)
     return _counts(rows[0], due is not None)
+
+
+def total(parts: Iterable[Counts], judge_late: bool) -> Counts:
+    """The figures of disjoint scopes added up (every count summed, the latest detection the
+    latest of theirs): :func:`counts` of the union, e.g. of :func:`counts_by_table`'s tables,
+    read without running the model again. ``judge_late``: whether lateness was judged (else
+    ``late`` and ``late_not_disposed`` are None, as :func:`counts` gives them without due times)."""
+    out = Counts()
+    for c in parts:
+        latest = [t for t in (out.last_not_disposed_at, c.last_not_disposed_at) if t is not None]
+        out = Counts(
+            records=out.records + c.records,
+            incidents=out.incidents + c.incidents,
+            consequences=out.consequences + c.consequences,
+            by_severity={s: out.by_severity[s] + c.by_severity[s] for s in SEVERITIES},
+            by_status={s: out.by_status[s] + c.by_status[s] for s in STATUSES},
+            open_remedy_owed=out.open_remedy_owed + c.open_remedy_owed,
+            open_no_remedy=out.open_no_remedy + c.open_no_remedy,
+            by_review_status={s: out.by_review_status[s] + c.by_review_status[s] for s in REVIEW_STATUSES},
+            not_disposed=out.not_disposed + c.not_disposed,
+            not_disposed_by_severity={
+                s: out.not_disposed_by_severity[s] + c.not_disposed_by_severity[s] for s in SEVERITIES
+            },
+            overdue_not_disposed=out.overdue_not_disposed + c.overdue_not_disposed,
+            late=(out.late or 0) + (c.late or 0),
+            late_not_disposed=(out.late_not_disposed or 0) + (c.late_not_disposed or 0),
+            last_not_disposed_at=max(latest) if latest else None,
+        )
+    if not judge_late:
+        out = dataclasses.replace(out, late=None, late_not_disposed=None)
+    return out
 
 
 def counts_by_table(

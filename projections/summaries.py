@@ -196,9 +196,16 @@ def _replace_findings(con: duckdb.DuckDBPyConnection, generation: int) -> None:
 FINDINGS_SOURCE = """SELECT * EXCLUDE (generation) FROM sum_findings
 WHERE generation = coalesce(getvariable('dealtrail_generation'), (SELECT max(generation) FROM generations), 1)
   AND detected_at >= $start AND detected_at < $end
-  AND ($table_id IS NULL OR table_id = $table_id)"""
+  AND ($table_id IS NULL OR table_id = $table_id)
+  AND ($finding_id IS NULL OR finding_id = $finding_id)
+  AND ($case_of IS NULL OR finding_id = $case_of OR cause_finding_id = $case_of)
+  AND ($game IS NULL OR game = $game) AND ($rule IS NULL OR rule_id = $rule)
+  AND ($severity IS NULL OR severity = $severity) AND ($status IS NULL OR status = $status)
+  AND ($dealer IS NULL OR dealer_id = $dealer) AND ($incident IS NULL OR (cause_finding_id IS NULL) = $incident)"""
 """The finding half of the incidents read model read from ``sum_findings``: the rows and columns
-``rpt_findings.sql`` gives for the session's generation, the period and the table (unordered)."""
+``rpt_findings.sql`` gives for the session's generation, the period and the table (unordered).
+The model's filters on these columns are applied here too, before its review joins (they are
+applied again after them, where the live query needs them)."""
 
 
 def has_summary(con: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -372,17 +372,20 @@ class Console:
         finally:
             cur.close()
 
-    def floor_rows(self, con: duckdb.DuckDBPyConnection, now: datetime) -> list[dict[str, Any]]:
+    def floor_rows(
+        self, con: duckdb.DuckDBPyConnection, now: datetime, per_table: dict[str, incidents.Counts] | None = None
+    ) -> list[dict[str, Any]]:
         """Each table's row: its dealer and supervisor on duty (the ``sum_floor`` summary,
         :mod:`projections.summaries`; in a store without it ``con_floor.sql`` and
         :func:`projections.staff.supervisors_by_table`), its devices' state as the engine holds it
         (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`)
         with its incidents not yet disposed, by severity, its overdue remedies and late reviews
-        (the incidents read model)."""
+        (the incidents read model; ``per_table``: its figures by table, when already read)."""
         cur = con.execute(summaries.floor_query(con))  # sum_floor.sql, or con_floor.sql without the summary
         cols = [d[0] for d in cur.description]
         fetched = cur.fetchall()
-        per_table = incidents.counts_by_table(con, self.config.review_due, now)
+        if per_table is None:
+            per_table = incidents.counts_by_table(con, self.config.review_due, now)
         # the summary has each table's supervisor; else the latest floorperson in its events
         supervisors = None if "supervisor_id" in cols else staff.supervisors_by_table(con)
         devices = floor_device_states(con)
@@ -400,9 +403,11 @@ class Console:
     def floor_context(self, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         """The floor now: every table's row, the store's incident totals and the time."""
         now = self.config.clock()
+        per_table = incidents.counts_by_table(con, self.config.review_due, now)
         return {
-            "tables": self.floor_rows(con, now),
-            "totals": incidents.counts(con, self.config.review_due, now),
+            "tables": self.floor_rows(con, now, per_table),
+            # every finding has a table: the store's totals are the tables' figures added up
+            "totals": incidents.total(per_table.values(), judge_late=True),
             "as_of": now,
         }
 

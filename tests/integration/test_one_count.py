@@ -295,3 +295,48 @@ def test_a_case_filter_keeps_a_cause_and_its_consequences_only(audited_shift: Pa
             assert {r["finding_id"] for r in case} == expected and n == len(expected) > 1
     finally:
         con.close()
+
+
+def test_the_tables_figures_add_up_to_the_stores_and_every_filter_gives_the_live_models_rows(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    """The floor's totals are its tables' figures added up (:func:`incidents.total`): equal to the
+    model's own count of the store, reviews of every kind included. And each filter, applied to
+    the summary before the model's review joins, keeps the rows the live model keeps."""
+    from projections import incidents
+    from projections.reviews import FindingFilter
+
+    db = tmp_path / "store.duckdb"
+    shutil.copy(audited_shift, db)
+    _review_a_mix(db)
+    with Store(db) as store:
+        con = store.con
+        for due in (DUE, None):
+            per_table = incidents.counts_by_table(con, due, AS_OF)
+            assert len(per_table) > 1
+            assert incidents.total(per_table.values(), judge_late=due is not None) == incidents.counts(con, due, AS_OF)
+        assert incidents.total([], judge_late=True) == incidents.Counts()
+
+        every, _ = incidents.records(con, FindingFilter(), DUE, AS_OF)
+        one = every[len(every) // 2]
+        cause = next(r["cause_finding_id"] for r in every if r["cause_finding_id"])
+        filters = [
+            FindingFilter(game=one["game"]),
+            FindingFilter(rule=one["rule_id"]),
+            FindingFilter(severity=one["severity"]),
+            FindingFilter(status=one["status"]),
+            FindingFilter(dealer=one["dealer_id"]),
+            FindingFilter(incident=True),
+            FindingFilter(incident=False),
+            FindingFilter(finding_id=one["finding_id"]),
+            FindingFilter(case_of=cause),
+            FindingFilter(review_status="disposed", severity="voiding"),
+        ]
+
+        def rows(flt: FindingFilter, live: bool) -> list[tuple[Any, ...]]:
+            sql = f"SELECT * FROM ({incidents.model_sql(con, live=live)}) ORDER BY finding_id"
+            return con.execute(sql, incidents._params(flt, DUE, AS_OF, None)).fetchall()
+
+        for flt in filters:
+            summary, live = rows(flt, live=False), rows(flt, live=True)
+            assert summary == live and summary, flt
