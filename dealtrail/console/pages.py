@@ -325,6 +325,27 @@ def slot_of(start: datetime | None, end: datetime, first: datetime | None) -> st
     return "hour" if span <= timedelta(days=2) else "day" if span <= timedelta(days=92) else "week"
 
 
+RATES_INCIDENTS = {
+    # one row per incident of the session's generation (a consequence's cause_finding_id is set)
+    "summary": """SELECT finding_id, rule_id, severity, detected_at AS observed_at
+        FROM sum_findings
+        WHERE generation = coalesce(getvariable('dealtrail_generation'), (SELECT max(generation) FROM generations), 1)
+          AND cause_finding_id IS NULL
+          AND ($table_id IS NULL OR table_id = $table_id) AND ($dealer IS NULL OR dealer_id = $dealer)
+          AND ($start IS NULL OR detected_at >= $start) AND ($end IS NULL OR detected_at < $end)""",
+    # the same from every revision, less the consequences the read model names
+    "live": """SELECT d.finding_id, d.rule_id, d.severity, d.observed_at
+        FROM fct_detections d
+        WHERE ($table_id IS NULL OR d.table_id = $table_id)
+          AND ($start IS NULL OR d.observed_at >= $start) AND ($end IS NULL OR d.observed_at < $end)
+          AND NOT list_contains($consequences, d.finding_id)
+          AND ($dealer IS NULL OR EXISTS (
+              SELECT 1 FROM rounds x WHERE x.dealer_id = $dealer AND x.table_id = d.table_id AND x.round_id = d.round_id))""",
+}
+"""The incidents ``con_rates.sql`` counts (its ``/*incidents*/``): from ``sum_findings`` when the
+store has it (its ``dealer_id`` is the dealer of the finding's round), else from the detections."""
+
+
 def _rates(
     con: duckdb.DuckDBPyConnection,
     dealer: str | None,
@@ -335,8 +356,12 @@ def _rates(
     """A dealer's or a table's rounds, incidents and rates per 1,000 rounds in ``[start, end)``
     (None: open), by rule and by time slot (:func:`slot_of`): the incidents of the report and the
     floor (a consequence is counted under its cause)."""
-    scope = FindingFilter(table_id=table, dealer=dealer, incident=False, start=start, end=end)
-    consequences, _ = incidents.records(con, scope, ReviewDue(0, 0, 0), datetime.now(UTC))
+    if summaries.has_summary(con, "sum_findings"):
+        found, consequences = RATES_INCIDENTS["summary"], []
+    else:  # a store written before the summary: the model names the consequences
+        scope = FindingFilter(table_id=table, dealer=dealer, incident=False, start=start, end=end)
+        rows, _ = incidents.records(con, scope, ReviewDue(0, 0, 0), datetime.now(UTC))
+        found, consequences = RATES_INCIDENTS["live"], [c["finding_id"] for c in rows]
     row = con.execute(  # the period's first round: a period longer than the activity in it is charted by its activity
         """SELECT min(completed_at) FROM rounds WHERE ($dealer IS NULL OR dealer_id = $dealer)
            AND ($table_id IS NULL OR table_id = $table_id) AND ($start IS NULL OR completed_at >= $start)""",
@@ -344,9 +369,10 @@ def _rates(
     ).fetchone()
     first = row[0] if row else None
     slot = slot_of(start, end or datetime.now(UTC), first)
-    params = {"dealer": dealer, "table_id": table, "consequences": [c["finding_id"] for c in consequences],
-              "start": start, "end": end, "slot": slot}  # fmt: skip
-    cur = con.execute(sql("con_rates.sql"), params)
+    params = {"dealer": dealer, "table_id": table, "start": start, "end": end, "slot": slot}
+    if found is RATES_INCIDENTS["live"]:
+        params["consequences"] = consequences
+    cur = con.execute(sql("con_rates.sql").replace("/*incidents*/", found), params)
     cols = [d[0] for d in cur.description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     by_rule = [r for r in rows if r["kind"] == "rule"]

@@ -4,20 +4,16 @@
 -- A finding counts for the dealer of its round; $dealer or $table_id selects (the other NULL).
 -- The period is [$start, $end) (NULL: open): rounds by completion, findings by detection; the
 -- slots are $slot long ('hour', 'day' or 'week', as date_trunc takes them).
--- Incidents are counted: the consequences in $consequences (finding IDs, from the incidents read
--- model, projections/incidents.py) are shown under their cause and not counted again.
+-- Incidents are counted: a consequence is shown under its cause and not counted again (the
+-- incidents read model's definition, projections/incidents.py). Their rows (finding_id, rule_id,
+-- severity, observed_at) come from the sum_findings summary, or in a store without it from
+-- fct_detections less the consequences in $consequences (dealtrail/console/pages.py RATES_INCIDENTS).
 WITH r AS (
     SELECT table_id, round_id, dealer_id, completed_at FROM rounds
     WHERE ($dealer IS NULL OR dealer_id = $dealer) AND ($table_id IS NULL OR table_id = $table_id)
       AND ($start IS NULL OR completed_at >= $start) AND ($end IS NULL OR completed_at < $end)
-), f AS (
-    SELECT d.finding_id, d.rule_id, d.severity, d.observed_at
-    FROM fct_detections d
-    WHERE ($table_id IS NULL OR d.table_id = $table_id)
-      AND ($start IS NULL OR d.observed_at >= $start) AND ($end IS NULL OR d.observed_at < $end)
-      AND NOT list_contains($consequences, d.finding_id)
-      AND ($dealer IS NULL OR EXISTS (
-          SELECT 1 FROM rounds x WHERE x.dealer_id = $dealer AND x.table_id = d.table_id AND x.round_id = d.round_id))
+), f AS (  -- the period's incidents, each once (pages.py RATES_INCIDENTS: the summary or the live query)
+    /*incidents*/
 ), total AS (SELECT count(*) AS rounds FROM r)
 SELECT 'rule' AS kind, rule_id AS key, any_value(severity) AS severity, count(*) AS findings,
        (SELECT rounds FROM total) AS rounds

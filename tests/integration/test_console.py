@@ -465,6 +465,26 @@ def test_dealer_and_table_pages_give_findings_per_1000_rounds(client: TestClient
     assert client.get("/dealers/nobody").status_code == 404
 
 
+def test_dealer_and_table_rates_from_the_summary_equal_those_from_every_revision(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rates pages count incidents from ``sum_findings``; a store without it counts them from
+    the detections less the read model's consequences: both give the same figures."""
+    from dealtrail.console import pages
+    from projections import summaries
+
+    con = store.con
+    dealer = con.execute("SELECT dealer_id FROM rounds GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchall()[0][0]
+    table = con.execute("SELECT table_id FROM findings GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchall()[0][0]
+    last = con.execute("SELECT max(completed_at) FROM rounds").fetchall()[0][0]
+    scopes = [(dealer, None, None, None), (None, table, None, None), (dealer, None, last - timedelta(hours=3), last)]
+    from_summary = [pages._rates(con, *scope) for scope in scopes]
+    assert any(r["findings"] for r in from_summary)
+    real = summaries.has_summary
+    monkeypatch.setattr(summaries, "has_summary", lambda c, name: False if name == "sum_findings" else real(c, name))
+    assert [pages._rates(con, *scope) for scope in scopes] == from_summary
+
+
 def test_reports_page_writes_the_report_of_any_period_and_lists_scheduled_ones(
     store: Store, clock: Clock, tmp_path: Path
 ) -> None:
