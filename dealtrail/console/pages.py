@@ -339,8 +339,8 @@ RATES_INCIDENTS = {
         WHERE ($table_id IS NULL OR d.table_id = $table_id)
           AND ($start IS NULL OR d.observed_at >= $start) AND ($end IS NULL OR d.observed_at < $end)
           AND NOT list_contains($consequences, d.finding_id)
-          AND ($dealer IS NULL OR EXISTS (
-              SELECT 1 FROM rounds x WHERE x.dealer_id = $dealer AND x.table_id = d.table_id AND x.round_id = d.round_id))""",
+          AND ($dealer IS NULL OR EXISTS (SELECT 1 FROM rounds x
+               WHERE x.dealer_id = $dealer AND x.table_id = d.table_id AND x.round_id = d.round_id))""",
 }
 """The incidents ``con_rates.sql`` counts (its ``/*incidents*/``): from ``sum_findings`` when the
 store has it (its ``dealer_id`` is the dealer of the finding's round), else from the detections."""
