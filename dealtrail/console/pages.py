@@ -369,7 +369,7 @@ def _rates(
     ).fetchone()
     first = row[0] if row else None
     slot = slot_of(start, end or datetime.now(UTC), first)
-    params = {"dealer": dealer, "table_id": table, "start": start, "end": end, "slot": slot}
+    params: dict[str, Any] = {"dealer": dealer, "table_id": table, "start": start, "end": end, "slot": slot}
     if found is RATES_INCIDENTS["live"]:
         params["consequences"] = consequences
     cur = con.execute(sql("con_rates.sql").replace("/*incidents*/", found), params)
