@@ -290,6 +290,47 @@ def counts(
     return _counts(rows[0], due is not None)
 
 
+def page(
+    con: duckdb.DuckDBPyConnection,
+    filters: FindingFilter,
+    due: ReviewDue,
+    as_of: datetime,
+    sort: str = "detected",
+    descending: bool = True,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], Counts]:
+    """One page of :func:`records` with the :func:`counts` of every record that passed the
+    filters, from one run of the model (the findings list and the findings API show both).
+
+    Args:
+        con, filters, due, as_of, sort, descending: as :func:`records`.
+        limit: rows per page (at least 1).
+        offset: rows to skip (a page past the last one has no rows and still its counts).
+
+    Returns:
+        ``(rows, counts)``: the page's rows as :func:`records` gives them, and the figures of
+        the whole filtered set (``counts.records`` is the total :func:`records` gives).
+    """
+    params = _params(filters, due, as_of, None) | {"limit": max(1, int(limit)), "offset": max(0, int(offset))}
+    order = SORTS.get(sort, SORTS["detected"])
+    direction = "DESC" if descending else "ASC"
+    keys = f"{order} {direction} NULLS LAST, detected_at DESC, finding_id"
+    # the model once: its rows feed both the figures and the page
+    sql = (
+        f"WITH m AS MATERIALIZED ({model_sql(con)}), "
+        f"agg AS ({_aggregate_sql('SELECT * FROM m', False)}), "
+        f"pg AS (SELECT * FROM m ORDER BY {keys} LIMIT $limit OFFSET $offset) "
+        f"SELECT agg AS _counts, pg.* FROM agg LEFT JOIN pg ON true ORDER BY {keys.replace('finding_id', 'pg.finding_id')}"
+    )
+    cur = con.execute(sql, params)
+    cols = [d[0] for d in cur.description]
+    fetched = cur.fetchall()
+    counted = _counts(fetched[0][0], judge_late=True) if fetched else Counts()
+    rows = [dict(zip(cols[1:], r[1:], strict=True)) for r in fetched if r[cols.index("finding_id")] is not None]
+    return rows, counted
+
+
 def total(parts: Iterable[Counts], judge_late: bool) -> Counts:
     """The figures of disjoint scopes added up (every count summed, the latest detection the
     latest of theirs): :func:`counts` of the union, e.g. of :func:`counts_by_table`'s tables,

@@ -204,7 +204,7 @@ def supervisor_on_duty(con: duckdb.DuckDBPyConnection, table_id: str, round_id: 
            )
            SELECT arg_max(actor_id, seq) FROM events
            WHERE table_id = $t AND actor_role = 'FLOOR' AND seq <= (SELECT seq FROM upto)
-             AND occurred_at >= $lo"""
+             AND occurred_at >= $lo AND occurred_at <= $hi"""
     near = {"t": table_id, "r": round_id, "at": at, "lo": at - SUPERVISOR_NEAR, "hi": at + SUPERVISOR_NEAR}
     row = con.execute(sql, near).fetchone()
     if not row or row[0] is None:  # nobody on the floor in those days: the whole history
