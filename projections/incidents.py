@@ -304,7 +304,12 @@ def page(
     filters, from one run of the model (the findings list and the findings API show both).
 
     Args:
-        con, filters, due, as_of, sort, descending: as :func:`records`.
+        con: any connection to the store (read-only included).
+        filters: see :class:`projections.reviews.FindingFilter`.
+        due: review due times per severity (hours, from the settings).
+        as_of: the instant an undisposed finding is late against (timezone-aware).
+        sort: a key of :data:`projections.reviews.SORTS` (anything else: detection time).
+        descending: newest / highest first.
         limit: rows per page (at least 1).
         offset: rows to skip (a page past the last one has no rows and still its counts).
 
@@ -319,9 +324,9 @@ def page(
     # the model once: its rows feed both the figures and the page
     sql = (
         f"WITH m AS MATERIALIZED ({model_sql(con)}), "
-        f"agg AS ({_aggregate_sql('SELECT * FROM m', False)}), "
+        f"agg AS (SELECT a AS _counts FROM ({_aggregate_sql('SELECT * FROM m', False)}) a), "
         f"pg AS (SELECT * FROM m ORDER BY {keys} LIMIT $limit OFFSET $offset) "
-        f"SELECT agg AS _counts, pg.* FROM agg LEFT JOIN pg ON true ORDER BY {keys.replace('finding_id', 'pg.finding_id')}"
+        f"SELECT agg._counts, pg.* FROM agg LEFT JOIN pg ON true ORDER BY {keys}"
     )
     cur = con.execute(sql, params)
     cols = [d[0] for d in cur.description]

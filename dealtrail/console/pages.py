@@ -83,9 +83,11 @@ def router(console: Console) -> APIRouter:
     ) -> HTMLResponse:
         now = config.clock()
         flt = queue_filter(q, user)
-        rows, total = reviews.find(
+        # the rows and the figures from one run of the read model
+        rows, counted = incidents.page(
             con, flt, config.review_due, now, q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
         )
+        total = counted.records
         params, sort, order = q.params, q.sort, q.order
         return render(
             request,
@@ -93,7 +95,7 @@ def router(console: Console) -> APIRouter:
             user,
             rows=[_decorate(r) for r in rows],
             total=total,
-            counted=incidents.counts(con, config.review_due, now, flt),
+            counted=counted,
             page=page,
             pages=max(1, math.ceil(total / PAGE_SIZE)),
             params=params,

@@ -340,3 +340,33 @@ def test_the_tables_figures_add_up_to_the_stores_and_every_filter_gives_the_live
         for flt in filters:
             summary, live = rows(flt, live=False), rows(flt, live=True)
             assert summary == live and summary, flt
+
+
+def test_a_page_and_its_figures_from_one_run_equal_the_records_and_counts_apart(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    """:func:`incidents.page` (the findings list: one run of the model) gives the rows of
+    :func:`incidents.records` and the figures of :func:`incidents.counts`, reviews included,
+    for any filter, sort and page, and a page past the last one still has the figures."""
+    from projections import incidents
+    from projections.reviews import FindingFilter
+
+    db = tmp_path / "store.duckdb"
+    shutil.copy(audited_shift, db)
+    _review_a_mix(db)
+    with Store(db) as store:
+        con = store.con
+        every, total = incidents.records(con, FindingFilter(), DUE, AS_OF)
+        table = every[0]["table_id"]
+        cases = [
+            (FindingFilter(), "detected", True, 5, 0),
+            (FindingFilter(), "severity", False, 5, 5),
+            (FindingFilter(table_id=table), "rule", True, 3, 1),
+            (FindingFilter(review_status="disposed"), "detected", False, 50, 0),
+            (FindingFilter(incident=True), "due", True, 4, total),  # past the last page
+        ]
+        for flt, sort, desc, limit, offset in cases:
+            rows, counted = incidents.page(con, flt, DUE, AS_OF, sort, desc, limit, offset)
+            expected, n = incidents.records(con, flt, DUE, AS_OF, sort, desc, limit, offset)
+            assert rows == expected and counted == incidents.counts(con, DUE, AS_OF, flt) and counted.records == n
+        assert incidents.page(con, FindingFilter(table_id="no-such-table"), DUE, AS_OF) == ([], incidents.Counts())
