@@ -20,34 +20,34 @@ from typing import Any
 import duckdb
 
 _LATEST = """
-    WITH s AS (  -- narrow columns first: a month holds tens of thousands of snapshots of ~20 KB each
-        SELECT table_id, last_seq, 1 AS pref FROM table_states
+    SELECT table_id, last_seq, pref, rid FROM (  -- narrow columns only: a month holds tens of thousands of snapshots
+        SELECT table_id, last_seq, 1 AS pref, rowid AS rid FROM table_states
         WHERE $t::VARCHAR IS NULL OR table_id = $t
         UNION ALL
-        SELECT table_id, last_seq, 0 AS pref FROM table_snapshots
+        SELECT table_id, last_seq, 0 AS pref, rowid AS rid FROM table_snapshots
         WHERE $t::VARCHAR IS NULL OR table_id = $t
-    ), top AS (
-        SELECT table_id, last_seq, pref FROM s
-        QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC, pref DESC) = 1
-    ), states AS (  -- then the state of the latest only
-        SELECT x.table_id, x.last_seq, any_value(x.state::VARCHAR) AS state FROM table_states x
-        SEMI JOIN top ON top.pref = 1 AND top.table_id = x.table_id AND top.last_seq = x.last_seq
-        GROUP BY ALL
-    ), snaps AS (
-        SELECT x.table_id, x.last_seq, any_value(x.state::VARCHAR) AS state FROM table_snapshots x
-        SEMI JOIN top ON top.pref = 0 AND top.table_id = x.table_id AND top.last_seq = x.last_seq
-        WHERE x.last_seq >= (SELECT min(last_seq) FROM top WHERE pref = 0)
-        GROUP BY ALL
     )
-    SELECT table_id, last_seq, state FROM states
-    UNION ALL
-    SELECT table_id, last_seq, state FROM snaps WHERE table_id NOT IN (SELECT table_id FROM states)
+    QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY last_seq DESC, pref DESC, rid DESC) = 1
 """
+"""Each table's latest engine state: its seq, where it is kept (``pref`` 1: the audit's
+``table_states``, preferred at an equal seq; 0: a ``table_snapshots`` row) and its row ID."""
 
 
 def latest_states(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -> dict[str, tuple[int, dict[str, Any]]]:
-    """The latest stored engine state of each table (or of ``table_id``): table -> (last_seq, state JSON)."""
-    return {str(t): (int(seq), json.loads(text)) for t, seq, text in con.execute(_LATEST, {"t": table_id}).fetchall()}
+    """The latest stored engine state of each table (or of ``table_id``): table -> (last_seq, state JSON).
+
+    The latest rows are chosen on narrow columns, then only their states are read, by row ID
+    (a state is tens to hundreds of KB; every snapshot's would be read otherwise)."""
+    top = con.execute(_LATEST, {"t": table_id}).fetchall()
+    texts: dict[tuple[int, int], str] = {}
+    for pref, kept_in in ((1, "table_states"), (0, "table_snapshots")):
+        rids = [rid for _, _, p, rid in top if p == pref]
+        if rids:
+            rows = con.execute(
+                f"SELECT rowid, state::VARCHAR FROM {kept_in} WHERE rowid IN (SELECT unnest($r))", {"r": rids}
+            ).fetchall()
+            texts |= {(int(rid), pref): str(text) for rid, text in rows}
+    return {str(t): (int(seq), json.loads(texts[int(rid), p])) for t, seq, p, rid in top if (int(rid), p) in texts}
 
 
 def device_state(state: Mapping[str, Any]) -> dict[str, Any]:
