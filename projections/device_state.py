@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
+
+from projections import summaries
 
 _LATEST = """
     SELECT table_id, last_seq, pref, rid FROM (  -- narrow columns only: a month holds tens of thousands of snapshots
@@ -138,14 +140,7 @@ def floor_device_states(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, A
     happened, or when its device was last taken out of service (the events' ``occurred_at``)."""
     out = {t: {**device_state(state), "as_of_seq": seq} for t, (seq, state) in latest_states(con).items()}
     faults = [d["fault_event_id"] for d in out.values() if d["fault_event_id"]]
-    when: dict[str, datetime] = {}
-    if faults:
-        when = {
-            str(e): t
-            for e, t in con.execute(
-                "SELECT event_id, occurred_at FROM events WHERE list_contains($ids, event_id)", {"ids": faults}
-            ).fetchall()
-        }
+    when = _event_times(con, faults) if faults else {}
     off = {t for t, d in out.items() if d["status"] == "out of service"}
     taken: dict[str, datetime] = {}
     if off:
@@ -160,3 +155,27 @@ def floor_device_states(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, A
     for table_id, d in out.items():
         d["since"] = taken.get(table_id) if table_id in off else when.get(d["fault_event_id"] or "")
     return out
+
+
+FAULT_NEAR = timedelta(days=1)
+"""How far back from the floor's latest event a shown fault's event is looked for first (the
+store keeps events in arrival order, so a bound on the time reads those row groups only); the
+whole history only for a fault older than that."""
+
+
+def _event_times(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, datetime]:
+    """``occurred_at`` of the stored events with these IDs (event ID -> time; an ID not stored is
+    absent): looked for within :data:`FAULT_NEAR` of the floor's latest event first."""
+    sql = "SELECT event_id, occurred_at FROM events WHERE list_contains($ids, event_id)"
+    latest = (
+        con.execute("SELECT max(last_event_at) FROM sum_floor").fetchone()
+        if summaries.has_summary(con, "sum_floor")
+        else None
+    )
+    found: dict[str, datetime] = {}
+    if latest and latest[0] is not None:
+        near = con.execute(sql + " AND occurred_at >= $since", {"ids": ids, "since": latest[0] - FAULT_NEAR})
+        found = {str(e): t for e, t in near.fetchall()}
+    if missing := sorted(set(ids) - set(found)):
+        found |= {str(e): t for e, t in con.execute(sql, {"ids": missing}).fetchall()}
+    return found

@@ -3,7 +3,10 @@ engine state the store keeps for the table, per device and per deck."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from dealtrail.audit import audit_file
 from projections.device_state import table_device_state
@@ -85,3 +88,20 @@ def test_the_latest_state_of_each_table_is_its_highest_seq_a_file_end_state_befo
         assert latest_states(con, second) == {second: got[second]}
     finally:
         con.close()
+
+
+def test_the_floor_says_since_when_a_fault_is_shown_near_the_latest_event_or_long_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The floor's ``since`` of a shown fault is its event's time, looked for within a day of the
+    floor's latest event first and in the whole history when the fault is older than that."""
+    from projections import device_state
+
+    events = trail()
+    jam = next(e for e in events if isinstance(e, ev.ShufflerFaulted))
+    with Store(_audited(tmp_path, events)) as store:
+        near = device_state.floor_device_states(store.con)[TABLE_ID]
+        monkeypatch.setattr(device_state, "FAULT_NEAR", timedelta(0))  # the fault is "older" than the bound
+        far = device_state.floor_device_states(store.con)[TABLE_ID]
+    assert near["status"] == far["status"] == "faulted" and near["fault_event_id"] == jam.event_id
+    assert near["since"] == far["since"] == jam.occurred_at
