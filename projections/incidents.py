@@ -68,8 +68,15 @@ def model_sql(con: duckdb.DuckDBPyConnection, live: bool = False) -> str:
     return sql.replace("/*findings*/", findings).replace("/*reviews*/", reviews_source)
 
 
-def _params(filters: FindingFilter, due: ReviewDue, as_of: datetime, reviews_until: datetime | None) -> dict[str, Any]:
+def _params(
+    filters: FindingFilter,
+    due: ReviewDue,
+    as_of: datetime,
+    reviews_until: datetime | None,
+    ids: list[str] | None = None,
+) -> dict[str, Any]:
     return {
+        "ids": ids,  # these finding IDs only (None: all); a page's rows, read after their keys
         "start": filters.start or FAR_PAST,
         "end": filters.end or FAR_FUTURE,
         "game": filters.game,
@@ -301,7 +308,9 @@ def page(
     offset: int = 0,
 ) -> tuple[list[dict[str, Any]], Counts]:
     """One page of :func:`records` with the :func:`counts` of every record that passed the
-    filters, from one run of the model (the findings list and the findings API show both).
+    filters (the findings list and the findings API show both): the figures and the page's keys
+    come from one query over the model's narrow columns, then the wide columns (messages,
+    evidence lists) are read for the page's rows only, so a long history is sorted narrow.
 
     Args:
         con: any connection to the store (read-only included).
@@ -317,23 +326,32 @@ def page(
         ``(rows, counts)``: the page's rows as :func:`records` gives them, and the figures of
         the whole filtered set (``counts.records`` is the total :func:`records` gives).
     """
-    params = _params(filters, due, as_of, None) | {"limit": max(1, int(limit)), "offset": max(0, int(offset))}
     order = SORTS.get(sort, SORTS["detected"])
     direction = "DESC" if descending else "ASC"
-    keys = f"{order} {direction} NULLS LAST, detected_at DESC, finding_id"
-    # the model once: its rows feed both the figures and the page
-    sql = (
-        f"WITH m AS MATERIALIZED ({model_sql(con)}), "
-        f"agg AS (SELECT a AS _counts FROM ({_aggregate_sql('SELECT * FROM m', False)}) a), "
-        f"pg AS (SELECT * FROM m ORDER BY {keys} LIMIT $limit OFFSET $offset) "
-        f"SELECT agg._counts, pg.* FROM agg LEFT JOIN pg ON true ORDER BY {keys}"
-    )
-    cur = con.execute(sql, params)
+    sort_keys = f"_key {direction} NULLS LAST, detected_at DESC, finding_id"
+    # first the figures and the page's keys, from the model's narrow columns (materialised once)...
+    keys = f"""
+        WITH m AS MATERIALIZED (
+            SELECT finding_id, detected_at, incident, severity, status, required_remedy, review_status,
+                   review_late, ({order}) AS _key
+            FROM ({model_sql(con)})
+        ), agg AS ({_aggregate_sql("SELECT * FROM m", False)})
+        SELECT agg AS _counts,
+               (SELECT coalesce(list(finding_id ORDER BY {sort_keys}), []) FROM (
+                    SELECT * FROM m ORDER BY {sort_keys} LIMIT $limit OFFSET $offset)) AS _ids
+        FROM agg"""
+    params = _params(filters, due, as_of, None) | {"limit": max(1, int(limit)), "offset": max(0, int(offset))}
+    found = con.execute(keys, params).fetchone()
+    if found is None:
+        return [], Counts()
+    counted, ids = _counts(found[0], judge_late=True), [str(i) for i in found[1]]
+    if not ids:
+        return [], counted
+    # ...then the wide columns of those rows only
+    cur = con.execute(model_sql(con), _params(filters, due, as_of, None, ids))
     cols = [d[0] for d in cur.description]
-    fetched = cur.fetchall()
-    counted = _counts(fetched[0][0], judge_late=True) if fetched else Counts()
-    rows = [dict(zip(cols[1:], r[1:], strict=True)) for r in fetched if r[cols.index("finding_id")] is not None]
-    return rows, counted
+    by_id = {row[cols.index("finding_id")]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
+    return [by_id[i] for i in ids if i in by_id], counted
 
 
 def total(parts: Iterable[Counts], judge_late: bool) -> Counts:

@@ -199,6 +199,7 @@ WHERE generation = coalesce(getvariable('dealtrail_generation'), (SELECT max(gen
   AND ($table_id IS NULL OR table_id = $table_id)
   AND ($finding_id IS NULL OR finding_id = $finding_id)
   AND ($case_of IS NULL OR finding_id = $case_of OR cause_finding_id = $case_of)
+  AND ($ids::VARCHAR[] IS NULL OR finding_id IN (SELECT unnest($ids::VARCHAR[])))
   AND ($game IS NULL OR game = $game) AND ($rule IS NULL OR rule_id = $rule)
   AND ($severity IS NULL OR severity = $severity) AND ($status IS NULL OR status = $status)
   AND ($dealer IS NULL OR dealer_id = $dealer) AND ($incident IS NULL OR (cause_finding_id IS NULL) = $incident)"""

@@ -345,7 +345,8 @@ def test_the_tables_figures_add_up_to_the_stores_and_every_filter_gives_the_live
 def test_a_page_and_its_figures_from_one_run_equal_the_records_and_counts_apart(
     audited_shift: Path, tmp_path: Path
 ) -> None:
-    """:func:`incidents.page` (the findings list: one run of the model) gives the rows of
+    """:func:`incidents.page` (the findings list and API: keys and figures from the model's narrow
+    columns, then the page's wide rows) gives the rows of
     :func:`incidents.records` and the figures of :func:`incidents.counts`, reviews included,
     for any filter, sort and page, and a page past the last one still has the figures."""
     from projections import incidents
@@ -363,6 +364,8 @@ def test_a_page_and_its_figures_from_one_run_equal_the_records_and_counts_apart(
             (FindingFilter(), "severity", False, 5, 5),
             (FindingFilter(table_id=table), "rule", True, 3, 1),
             (FindingFilter(review_status="disposed"), "detected", False, 50, 0),
+            (FindingFilter(), "dealer", True, 7, 3),  # findings without a round have no dealer: NULLs last
+            (FindingFilter(), "status", False, 1000, 0),
             (FindingFilter(incident=True), "due", True, 4, total),  # past the last page
         ]
         for flt, sort, desc, limit, offset in cases:
