@@ -55,6 +55,7 @@ tables and 1 hour, 3 requests).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -309,12 +310,14 @@ def page_lines(db: Path, label: str, warmup: int, requests: int) -> None:
 
     settings = Settings()
     store = Store(db, settings.duckdb_memory_limit)
+    stack = contextlib.ExitStack()
     try:
         con = store.con
         last = con.execute("SELECT max(occurred_at) FROM events").fetchone()[0]  # type: ignore[index]
         auth.add_user(con, "bench", "viewer", PASSWORD, last)
         now = last + timedelta(hours=1)  # the console's clock: an hour after the last event
-        client = TestClient(create_app(store, ConsoleConfig(review_due(settings), "b" * 48, clock=lambda: now)))
+        app = create_app(store, ConsoleConfig(review_due(settings), "b" * 48, clock=lambda: now))
+        client = stack.enter_context(TestClient(app))  # entered: the app's lifespan runs, as under `dealtrail serve`
         csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
         form = {"username": "bench", "password": PASSWORD, "csrf": csrf.group(1) if csrf else "", "next": "/"}
         if client.post("/login", data=form).status_code != 200:
@@ -362,8 +365,8 @@ def page_lines(db: Path, label: str, warmup: int, requests: int) -> None:
         emit(f"{label} page p95 ms dealer: {ms('/dealers/' + quote(dealer)):.0f}")
         emit(f"{label} page p95 ms table: {ms('/tables/' + quote(table)):.0f}")
         emit(f"{label} api p95 ms findings: {ms('/api/v1/findings'):.0f}")
-        client.close()
     finally:
+        stack.close()
         store.close()
 
 

@@ -25,8 +25,10 @@ routers); the routes live by concern in :mod:`~dealtrail.console.sessions` (logi
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -107,6 +109,31 @@ async def strict_json_body(request: Request) -> None:
         raise RequestValidationError([{**error, "ctx": {"error": str(exc)}}]) from None
 
 
+_heap_frozen = threading.Event()
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive when the console starts (the application, its modules, the
+    store's connection) into the garbage collector's permanent generation (:func:`gc.freeze`),
+    once per process. A request makes many short-lived objects (the floor parses each table's
+    engine state, hundreds of KB at a month of history; a finding page replays its round), and
+    each full collection they trigger would otherwise walk that whole heap too: at a month of
+    history the floor's p95 was 100 ms with collections walking it and 59 ms with it frozen
+    (``make bench-history``). Called by the application's lifespan, so ``dealtrail serve`` and
+    the streaming console do it as they start; later calls in the same process do nothing."""
+    if _heap_frozen.is_set():
+        return
+    _heap_frozen.set()
+    gc.collect()
+    gc.freeze()
+
+
+@asynccontextmanager
+async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    freeze_startup_heap()
+    yield
+
+
 def create_app(
     store: Store,
     config: ConsoleConfig,
@@ -132,6 +159,7 @@ def create_app(
         The FastAPI application (serve it with uvicorn).
     """
     app = FastAPI(
+        lifespan=_lifespan,
         dependencies=[Depends(strict_json_body)],
         title="dealtrail compliance console API",
         version="1",

@@ -653,3 +653,21 @@ def test_a_rounds_first_and_last_seq_are_the_same_looked_for_near_it_or_anywhere
             assert round_seq(store.con, table, round_id, last=False, near=near) == first
             assert round_seq(store.con, table, round_id, last=True, near=near) == last
     assert round_seq(store.con, rows[0][0], "no-such-round", last=True, near=rows[0][4]) is None
+
+
+def test_the_console_freezes_its_start_up_heap_once_per_process(
+    store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As it starts (its lifespan: `dealtrail serve`, the streaming console), the console moves
+    what is alive into the collector's permanent generation, once per process."""
+    import threading
+
+    from dealtrail.console import app as app_module
+
+    frozen: list[int] = []
+    monkeypatch.setattr(app_module, "_heap_frozen", threading.Event())
+    monkeypatch.setattr(app_module.gc, "freeze", lambda: frozen.append(1))
+    for _ in range(2):
+        with TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))) as started:
+            assert started.get("/healthz").status_code == 200
+    assert frozen == [1]
