@@ -341,17 +341,27 @@ def page(
                     SELECT * FROM m ORDER BY {sort_keys} LIMIT $limit OFFSET $offset)) AS _ids
         FROM agg"""
     params = _params(filters, due, as_of, None) | {"limit": max(1, int(limit)), "offset": max(0, int(offset))}
-    found = con.execute(keys, params).fetchone()
-    if found is None:
-        return [], Counts()
-    counted, ids = _counts(found[0], judge_late=True), [str(i) for i in found[1]]
-    if not ids:
-        return [], counted
-    # ...then the wide columns of those rows only
-    cur = con.execute(model_sql(con), _params(filters, due, as_of, None, ids))
-    cols = [d[0] for d in cur.description]
-    by_id = {row[cols.index("finding_id")]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
-    return [by_id[i] for i in ids if i in by_id], counted
+    # both queries in one transaction: the rows are those the figures counted, whatever a writer commits between
+    try:
+        con.execute("BEGIN TRANSACTION")
+        own = True
+    except duckdb.TransactionException:  # the caller's transaction already holds one snapshot
+        own = False
+    try:
+        found = con.execute(keys, params).fetchone()
+        if found is None:
+            return [], Counts()
+        counted, ids = _counts(found[0], judge_late=True), [str(i) for i in found[1]]
+        if not ids:
+            return [], counted
+        # ...then the wide columns of those rows only
+        cur = con.execute(model_sql(con), _params(filters, due, as_of, None, ids))
+        cols = [d[0] for d in cur.description]
+        by_id = {row[cols.index("finding_id")]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
+        return [by_id[i] for i in ids], counted
+    finally:
+        if own:
+            con.execute("COMMIT")
 
 
 def total(parts: Iterable[Counts], judge_late: bool) -> Counts:
