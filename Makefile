@@ -67,7 +67,7 @@ bench-console: $(STAMP)
 	$(BIN)/python bench/bench_console.py $(BENCH_CONSOLE_ARGS)
 
 # Report, console pages, API, replica and archive on stores of 1 and 30 days of 8 tables, built
-# once into .cache/bench-history/ or $DEALTRAIL_BENCH_CACHE (an hour or two for the 30 days);
+# once into .cache/bench-history/ or $DEALTRAIL_BENCH_CACHE (about 35 minutes for the 30 days here);
 # BENCH_HISTORY_ARGS="--days 1" for one.
 bench-history: $(STAMP)
 	$(BIN)/python bench/bench_history.py $(BENCH_HISTORY_ARGS)

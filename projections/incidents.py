@@ -325,6 +325,10 @@ def page(
     Returns:
         ``(rows, counts)``: the page's rows as :func:`records` gives them, and the figures of
         the whole filtered set (``counts.records`` is the total :func:`records` gives).
+
+    Raises:
+        duckdb.TransactionException: ``con`` is in a transaction already (both queries run in
+            one of their own; give it a cursor of its own).
     """
     order = SORTS.get(sort, SORTS["detected"])
     direction = "DESC" if descending else "ASC"
@@ -342,11 +346,7 @@ def page(
         FROM agg"""
     params = _params(filters, due, as_of, None) | {"limit": max(1, int(limit)), "offset": max(0, int(offset))}
     # both queries in one transaction: the rows are those the figures counted, whatever a writer commits between
-    try:
-        con.execute("BEGIN TRANSACTION")
-        own = True
-    except duckdb.TransactionException:  # the caller's transaction already holds one snapshot
-        own = False
+    con.execute("BEGIN TRANSACTION")
     try:
         found = con.execute(keys, params).fetchone()
         if found is None:
@@ -360,8 +360,7 @@ def page(
         by_id = {row[cols.index("finding_id")]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
         return [by_id[i] for i in ids], counted
     finally:
-        if own:
-            con.execute("COMMIT")
+        con.execute("COMMIT")
 
 
 def total(parts: Iterable[Counts], judge_late: bool) -> Counts:

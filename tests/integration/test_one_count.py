@@ -373,3 +373,6 @@ def test_a_page_and_its_figures_from_one_run_equal_the_records_and_counts_apart(
             expected, n = incidents.records(con, flt, DUE, AS_OF, sort, desc, limit, offset)
             assert rows == expected and counted == incidents.counts(con, DUE, AS_OF, flt) and counted.records == n
         assert incidents.page(con, FindingFilter(table_id="no-such-table"), DUE, AS_OF) == ([], incidents.Counts())
+        # its own transaction is closed after it: a new one begins
+        con.execute("BEGIN TRANSACTION")
+        con.execute("ROLLBACK")
