@@ -39,17 +39,32 @@ def latest_states(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -
     """The latest stored engine state of each table (or of ``table_id``): table -> (last_seq, state JSON).
 
     The latest rows are chosen on narrow columns, then only their states are read, by row ID
-    (a state is tens to hundreds of KB; every snapshot's would be read otherwise)."""
+    (a state is tens to hundreds of KB; every snapshot's would be read otherwise). A row read by
+    its ID is used only if it is still the chosen table and seq (a writer's checkpoint between the
+    two reads may renumber rows); otherwise that state is read by table and seq."""
     top = con.execute(_LATEST, {"t": table_id}).fetchall()
-    texts: dict[tuple[int, int], str] = {}
+    texts: dict[tuple[str, int, int], str] = {}
     for pref, kept_in in ((1, "table_states"), (0, "table_snapshots")):
-        rids = [rid for _, _, p, rid in top if p == pref]
-        if rids:
-            rows = con.execute(
-                f"SELECT rowid, state::VARCHAR FROM {kept_in} WHERE rowid IN (SELECT unnest($r))", {"r": rids}
-            ).fetchall()
-            texts |= {(int(rid), pref): str(text) for rid, text in rows}
-    return {str(t): (int(seq), json.loads(texts[int(rid), p])) for t, seq, p, rid in top if (int(rid), p) in texts}
+        chosen = {(str(t), int(seq)) for t, seq, p, _ in top if p == pref}
+        if not chosen:
+            continue
+        rows = con.execute(
+            f"SELECT table_id, last_seq, state::VARCHAR FROM {kept_in} WHERE rowid IN (SELECT unnest($r))",
+            {"r": [rid for _, _, p, rid in top if p == pref]},
+        ).fetchall()
+        texts |= {(str(t), int(seq), pref): str(text) for t, seq, text in rows if (str(t), int(seq)) in chosen}
+        for t, seq in chosen - {(t, seq) for t, seq, p in texts if p == pref}:
+            again = con.execute(
+                f"SELECT state::VARCHAR FROM {kept_in} WHERE table_id = ? AND last_seq = ? LIMIT 1", [t, seq]
+            ).fetchone()
+            if again is not None:
+                texts[t, seq, pref] = str(again[0])
+    out = {}
+    for t, seq, pref, _ in top:
+        text = texts.get((str(t), int(seq), pref))
+        if text is not None:
+            out[str(t)] = (int(seq), json.loads(text))
+    return out
 
 
 def device_state(state: Mapping[str, Any]) -> dict[str, Any]:

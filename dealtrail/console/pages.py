@@ -83,7 +83,7 @@ def router(console: Console) -> APIRouter:
     ) -> HTMLResponse:
         now = config.clock()
         flt = queue_filter(q, user)
-        # the rows and the figures from one run of the read model
+        # the figures and the page's rows, read in one transaction
         rows, counted = incidents.page(
             con, flt, config.review_due, now, q.sort, q.order == "desc", PAGE_SIZE, (page - 1) * PAGE_SIZE
         )

@@ -105,3 +105,35 @@ def test_the_floor_says_since_when_a_fault_is_shown_near_the_latest_event_or_lon
         far = device_state.floor_device_states(store.con)[TABLE_ID]
     assert near["status"] == far["status"] == "faulted" and near["fault_event_id"] == jam.event_id
     assert near["since"] == far["since"] == jam.occurred_at
+
+
+def test_a_state_read_by_a_row_id_that_no_longer_names_the_chosen_row_is_read_by_table_and_seq(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    """Rows renumbered between the choice and the read (a writer's checkpoint): the states
+    returned are still those of the chosen tables and seqs, never another row's."""
+    import shutil
+    from typing import Any
+
+    import duckdb
+
+    from projections.device_state import latest_states
+
+    db = tmp_path / "states.duckdb"
+    shutil.copy(audited_shift, db)
+    con = duckdb.connect(str(db))
+    try:
+        expected = latest_states(con)
+        assert len(expected) > 2
+
+        class Renumbered:
+            """A connection whose reads by row ID land one row further on."""
+
+            def execute(self, sql: str, params: Any = None) -> Any:
+                if "rowid IN" in sql:
+                    params = {"r": [r + 1 for r in params["r"]]}
+                return con.execute(sql, params)
+
+        assert latest_states(Renumbered()) == expected  # type: ignore[arg-type]
+    finally:
+        con.close()
