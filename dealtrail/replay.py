@@ -42,7 +42,7 @@ class Window:
 
     ``near`` (optional, with a round): a moment of the round, such as a finding's detection; the
     round's first and last stored events are then looked for within :data:`ROUND_NEAR` of it
-    first (the store keeps events in arrival order, so a time bound reads those hours' row
+    first (the store keeps its batches of events in arrival order, so a time bound reads those hours' row
     groups, not the history), and in the whole history only if none is there."""
 
     round_id: str | None = None

@@ -174,7 +174,7 @@ def floor_device_states(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, A
 
 FAULT_NEAR = timedelta(days=1)
 """How far back from the floor's latest event a shown fault's event is looked for first (the
-store keeps events in arrival order, so a bound on the time reads those row groups only); the
+store keeps its batches of events in arrival order, so a bound on the time reads those row groups only); the
 whole history only for a fault older than that."""
 
 

@@ -183,7 +183,7 @@ def supervisors_by_table(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 FAR_PAST, FAR_FUTURE = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
 SUPERVISOR_NEAR = timedelta(hours=12)
-"""How far from a finding's time :func:`supervisor_on_duty` looks first (the store keeps events in
+"""How far from a finding's time :func:`supervisor_on_duty` looks first (the store keeps its batches of events in
 arrival order, so a time bound reads those days' row groups, not the history); the whole
 history only when no floorperson acted at the table in that span."""
 

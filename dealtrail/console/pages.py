@@ -440,7 +440,7 @@ def _decorate(row: dict[str, Any]) -> dict[str, Any]:
 
 EVENTS_NEAR = timedelta(hours=12)
 """How far from a finding's detection its evidence and remedy events are looked for first: the
-store keeps events in arrival order, so a bound on the time reads only the row groups of those
+store keeps its batches of events in arrival order, so a bound on the time reads only the row groups of those
 days instead of the whole history; IDs not found there are looked for in all of it."""
 
 
