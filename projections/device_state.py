@@ -12,12 +12,12 @@ SQL beside it. The state is as of its ``last_seq``: a snapshot taken every
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
+import pydantic_core
 
 from projections import summaries
 
@@ -41,7 +41,9 @@ def latest_states(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -
     The latest rows are chosen on narrow columns, then only their states are read, by row ID
     (a state is tens to hundreds of KB; every snapshot's would be read otherwise). A row read by
     its ID is used only if it is still the chosen table and seq (a writer's checkpoint between the
-    two reads may renumber rows); otherwise that state is read by table and seq."""
+    two reads may renumber rows); otherwise that state is read by table and seq. The JSON is parsed
+    by pydantic-core's parser (a month's table state is some 600 KB, a floor of 8 tables 1.5 MB:
+    about a fifth of the standard library's time)."""
     top = con.execute(_LATEST, {"t": table_id}).fetchall()
     texts: dict[tuple[str, int, int], str] = {}
     for pref, kept_in in ((1, "table_states"), (0, "table_snapshots")):
@@ -63,7 +65,7 @@ def latest_states(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -
     for t, seq, pref, _ in top:
         text = texts.get((str(t), int(seq), pref))
         if text is not None:
-            out[str(t)] = (int(seq), json.loads(text))
+            out[str(t)] = (int(seq), pydantic_core.from_json(text))
     return out
 
 
