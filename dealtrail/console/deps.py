@@ -424,6 +424,32 @@ class Console:
             raise HTTPException(404, f"no finding {finding_id}")
         return rows[0]
 
+    def finding_case(
+        self, con: duckdb.DuckDBPyConnection, finding_id: str
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One finding's row and the rows of its case (its cause, itself if it is an incident, and
+        the cause's consequences), from the read model run once for an incident, twice for a
+        consequence (its own case first names its cause).
+
+        Returns:
+            ``(finding, case_rows)``: the rows as :meth:`finding` gives them; ``case_rows``
+            includes the finding itself.
+
+        Raises:
+            HTTPException: 404, no such finding.
+        """
+        if not re.fullmatch(r"[0-9a-f]{1,64}", finding_id):
+            raise HTTPException(404, f"no finding {finding_id}")
+        due, now = self.config.review_due, self.config.clock()
+        rows, _ = reviews.find(con, FindingFilter(case_of=finding_id), due, now)
+        f = next((r for r in rows if r["finding_id"] == finding_id), None)
+        if f is None:
+            raise HTTPException(404, f"no finding {finding_id}")
+        if f.get("cause_finding_id"):  # a consequence: the case is its cause's
+            rows, _ = reviews.find(con, FindingFilter(table_id=f["table_id"], case_of=f["cause_finding_id"]), due, now)
+            f = next((r for r in rows if r["finding_id"] == finding_id), f)
+        return f, [r for r in rows if r["table_id"] == f["table_id"]]  # a case lies within one table
+
     @contextmanager
     def review_refusals(self, user: User, action: str, what: str) -> Iterator[None]:
         """Record a refused review action in the access log, then let the refusal go on: a 4xx

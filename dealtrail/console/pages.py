@@ -132,7 +132,7 @@ def router(console: Console) -> APIRouter:
         errors: dict[str, str] | None = None,
     ) -> HTMLResponse:
         """A finding's page; after a refused review, the form's values and each field's error."""
-        f = console.finding(con, finding_id)
+        f, case_rows = console.finding_case(con, finding_id)  # the read model once for an incident
         spec = RULES_BY_ID.get(f["rule_id"])
         # once, for the layout and the picture
         replayed, replay_note = _round_replay(con, f["table_id"], f["round_id"], f["detected_at"])
@@ -147,7 +147,7 @@ def router(console: Console) -> APIRouter:
             remedy_events=_events(con, list(f["remedy_event_ids"] or []), f["table_id"], f["detected_at"]),
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(replayed),
-            investigation=replay_pages.investigation(console, con, f, replayed, replay_note),
+            investigation=replay_pages.investigation(console, con, f, replayed, replay_note, case_rows),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],

@@ -121,10 +121,7 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/cases/{finding_id}", include_in_schema=False)
     def case_page(request: Request, finding_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
-        me = console.finding(con, finding_id)
-        now = console.config.clock()
-        case = FindingFilter(table_id=me["table_id"], case_of=me.get("cause_finding_id") or finding_id)
-        rows, _ = reviews.find(con, case, console.config.review_due, now)
+        _, rows = console.finding_case(con, finding_id)
         cause, consequences = case_members(rows, finding_id)
         if cause is None:
             raise HTTPException(404, f"no finding {finding_id}")
@@ -143,17 +140,24 @@ def router(console: Console) -> APIRouter:
 
 
 def investigation(
-    console: Console, con: Any, f: dict[str, Any], replayed: Any = None, not_drawn: str | None = None
+    console: Console,
+    con: Any,
+    f: dict[str, Any],
+    replayed: Any = None,
+    not_drawn: str | None = None,
+    case_rows: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """What the finding page's investigation partials need: the picture of the breach and the
     case the finding belongs to (its cause, its consequences), and the replay window of a finding
     between rounds (two minutes either side of its detection, UTC ISO 8601). ``replayed``: the
     finding's round as the page replayed it (``dealtrail.replay.ReplayResult``; None: replayed
     for the picture); ``not_drawn``: why the page could not replay the round (the picture is then
-    not attempted again, and the page says why instead of drawing nothing)."""
-    now = console.config.clock()
-    case = FindingFilter(table_id=f["table_id"], case_of=f.get("cause_finding_id") or f["finding_id"])
-    rows, _ = reviews.find(con, case, console.config.review_due, now)  # the finding's case, not its table's
+    not attempted again, and the page says why instead of drawing nothing); ``case_rows``: the
+    rows of the finding's case when already read (:meth:`Console.finding_case`), else read here."""
+    rows = case_rows
+    if rows is None:
+        case = FindingFilter(table_id=f["table_id"], case_of=f.get("cause_finding_id") or f["finding_id"])
+        rows, _ = reviews.find(con, case, console.config.review_due, console.config.clock())  # its case only
     cause, consequences = case_members(rows, f["finding_id"])
     at = f["detected_at"].astimezone(UTC)
     return {

@@ -258,6 +258,32 @@ def test_case_page_links_a_cause_and_its_consequences_both_ways(client: TestClie
 # -- dealtrail replay --html ----------------------------------------------------------------------
 
 
+def test_a_findings_case_read_once_equals_its_row_and_case_read_apart(store: Store) -> None:
+    """The finding page reads the read model once for an incident (its own case holds its row)
+    and twice for a consequence; the rows must be those of the finding alone and of its cause's
+    case, as read apart before, for every finding of the store."""
+    from dealtrail.console.deps import Console
+    from dealtrail.replay_view import case_members
+    from projections import reviews
+    from projections.reviews import FindingFilter
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    console = Console(store, ConsoleConfig(DUE, "w" * 48, clock=lambda: now), None, threading.Lock())
+    ids = [r[0] for r in store.con.execute("SELECT DISTINCT finding_id FROM findings ORDER BY 1").fetchall()]
+    kinds = set()
+    for fid in ids:
+        f, rows = console.finding_case(store.con, fid)
+        alone, _ = reviews.find(store.con, FindingFilter(finding_id=fid), DUE, now)
+        assert f == alone[0]
+        cause_id = f["cause_finding_id"] or fid
+        apart, _ = reviews.find(store.con, FindingFilter(table_id=f["table_id"], case_of=cause_id), DUE, now)
+        key = lambda r: r["finding_id"]  # noqa: E731
+        assert sorted(rows, key=key) == sorted(apart, key=key)
+        assert case_members(rows, fid) == case_members(apart, fid)
+        kinds.add(f["cause_finding_id"] is None)
+    assert kinds == {True, False}  # incidents and consequences both checked
+
+
 def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the_limit(
     workbench_db: Path, tmp_path: Path
 ) -> None:
