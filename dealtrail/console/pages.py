@@ -260,16 +260,15 @@ def queue_filter(q: FindingsQuery, user: User) -> FindingFilter:
 
 def _choices(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """The values the findings filters and the assign form offer."""
-
-    def one(query: str) -> list[str]:
-        return [str(r[0]) for r in con.execute(query).fetchall() if r[0] is not None]
-
     found = summaries.generation_findings(con)  # one row per finding of the generation shown
+    combos = con.execute(f"SELECT DISTINCT game, table_id, rule_id FROM {found}").fetchall()  # one scan, not three
+    games, tables, rules = (sorted({str(c[i]) for c in combos if c[i] is not None}) for i in range(3))
+    dealers = con.execute("SELECT DISTINCT dealer_id FROM rounds WHERE dealer_id IS NOT NULL ORDER BY 1").fetchall()
     return {
-        "games": one(f"SELECT DISTINCT game FROM {found} ORDER BY 1"),
-        "tables": one(f"SELECT DISTINCT table_id FROM {found} ORDER BY 1"),
-        "rules": one(f"SELECT DISTINCT rule_id FROM {found} ORDER BY 1"),
-        "dealers": one("SELECT DISTINCT dealer_id FROM rounds ORDER BY 1"),
+        "games": games,
+        "tables": tables,
+        "rules": rules,
+        "dealers": [str(r[0]) for r in dealers],
         "users": _reviewers(con),
     }
 
