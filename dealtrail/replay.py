@@ -93,6 +93,9 @@ class ReplayResult:
         differences: revisions on one side only (empty when replay == store).
         unreadable: stored events that no longer decode (event ID and reason).
         cards: event ID -> card face of every ``CardDealt`` replayed (for layouts).
+        removed_before: the decks already removed from the table before the window's first
+            event (a table changes decks every shift or so: after a month its state names hundreds
+            of removed decks, which a view of the window leaves out).
     """
 
     table_id: str
@@ -107,6 +110,7 @@ class ReplayResult:
     events_total: int = 0
     compared: bool = False
     start: SnapshotStart | None = None
+    removed_before: frozenset[str] = frozenset()
 
     @property
     def matches(self) -> bool:
@@ -409,6 +413,7 @@ def replay(
         except DecodeError as exc:
             result.unreadable.append((event_id, f"{exc.reason}: {exc.detail}"))
             continue
+        before = state
         try:
             state, found = apply(state, event, limits=limits)
         except EventRejected as exc:
@@ -423,6 +428,8 @@ def replay(
             ):
                 result.state_at, result.at_event = state, event
         if window.shows(event):
+            if not result.steps and before is not None:
+                result.removed_before = frozenset(k for k, d in before.decks.items() if d.removed)
             result.steps.append(Step(event, state, found))
             result.replayed.extend(found)
     if result.events_total == 0:

@@ -73,6 +73,8 @@ class ReplayView:
             that raised it (``i``): the page lists the findings so far and marks them on its
             slider without loading every page.
         started_after_seq: the snapshot the replay started from (0: the table's first event).
+        decks_removed_before: how many decks had been removed from the table before the
+            window's first event (the steps leave them out: ``ReplayResult.removed_before``).
     """
 
     table_id: str
@@ -85,6 +87,7 @@ class ReplayView:
     steps: list[dict[str, Any]]
     findings: list[dict[str, Any]]
     started_after_seq: int
+    decks_removed_before: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The page as the API sends it."""
@@ -97,6 +100,7 @@ class ReplayView:
             "page_size": self.page_size,
             "first": self.first,
             "started_after_seq": self.started_after_seq,
+            "decks_removed_before": self.decks_removed_before,
             "steps": self.steps,
             "findings": self.findings,
         }
@@ -197,7 +201,8 @@ def replay_page(
     first = (page - 1) * page_size
     shown = result.steps[first : first + page_size]
     pages = max(1, -(-len(result.steps) // page_size))
-    steps = [step_json(first + i, s.event, s.state, s.findings, result.cards) for i, s in enumerate(shown)]
+    hidden = result.removed_before
+    steps = [step_json(first + i, s.event, s.state, s.findings, result.cards, hidden) for i, s in enumerate(shown)]
     return ReplayView(
         table_id=table_id,
         window={
@@ -213,6 +218,7 @@ def replay_page(
         steps=steps,
         findings=[{"i": i, **_finding_json(f)} for i, s in enumerate(result.steps) for f in s.findings],
         started_after_seq=result.start.last_seq if result.start is not None else 0,
+        decks_removed_before=len(hidden),
     )
 
 
@@ -262,7 +268,9 @@ def _deck_status(state: TableState, deck_id: str) -> str:
     return "not shuffled since it came to the table"
 
 
-def state_json(state: TableState, cards: dict[str, tuple[str, str]]) -> dict[str, Any]:
+def state_json(
+    state: TableState, cards: dict[str, tuple[str, str]], hidden: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The table as it lay in ``state``: the round's layout (cards in deal order with their face
     and the event that dealt them), burns, stub and discard rack, dice and stacks, each deck's
     and device's status and the remedies owed (JSON-ready).
@@ -270,12 +278,13 @@ def state_json(state: TableState, cards: dict[str, tuple[str, str]]) -> dict[str
     Args:
         state: the engine's table state after an event.
         cards: event ID -> (card code, face) of the cards dealt (``ReplayResult.cards``).
+        hidden: decks left out of ``decks`` (those removed before the window began).
     """
     rnd = state.round
     out: dict[str, Any] = {
         "round": None,
         "layout": [],
-        "decks": [{"deck_id": k, "status": _deck_status(state, k)} for k in sorted(state.decks)],
+        "decks": [{"deck_id": k, "status": _deck_status(state, k)} for k in sorted(state.decks) if k not in hidden],
         "current_deck": state.current_deck_id,
         "devices": [
             {
@@ -358,8 +367,10 @@ def step_json(
     state: TableState,
     findings: Iterable[Finding],
     cards: dict[str, tuple[str, str]],
+    hidden: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """One replay step: the event, the findings it raised and the table after it (:func:`state_json`)."""
+    """One replay step: the event, the findings it raised and the table after it (:func:`state_json`;
+    ``hidden``: the decks it leaves out)."""
     return {
         "i": index,
         "seq": event.seq,
@@ -371,7 +382,7 @@ def step_json(
         "details": event_details(event),
         "card": _event_card(event),
         "findings": [_finding_json(f) for f in findings],
-        **state_json(state, cards),
+        **state_json(state, cards, hidden),
     }
 
 

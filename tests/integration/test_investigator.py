@@ -117,6 +117,39 @@ def test_replay_api_steps_through_a_round_event_by_event_with_the_layout_and_eac
     assert any(o["finding_id"] == f["finding_id"] for o in last["remedies"])
 
 
+def test_replay_api_leaves_out_decks_removed_before_the_window_and_shows_one_removed_inside_it(
+    client: TestClient, store: Store
+) -> None:
+    """A table changes decks: after a month its state names hundreds of removed decks. A replay
+    lists the decks at the table and those removed inside its window, and says how many it left out."""
+    removals = store.con.execute(
+        """SELECT table_id, seq, occurred_at FROM events WHERE type = 'DeckRemoved' ORDER BY table_id, seq"""
+    ).fetchall()
+    assert removals, "the workbench store has no DeckRemoved"
+    table, seq, at = removals[0]
+    inside = client.get(
+        f"/api/v1/tables/{table}/replay",
+        params={"from": (at - timedelta(seconds=1)).isoformat(), "to": (at + timedelta(minutes=1)).isoformat()},
+    ).json()
+    removed = {
+        d["deck_id"]
+        for s in inside["steps"]
+        if s["seq"] >= seq
+        for d in s["decks"]
+        if d["status"] == "removed from the table"
+    }
+    assert removed and inside["decks_removed_before"] == 0  # removed inside the window: shown as removed
+    later = store.con.execute(
+        "SELECT round_id FROM events WHERE table_id = ? AND seq > ? AND round_id IS NOT NULL ORDER BY seq LIMIT 1",
+        [table, seq],
+    ).fetchone()
+    assert later is not None
+    after = client.get(f"/api/v1/tables/{table}/replay", params={"round": later[0]}).json()
+    assert after["decks_removed_before"] >= len(removed)
+    listed = {d["deck_id"] for s in after["steps"] for d in s["decks"]}
+    assert listed and not listed & removed  # the decks at the table are listed, the removed ones are not
+
+
 def test_replay_api_pages_a_time_window_and_every_page_is_under_1_mb(client: TestClient, store: Store) -> None:
     table, start = store.con.execute(
         "SELECT table_id, min(occurred_at) FROM events GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"

@@ -7,7 +7,7 @@
   const $ = (id) => document.getElementById(id);
   const slider = $("rp-slider"), pos = $("rp-pos"), status = $("rp-status");
   const pages = new Map();
-  let total = 0, size = 150, at = 0, want = 0, loading = null;
+  let total = 0, size = 150, at = 0, want = 0, loading = null, removedBefore = 0;
   const seen = new Map();  // finding_id + revision -> {step, finding}
 
   function el(tag, cls, text) {
@@ -41,7 +41,7 @@
     if (res.status === 401) { window.location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search)); return null; }
     if (!res.ok) { status.textContent = "The replay could not be loaded (" + res.status + ")."; return null; }
     const body = await res.json();
-    total = body.total; size = body.page_size;
+    total = body.total; size = body.page_size; removedBefore = body.decks_removed_before || 0;
     pages.set(page, body.steps);
     if (!seen.size && body.findings.length) {
       // every finding of the window, with its step: listed as the replay passes it, and ticked on the slider
@@ -117,7 +117,8 @@
     const decks = el("div");
     for (const d of s.decks) decks.append(el("div", "small", "Deck " + d.deck_id + (d.deck_id === s.current_deck ? " (current)" : "") + ": " + d.status));
     for (const d of s.devices) decks.append(el("div", "small", d.type.toLowerCase().replace("_", " ") + " " + d.device_id + ": " + d.status));
-    if (!s.decks.length && !s.devices.length) decks.append(el("div", "muted small", "none recorded yet"));
+    if (!s.decks.length && !s.devices.length) decks.append(el("div", "muted small", removedBefore ? "none at the table" : "none recorded yet"));
+    if (removedBefore) decks.append(el("div", "muted small", removedBefore + (removedBefore === 1 ? " deck" : " decks") + " removed from the table before this window, not listed"));
     $("rp-decks").replaceChildren(decks);
     $("rp-remedies").replaceChildren(...(s.remedies.length ? s.remedies.map((o) => el("div", "small" + (o.overdue ? " st-overdue" : ""), o.rule_id + " (round " + (o.round_id || "-") + "): " + (o.pending.join("; ") || "done") + (o.overdue ? " — OVERDUE" : ""))) : [el("div", "muted small", "none owed")]));
     const list = [...seen.values()].filter((x) => x.step <= at).sort((a, b) => a.step - b.step);
