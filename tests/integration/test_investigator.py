@@ -511,7 +511,11 @@ def test_replay_steps_from_the_nearest_snapshot_equal_those_from_the_first_event
         view = replay_page(con, table, Window(round_id=last_round))
         assert view.started_after_seq > 0
         full = replay(table, stored_events(con, table), None, Window(round_id=last_round))
-        assert view.steps == [step_json(i, s.event, s.state, s.findings, full.cards) for i, s in enumerate(full.steps)]
+        hidden = full.removed_before  # the decks removed before the round, as the replay from the start saw them
+        assert view.decks_removed_before == len(hidden)
+        assert view.steps == [
+            step_json(i, s.event, s.state, s.findings, full.cards, hidden) for i, s in enumerate(full.steps)
+        ]
     finally:
         con.close()
 
