@@ -14,7 +14,7 @@ out is skipped, and said. Without a usable one it starts at the table's first ev
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from schemas.codec import DecodeError, decode
 from schemas.findings import Finding
 from streams.engine import EventRejected, Plausibility, TableState, apply
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION, RULES_BY_ID, Remedy
-from streams.engine.state import load_state
+from streams.engine.state import DeckState, load_state
 
 if TYPE_CHECKING:
     import duckdb
@@ -94,8 +94,9 @@ class ReplayResult:
         unreadable: stored events that no longer decode (event ID and reason).
         cards: event ID -> card face of every ``CardDealt`` replayed (for layouts).
         removed_before: the decks already removed from the table before the window's first
-            event (a table changes decks every shift or so: after a month its state names hundreds
-            of removed decks, which a view of the window leaves out).
+            event, with their state then (a table changes decks every shift or so: after a month
+            its state names hundreds of removed decks; a view of the window leaves out each while
+            its state is still that one, so a deck brought back inside the window is shown).
     """
 
     table_id: str
@@ -110,7 +111,7 @@ class ReplayResult:
     events_total: int = 0
     compared: bool = False
     start: SnapshotStart | None = None
-    removed_before: frozenset[str] = frozenset()
+    removed_before: Mapping[str, DeckState] = field(default_factory=dict)
 
     @property
     def matches(self) -> bool:
@@ -429,7 +430,7 @@ def replay(
                 result.state_at, result.at_event = state, event
         if window.shows(event):
             if not result.steps and before is not None:
-                result.removed_before = frozenset(k for k, d in before.decks.items() if d.removed)
+                result.removed_before = {k: d for k, d in before.decks.items() if d.removed}
             result.steps.append(Step(event, state, found))
             result.replayed.extend(found)
     if result.events_total == 0:

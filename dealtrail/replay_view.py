@@ -10,7 +10,7 @@ and the steps of a long window come in pages, so no answer grows with the table'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from schemas.findings import Finding
 from streams.engine import TableState
 from streams.engine.catalog import REMEDY_TEXT, RULES_BY_ID, Remedy
 from streams.engine.reducer import expected_cards_dealt
+from streams.engine.state import DeckState
 
 if TYPE_CHECKING:
     import duckdb
@@ -74,7 +75,8 @@ class ReplayView:
             slider without loading every page.
         started_after_seq: the snapshot the replay started from (0: the table's first event).
         decks_removed_before: how many decks had been removed from the table before the
-            window's first event (the steps leave them out: ``ReplayResult.removed_before``).
+            window's first event (the steps leave each out while it stays as it was then:
+            ``ReplayResult.removed_before``).
     """
 
     table_id: str
@@ -269,7 +271,7 @@ def _deck_status(state: TableState, deck_id: str) -> str:
 
 
 def state_json(
-    state: TableState, cards: dict[str, tuple[str, str]], hidden: frozenset[str] = frozenset()
+    state: TableState, cards: dict[str, tuple[str, str]], hidden: Mapping[str, DeckState] | None = None
 ) -> dict[str, Any]:
     """The table as it lay in ``state``: the round's layout (cards in deal order with their face
     and the event that dealt them), burns, stub and discard rack, dice and stacks, each deck's
@@ -278,13 +280,19 @@ def state_json(
     Args:
         state: the engine's table state after an event.
         cards: event ID -> (card code, face) of the cards dealt (``ReplayResult.cards``).
-        hidden: decks left out of ``decks`` (those removed before the window began).
+        hidden: decks left out of ``decks`` while their state is the one given (those removed
+            before the window began: ``ReplayResult.removed_before``; one brought back is shown).
     """
+    gone = hidden or {}
     rnd = state.round
     out: dict[str, Any] = {
         "round": None,
         "layout": [],
-        "decks": [{"deck_id": k, "status": _deck_status(state, k)} for k in sorted(state.decks) if k not in hidden],
+        "decks": [
+            {"deck_id": k, "status": _deck_status(state, k)}
+            for k, d in sorted(state.decks.items())
+            if (was := gone.get(k)) is None or not (d is was or d == was)  # unchanged since it was removed
+        ],
         "current_deck": state.current_deck_id,
         "devices": [
             {
@@ -367,7 +375,7 @@ def step_json(
     state: TableState,
     findings: Iterable[Finding],
     cards: dict[str, tuple[str, str]],
-    hidden: frozenset[str] = frozenset(),
+    hidden: Mapping[str, DeckState] | None = None,
 ) -> dict[str, Any]:
     """One replay step: the event, the findings it raised and the table after it (:func:`state_json`;
     ``hidden``: the decks it leaves out)."""

@@ -150,6 +150,45 @@ def test_replay_api_leaves_out_decks_removed_before_the_window_and_shows_one_rem
     assert listed and not listed & removed  # the decks at the table are listed, the removed ones are not
 
 
+def test_a_deck_brought_back_with_the_same_id_is_listed_again_in_a_replay(workbench_db: Path, tmp_path: Path) -> None:
+    """A deck removed before the window and introduced again inside it (the same deck ID) is at
+    the table again: the steps list it from its DeckIntroduced on, not only the removed count."""
+    from dealtrail.audit import audit_file
+    from dealtrail.replay import Window
+    from dealtrail.replay_view import replay_page
+    from schemas.chain import Chainer
+    from schemas.codec import decode
+
+    events = workbench_db.parent / "events.jsonl"
+    trail = [json.loads(line) for line in events.read_text(encoding="utf-8").splitlines()]
+    table = "C691-01"
+    mine = sorted((e for e in trail if e["table_id"] == table), key=lambda e: e["seq"])
+    gone = next(e for e in mine if e["type"] == "DeckRemoved")
+    back = next(e for e in mine if e["type"] == "DeckIntroduced" and e["seq"] > gone["seq"])
+    old, new = gone["deck_id"], back["deck_id"]
+    assert old and new and old != new
+    out = tmp_path / "back.jsonl"
+    chainer = Chainer()
+    with out.open("wb") as fh:
+        for e in trail:
+            line = json.dumps(e, separators=(",", ":"))
+            if e["table_id"] == table and e["seq"] >= back["seq"]:
+                line = line.replace(f'"{new}"', f'"{old}"')  # the new deck takes the removed deck's ID
+            _, data = chainer.stamp_encoded(decode(line.encode()))
+            fh.write((data if data is not None else line.encode()) + b"\n")
+    with Store(tmp_path / "back.duckdb") as store:
+        audit_file(out, store, snapshot_every=1000)
+        start = datetime.fromisoformat(gone["occurred_at"]) + timedelta(microseconds=1)  # just after the removal
+        view = replay_page(store.con, table, Window(start=start, end=start + timedelta(minutes=5)))
+    assert view.decks_removed_before >= 1
+    before = [s for s in view.steps if s["seq"] < back["seq"]]
+    after = [s for s in view.steps if s["seq"] >= back["seq"]]
+    assert after
+    assert all(old not in {d["deck_id"] for d in s["decks"]} for s in before)  # removed before the window
+    assert all(any(d["deck_id"] == old and d["status"] != "removed from the table" for d in s["decks"]) for s in after)
+    assert after[0]["current_deck"] == old
+
+
 def test_replay_api_pages_a_time_window_and_every_page_is_under_1_mb(client: TestClient, store: Store) -> None:
     table, start = store.con.execute(
         "SELECT table_id, min(occurred_at) FROM events GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"

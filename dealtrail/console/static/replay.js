@@ -118,7 +118,7 @@
     for (const d of s.decks) decks.append(el("div", "small", "Deck " + d.deck_id + (d.deck_id === s.current_deck ? " (current)" : "") + ": " + d.status));
     for (const d of s.devices) decks.append(el("div", "small", d.type.toLowerCase().replace("_", " ") + " " + d.device_id + ": " + d.status));
     if (!s.decks.length && !s.devices.length) decks.append(el("div", "muted small", removedBefore ? "none at the table" : "none recorded yet"));
-    if (removedBefore) decks.append(el("div", "muted small", removedBefore + (removedBefore === 1 ? " deck" : " decks") + " removed from the table before this window, not listed"));
+    if (removedBefore) decks.append(el("div", "muted small", removedBefore + (removedBefore === 1 ? " deck" : " decks") + " removed from the table before this window: not listed while removed"));
     $("rp-decks").replaceChildren(decks);
     $("rp-remedies").replaceChildren(...(s.remedies.length ? s.remedies.map((o) => el("div", "small" + (o.overdue ? " st-overdue" : ""), o.rule_id + " (round " + (o.round_id || "-") + "): " + (o.pending.join("; ") || "done") + (o.overdue ? " — OVERDUE" : ""))) : [el("div", "muted small", "none owed")]));
     const list = [...seen.values()].filter((x) => x.step <= at).sort((a, b) => a.step - b.step);
