@@ -327,9 +327,6 @@ def test_case_page_links_a_cause_and_its_consequences_both_ways(client: TestClie
     assert client.get("/cases/0123abcd").status_code == 404
 
 
-# -- dealtrail replay --html ----------------------------------------------------------------------
-
-
 def test_a_findings_case_read_once_equals_its_row_and_case_read_apart(store: Store) -> None:
     """The finding page reads the read model once for an incident (its own case holds its row)
     and twice for a consequence; the rows must be those of the finding alone and of its cause's
@@ -354,6 +351,9 @@ def test_a_findings_case_read_once_equals_its_row_and_case_read_apart(store: Sto
         assert case_members(rows, fid) == case_members(apart, fid)
         kinds.add(f["cause_finding_id"] is None)
     assert kinds == {True, False}  # incidents and consequences both checked
+
+
+# -- dealtrail replay --html ----------------------------------------------------------------------
 
 
 def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the_limit(
