@@ -147,7 +147,7 @@ def router(console: Console) -> APIRouter:
             remedy_events=_events(con, list(f["remedy_event_ids"] or []), f["table_id"], f["detected_at"]),
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(replayed),
-            investigation=replay_pages.investigation(console, con, f, replayed, replay_note, case_rows),
+            investigation=replay_pages.investigation(con, f, case_rows, replayed, replay_note),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],

@@ -23,7 +23,6 @@ from dealtrail.console.models import ApiTime, ErrorMessage
 from dealtrail.replay import ReplayError, Window
 from dealtrail.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
 from projections import reviews
-from projections.reviews import FindingFilter
 from streams.engine.catalog import RULES_BY_ID
 
 MAX_WINDOW_HOURS = 24
@@ -140,12 +139,11 @@ def router(console: Console) -> APIRouter:
 
 
 def investigation(
-    console: Console,
     con: Any,
     f: dict[str, Any],
+    case_rows: list[dict[str, Any]],
     replayed: Any = None,
     not_drawn: str | None = None,
-    case_rows: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """What the finding page's investigation partials need: the picture of the breach and the
     case the finding belongs to (its cause, its consequences), and the replay window of a finding
@@ -153,12 +151,8 @@ def investigation(
     finding's round as the page replayed it (``dealtrail.replay.ReplayResult``; None: replayed
     for the picture); ``not_drawn``: why the page could not replay the round (the picture is then
     not attempted again, and the page says why instead of drawing nothing); ``case_rows``: the
-    rows of the finding's case when already read (:meth:`Console.finding_case`), else read here."""
-    rows = case_rows
-    if rows is None:
-        case = FindingFilter(table_id=f["table_id"], case_of=f.get("cause_finding_id") or f["finding_id"])
-        rows, _ = reviews.find(con, case, console.config.review_due, console.config.clock())  # its case only
-    cause, consequences = case_members(rows, f["finding_id"])
+    rows of the finding's case (:meth:`Console.finding_case`)."""
+    cause, consequences = case_members(case_rows, f["finding_id"])
     at = f["detected_at"].astimezone(UTC)
     return {
         "window": ((at - timedelta(minutes=2)).isoformat(), (at + timedelta(minutes=2)).isoformat()),
