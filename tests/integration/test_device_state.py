@@ -137,3 +137,27 @@ def test_a_state_read_by_a_row_id_that_no_longer_names_the_chosen_row_is_read_by
         assert latest_states(Renumbered()) == expected  # type: ignore[arg-type]
     finally:
         con.close()
+
+
+def test_the_floor_reads_a_state_again_whenever_its_text_changes_and_lists_no_removed_deck(tmp_path: Path) -> None:
+    """The floor keeps each table's last reading while the state's text is the same: another
+    state of the same table (another store, the same table ID) is read afresh, and going back
+    gives the first reading again; decks the state names as removed are left out of it."""
+    import json
+
+    from projections import device_state
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with Store(_audited(tmp_path / "a", trail())) as a, Store(_audited(tmp_path / "b", trail(returned=True))) as b:
+        assert device_state.floor_device_states(a.con)[TABLE_ID]["status"] == "faulted"
+        assert device_state.floor_device_states(b.con)[TABLE_ID]["status"] == "in service"
+        assert device_state.floor_device_states(a.con)[TABLE_ID]["status"] == "faulted"
+        _seq, text = device_state._latest_texts(a.con)[TABLE_ID]
+    state = json.loads(text)
+    state["decks"]["DK-2"]["removed"] = True
+    removed = json.dumps(state)
+    assert device_state.device_state(state)["decks"]["DK-2"]["status"] == "removed"
+    floor = device_state._floor_state(TABLE_ID, removed)
+    assert "DK-2" not in floor["decks"] and floor["decks"]["DK-1"]["status"] == "faulted"
+    assert device_state._floor_state(TABLE_ID, text)["decks"].keys() == {"DK-1", "DK-2"}
