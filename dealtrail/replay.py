@@ -147,29 +147,35 @@ ROUND_NEAR = timedelta(hours=12)
 """How far from :attr:`Window.near` a round's events are looked for first (a round lasts minutes)."""
 
 
-def round_seq(
-    con: duckdb.DuckDBPyConnection, table_id: str, round_id: str, last: bool, near: datetime | None = None
-) -> int | None:
-    """The first (``last`` False) or last seq of the round's stored events (None: none stored);
-    with ``near``, looked for within :data:`ROUND_NEAR` of it first, then in the whole history."""
-    agg = "max" if last else "min"
-    sql = f"SELECT {agg}(seq) FROM events WHERE table_id = $t AND round_id = $r"
+def round_seqs(
+    con: duckdb.DuckDBPyConnection, table_id: str, round_id: str, near: datetime | None = None
+) -> tuple[int, int] | None:
+    """The first and last seq of the round's stored events, in one read (None: none stored); with
+    ``near``, looked for within :data:`ROUND_NEAR` of it first, then in the whole history."""
+    sql = "SELECT min(seq), max(seq) FROM events WHERE table_id = $t AND round_id = $r"
     params: dict[str, Any] = {"t": table_id, "r": round_id}
     if near is not None:
         row = con.execute(
             sql + " AND occurred_at BETWEEN $lo AND $hi", {**params, "lo": near - ROUND_NEAR, "hi": near + ROUND_NEAR}
         ).fetchone()
         if row and row[0] is not None:
-            return int(row[0])
+            return int(row[0]), int(row[1])
     row = con.execute(sql, params).fetchone()
-    return None if not row or row[0] is None else int(row[0])
+    return None if not row or row[0] is None else (int(row[0]), int(row[1]))
 
 
-def _first_seq_needed(con: duckdb.DuckDBPyConnection, table_id: str, window: Window, at: str | None) -> int | None:
+def _first_seq_needed(
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    window: Window,
+    at: str | None,
+    round_bounds: tuple[int, int] | None = None,
+) -> int | None:
     """The lowest seq the replay must apply to show ``window`` and the state ``at`` (with the
     whole round in progress then, for its layout); None when it must start at the first event
     (no window and no ``at``, or a window or ``at`` that names no stored event: the replay from
-    the start says so)."""
+    the start says so). ``round_bounds``: the window's round's :func:`round_seqs`, when the
+    caller has read them."""
     bounds: list[int | None] = []
 
     def one(sql: str, params: list[Any]) -> int | None:
@@ -183,7 +189,8 @@ def _first_seq_needed(con: duckdb.DuckDBPyConnection, table_id: str, window: Win
         return min(seq, first) if first is not None else seq
 
     if window.round_id is not None:
-        bounds.append(round_seq(con, table_id, window.round_id, last=False, near=window.near))
+        seqs = round_bounds or round_seqs(con, table_id, window.round_id, window.near)
+        bounds.append(seqs[0] if seqs else None)
     elif window.start is not None or window.end is not None:
         bounds.append(
             one(
@@ -219,6 +226,7 @@ def snapshot_start(
     at: str | None = None,
     engine_version: str = ENGINE_VERSION,
     rulebook_revision: int = RULEBOOK_REVISION,
+    round_bounds: tuple[int, int] | None = None,
 ) -> SnapshotStart:
     """The latest stored snapshot of ``table_id`` that a replay of ``window`` (and ``at``) can
     start from, checked against the stored trail.
@@ -228,13 +236,15 @@ def snapshot_start(
     stored with it, the stored trail holds its last event (same seq, event ID and chain hash),
     the table has as many stored events up to that seq as when it was written (no event with
     such a seq came later), and the state loads and names that event. Each one that fails is
-    skipped, with a sentence in ``skipped``, and the next earlier one tried.
+    skipped, with a sentence in ``skipped``, and the next earlier one tried. ``round_bounds``:
+    the first and last seq of the window's round (:func:`round_seqs`) when the caller has read
+    them (read here otherwise).
 
     Returns:
         The :class:`SnapshotStart` (an empty one: start at the first event).
     """
     out = SnapshotStart()
-    need = _first_seq_needed(con, table_id, window, at)
+    need = _first_seq_needed(con, table_id, window, at, round_bounds)
     if need is None:
         return out
     candidates = con.execute(

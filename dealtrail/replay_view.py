@@ -20,7 +20,7 @@ from dealtrail.replay import (
     ReplayResult,
     Window,
     replay,
-    round_seq,
+    round_seqs,
     snapshot_start,
     stored_events,
 )
@@ -120,7 +120,11 @@ class ReplayTooLong(ReplayError):
 
 
 def replay_window(
-    con: duckdb.DuckDBPyConnection, table_id: str, window: Window, max_events: int | None = None
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    window: Window,
+    max_events: int | None = None,
+    round_bounds: tuple[int, int] | None = None,
 ) -> ReplayResult:
     """Replay ``window`` of ``table_id`` from the store: from the latest checked snapshot that
     ends before the window (as ``dealtrail replay`` does) up to the window's last event, through
@@ -132,14 +136,22 @@ def replay_window(
         window: a round, or a span [start, end) of occurrence times.
         max_events: the most events to replay (from the snapshot to the window's last event,
             counted by seq); None: no bound.
+        round_bounds: the first and last seq of the window's round
+            (:func:`dealtrail.replay.round_seqs`), when the caller has read them; read here
+            otherwise (once, for both ends).
 
     Raises:
         ReplayTooLong: more than ``max_events`` events to replay (the message says how many and
             what writes nearer snapshots).
         ReplayError: no stored event of the table, or none of the round.
     """
-    begin = snapshot_start(con, table_id, window)
-    last = _last_seq(con, table_id, window)
+    if window.round_id is not None and round_bounds is None:
+        round_bounds = round_seqs(con, table_id, window.round_id, window.near)
+    begin = snapshot_start(con, table_id, window, round_bounds=round_bounds)
+    if window.round_id is not None:
+        last = round_bounds[1] if round_bounds is not None else None
+    else:
+        last = _last_seq(con, table_id, window)
     if max_events is not None and last is not None and last - begin.last_seq > max_events:
         raise ReplayTooLong(
             f"the window lies {last - begin.last_seq:,} events after the nearest snapshot of this engine "
@@ -150,9 +162,8 @@ def replay_window(
 
 
 def _last_seq(con: duckdb.DuckDBPyConnection, table_id: str, window: Window) -> int | None:
-    """The highest seq of an event inside ``window``: the replay need not read past it (None: no bound)."""
-    if window.round_id is not None:
-        return round_seq(con, table_id, window.round_id, last=True, near=window.near)
+    """The highest seq of an event inside ``window``'s time span: the replay need not read past
+    it (None: no bound; a round's is its :func:`dealtrail.replay.round_seqs`)."""
     if window.start is not None or window.end is not None:
         rows = con.execute(
             """SELECT max(seq) FROM events WHERE table_id = ?

@@ -188,24 +188,34 @@ arrival order, so a time bound reads those days' row groups, not the history); t
 history only when no floorperson acted at the table in that span."""
 
 
-def supervisor_on_duty(con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None, at: datetime) -> str | None:
+def supervisor_on_duty(
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    round_id: str | None,
+    at: datetime,
+    through_seq: int | None = None,
+) -> str | None:
     """The supervisor on duty for a round: the latest ``FLOOR`` actor at the table up to the
     round's last stored event (without a round: up to ``at``), or None when the events name none.
 
     A table's seq and time go together, so the latest one up to that seq is found among the
-    events within :data:`SUPERVISOR_NEAR` of ``at`` whenever any is there."""
-    sql = """WITH upto AS (
-               SELECT coalesce(
+    events within :data:`SUPERVISOR_NEAR` of ``at`` whenever any is there. ``through_seq``: the
+    round's last seq when the caller has read it (:func:`dealtrail.replay.round_seqs`); looked
+    for here otherwise."""
+    upto = (
+        "$through"
+        if through_seq is not None
+        else """(SELECT coalesce(
                    (SELECT max(seq) FROM events WHERE table_id = $t AND round_id = $r
                       AND occurred_at BETWEEN $lo AND $hi),
                    (SELECT max(seq) FROM events WHERE table_id = $t AND occurred_at <= $at
-                      AND occurred_at >= $lo)
-               ) AS seq
-           )
-           SELECT arg_max(actor_id, seq) FROM events
-           WHERE table_id = $t AND actor_role = 'FLOOR' AND seq <= (SELECT seq FROM upto)
-             AND occurred_at >= $lo AND occurred_at <= $hi"""
-    near = {"t": table_id, "r": round_id, "at": at, "lo": at - SUPERVISOR_NEAR, "hi": at + SUPERVISOR_NEAR}
+                      AND occurred_at >= $lo)))"""
+    )
+    sql = f"""SELECT arg_max(actor_id, seq) FROM events
+              WHERE table_id = $t AND actor_role = 'FLOOR' AND seq <= {upto}
+                AND occurred_at >= $lo AND occurred_at <= $hi"""
+    near: dict[str, Any] = {"t": table_id, "lo": at - SUPERVISOR_NEAR, "hi": at + SUPERVISOR_NEAR}
+    near |= {"through": through_seq} if through_seq is not None else {"r": round_id, "at": at}
     row = con.execute(sql, near).fetchone()
     if not row or row[0] is None:  # nobody on the floor in those days: the whole history
         row = con.execute(sql, {**near, "lo": FAR_PAST, "hi": FAR_FUTURE}).fetchone()

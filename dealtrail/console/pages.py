@@ -26,6 +26,7 @@ from dealtrail.console import replay_pages
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
+from dealtrail.replay import round_seqs
 from projections import incidents, reviews, staff, summaries
 from projections.cards import area_name, card_face
 from projections.late_remedies import late_remedies
@@ -134,8 +135,14 @@ def router(console: Console) -> APIRouter:
         """A finding's page; after a refused review, the form's values and each field's error."""
         f, case_rows = console.finding_case(con, finding_id)  # the read model once for an incident
         spec = RULES_BY_ID.get(f["rule_id"])
+        near = f["detected_at"]
+        # the round's first and last seq once, for its replay and its supervisor on duty
+        bounds = round_seqs(con, f["table_id"], f["round_id"], near) if f["round_id"] is not None else None
         # once, for the layout and the picture
-        replayed, replay_note = _round_replay(con, f["table_id"], f["round_id"], f["detected_at"])
+        replayed, replay_note = _round_replay(con, f["table_id"], f["round_id"], near, bounds)
+        evidence_ids, remedy_ids = list(f["evidence_event_ids"]), list(f["remedy_event_ids"] or [])
+        # evidence and remedy events in one read (a conflicting event reusing an ID is listed too)
+        found = _events(con, evidence_ids + remedy_ids, f["table_id"], near)
         return render(
             request,
             "finding.html.j2",
@@ -143,8 +150,8 @@ def router(console: Console) -> APIRouter:
             status_code,
             f=_decorate(f),
             summary=spec.summary if spec else "",
-            evidence=_events(con, list(f["evidence_event_ids"]), f["table_id"], f["detected_at"]),
-            remedy_events=_events(con, list(f["remedy_event_ids"] or []), f["table_id"], f["detected_at"]),
+            evidence=[e for e in found if e["event_id"] in evidence_ids],
+            remedy_events=[e for e in found if e["event_id"] in remedy_ids],
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(replayed),
             investigation=replay_pages.investigation(con, f, case_rows, replayed, replay_note),
@@ -152,7 +159,9 @@ def router(console: Console) -> APIRouter:
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
             users=_reviewers(con),
-            supervisor_id=staff.supervisor_on_duty(con, f["table_id"], f["round_id"], f["detected_at"]),
+            supervisor_id=staff.supervisor_on_duty(
+                con, f["table_id"], f["round_id"], near, bounds[1] if bounds is not None else None
+            ),
             done=done if done in ACTIONS else "",
             queued=console.review_sink is not None,
             error=None,
@@ -496,19 +505,25 @@ def _revisions(con: duckdb.DuckDBPyConnection, finding_id: str) -> list[dict[str
 
 
 def _round_replay(
-    con: duckdb.DuckDBPyConnection, table_id: str, round_id: str | None, near: datetime | None = None
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    round_id: str | None,
+    near: datetime | None,
+    bounds: tuple[int, int] | None,
 ) -> tuple[Any, str | None]:
     """The finding's round replayed from the nearest snapshot (``dealtrail.replay.ReplayResult``),
     at most :data:`dealtrail.replay_view.PAGE_REPLAY_EVENTS` events; ``(None, why)`` when it
-    lies further from a usable snapshot than that, ``(None, None)`` without a round. ``near``:
-    the finding's detection (see :class:`dealtrail.replay.Window`)."""
-    if round_id is None:
+    lies further from a usable snapshot than that, ``(None, None)`` without a round or without a
+    stored event of it. ``near``: the finding's detection (see :class:`dealtrail.replay.Window`);
+    ``bounds``: the round's first and last seq (:func:`dealtrail.replay.round_seqs`)."""
+    if round_id is None or bounds is None:
         return None, None
     from dealtrail.replay import ReplayError, Window
     from dealtrail.replay_view import PAGE_REPLAY_EVENTS, ReplayTooLong, replay_window
 
     try:
-        return replay_window(con, table_id, Window(round_id=round_id, near=near), PAGE_REPLAY_EVENTS), None
+        window = Window(round_id=round_id, near=near)
+        return replay_window(con, table_id, window, PAGE_REPLAY_EVENTS, bounds), None
     except ReplayTooLong as exc:
         return None, f"The round is not drawn: {exc}."
     except ReplayError:

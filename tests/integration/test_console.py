@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, card_face, create_app
-from projections import access, reviews
+from projections import access, reviews, staff
 from projections.report import incidents as report_incident_rows
 from projections.report import query, write_report
 from projections.reviews import FindingFilter, ReviewDue
@@ -641,7 +641,7 @@ def _evidence_ids(html: str) -> list[str]:
 
 
 def test_a_rounds_first_and_last_seq_are_the_same_looked_for_near_it_or_anywhere(store: Store) -> None:
-    from dealtrail.replay import round_seq
+    from dealtrail.replay import round_seqs
 
     rows = store.con.execute(
         """SELECT table_id, round_id, min(seq), max(seq), min(occurred_at) FROM events WHERE round_id IS NOT NULL
@@ -650,9 +650,29 @@ def test_a_rounds_first_and_last_seq_are_the_same_looked_for_near_it_or_anywhere
     assert rows
     for table, round_id, first, last, at in rows:
         for near in (None, at, at - timedelta(days=3)):  # near it, or so far that the first look finds nothing
-            assert round_seq(store.con, table, round_id, last=False, near=near) == first
-            assert round_seq(store.con, table, round_id, last=True, near=near) == last
-    assert round_seq(store.con, rows[0][0], "no-such-round", last=True, near=rows[0][4]) is None
+            assert round_seqs(store.con, table, round_id, near=near) == (first, last)
+    assert round_seqs(store.con, rows[0][0], "no-such-round", near=rows[0][4]) is None
+
+
+def test_the_supervisor_on_duty_is_the_same_given_the_rounds_last_seq_or_looking_for_it(store: Store) -> None:
+    """The finding page hands the round's last seq it read for the replay to the supervisor on
+    duty: the answer is the one the supervisor's own look gives, near the detection or far from it."""
+    from dealtrail.replay import round_seqs
+
+    rows = store.con.execute(
+        """SELECT table_id, round_id, max(observed_at) FROM findings WHERE round_id IS NOT NULL
+           GROUP BY ALL ORDER BY 1, 2 LIMIT 25"""
+    ).fetchall()
+    assert rows
+    named = 0
+    for table, round_id, at in rows:
+        bounds = round_seqs(store.con, table, round_id, near=at)
+        assert bounds is not None
+        for when in (at, at + timedelta(days=3)):
+            looked = staff.supervisor_on_duty(store.con, table, round_id, when)
+            assert staff.supervisor_on_duty(store.con, table, round_id, when, bounds[1]) == looked
+            named += looked is not None
+    assert named  # the trail names floorpersons: the comparison is not of two Nones
 
 
 def test_the_console_freezes_its_start_up_heap_once_per_process(
