@@ -12,6 +12,7 @@ SQL beside it. The state is as of its ``last_seq``: a snapshot taken every
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -90,15 +91,15 @@ latest state changes every ``DEALTRAIL_SNAPSHOT_EVERY`` events, the floor asks e
 def _floor_state(table_id: str, text: str) -> dict[str, Any]:
     """:func:`device_state` of the state ``text`` without its removed decks, parsed only when the
     text differs from the one last seen for ``table_id`` (the same text gives the same result:
-    a SHA-256 of 1.5 MB takes about 2 ms, parsing it 12 to 27)."""
+    a SHA-256 of 1.5 MB takes about 2 ms, parsing it 12 to 27). Each call returns a copy of its
+    own (a few devices and decks), so a caller that changes it changes no later reading."""
     digest = hashlib.sha256(text.encode()).digest()
     known = _FLOOR_MEMO.get(table_id)
-    if known is not None and known[0] == digest:
-        return known[1]
-    found = device_state(pydantic_core.from_json(text))
-    found["decks"] = {k: d for k, d in found["decks"].items() if d["status"] != "removed"}
-    _FLOOR_MEMO[table_id] = (digest, found)
-    return found
+    if known is None or known[0] != digest:
+        found = device_state(pydantic_core.from_json(text))
+        found["decks"] = {k: d for k, d in found["decks"].items() if d["status"] != "removed"}
+        known = _FLOOR_MEMO[table_id] = (digest, found)
+    return copy.deepcopy(known[1])
 
 
 def device_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,7 +189,7 @@ def floor_device_states(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, A
     """Every table's :func:`table_device_state` in one read, less its removed decks (the floor
     shows none: a table's state names every deck it has had, hundreds after a month), plus
     ``since``: when its shown fault happened, or when its device was last taken out of service
-    (the events' ``occurred_at``). The nested mappings are shared with later calls: read only."""
+    (the events' ``occurred_at``)."""
     out = {t: {**_floor_state(t, text), "as_of_seq": seq} for t, (seq, text) in _latest_texts(con).items()}
     faults = [d["fault_event_id"] for d in out.values() if d["fault_event_id"]]
     when = _event_times(con, faults) if faults else {}

@@ -142,7 +142,8 @@ def test_a_state_read_by_a_row_id_that_no_longer_names_the_chosen_row_is_read_by
 def test_the_floor_reads_a_state_again_whenever_its_text_changes_and_lists_no_removed_deck(tmp_path: Path) -> None:
     """The floor keeps each table's last reading while the state's text is the same: another
     state of the same table (another store, the same table ID) is read afresh, and going back
-    gives the first reading again; decks the state names as removed are left out of it."""
+    gives the first reading again; decks the state names as removed are left out of it; a caller
+    that changes what it was given changes no later reading."""
     import json
 
     from projections import device_state
@@ -160,4 +161,9 @@ def test_the_floor_reads_a_state_again_whenever_its_text_changes_and_lists_no_re
     assert device_state.device_state(state)["decks"]["DK-2"]["status"] == "removed"
     floor = device_state._floor_state(TABLE_ID, removed)
     assert "DK-2" not in floor["decks"] and floor["decks"]["DK-1"]["status"] == "faulted"
-    assert device_state._floor_state(TABLE_ID, text)["decks"].keys() == {"DK-1", "DK-2"}
+    again = device_state._floor_state(TABLE_ID, text)
+    assert again["decks"].keys() == {"DK-1", "DK-2"}
+    again["decks"]["DK-1"]["status"] = "changed by a caller"
+    again["devices"].clear()
+    kept = device_state._floor_state(TABLE_ID, text)  # the reading kept is not the caller's copy
+    assert kept["decks"]["DK-1"]["status"] == "faulted" and kept["devices"]
