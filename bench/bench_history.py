@@ -49,8 +49,10 @@ archive work on that copy too: the cached store is never written.
 Options: ``--days`` (list, default 1,30), ``--tables`` (8), ``--cache DIR``, ``--rebuild``,
 ``--only`` (stages: build, report, pages, replica, archive; default all), ``--requests`` (60: the
 p95 of 20 is their second-slowest, which one slow request moves), ``--warmup`` (3),
-``--simulators`` (one per core), ``--quick`` (a smoke check: one store of 3 tables and 1 hour, 3
-requests).
+``--simulators`` (one per core), ``--keep-events`` (keep each simulated event file in the cache,
+in a folder named by the simulator's code, and audit it again instead of simulating when a change
+of the engine, audit or store makes a store's key new: a third of a month's build; about 8 GB),
+``--quick`` (a smoke check: one store of 3 tables and 1 hour, 3 requests).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -82,6 +85,8 @@ BOUNDARY = datetime(2026, 11, 1, tzinfo=UTC)
 SHAPING = ("schemas", "streams/engine", "dealtrail/simulator", "dealtrail/audit.py", "projections/store.py",
            "projections/event_rows.py", "projections/sql")  # fmt: skip
 """The code that decides what a store holds (its key; the DDL files are the numbered ones)."""
+SIMULATING = ("schemas", "dealtrail/simulator", "projections/private.py")
+"""The code that decides what the simulated event file holds (besides :func:`simulate_floor`)."""
 SEED, ERROR_RATE = 23, 0.05
 PASSWORD = "bench-history-viewer-pass"
 
@@ -112,15 +117,20 @@ class StoreSpec:
         return BOUNDARY - timedelta(hours=self.hours / 2)
 
 
-def code_version() -> str:
-    """A digest of the files that shape a store (:data:`SHAPING`)."""
-    digest = hashlib.sha256()
-    for name in SHAPING:
+def _digest_files(digest: Any, names: tuple[str, ...]) -> None:
+    """Feed ``digest`` the path and bytes of each Python file and numbered DDL file under ``names``."""
+    for name in names:
         path = ROOT / name
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
         for f in files:
             if f.is_file() and (f.suffix == ".py" or re.fullmatch(r"\d{3}_.*\.sql", f.name)):
                 digest.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
+
+
+def code_version() -> str:
+    """A digest of the files that shape a store (:data:`SHAPING`)."""
+    digest = hashlib.sha256()
+    _digest_files(digest, SHAPING)
     return digest.hexdigest()[:12]
 
 
@@ -131,6 +141,20 @@ def store_key(spec: StoreSpec) -> str:
                "start": spec.start.isoformat(), "audit": "settings' limits"}  # fmt: skip
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
     return f"{spec.label.replace(' ', '')}-{spec.tables}t-{digest}-{code_version()}"
+
+
+def events_key(spec: StoreSpec) -> str:
+    """The folder name of ``spec``'s simulated event file kept by ``--keep-events``: its options
+    and a digest of the code that writes it (:data:`SIMULATING` and this bench's merge of the
+    simulators' parts), so a change of the engine, audit or store reuses it and one of the
+    simulator does not."""
+    options = {"tables": spec.tables, "hours": spec.hours, "seed": SEED, "error_rate": ERROR_RATE,
+               "start": spec.start.isoformat()}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
+    _digest_files(digest, SIMULATING)
+    for merge in (_simulate_tables, simulate_floor):
+        digest.update(inspect.getsource(merge).encode())
+    return f"events-{spec.label.replace(' ', '')}-{spec.tables}t-{digest.hexdigest()[:12]}"
 
 
 def _simulate_tables(floor: Any, indexes: list[int], out: Path) -> int:
@@ -192,13 +216,15 @@ def simulate_floor(floor: Any, out: Path, processes: int) -> int:
     return n
 
 
-def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
+def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Path | None = None) -> Path:
     """The store of ``spec`` in ``folder`` (built there unless it is there already).
 
     The events are simulated to ``events.jsonl`` (by ``processes`` simulators: :func:`simulate_floor`)
     and audited into ``store.part``, renamed to
     ``store.duckdb`` at the end (an interrupted build leaves no store that looks whole); the event
-    file is deleted once the store is built.
+    file is deleted once the store is built. ``kept``: a folder (:func:`events_key`) whose
+    ``events.jsonl`` is audited instead of simulating again when it is there, and where the
+    simulated file is kept (``--keep-events``; a month of 8 tables is about 8 GB) when it is not.
     """
     from dealtrail.audit import audit_file
     from dealtrail.settings import Settings
@@ -212,14 +238,25 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
     make_private_dirs(folder)
     db.unlink(missing_ok=True)
     events = folder / "events.jsonl"
-    expected = spec.tables * spec.hours * 3_800  # about 3,800 events a table-hour (the demo: 3,816)
-    log(f"{spec.label}: simulating {spec.tables} tables for {spec.hours:g} h (about {expected:,.0f} events) "
-        f"in {min(processes, spec.tables)} processes")  # fmt: skip
-    t0 = time.monotonic()
-    floor = FloorSpec(tables=spec.tables, hours=spec.hours, seed=SEED, error_rate=ERROR_RATE, start=spec.start)
-    n = simulate_floor(floor, events, min(processes, spec.tables))
-    sim_s = time.monotonic() - t0
-    log(f"{spec.label}: simulated {n:,} events in {sim_s:,.0f} s ({n / sim_s:,.0f}/s); auditing")
+    if kept is not None and (kept / "simulated.json").exists():  # written once the file was whole
+        events = kept / "events.jsonl"
+        simulated = json.loads((kept / "simulated.json").read_text(encoding="utf-8"))
+        n, sim_s = int(simulated["events"]), 0.0
+        log(f"{spec.label}: auditing the {n:,} events simulated before, kept in {events}")
+    else:
+        if kept is not None:
+            make_private_dirs(kept)
+            events = kept / "events.jsonl"
+        expected = spec.tables * spec.hours * 3_800  # about 3,800 events a table-hour (the demo: 3,816)
+        log(f"{spec.label}: simulating {spec.tables} tables for {spec.hours:g} h (about {expected:,.0f} events) "
+            f"in {min(processes, spec.tables)} processes")  # fmt: skip
+        t0 = time.monotonic()
+        floor = FloorSpec(tables=spec.tables, hours=spec.hours, seed=SEED, error_rate=ERROR_RATE, start=spec.start)
+        n = simulate_floor(floor, events, min(processes, spec.tables))
+        sim_s = time.monotonic() - t0
+        log(f"{spec.label}: simulated {n:,} events in {sim_s:,.0f} s ({n / sim_s:,.0f}/s); auditing")
+        if kept is not None:
+            write_private_text(kept / "simulated.json", json.dumps({"events": n, "simulate_s": round(sim_s, 1)}) + "\n")
     size, done, t1, last = events.stat().st_size, 0, time.monotonic(), time.monotonic()
 
     def progress(read: int) -> None:
@@ -248,9 +285,10 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int) -> Path:
     audit_s = time.monotonic() - t1
     log(f"{spec.label}: audited {summary.events:,} events in {audit_s:,.0f} s ({summary.events / audit_s:,.0f}/s)")
     part.rename(db)
-    events.unlink()
+    if kept is None:
+        events.unlink()
     built = {"events": n, "simulate_s": round(sim_s, 1), "audit_s": round(audit_s, 1),
-             "built_at": datetime.now(UTC).isoformat()}  # fmt: skip
+             "built_at": datetime.now(UTC).isoformat(), "events_file": str(events) if kept else None}  # fmt: skip
     write_private_text(folder / "build.json", json.dumps(built) + "\n")
     return db
 
@@ -435,6 +473,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60, help="requests per page after the warm-up")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--simulators", type=int, default=os.cpu_count() or 1, help="simulator processes")
+    parser.add_argument(
+        "--keep-events",
+        action="store_true",
+        help="keep each simulated event file in the cache (about 8 GB for 30 days) for builds after a store change",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 tables for 1 hour, 3 requests a page")
     args = parser.parse_args()
     stages = {s.strip() for s in args.only.split(",") if s.strip()}
@@ -451,7 +494,10 @@ def main() -> None:
         folder = args.cache / store_key(spec)
         db = folder / "store.duckdb"
         if "build" in stages or args.rebuild:
-            db = build(spec, folder, args.rebuild, args.simulators)
+            # a kept event file is audited whenever it is there; --keep-events keeps a new one
+            kept = args.cache / events_key(spec)
+            kept_or_not = kept if args.keep_events or (kept / "simulated.json").exists() else None
+            db = build(spec, folder, args.rebuild, args.simulators, kept_or_not)
         elif not db.exists():
             log(f"{spec.label}: no store in {folder} (run with the build stage)")
             continue

@@ -108,3 +108,54 @@ def test_bench_history_cache_key_follows_the_options_and_the_code_that_shape_a_s
     with (fake / "streams" / "engine" / "__init__.py").open("a") as fh:
         fh.write("\n# changed\n")
     assert bench.store_key(day) not in keys
+
+
+def test_bench_history_audits_a_kept_event_file_again_instead_of_simulating(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With ``--keep-events`` the simulated file stays in the cache, in a folder keyed by the
+    simulator's code: a new build (here: the store rebuilt) audits it without simulating, into
+    the same store; a change of the simulator makes another key, one of the engine does not."""
+    import duckdb
+
+    bench = _bench(monkeypatch)
+    spec = bench.StoreSpec(2, 0.5)
+    kept = tmp_path / bench.events_key(spec)
+    first = bench.build(spec, tmp_path / "a", False, 1, kept)
+    assert (kept / "events.jsonl").exists() and (kept / "simulated.json").exists()
+
+    def no_simulation(*args: Any) -> int:
+        raise AssertionError("simulated again")
+
+    simulate_floor = bench.simulate_floor
+    monkeypatch.setattr(bench, "simulate_floor", no_simulation)
+    second = bench.build(spec, tmp_path / "b", True, 1, kept)
+    assert (kept / "events.jsonl").exists()
+    monkeypatch.setattr(bench, "simulate_floor", simulate_floor)  # its code is part of the key
+
+    def rows(db: Path) -> list[Any]:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return con.execute("SELECT event_id, payload_hash, seq FROM events ORDER BY ALL").fetchall()
+        finally:
+            con.close()
+
+    assert rows(first) == rows(second) and rows(first)
+    # the key: the simulator's code and the options, not the engine's
+    fake = tmp_path / "root"
+    for name in (*bench.SIMULATING, "streams/engine"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, fake / name)
+        else:
+            (fake / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, fake / name)
+    monkeypatch.setattr(bench, "ROOT", fake)
+    key = bench.events_key(spec)
+    assert key == kept.name and bench.events_key(bench.StoreSpec(3, 0.5)) != key
+    with (fake / "streams" / "engine" / "__init__.py").open("a") as fh:
+        fh.write("\n# changed\n")
+    assert bench.events_key(spec) == key
+    with (fake / "dealtrail" / "simulator" / "table.py").open("a") as fh:
+        fh.write("\n# changed\n")
+    assert bench.events_key(spec) != key
