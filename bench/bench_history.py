@@ -51,7 +51,7 @@ Options: ``--days`` (list, default 1,30), ``--tables`` (8), ``--cache DIR``, ``-
 p95 of 20 is their second-slowest, which one slow request moves), ``--warmup`` (3),
 ``--simulators`` (one per core), ``--keep-events`` (keep each simulated event file in the cache,
 in a folder named by the simulator's code, and audit it again instead of simulating when a change
-of the engine, audit or store makes a store's key new: a third of a month's build; about 8 GB),
+of the engine, audit or store makes a store's key new: a third of a month's build; 12.4 GB for 30 days),
 ``--quick`` (a smoke check: one store of 3 tables and 1 hour, 3 requests).
 """
 
@@ -224,7 +224,7 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
     ``store.duckdb`` at the end (an interrupted build leaves no store that looks whole); the event
     file is deleted once the store is built. ``kept``: a folder (:func:`events_key`) whose
     ``events.jsonl`` is audited instead of simulating again when it is there, and where the
-    simulated file is kept (``--keep-events``; a month of 8 tables is about 8 GB) when it is not.
+    simulated file is kept (``--keep-events``; a month of 8 tables is 12.4 GB) when it is not.
     """
     from dealtrail.audit import audit_file
     from dealtrail.settings import Settings
@@ -476,7 +476,7 @@ def main() -> None:
     parser.add_argument(
         "--keep-events",
         action="store_true",
-        help="keep each simulated event file in the cache (about 8 GB for 30 days) for builds after a store change",
+        help="keep each simulated event file in the cache (12.4 GB for 30 days) for builds after a store change",
     )
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 tables for 1 hour, 3 requests a page")
     args = parser.parse_args()
