@@ -74,6 +74,20 @@ def _bench(monkeypatch: pytest.MonkeyPatch) -> Any:
     return bench
 
 
+def _fake_root(bench: Any, monkeypatch: pytest.MonkeyPatch, fake: Path, names: tuple[str, ...]) -> Path:
+    """A copy of the files and folders ``names`` of the repository in ``fake``, made the bench's
+    ROOT, so a test can change code there and see which cache keys follow."""
+    for name in names:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, fake / name)
+        else:
+            (fake / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, fake / name)
+    monkeypatch.setattr(bench, "ROOT", fake)
+    return fake
+
+
 def test_bench_history_simulators_in_parallel_write_the_floor_simulate_writes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -95,15 +109,7 @@ def test_bench_history_cache_key_follows_the_options_and_the_code_that_shape_a_s
     keys = {bench.store_key(s) for s in (day, month, bench.StoreSpec(4, 24.0))}
     assert len(keys) == 3
     # the same options with other code (here: another copy of the engine) make another key
-    fake = tmp_path / "root"
-    for name in bench.SHAPING:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, fake / name)
-        else:
-            (fake / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(source, fake / name)
-    monkeypatch.setattr(bench, "ROOT", fake)
+    fake = _fake_root(bench, monkeypatch, tmp_path / "root", bench.SHAPING)
     assert bench.store_key(day) == bench.store_key(day) and bench.store_key(day) in keys
     with (fake / "streams" / "engine" / "__init__.py").open("a") as fh:
         fh.write("\n# changed\n")
@@ -142,15 +148,7 @@ def test_bench_history_audits_a_kept_event_file_again_instead_of_simulating(
 
     assert rows(first) == rows(second) and rows(first)
     # the key: the simulator's code and the options, not the engine's
-    fake = tmp_path / "root"
-    for name in (*bench.SIMULATING, "streams/engine"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, fake / name)
-        else:
-            (fake / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(source, fake / name)
-    monkeypatch.setattr(bench, "ROOT", fake)
+    fake = _fake_root(bench, monkeypatch, tmp_path / "root", (*bench.SIMULATING, "streams/engine"))
     key = bench.events_key(spec)
     assert key == kept.name and bench.events_key(bench.StoreSpec(3, 0.5)) != key
     with (fake / "streams" / "engine" / "__init__.py").open("a") as fh:
