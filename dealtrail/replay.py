@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from projections import summaries
 from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from schemas.findings import Finding
@@ -247,15 +248,19 @@ def snapshot_start(
     need = _first_seq_needed(con, table_id, window, at, round_bounds)
     if need is None:
         return out
+    late = summaries.has_summary(con, "sum_late_events")  # a store without it has no late_through either
     candidates = con.execute(
-        """SELECT last_seq, last_event_id, last_hash, events_through, state_sha256
-           FROM table_snapshots
-           WHERE table_id = ? AND engine_version = ? AND rulebook_revision = ? AND last_seq < ?
-           ORDER BY last_seq DESC, last_occurred_at DESC""",
+        f"""SELECT last_seq, last_event_id, last_hash, events_through, state_sha256,
+                   {"late_through" if late else "NULL::BIGINT"}
+            FROM table_snapshots
+            WHERE table_id = ? AND engine_version = ? AND rulebook_revision = ? AND last_seq < ?
+            ORDER BY last_seq DESC, last_occurred_at DESC""",
         [table_id, engine_version, rulebook_revision, need],
     ).fetchall()
-    for last_seq, last_event_id, last_hash, events_through, sha in candidates:
-        why = _snapshot_problem(con, table_id, int(last_seq), str(last_event_id), last_hash, int(events_through))
+    for last_seq, last_event_id, last_hash, events_through, sha, late_through in candidates:
+        why = _snapshot_problem(
+            con, table_id, int(last_seq), str(last_event_id), last_hash, int(events_through), late_through
+        )
         state = None
         if why is None:
             rows = con.execute(
@@ -284,11 +289,22 @@ def snapshot_start(
 
 
 def _snapshot_problem(
-    con: duckdb.DuckDBPyConnection, table_id: str, seq: int, event_id: str, chain_hash: str | None, through: int
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    seq: int,
+    event_id: str,
+    chain_hash: str | None,
+    through: int,
+    late_through: int | None,
 ) -> str | None:
-    # two queries: the count reads two narrow columns, and only the last event's payload is parsed
-    total_row = con.execute("SELECT count(*) FROM events WHERE table_id = ? AND seq <= ?", [table_id, seq]).fetchall()
-    total = int(total_row[0][0]) if total_row else 0
+    """Why the snapshot of ``table_id`` after ``seq`` (``event_id``, ``chain_hash``) cannot start
+    a replay, or None: the stored trail must hold that event, and no event with a seq at or
+    below ``seq`` may have been stored after the snapshot (it would be applied before the
+    snapshot's end by a replay from the first event). The second holds if the table's late
+    events up to ``seq`` (``sum_late_events``) are as many as when the snapshot was written
+    (``late_through``: every event stored after it with such a seq is late); otherwise, or
+    without ``late_through``, the table's events up to ``seq`` are counted and compared with
+    ``through``, the count when it was written."""
     found = con.execute(
         """SELECT count(*) FROM events WHERE table_id = $t AND seq = $seq AND event_id = $id
            AND ($hash IS NULL OR payload->>'hash' = $hash)""",
@@ -296,6 +312,15 @@ def _snapshot_problem(
     ).fetchall()[0][0]
     if not found:
         return "the stored trail has no such last event"
+    if late_through is not None:
+        late = con.execute(
+            "SELECT count(*) FROM sum_late_events WHERE table_id = ? AND seq <= ?", [table_id, seq]
+        ).fetchall()[0][0]
+        if late == late_through:
+            return None
+    # the count reads two narrow columns of the table's whole history
+    total_row = con.execute("SELECT count(*) FROM events WHERE table_id = ? AND seq <= ?", [table_id, seq]).fetchall()
+    total = int(total_row[0][0]) if total_row else 0
     if total != through:
         return f"the stored trail has {total} events up to its seq, it was made after {through}"
     return None

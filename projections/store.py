@@ -500,8 +500,9 @@ class Store:
                 table, ``first_seq``, ``last_seq`` and ``last_event_id`` is kept as it is.
             snapshots: tables' engine states within the file (see ``SNAPSHOTS_SCHEMA``), each after
                 an event of this batch or an earlier one; stored with ``events_through``, the
-                table's stored events up to its ``last_seq`` once this batch's events are in. A
-                snapshot already stored (same table, last event and engine version) is kept.
+                table's stored events up to its ``last_seq`` once this batch's events are in, and
+                ``late_through``, its late events up to it (``sum_late_events``). A snapshot
+                already stored (same table, last event and engine version) is kept.
             reviews: rows of the ``reviews`` table (``projections.reviews.review_row``), from the
                 reviews topic; a review ID already stored is skipped (a redelivery).
             event_rows: rows of ``events`` already built (the audit's workers build them:
@@ -529,6 +530,9 @@ class Store:
             if event_rows is not None and event_rows.num_rows:
                 new_events.append(self._insert_event_rows(event_rows))
             counts.events = sum(t.num_rows for t in new_events)
+            added = pa.concat_tables([t for t in new_events if t.num_rows]) if counts.events else None
+            if added is not None:  # before merge_floor: late against the seqs stored before this batch
+                summaries.record_late(con, added)
             rows = [finding_row(f) for f in findings]
             if rows:
                 con.register("findings_batch", pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
@@ -582,7 +586,9 @@ class Store:
                 con.execute(
                     """INSERT INTO table_snapshots BY NAME
                        SELECT b.*, (SELECT count(*) FROM events e
-                                    WHERE e.table_id = b.table_id AND e.seq <= b.last_seq) AS events_through
+                                    WHERE e.table_id = b.table_id AND e.seq <= b.last_seq) AS events_through,
+                              (SELECT count(*) FROM sum_late_events l
+                               WHERE l.table_id = b.table_id AND l.seq <= b.last_seq) AS late_through
                        FROM (SELECT * FROM snapshots_batch
                              QUALIFY row_number() OVER (
                                  PARTITION BY table_id, last_seq, last_event_id, engine_version) = 1) b
@@ -604,8 +610,7 @@ class Store:
 
                 access_log.append(con, access)
             if counts.events or counts.rounds:
-                added = [t for t in new_events if t.num_rows]
-                summaries.merge_floor(con, pa.concat_tables(added) if added else None, new_rounds)
+                summaries.merge_floor(con, added, new_rounds)
             if rows or rounds:
                 summaries.merge_findings(
                     con, self.generation, "findings_batch" if rows else None, "rounds_batch" if rounds else None
@@ -705,7 +710,7 @@ class Store:
 
     def _insert_events_file(self, path: Path) -> pa.Table:
         """Insert the staged events of ``path`` not yet stored; returns their
-        :data:`projections.summaries.FLOOR_EVENT_COLUMNS` (one row per event inserted)."""
+        :data:`projections.summaries.INSERTED_EVENT_COLUMNS` (one row per event inserted)."""
         if "'" in str(path):
             raise ValueError(f"staging path must not contain a quote: {path}")
         columns = ", ".join(f"{expr} AS {col}" for col, expr in event_columns_sql("k").items())
@@ -730,7 +735,7 @@ class Store:
                       AND event_id IN (SELECT event_id FROM b)
                 ) e USING (event_id, payload_hash)
                 ORDER BY {BATCH_ORDER}
-                RETURNING {summaries.FLOOR_EVENT_COLUMNS}"""
+                RETURNING {summaries.INSERTED_EVENT_COLUMNS}"""
         ).to_arrow_table()
 
     def _insert_event_rows(self, rows: pa.Table) -> pa.Table:
@@ -749,7 +754,7 @@ class Store:
                ORDER BY """
             + BATCH_ORDER
             + " RETURNING "
-            + summaries.FLOOR_EVENT_COLUMNS
+            + summaries.INSERTED_EVENT_COLUMNS
         ).to_arrow_table()
 
     def state_before(self, table_id: str, seq: int, window: int) -> tuple[str, str] | None:

@@ -1,7 +1,7 @@
 """Summaries the console reads instead of the events (issue 23, item 2): the floor's per-table
-"last state" (``sum_floor``) and the finding half of the incidents read model (``sum_findings``),
-kept up to date by the store's writer in the transaction that appends the events, findings and
-rounds they are built from.
+"last state" (``sum_floor``), the finding half of the incidents read model (``sum_findings``) and
+the late events a replay's snapshot check counts (``sum_late_events``), kept up to date by the
+store's writer in the transaction that appends the events, findings and rounds they are built from.
 
 Idempotent under at-least-once delivery: for the tables a batch touched, the events of the
 batch's time span are aggregated again (stored copies included) and merged with the stored row
@@ -20,7 +20,7 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
-SUMMARIES = {"sum_floor": 2, "sum_findings": 1}
+SUMMARIES = {"sum_floor": 2, "sum_findings": 1, "sum_late_events": 1}
 """Each summary table and the version of its definition (a new version is built again once)."""
 DERIVED_TABLES = frozenset({*SUMMARIES, "summary_builds"})
 """Tables whose rows are derived from the others (rebuilt at will): a store holding rows only in
@@ -30,6 +30,9 @@ FLOOR_EVENT_COLUMNS = "table_id, game, seq, occurred_at, actor_role, actor_id"
 """What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
 return it for the events they add). Devices are not summarised here: the floor takes their state
 from the engine's own stored state (:mod:`projections.device_state`, rulebook 10.3.1)."""
+INSERTED_EVENT_COLUMNS = FLOOR_EVENT_COLUMNS + ", event_id"
+"""What the store's inserts return for each event they add: the floor's columns and the event ID
+(which :func:`record_late` keeps for a late event)."""
 ROUND_COLUMNS = "table_id, game, dealer_id, completed_at"
 """What ``sum_floor`` takes from each round (the store's insert returns it for the rounds it adds)."""
 
@@ -81,6 +84,40 @@ def _merge(con: duckdb.DuckDBPyConnection) -> None:
         con.unregister("floor_merged")
 
 
+def record_late(con: duckdb.DuckDBPyConnection, new_events: pa.Table) -> int:
+    """Keep in ``sum_late_events`` the events of a batch that came late: whose seq is at or below
+    the highest seq of their table stored by an earlier batch (``sum_floor.last_seq``, so call it
+    before :func:`merge_floor` of the same batch). Inside the caller's transaction.
+
+    A snapshot of a table at seq S stays fit for a replay as long as no event with a seq at or
+    below S is stored after it (rulebook 10.1.2: the replay applies a table's events in seq
+    order); every such event is late by this definition (the event at S was stored first), so
+    the replay compares how many late events up to S the table has with how many it had when
+    the snapshot was written (``table_snapshots.late_through``) instead of counting the table's
+    whole history (:func:`dealtrail.replay.snapshot_start`).
+
+    Args:
+        con: the writer's connection, in the transaction that stored the batch.
+        new_events: :data:`INSERTED_EVENT_COLUMNS` of the events the batch inserted (never events
+            stored before: an insert skips them).
+
+    Returns:
+        How many late events were recorded (0 for a trail that arrives in seq order).
+    """
+    if not new_events.num_rows:
+        return 0
+    con.register("late_new_events", new_events)
+    try:
+        row = con.execute(
+            """INSERT INTO sum_late_events
+               SELECT n.table_id, n.seq, n.event_id FROM late_new_events n JOIN sum_floor f USING (table_id)
+               WHERE n.seq <= f.last_seq"""
+        ).fetchone()
+    finally:
+        con.unregister("late_new_events")
+    return int(row[0]) if row else 0
+
+
 def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
     """Create the summary tables and build, once, each summary this store has not built at its
     version (a store written before it: one pass over its events, findings and rounds). Writer only.
@@ -103,6 +140,21 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
             _merge(con)
             con.execute("DROP VIEW floor_new_events")
             con.execute("DROP VIEW floor_round_delta")
+        if "sum_late_events" in todo:
+            # the store's order stands in for the batches it was written in: an event is late
+            # if an event of its table stored before it has the same or a higher seq (events
+            # of one batch with one seq count too: more late events than the writer records,
+            # which only ever makes a snapshot check count the history, never pass wrongly)
+            con.execute("DELETE FROM sum_late_events")
+            con.execute(
+                """INSERT INTO sum_late_events
+                   SELECT table_id, seq, event_id FROM (
+                       SELECT table_id, seq, event_id,
+                              max(seq) OVER (PARTITION BY table_id ORDER BY rowid
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+                       FROM events)
+                   WHERE seq <= before"""
+            )
         if "sum_findings" in todo:
             con.execute("DELETE FROM sum_findings")
             for (generation,) in con.execute("SELECT DISTINCT generation FROM findings ORDER BY 1").fetchall():

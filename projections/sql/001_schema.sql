@@ -136,6 +136,11 @@ CREATE TABLE IF NOT EXISTS table_snapshots (
     state_sha256      VARCHAR NOT NULL,
     state             JSON NOT NULL USING COMPRESSION uncompressed
 );
+-- `late_through`: how many late events of the table up to last_seq the store had recorded when the
+-- snapshot was written (sum_late_events, 006_summaries.sql). While the count is the same, no event
+-- with a seq <= last_seq came since, and a replay trusts events_through without counting the
+-- table's history; NULL for a snapshot written before the column (the replay counts).
+ALTER TABLE table_snapshots ADD COLUMN IF NOT EXISTS late_through BIGINT;
 
 -- Grain: one row per generation of findings. Generation 1 is what the audit and the projector
 -- write (implicit: no row is needed for it); `dealtrail reaudit` adds generation N+1, the stored

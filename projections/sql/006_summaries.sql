@@ -45,6 +45,17 @@ CREATE TABLE IF NOT EXISTS sum_findings (
     cause_finding_id      VARCHAR
 );
 
+-- Grain: one row per stored event that came late: its seq is at or below the highest seq of its
+-- table stored by an earlier batch (a redelivered copy with another payload, a conflicting event,
+-- an event the reorder window had given up on). Upstream: events (projections/summaries.py
+-- record_late). A trail in seq order adds no row. A replay compares the count up to a snapshot's
+-- seq with the snapshot's late_through instead of counting the table's events (dealtrail/replay.py).
+CREATE TABLE IF NOT EXISTS sum_late_events (
+    table_id  VARCHAR NOT NULL,
+    seq       BIGINT NOT NULL,
+    event_id  VARCHAR NOT NULL
+);
+
 -- Grain: one row per build of a summary (name, version). A summary without a row here was never
 -- built from the whole store (a store written before it existed): the writer builds it once.
 CREATE TABLE IF NOT EXISTS summary_builds (

@@ -132,17 +132,127 @@ def test_replay_from_a_snapshot_equals_replay_from_the_first_event_for_many_wind
 def test_a_snapshot_with_events_of_its_seqs_stored_after_it_is_skipped(snapshot_store: Path) -> None:
     con = duckdb.connect(str(snapshot_store), read_only=True)
     try:
-        late = con.execute("SELECT seq FROM events WHERE event_id LIKE '%-late'").fetchone()
-        assert late is not None
-        table, last = con.execute(
-            "SELECT table_id, max(seq) FROM events WHERE table_id LIKE 'TCP%' GROUP BY 1"
-        ).fetchone()  # type: ignore[misc]
-        start = _both(con, table, Window(), at=str(con.execute(
-            "SELECT event_id FROM events WHERE table_id = ? AND seq = ?", [table, last]
-        ).fetchone()[0]))  # type: ignore[index]  # fmt: skip
-        # written before the late copy came: it holds one event too few up to its seq
-        assert any("events up to its seq" in s for s in start.skipped), start.skipped
-        assert start.state is None or start.last_seq < late[0]
+        _late_copy_skips(con)
+    finally:
+        con.close()
+
+
+def _late_copy_skips(con: duckdb.DuckDBPyConnection) -> None:
+    """The snapshots written before the late copy of an old seq came are skipped (said), so a
+    replay at the table's last event starts before that seq."""
+    late = con.execute("SELECT seq FROM events WHERE event_id LIKE '%-late'").fetchone()
+    assert late is not None
+    table, last = con.execute("SELECT table_id, max(seq) FROM events WHERE table_id LIKE 'TCP%' GROUP BY 1").fetchone()  # type: ignore[misc]
+    start = _both(con, table, Window(), at=str(con.execute(
+        "SELECT event_id FROM events WHERE table_id = ? AND seq = ?", [table, last]
+    ).fetchone()[0]))  # type: ignore[index]  # fmt: skip
+    # written before the late copy came: it holds one event too few up to its seq
+    assert any("events up to its seq" in s for s in start.skipped), start.skipped
+    assert start.state is None or start.last_seq < late[0]
+
+
+def test_the_writer_records_each_late_event_and_every_snapshot_the_late_count_up_to_it(
+    snapshot_store: Path,
+) -> None:
+    """A late event (a seq at or below one an earlier batch stored) is recorded as it is stored,
+    and each snapshot keeps how many late events up to its seq there were when it was written."""
+    con = duckdb.connect(str(snapshot_store), read_only=True)
+    try:
+        late = con.execute("SELECT table_id, seq, event_id FROM events WHERE event_id LIKE '%-late'").fetchone()
+        recorded = con.execute("SELECT table_id, seq, event_id FROM sum_late_events").fetchall()
+        assert late in recorded
+        # only events that came after a higher or equal seq of their table: a trail in seq order adds none
+        for table, seq, event_id in recorded:
+            first = con.execute(
+                "SELECT min(rowid) FROM events WHERE table_id = ? AND seq >= ? AND event_id <> ?",
+                [table, seq, event_id],
+            ).fetchone()[0]  # type: ignore[index]
+            mine = con.execute("SELECT rowid FROM events WHERE event_id = ?", [event_id]).fetchone()[0]  # type: ignore[index]
+            assert first is not None and first < mine, (table, seq, event_id)
+        assert len(recorded) < con.execute("SELECT count(*) FROM events").fetchone()[0] // 100  # type: ignore[index]
+        # for every snapshot: the events with its seqs stored since it are the late events since it
+        # (those of the late copy's table written before it came have a late event more now)
+        rows = con.execute(
+            """SELECT s.table_id = $t AND s.last_seq >= $seq, s.late_through,
+                      (SELECT count(*) FROM sum_late_events l WHERE l.table_id = s.table_id AND l.seq <= s.last_seq),
+                      s.events_through,
+                      (SELECT count(*) FROM events e WHERE e.table_id = s.table_id AND e.seq <= s.last_seq)
+               FROM table_snapshots s""",
+            {"t": late[0], "seq": late[1]},
+        ).fetchall()
+        assert len(rows) > 50 and all(lt is not None for _, lt, _, _, _ in rows)
+        assert all(now - lt == total - through for _, lt, now, through, total in rows)
+        assert any(now > lt for past, lt, now, _, _ in rows if past)
+        assert sum(now == lt for _, lt, now, _, _ in rows) > len(rows) // 2
+    finally:
+        con.close()
+
+
+def test_the_snapshot_check_trusts_an_unchanged_late_count_and_counts_the_history_otherwise(
+    snapshot_store: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "counts.duckdb"
+    shutil.copy(snapshot_store, db)
+    con = duckdb.connect(str(db))
+    table, _, round_id = _latest_snapshot(con)
+    # a wrong history count with an unchanged late count: the check does not count the history
+    con.execute("UPDATE table_snapshots SET events_through = events_through + 1 WHERE table_id = ?", [table])
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        start = _both(con, table, Window(round_id=round_id))
+        assert start.state is not None and not start.skipped
+    finally:
+        con.close()
+    # a late count that differs: the history is counted (and, off by one here, the snapshot skipped)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE table_snapshots SET late_through = late_through - 1 WHERE table_id = ?", [table])
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        start = _both(con, table, Window(round_id=round_id))
+        assert start.skipped and all("events up to its seq" in s for s in start.skipped)
+    finally:
+        con.close()
+    # a snapshot written before the late count was kept (NULL): the history is counted, as before
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE table_snapshots SET late_through = NULL, events_through = events_through - 1")
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        start = _both(con, table, Window(round_id=round_id))
+        assert start.state is not None and not start.skipped
+    finally:
+        con.close()
+
+
+def test_a_store_written_before_the_late_record_gets_it_built_once_from_its_events(
+    snapshot_store: Path, tmp_path: Path
+) -> None:
+    """The first writer of this version builds the record from the store's order: every late event
+    the writer would have recorded is there (events of one batch with one seq may be added too,
+    which only ever makes a check count the history), and the late event is still caught."""
+    db = tmp_path / "older.duckdb"
+    shutil.copy(snapshot_store, db)
+    con = duckdb.connect(str(db))
+    recorded = set(con.execute("SELECT table_id, seq, event_id FROM sum_late_events").fetchall())
+    con.execute("DROP TABLE sum_late_events")
+    con.execute("DELETE FROM summary_builds WHERE name = 'sum_late_events'")
+    con.execute("ALTER TABLE table_snapshots DROP COLUMN late_through")
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:  # a reader of the older store counts the history
+        _late_copy_skips(con)
+    finally:
+        con.close()
+    with Store(db):
+        pass
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        built = set(con.execute("SELECT table_id, seq, event_id FROM sum_late_events").fetchall())
+        assert recorded <= built
+        assert con.execute("SELECT count(*) FROM table_snapshots WHERE late_through IS NOT NULL").fetchone()[0] == 0  # type: ignore[index]
+        _late_copy_skips(con)
     finally:
         con.close()
 
