@@ -455,6 +455,6 @@ def attach_archive(
             f"""CREATE OR REPLACE TEMP VIEW {kind} AS
                 SELECT * FROM "{name[0]}".main.{kind}
                 UNION ALL BY NAME
-                SELECT * EXCLUDE (month) FROM read_parquet({paths}, hive_partitioning = false)"""
+                SELECT * EXCLUDE (month) FROM read_parquet({paths}, hive_partitioning = false, union_by_name = true)"""
         )
     return base, len(files)
