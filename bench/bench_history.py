@@ -83,7 +83,7 @@ STAGES = ("build", "report", "pages", "replica", "archive")
 BOUNDARY = datetime(2026, 11, 1, tzinfo=UTC)
 """Every store is centred on this instant: its first half is in October, its second in November."""
 SHAPING = ("schemas", "streams/engine", "dealtrail/simulator", "dealtrail/audit.py", "projections/store.py",
-           "projections/event_rows.py", "projections/sql")  # fmt: skip
+           "projections/event_rows.py", "projections/summaries.py", "projections/sql")  # fmt: skip
 """The code that decides what a store holds (its key; the DDL files are the numbered ones)."""
 SIMULATING = ("schemas", "dealtrail/simulator", "projections/private.py")
 """The code that decides what the simulated event file holds (besides :func:`simulate_floor`)."""
