@@ -24,39 +24,65 @@ import pydantic_core
 from projections import summaries
 
 _LATEST = """
-    SELECT table_id, m.s AS last_seq, m.p AS pref, m.r AS rid FROM (
-        -- narrow columns only: a month holds tens of thousands of snapshots; the greatest
-        -- (seq, pref, row ID) of each table, a grouped max (a window over them took twice as long)
-        SELECT table_id, max({'s': last_seq, 'p': pref, 'r': rid}) AS m FROM (
-            SELECT table_id, last_seq, 1 AS pref, rowid AS rid FROM table_states
-            WHERE $t::VARCHAR IS NULL OR table_id = $t
-            UNION ALL
-            SELECT table_id, last_seq, 0 AS pref, rowid AS rid FROM table_snapshots
-            WHERE $t::VARCHAR IS NULL OR table_id = $t
-        ) GROUP BY table_id
+    WITH m AS (
+        SELECT table_id, m.s AS last_seq, m.p AS pref, m.r AS rid FROM (
+            -- narrow columns only: a month holds tens of thousands of snapshots; the greatest
+            -- (seq, pref, row ID) of each table, a grouped max (a window over them took twice as long)
+            SELECT table_id, max({'s': last_seq, 'p': pref, 'r': rid}) AS m FROM (
+                SELECT table_id, last_seq, 1 AS pref, rowid AS rid FROM table_states
+                WHERE $t::VARCHAR IS NULL OR table_id = $t
+                UNION ALL
+                SELECT table_id, last_seq, 0 AS pref, rowid AS rid FROM table_snapshots
+                WHERE $t::VARCHAR IS NULL OR table_id = $t
+            ) GROUP BY table_id
+        )
     )
+    -- the chosen rows' keys, joined by row ID in the same read (a key made for every snapshot
+    -- in the grouped max took three times as long)
+    SELECT m.table_id, m.last_seq, m.pref, m.rid,
+           CASE WHEN m.pref = 1 THEN concat_ws('/', 'states', s.first_seq, s.last_seq, s.last_event_id, s.source)
+                ELSE concat_ws('/', 'snapshot', n.last_seq, n.last_event_id, n.engine_version, n.state_sha256)
+           END AS row_key
+    FROM m
+    LEFT JOIN (SELECT rowid AS rid, first_seq, last_seq, last_event_id, source FROM table_states) s
+           ON m.pref = 1 AND s.rid = m.rid
+    LEFT JOIN (SELECT rowid AS rid, last_seq, last_event_id, engine_version, state_sha256 FROM table_snapshots) n
+           ON m.pref = 0 AND n.rid = m.rid
 """
 """Each table's latest engine state: its seq, where it is kept (``pref`` 1: the audit's
-``table_states``, preferred at an equal seq; 0: a ``table_snapshots`` row) and its row ID."""
+``table_states``, preferred at an equal seq; 0: a ``table_snapshots`` row), its row ID, and a
+key that names the row's content in the store (rows are only ever added, and a row with the same
+table, seqs and last event is never written twice: :meth:`projections.store.Store.write_batch`)."""
+
+Latest = tuple[str, int, int, int, str]
+"""A row of :data:`_LATEST`: (table, last_seq, pref, row ID, row key)."""
 
 
 def _latest_texts(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -> dict[str, tuple[int, str]]:
     """The latest stored engine state of each table (or of ``table_id``) as its JSON text:
-    table -> (last_seq, text).
+    table -> (last_seq, text) (see :func:`_texts_of`)."""
+    top = [
+        (str(t), int(seq), int(p), int(r), str(k))
+        for t, seq, p, r, k in con.execute(_LATEST, {"t": table_id}).fetchall()
+    ]
+    return _texts_of(con, top)
+
+
+def _texts_of(con: duckdb.DuckDBPyConnection, top: list[Latest]) -> dict[str, tuple[int, str]]:
+    """The JSON texts of the chosen rows ``top``: table -> (last_seq, text).
 
     The latest rows are chosen on narrow columns, then only their states are read, by row ID
     (a state is tens to hundreds of KB; every snapshot's would be read otherwise). A row read by
     its ID is used only if it is still the chosen table and seq (a writer's checkpoint between the
     two reads may renumber rows); otherwise that state is read by table and seq."""
-    top = con.execute(_LATEST, {"t": table_id}).fetchall()
     texts: dict[tuple[str, int, int], str] = {}
     for pref, kept_in in ((1, "table_states"), (0, "table_snapshots")):
-        chosen = {(str(t), int(seq)) for t, seq, p, _ in top if p == pref}
+        chosen = {(t, seq) for t, seq, p, _, _ in top if p == pref}
         if not chosen:
             continue
         rows = con.execute(
             f"SELECT table_id, last_seq, state::VARCHAR FROM {kept_in} WHERE rowid IN (SELECT unnest($r))",
-            {"r": [rid for _, _, p, rid in top if p == pref]},
+            {"r": [rid for _, _, p, rid, _ in top if p == pref]},
         ).fetchall()
         texts |= {(str(t), int(seq), pref): str(text) for t, seq, text in rows if (str(t), int(seq)) in chosen}
         for t, seq in chosen - {(t, seq) for t, seq, p in texts if p == pref}:
@@ -66,10 +92,10 @@ def _latest_texts(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -
             if again is not None:
                 texts[t, seq, pref] = str(again[0])
     out = {}
-    for t, seq, pref, _ in top:
-        text = texts.get((str(t), int(seq), pref))
+    for t, seq, pref, _, _ in top:
+        text = texts.get((t, seq, pref))
         if text is not None:
-            out[str(t)] = (int(seq), text)
+            out[t] = (seq, text)
     return out
 
 
@@ -82,24 +108,33 @@ def latest_states(con: duckdb.DuckDBPyConnection, table_id: str | None = None) -
     return {t: (seq, pydantic_core.from_json(text)) for t, (seq, text) in _latest_texts(con, table_id).items()}
 
 
-_FLOOR_MEMO: dict[str, tuple[bytes, dict[str, Any]]] = {}
-"""Table -> (SHA-256 of the engine state's JSON, its :func:`device_state` less removed decks):
-the floor's last reading of each table, reused while the state's text is the same (a table's
-latest state changes every ``DEALTRAIL_SNAPSHOT_EVERY`` events, the floor asks every second)."""
+_FLOOR_MEMO: dict[str, tuple[object, dict[str, Any]]] = {}
+"""Table -> (what names its engine state, its :func:`device_state` less removed decks): the
+floor's last reading of each table, reused while the state is the same (a table's latest state
+changes every ``DEALTRAIL_SNAPSHOT_EVERY`` events, the floor asks every second). A state is
+named by its store file and row key (:data:`_LATEST`), so an unchanged state is not even read,
+or, for a store without a file (in memory), by the SHA-256 of its text."""
 
 
-def _floor_state(table_id: str, text: str) -> dict[str, Any]:
-    """:func:`device_state` of the state ``text`` without its removed decks, parsed only when the
-    text differs from the one last seen for ``table_id`` (the same text gives the same result:
-    a SHA-256 of 1.5 MB takes about 2 ms, parsing it 12 to 27). Each call returns a copy of its
-    own (a few devices and decks), so a caller that changes it changes no later reading."""
-    digest = hashlib.sha256(text.encode()).digest()
+def _floor_state(table_id: str, text: str, name: object = None) -> dict[str, Any]:
+    """:func:`device_state` of the state ``text`` without its removed decks, parsed only when
+    the state differs from the one last seen for ``table_id``: when its ``name`` (store file and
+    row key) differs, or without one, when the text does (a SHA-256 of 1.5 MB takes about 2 ms,
+    parsing it 12 to 27). Each call returns a copy of its own (a few devices and decks), so a
+    caller that changes it changes no later reading."""
+    key = name if name is not None else hashlib.sha256(text.encode()).digest()
     known = _FLOOR_MEMO.get(table_id)
-    if known is None or known[0] != digest:
+    if known is None or known[0] != key:
         found = device_state(pydantic_core.from_json(text))
         found["decks"] = {k: d for k, d in found["decks"].items() if d["status"] != "removed"}
-        known = _FLOOR_MEMO[table_id] = (digest, found)
+        known = _FLOOR_MEMO[table_id] = (key, found)
     return copy.deepcopy(known[1])
+
+
+def _remembered(table_id: str, name: object) -> dict[str, Any] | None:
+    """A copy of the floor's last reading of ``table_id`` if it is of the state ``name``."""
+    known = _FLOOR_MEMO.get(table_id)
+    return copy.deepcopy(known[1]) if known is not None and known[0] == name else None
 
 
 def device_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,7 +225,23 @@ def floor_device_states(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, A
     shows none: a table's state names every deck it has had, hundreds after a month), plus
     ``since``: when its shown fault happened, or when its device was last taken out of service
     (the events' ``occurred_at``)."""
-    out = {t: {**_floor_state(t, text), "as_of_seq": seq} for t, (seq, text) in _latest_texts(con).items()}
+    top = [
+        (str(t), int(seq), int(p), int(r), str(k)) for t, seq, p, r, k in con.execute(_LATEST, {"t": None}).fetchall()
+    ]
+    where = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    store = str(where[0]) if where and where[0] else None  # None: in memory, named by its text
+    out: dict[str, dict[str, Any]] = {}
+    unread = []
+    for row in top:
+        kept = _remembered(row[0], (store, row[4])) if store is not None else None
+        if kept is None:
+            unread.append(row)
+        else:
+            out[row[0]] = {**kept, "as_of_seq": row[1]}
+    keys = {t: k for t, _, _, _, k in unread}
+    for t, (seq, text) in _texts_of(con, unread).items():
+        out[t] = {**_floor_state(t, text, (store, keys[t]) if store is not None else None), "as_of_seq": seq}
+    out = {row[0]: out[row[0]] for row in top if row[0] in out}  # in the order of the choice, as read before
     faults = [d["fault_event_id"] for d in out.values() if d["fault_event_id"]]
     when = _event_times(con, faults) if faults else {}
     off = {t for t, d in out.items() if d["status"] == "out of service"}

@@ -167,3 +167,49 @@ def test_the_floor_reads_a_state_again_whenever_its_text_changes_and_lists_no_re
     again["devices"].clear()
     kept = device_state._floor_state(TABLE_ID, text)  # the reading kept is not the caller's copy
     assert kept["decks"]["DK-1"]["status"] == "faulted" and kept["devices"]
+
+
+def test_the_floor_reads_no_state_again_while_each_tables_latest_state_row_is_the_same(tmp_path: Path) -> None:
+    """The floor asks every second: a table whose latest stored state is the same row as at the last
+    request is not read again (a month's states are 1.5 MB); a later state of it is."""
+    from typing import Any
+
+    from projections import device_state
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    returned = _audited(tmp_path / "b", trail(returned=True))
+    with Store(returned) as b:
+        later = device_state._latest_texts(b.con)[TABLE_ID][1]
+    with Store(_audited(tmp_path / "a", trail())) as a:
+
+        class Spy:
+            """The store's connection, noting each statement."""
+
+            def __init__(self) -> None:
+                self.sql: list[str] = []
+
+            def execute(self, sql: str, params: Any = None) -> Any:
+                self.sql.append(sql)
+                return a.con.execute(sql, params)
+
+        first = device_state.floor_device_states(a.con)
+        assert first[TABLE_ID]["status"] == "faulted"
+        spy = Spy()
+        assert device_state.floor_device_states(spy) == first  # type: ignore[arg-type]
+        assert spy.sql and not any("state::VARCHAR" in q for q in spy.sql), spy.sql
+        # a snapshot after the audit's last state: the table's latest state is another row
+        a.con.execute(
+            """INSERT INTO table_snapshots BY NAME
+               SELECT table_id, last_seq + 1 AS last_seq, last_event_id, NULL AS last_hash,
+                      now() AS last_occurred_at, 0 AS events_through, 'test' AS engine_version,
+                      3 AS rulebook_revision, sha256($s) AS state_sha256, $s AS state
+               FROM table_states WHERE table_id = $t""",
+            {"s": later, "t": TABLE_ID},
+        )
+        spy = Spy()
+        now = device_state.floor_device_states(spy)  # type: ignore[arg-type]
+        assert any("state::VARCHAR" in q for q in spy.sql)
+        assert (
+            now[TABLE_ID]["status"] == "in service" and now[TABLE_ID]["as_of_seq"] == first[TABLE_ID]["as_of_seq"] + 1
+        )
