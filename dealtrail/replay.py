@@ -251,15 +251,15 @@ def snapshot_start(
     late = summaries.has_summary(con, "sum_late_events")  # a store without it has no late_through either
     candidates = con.execute(
         f"""SELECT last_seq, last_event_id, last_hash, events_through, state_sha256,
-                   {"late_through" if late else "NULL::BIGINT"}
+                   {"late_through" if late else "NULL::BIGINT"}, last_occurred_at
             FROM table_snapshots
             WHERE table_id = ? AND engine_version = ? AND rulebook_revision = ? AND last_seq < ?
             ORDER BY last_seq DESC, last_occurred_at DESC""",
         [table_id, engine_version, rulebook_revision, need],
     ).fetchall()
-    for last_seq, last_event_id, last_hash, events_through, sha, late_through in candidates:
+    for last_seq, last_event_id, last_hash, events_through, sha, late_through, last_at in candidates:
         why = _snapshot_problem(
-            con, table_id, int(last_seq), str(last_event_id), last_hash, int(events_through), late_through
+            con, table_id, int(last_seq), str(last_event_id), last_hash, int(events_through), late_through, last_at
         )
         state = None
         if why is None:
@@ -296,6 +296,7 @@ def _snapshot_problem(
     chain_hash: str | None,
     through: int,
     late_through: int | None,
+    at: datetime | None = None,
 ) -> str | None:
     """Why the snapshot of ``table_id`` after ``seq`` (``event_id``, ``chain_hash``) cannot start
     a replay, or None: the stored trail must hold that event, and no event with a seq at or
@@ -304,12 +305,17 @@ def _snapshot_problem(
     events up to ``seq`` (``sum_late_events``) are as many as when the snapshot was written
     (``late_through``: every event stored after it with such a seq is late); otherwise, or
     without ``late_through``, the table's events up to ``seq`` are counted and compared with
-    ``through``, the count when it was written."""
-    found = con.execute(
-        """SELECT count(*) FROM events WHERE table_id = $t AND seq = $seq AND event_id = $id
-           AND ($hash IS NULL OR payload->>'hash' = $hash)""",
-        {"seq": seq, "id": event_id, "hash": chain_hash, "t": table_id},
-    ).fetchall()[0][0]
+    ``through``, the count when it was written. ``at``: the snapshot's ``last_occurred_at``,
+    the time of its last event, where that event is looked for first (the store's zone maps then
+    read a few row groups, not the table's history); elsewhere only if it is not there."""
+    last = """SELECT count(*) FROM events WHERE table_id = $t AND seq = $seq AND event_id = $id
+              AND ($hash IS NULL OR payload->>'hash' = $hash)"""
+    params: dict[str, Any] = {"seq": seq, "id": event_id, "hash": chain_hash, "t": table_id}
+    found = 0
+    if at is not None:
+        found = con.execute(last + " AND occurred_at = $at", {**params, "at": at}).fetchall()[0][0]
+    if not found:
+        found = con.execute(last, params).fetchall()[0][0]
     if not found:
         return "the stored trail has no such last event"
     if late_through is not None:

@@ -387,3 +387,23 @@ def test_dealtrail_audit_takes_snapshots_every_dealtrail_snapshot_every_events(
     finally:
         con.close()
     assert seqs == list(range(300, n + 1, 300))
+
+
+def test_a_snapshots_last_event_is_found_by_its_time_first_and_anywhere_in_the_trail_else(
+    snapshot_store: Path, tmp_path: Path
+) -> None:
+    """The check looks for a snapshot's last event at the snapshot's time first; a snapshot whose
+    time is not its last event's (written by another path, edited) is still checked against the
+    whole trail, not skipped."""
+    db = tmp_path / "times.duckdb"
+    shutil.copy(snapshot_store, db)
+    con = duckdb.connect(str(db))
+    table, _, round_id = _latest_snapshot(con)
+    con.execute("UPDATE table_snapshots SET last_occurred_at = last_occurred_at + INTERVAL 1 SECOND")
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        start = _both(con, table, Window(round_id=round_id))
+        assert start.state is not None and not start.skipped
+    finally:
+        con.close()
