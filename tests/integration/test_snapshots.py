@@ -7,6 +7,7 @@ import json
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -188,42 +189,47 @@ def test_the_writer_records_each_late_event_and_every_snapshot_the_late_count_up
         con.close()
 
 
+def _edited_start(db: Path, table: str, round_id: str, sql: str, params: list[Any] | None = None) -> SnapshotStart:
+    """Run ``sql`` on the store ``db``, then the snapshot start of a replay of ``round_id``
+    (checked against a replay from the table's first event, :func:`_both`)."""
+    con = duckdb.connect(str(db))
+    con.execute(sql, params)
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return _both(con, table, Window(round_id=round_id))
+    finally:
+        con.close()
+
+
+def _copy_of(snapshot_store: Path, tmp_path: Path, name: str) -> tuple[Path, str, str]:
+    """A copy of the store, and the table and round of its latest snapshot (:func:`_latest_snapshot`)."""
+    db = tmp_path / name
+    shutil.copy(snapshot_store, db)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        table, _, round_id = _latest_snapshot(con)
+    finally:
+        con.close()
+    return db, table, round_id
+
+
 def test_the_snapshot_check_trusts_an_unchanged_late_count_and_counts_the_history_otherwise(
     snapshot_store: Path, tmp_path: Path
 ) -> None:
-    db = tmp_path / "counts.duckdb"
-    shutil.copy(snapshot_store, db)
-    con = duckdb.connect(str(db))
-    table, _, round_id = _latest_snapshot(con)
+    db, table, round_id = _copy_of(snapshot_store, tmp_path, "counts.duckdb")
     # a wrong history count with an unchanged late count: the check does not count the history
-    con.execute("UPDATE table_snapshots SET events_through = events_through + 1 WHERE table_id = ?", [table])
-    con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        start = _both(con, table, Window(round_id=round_id))
-        assert start.state is not None and not start.skipped
-    finally:
-        con.close()
+    wrong = "UPDATE table_snapshots SET events_through = events_through + 1 WHERE table_id = ?"
+    start = _edited_start(db, table, round_id, wrong, [table])
+    assert start.state is not None and not start.skipped
     # a late count that differs: the history is counted (and, off by one here, the snapshot skipped)
-    con = duckdb.connect(str(db))
-    con.execute("UPDATE table_snapshots SET late_through = late_through - 1 WHERE table_id = ?", [table])
-    con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        start = _both(con, table, Window(round_id=round_id))
-        assert start.skipped and all("events up to its seq" in s for s in start.skipped)
-    finally:
-        con.close()
+    changed = "UPDATE table_snapshots SET late_through = late_through - 1 WHERE table_id = ?"
+    start = _edited_start(db, table, round_id, changed, [table])
+    assert start.skipped and all("events up to its seq" in s for s in start.skipped)
     # a snapshot written before the late count was kept (NULL): the history is counted, as before
-    con = duckdb.connect(str(db))
-    con.execute("UPDATE table_snapshots SET late_through = NULL, events_through = events_through - 1")
-    con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        start = _both(con, table, Window(round_id=round_id))
-        assert start.state is not None and not start.skipped
-    finally:
-        con.close()
+    older = "UPDATE table_snapshots SET late_through = NULL, events_through = events_through - 1"
+    start = _edited_start(db, table, round_id, older)
+    assert start.state is not None and not start.skipped
 
 
 def test_a_store_written_before_the_late_record_gets_it_built_once_from_its_events(
@@ -311,18 +317,9 @@ def test_a_tampered_snapshot_is_skipped_and_said(snapshot_store: Path, tmp_path:
 
 
 def test_snapshots_of_another_engine_version_are_not_used(snapshot_store: Path, tmp_path: Path) -> None:
-    db = tmp_path / "other.duckdb"
-    shutil.copy(snapshot_store, db)
-    con = duckdb.connect(str(db))
-    table, _, round_id = _latest_snapshot(con)
-    con.execute("UPDATE table_snapshots SET engine_version = 'an older engine'")
-    con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        start = _both(con, table, Window(round_id=round_id))
-        assert start.state is None and not start.skipped
-    finally:
-        con.close()
+    db, table, round_id = _copy_of(snapshot_store, tmp_path, "other.duckdb")
+    start = _edited_start(db, table, round_id, "UPDATE table_snapshots SET engine_version = 'an older engine'")
+    assert start.state is None and not start.skipped
 
 
 def test_audit_keeps_a_snapshot_at_each_utc_day_boundary(tmp_path: Path) -> None:
@@ -395,15 +392,7 @@ def test_a_snapshots_last_event_is_found_by_its_time_first_and_anywhere_in_the_t
     """The check looks for a snapshot's last event at the snapshot's time first; a snapshot whose
     time is not its last event's (written by another path, edited) is still checked against the
     whole trail, not skipped."""
-    db = tmp_path / "times.duckdb"
-    shutil.copy(snapshot_store, db)
-    con = duckdb.connect(str(db))
-    table, _, round_id = _latest_snapshot(con)
-    con.execute("UPDATE table_snapshots SET last_occurred_at = last_occurred_at + INTERVAL 1 SECOND")
-    con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        start = _both(con, table, Window(round_id=round_id))
-        assert start.state is not None and not start.skipped
-    finally:
-        con.close()
+    db, table, round_id = _copy_of(snapshot_store, tmp_path, "times.duckdb")
+    later = "UPDATE table_snapshots SET last_occurred_at = last_occurred_at + INTERVAL 1 SECOND"
+    start = _edited_start(db, table, round_id, later)
+    assert start.state is not None and not start.skipped
