@@ -248,7 +248,8 @@ def snapshot_start(
     need = _first_seq_needed(con, table_id, window, at, round_bounds)
     if need is None:
         return out
-    late = summaries.has_summary(con, "sum_late_events")  # a store without it has no late_through either
+    # the late record is trusted only while it holds every late event of the store (else: counting)
+    late = summaries.late_record_current(con)
     candidates = con.execute(
         f"""SELECT last_seq, last_event_id, last_hash, events_through, state_sha256,
                    {"late_through" if late else "NULL::BIGINT"}, last_occurred_at

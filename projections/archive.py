@@ -39,6 +39,7 @@ from typing import Any
 
 import duckdb
 
+from projections import summaries
 from projections.private import make_private_dirs, write_private_text
 
 KINDS: dict[str, tuple[str, str, str, str]] = {
@@ -311,10 +312,13 @@ def _delete_and_record(
     boundary: datetime,
 ) -> None:
     con.execute(MANIFEST_DDL)
+    late_current = summaries.late_record_current(con)
     con.execute("BEGIN TRANSACTION")
     try:
         for kind, (time_col, _, _, _) in KINDS.items():
             con.execute(f"DELETE FROM {kind} WHERE {time_col} < $b", {"b": boundary})
+        if late_current:  # the archived events' late events stay recorded: the record still holds them all
+            summaries.mark_late_record(con)
         rows = [
             (now, before, str(folder), p.kind, p.month, p.table_id, rel, _file_rows(con, folder / rel),
              p.first_seq, p.last_seq, p.first_hash, p.last_hash, p.digest)

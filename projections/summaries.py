@@ -20,9 +20,9 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
-SUMMARIES = {"sum_floor": 2, "sum_findings": 1, "sum_late_events": 1}
+SUMMARIES = {"sum_floor": 2, "sum_findings": 1, "sum_late_events": 2}
 """Each summary table and the version of its definition (a new version is built again once)."""
-DERIVED_TABLES = frozenset({*SUMMARIES, "summary_builds"})
+DERIVED_TABLES = frozenset({*SUMMARIES, "summary_builds", "sum_late_events_mark"})
 """Tables whose rows are derived from the others (rebuilt at will): a store holding rows only in
 these holds no record (:func:`projections.discard.holds_records`)."""
 
@@ -30,9 +30,9 @@ FLOOR_EVENT_COLUMNS = "table_id, game, seq, occurred_at, actor_role, actor_id"
 """What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
 return it for the events they add). Devices are not summarised here: the floor takes their state
 from the engine's own stored state (:mod:`projections.device_state`, rulebook 10.3.1)."""
-INSERTED_EVENT_COLUMNS = FLOOR_EVENT_COLUMNS + ", event_id"
-"""What the store's inserts return for each event they add: the floor's columns and the event ID
-(which :func:`record_late` keeps for a late event)."""
+INSERTED_EVENT_COLUMNS = FLOOR_EVENT_COLUMNS + ", event_id, arrival"
+"""What the store's inserts return for each event they add: the floor's columns, the event ID
+(which :func:`record_late` keeps for a late event) and the arrival (its order within the batch)."""
 ROUND_COLUMNS = "table_id, game, dealer_id, completed_at"
 """What ``sum_floor`` takes from each round (the store's insert returns it for the rounds it adds)."""
 
@@ -84,17 +84,34 @@ def _merge(con: duckdb.DuckDBPyConnection) -> None:
         con.unregister("floor_merged")
 
 
+LATE_SQL = """
+    SELECT table_id, seq, event_id FROM (
+        SELECT r.table_id, r.seq, r.event_id, {stored} AS stored,
+               max(r.seq) OVER (PARTITION BY r.table_id ORDER BY {order}
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+        FROM {rows})
+    WHERE seq <= greatest(before, stored)
+"""
+"""The late events among the rows ``r`` of ``{rows}`` in the order they were stored (``{order}``):
+each whose seq is at or below a seq its table had before it, in the store (``{stored}``, NULL:
+none) or earlier among the rows."""
+
+
 def record_late(con: duckdb.DuckDBPyConnection, new_events: pa.Table) -> int:
     """Keep in ``sum_late_events`` the events of a batch that came late: whose seq is at or below
-    the highest seq of their table stored by an earlier batch (``sum_floor.last_seq``, so call it
-    before :func:`merge_floor` of the same batch). Inside the caller's transaction.
+    a seq of their table stored before them, by an earlier batch (``sum_floor.last_seq``, so call
+    it before :func:`merge_floor` of the same batch) or earlier in this one (the batch is stored
+    in :data:`projections.store.BATCH_ORDER`: the second of two events with one seq). Then the
+    mark (``sum_late_events_mark``) says the record is up to date with the store's events.
+    Inside the caller's transaction, after the batch's events are in.
 
     A snapshot of a table at seq S stays fit for a replay as long as no event with a seq at or
     below S is stored after it (rulebook 10.1.2: the replay applies a table's events in seq
     order); every such event is late by this definition (the event at S was stored first), so
     the replay compares how many late events up to S the table has with how many it had when
     the snapshot was written (``table_snapshots.late_through``) instead of counting the table's
-    whole history (:func:`dealtrail.replay.snapshot_start`).
+    whole history (:func:`dealtrail.replay.snapshot_start`). The definition is the order the
+    store keeps, so :func:`ensure` builds the same record again from the events alone.
 
     Args:
         con: the writer's connection, in the transaction that stored the batch.
@@ -108,14 +125,58 @@ def record_late(con: duckdb.DuckDBPyConnection, new_events: pa.Table) -> int:
         return 0
     con.register("late_new_events", new_events)
     try:
-        row = con.execute(
-            """INSERT INTO sum_late_events
-               SELECT n.table_id, n.seq, n.event_id FROM late_new_events n JOIN sum_floor f USING (table_id)
-               WHERE n.seq <= f.last_seq"""
+        late = con.execute(
+            "INSERT INTO sum_late_events "
+            + LATE_SQL.format(
+                order="r.seq, r.arrival",
+                rows="late_new_events r LEFT JOIN sum_floor f ON f.table_id = r.table_id",
+                stored="f.last_seq",
+            )
         ).fetchone()
     finally:
         con.unregister("late_new_events")
-    return int(row[0]) if row else 0
+    mark_late_record(con)
+    return int(late[0]) if late else 0
+
+
+def mark_late_record(con: duckdb.DuckDBPyConnection) -> None:
+    """Note that ``sum_late_events`` is up to date with the store's events as they are now (the
+    writer, after a batch or a build; the archive, after it moved events out of a store whose
+    record was up to date: their late events stay recorded, as their snapshots counted them)."""
+    con.execute("DELETE FROM sum_late_events_mark")
+    con.execute("INSERT INTO sum_late_events_mark SELECT count(*) FROM events")
+
+
+def late_record_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``sum_late_events`` holds every late event of the store: built at this version, and
+    the store's events are as many as when a writer of this version last brought it up to date.
+    False after a writer of an older version stored events (it records none), after an archive
+    moved events out (until the next writer builds the record again), or in a store without the
+    record; a replay then counts the history (:func:`dealtrail.replay.snapshot_start`). Reads
+    the count of the store's own ``events`` table (its metadata, not its rows), also where an
+    archive's view stands in front of it."""
+    if not has_summary(con, "sum_late_events"):
+        return False
+    name = con.execute("SELECT current_database()").fetchone()
+    assert name is not None
+    row = con.execute(
+        f"""SELECT (SELECT max(events) FROM sum_late_events_mark) = (SELECT count(*) FROM "{name[0]}".main.events)"""
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _build_late(con: duckdb.DuckDBPyConnection) -> None:
+    """Build ``sum_late_events`` again from the store's events in the order they were stored (row
+    IDs: batches in turn, each in :data:`projections.store.BATCH_ORDER`), the record
+    :func:`record_late` keeps batch by batch, and mark it up to date. Inside the caller's transaction."""
+    con.execute("DELETE FROM sum_late_events")
+    con.execute(
+        "INSERT INTO sum_late_events "
+        + LATE_SQL.format(
+            order="r.rid", rows="(SELECT rowid AS rid, table_id, seq, event_id FROM events) r", stored="NULL"
+        )
+    )
+    mark_late_record(con)
 
 
 def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
@@ -128,7 +189,11 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
     con.execute(_sql("006_summaries.sql"))
     built = {(str(n), int(v)) for n, v in con.execute("SELECT name, version FROM summary_builds").fetchall()}
     todo = [name for name, version in SUMMARIES.items() if (name, version) not in built]
-    if not todo:
+    # events stored or removed since the late record was brought up to date (a writer of an older
+    # version stored some without recording them): it is built again, the same record the writer
+    # keeps from the store's order
+    stale = "sum_late_events" not in todo and not late_record_current(con)
+    if not todo and not stale:
         return []
     con.execute("BEGIN TRANSACTION")
     try:
@@ -140,21 +205,8 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
             _merge(con)
             con.execute("DROP VIEW floor_new_events")
             con.execute("DROP VIEW floor_round_delta")
-        if "sum_late_events" in todo:
-            # the store's order stands in for the batches it was written in: an event is late
-            # if an event of its table stored before it has the same or a higher seq (events
-            # of one batch with one seq count too: more late events than the writer records,
-            # which only ever makes a snapshot check count the history, never pass wrongly)
-            con.execute("DELETE FROM sum_late_events")
-            con.execute(
-                """INSERT INTO sum_late_events
-                   SELECT table_id, seq, event_id FROM (
-                       SELECT table_id, seq, event_id,
-                              max(seq) OVER (PARTITION BY table_id ORDER BY rowid
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-                       FROM events)
-                   WHERE seq <= before"""
-            )
+        if "sum_late_events" in todo or stale:
+            _build_late(con)
         if "sum_findings" in todo:
             con.execute("DELETE FROM sum_findings")
             for (generation,) in con.execute("SELECT DISTINCT generation FROM findings ORDER BY 1").fetchall():
@@ -168,7 +220,7 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return todo
+    return todo + (["sum_late_events"] if stale else [])
 
 
 def build_findings(con: duckdb.DuckDBPyConnection, generation: int) -> None:

@@ -45,15 +45,23 @@ CREATE TABLE IF NOT EXISTS sum_findings (
     cause_finding_id      VARCHAR
 );
 
--- Grain: one row per stored event that came late: its seq is at or below the highest seq of its
--- table stored by an earlier batch (a redelivered copy with another payload, a conflicting event,
--- an event the reorder window had given up on). Upstream: events (projections/summaries.py
--- record_late). A trail in seq order adds no row. A replay compares the count up to a snapshot's
--- seq with the snapshot's late_through instead of counting the table's events (dealtrail/replay.py).
+-- Grain: one row per stored event that came late: its seq is at or below a seq of its table stored
+-- before it, in the order the store keeps (a redelivered copy with another payload, a conflicting
+-- event, the second of two events with one seq, an event the reorder window had given up on).
+-- Upstream: events (projections/summaries.py record_late). A trail in seq order adds no row. A
+-- replay compares the count up to a snapshot's seq with the snapshot's late_through instead of
+-- counting the table's events (dealtrail/replay.py).
 CREATE TABLE IF NOT EXISTS sum_late_events (
     table_id  VARCHAR NOT NULL,
     seq       BIGINT NOT NULL,
     event_id  VARCHAR NOT NULL
+);
+
+-- Grain: one row: how many events the store held when sum_late_events was last brought up to date
+-- with them. A store whose events are more or fewer (a writer of an older version stored some, an
+-- archive moved some out) has a record replays do not trust until a writer builds it again.
+CREATE TABLE IF NOT EXISTS sum_late_events_mark (
+    events  BIGINT NOT NULL
 );
 
 -- Grain: one row per build of a summary (name, version). A summary without a row here was never

@@ -209,6 +209,13 @@ def test_archived_snapshots_with_and_without_the_late_count_are_read_together(tw
     code, out = _run("replay", "--db", str(live), "--table", table, "--round", round_id)
     assert code == 0, out
     assert _without_notes(out) == _without_notes(expected[1])
+    from projections import summaries
+
+    con = connect_read_only(live)
+    try:  # the archive kept the late record trusted: its archived events' late events stay recorded
+        assert summaries.late_record_current(con)
+    finally:
+        con.close()
 
 
 @pytest.mark.parametrize(
