@@ -3,8 +3,10 @@ table's first event, and a snapshot that does not check out is skipped and said.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -231,6 +233,16 @@ def test_the_snapshot_check_trusts_an_unchanged_late_count_and_counts_the_histor
     assert start.state is not None and not start.skipped
 
 
+@contextlib.contextmanager
+def _read_only(db: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The store ``db`` opened read-only (closed after)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
 def test_a_store_written_before_the_late_record_gets_it_built_once_from_its_events(
     snapshot_store: Path, tmp_path: Path
 ) -> None:
@@ -244,21 +256,15 @@ def test_a_store_written_before_the_late_record_gets_it_built_once_from_its_even
     con.execute("DELETE FROM summary_builds WHERE name = 'sum_late_events'")
     con.execute("ALTER TABLE table_snapshots DROP COLUMN late_through")
     con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:  # a reader of the older store counts the history
+    with _read_only(db) as con:  # a reader of the older store counts the history
         _late_copy_skips(con)
-    finally:
-        con.close()
-    with Store(db):
+    with Store(db):  # its next writer builds the record
         pass
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    with _read_only(db) as con:
         built = set(con.execute("SELECT table_id, seq, event_id FROM sum_late_events").fetchall())
         assert recorded == built and recorded
         assert con.execute("SELECT count(*) FROM table_snapshots WHERE late_through IS NOT NULL").fetchone()[0] == 0  # type: ignore[index]
         _late_copy_skips(con)
-    finally:
-        con.close()
 
 
 def test_events_an_older_writer_stored_without_recording_them_turn_the_late_record_off_until_it_is_built(
@@ -285,25 +291,19 @@ def test_events_an_older_writer_stored_without_recording_them_turn_the_late_reco
         [table, seq],
     )
     con.close()
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    with _read_only(db) as con:
         assert not summaries.late_record_current(con)
         start = _both(con, table, Window(round_id=round_id))
         assert start.skipped and all("events up to its seq" in s for s in start.skipped)
         assert start.state is None or start.last_seq < seq
-    finally:
-        con.close()
-    with Store(db):
+    with Store(db):  # its next writer builds the record again
         pass
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    with _read_only(db) as con:
         assert summaries.late_record_current(con)
         late = [r[0] for r in con.execute("SELECT event_id FROM sum_late_events").fetchall()]
         assert any(e.endswith("-older-writer") for e in late)
         start = _both(con, table, Window(round_id=round_id))
         assert start.state is None or start.last_seq < seq
-    finally:
-        con.close()
 
 
 def _latest_snapshot(con: duckdb.DuckDBPyConnection) -> tuple[str, int, str]:
