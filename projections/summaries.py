@@ -144,7 +144,15 @@ def mark_late_record(con: duckdb.DuckDBPyConnection) -> None:
     writer, after a batch or a build; the archive, after it moved events out of a store whose
     record was up to date: their late events stay recorded, as their snapshots counted them)."""
     con.execute("DELETE FROM sum_late_events_mark")
-    con.execute("INSERT INTO sum_late_events_mark SELECT count(*) FROM events")
+    con.execute(f"INSERT INTO sum_late_events_mark SELECT count(*) FROM {_own_events(con)}")
+
+
+def _own_events(con: duckdb.DuckDBPyConnection) -> str:
+    """The store's own ``events`` table, named by its database: what the late record's mark counts,
+    also where an archive's view of the same name stands in front of it."""
+    name = con.execute("SELECT current_database()").fetchone()
+    assert name is not None
+    return f'"{name[0]}".main.events'
 
 
 def late_record_current(con: duckdb.DuckDBPyConnection) -> bool:
@@ -157,10 +165,8 @@ def late_record_current(con: duckdb.DuckDBPyConnection) -> bool:
     archive's view stands in front of it."""
     if not has_summary(con, "sum_late_events"):
         return False
-    name = con.execute("SELECT current_database()").fetchone()
-    assert name is not None
     row = con.execute(
-        f"""SELECT (SELECT max(events) FROM sum_late_events_mark) = (SELECT count(*) FROM "{name[0]}".main.events)"""
+        f"SELECT (SELECT max(events) FROM sum_late_events_mark) = (SELECT count(*) FROM {_own_events(con)})"
     ).fetchone()
     return bool(row and row[0])
 
@@ -181,7 +187,9 @@ def _build_late(con: duckdb.DuckDBPyConnection) -> None:
 
 def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
     """Create the summary tables and build, once, each summary this store has not built at its
-    version (a store written before it: one pass over its events, findings and rounds). Writer only.
+    version (a store written before it: one pass over its events, findings and rounds), and the
+    late record again whenever it is not up to date with the store's events
+    (:func:`late_record_current`: a writer of an older version stored some). Writer only.
 
     Returns:
         The names of the summaries built now (empty when all were up to date).
