@@ -89,13 +89,16 @@ class Rule:
         return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
 
 
-RULEBOOK_REVISION = 3
+RULEBOOK_REVISION = 4
 """The revision of the rulebook (``shared/rulebook.md``) these rules apply: 2 adds section 10's
 decisions (a deck re-dealt unshuffled, what clears a device fault, the composition window,
 showdown is not an exposure, a verified deck ends a composition suspicion); 3 adds section 10.3's
 (a fault belongs to its deck, (n) counts every round, a suspicion is one finding, implausible
-values are refused, an owed remedy is awaited for a bounded window). Every finding carries it
-(``Finding.rulebook_revision``)."""
+values are refused, an owed remedy is awaited for a bounded window); 4 adds section 10.4's (a
+fault is cleared by its own remedy and a device is unusable only when taken out of service or
+passed over for another method on an uncleared fault; a remedy window that closes with nothing
+met raises DT-remedy-overdue at the table's next event; findings do not depend on arrival order
+or other tables). Every finding carries it (``Finding.rulebook_revision``)."""
 
 LAST_REVISED: dict[str, int] = {
     # revision 2 (rulebook section 10.1): a deck re-dealt unshuffled (10.1.1), what clears a device
@@ -110,11 +113,15 @@ LAST_REVISED: dict[str, int] = {
     # (10.3.1), (n) counts every round and a device returns to use only by its return to service
     # (10.3.2), a suspicion is one finding (10.3.3), an owed remedy is awaited for a bounded
     # window (10.3.5)
-    "PGP-645a.14-l-shuffler-fault": 3,
-    "PGP-645a.14-n-out-of-order": 3,
     "DT-deck-composition": 3,
-    "DT-deal-after-device-fault": 3,
-    "DT-remedy-overdue": 3,
+    # revision 4 (rulebook section 10.4): a fault is cleared by its own remedy, a device is unusable
+    # only when taken out of service or passed over for another method on an uncleared fault
+    # (10.4.1), a remedy window that closes raises DT-remedy-overdue at the next event (10.4.2)
+    "PGP-645a.14-l-shuffler-fault": 4,
+    "PGP-645a.14-m-shoe-fault": 4,
+    "PGP-645a.14-n-out-of-order": 4,
+    "DT-deal-after-device-fault": 4,
+    "DT-remedy-overdue": 4,
 }
 """Rule ID -> the rulebook revision that last changed it, for the rules changed after revision 1
 (``docs/rules.md`` shows it; a test checks every key is a rule of the catalogue)."""

@@ -17,6 +17,7 @@ from schemas.base import Envelope, Game
 from streams.engine.state import (
     DeckState,
     DeviceState,
+    PendingFault,
     RoundState,
     ShuffleInfo,
     TableState,
@@ -170,8 +171,7 @@ def _device(d: Draft, e: ev.DeviceRegistered) -> None:
         approved=e.approved,
     )
     d.set(devices={**d.state.devices, e.device_id: dev})
-    if e.device_id in d.state.unusable:  # registered again: back in use (rulebook 10.3.2)
-        d.set(unusable={k: v for k, v in d.state.unusable.items() if k != e.device_id})
+    _back_in_use(d, e.device_id)  # registered again: back in use (rulebook 10.3.2)
 
 
 def _deck_introduced(d: Draft, e: ev.DeckIntroduced) -> None:
@@ -217,6 +217,7 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
     if deck_id is None:
         return
     deck = _deck(d.state, deck_id)
+    by = e.device_id if e.method == "AUTOMATED" else None
     info = ShuffleInfo(
         event_id=e.event_id,
         method=e.method,
@@ -225,9 +226,12 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
         counted=e.device_card_count is not None,
         full_deck_ok=e.device_full_deck_ok,
         mode=e.mode,
-        during_fault=_shuffled_while_unusable(d.state, e),
     )
     good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
+    clearing = good and clears_fault(d.state, info)
+    if d.state.faults:
+        _resolve_faults(d, by, deck_id, info.started_seq, clearing)
+    info = info.model_copy(update={"during_fault": _shuffled_while_unusable(d.state, by)})
     cut = e.event_id if good and d.state.game is Game.C691 and e.schema_version >= CUT_RECORDED_FROM else None
     update: dict[str, Any] = {
         "last_shuffle": info,
@@ -239,12 +243,14 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
         "dealt_event_id": None,
         "cut_due": cut,
     }
-    unusable = d.state.unusable.get(e.device_id) if e.device_id is not None else None
-    if not good:  # a completion in another mode or short of cards: a fault of this deck
+    off = _out_of_service_event(d.state, by)
+    if not good:  # a completion in another mode or short of cards: a fault of this deck and device
         update.update(fault_event_id=deck.fault_event_id or e.event_id, fault_seq=e.seq)
-    elif unusable is not None:  # shuffled by a device not returned to service (10.3.2)
-        update.update(fault_event_id=deck.fault_event_id or unusable, fault_seq=e.seq)
-    elif clears_fault(d.state, info):
+        if by is not None:
+            d.set(faults={**d.state.faults, by: PendingFault(event_id=e.event_id, seq=e.seq, deck_id=deck_id)})
+    elif off is not None:  # shuffled by a device taken out of service and not returned (10.3.2)
+        update.update(fault_event_id=deck.fault_event_id or off, fault_seq=e.seq)
+    elif clearing:
         update["cleared_seq"] = info.started_seq
         if deck.fault_event_id is not None and info.started_seq > deck.fault_seq:
             update["fault_event_id"] = None
@@ -254,14 +260,74 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
         _device_fault_cleared(d)
 
 
-def _shuffled_while_unusable(state: TableState, e: ev.ShuffleCompleted) -> str | None:
-    """Rulebook 10.3.2: the fault of an unusable shuffler, neither covered nor signed out of
-    order, when ``e`` completes a shuffle (by hand, by another device or by that device itself,
-    which is not back in use before ``DeviceReturnedToService``); else None."""
-    for device_id, fault_id in state.unusable.items():
+def _resolve_faults(d: Draft, by: str | None, deck_id: str, started_seq: int, clearing: bool) -> None:
+    """Rulebook 10.4.1 at a shuffle's completion (``by``: the shuffler that made it, None by hand).
+
+    A shuffler with a pending fault that did not make this shuffle was passed over for another
+    method: it turns unusable (case b). A clearing completion by the faulted shuffler itself, of
+    the fault's deck (of any deck when the fault names none, its deck left the table, or the
+    device is already unusable by case b), clears the fault and that unusability. An automated
+    dealing shoe's fault is cleared by § 645a.14(m)'s remedy: its cards taken out of it, then a
+    clearing completion of its deck started after the fault, by any method.
+    """
+    state = d.state
+    faults = dict(state.faults)
+    unusable = dict(state.unusable)
+    for device_id, pending in state.faults.items():
         device = state.devices.get(device_id)
-        if device is not None and device.device_type == "SHUFFLER" and not device.covered_or_signed:
-            return fault_id
+        kind = device.device_type if device is not None else "SHUFFLER"
+        if kind == "AUTO_SHOE":
+            if (
+                clearing
+                and pending.cards_removed
+                and started_seq > pending.seq
+                and _fault_deck_is(state, pending, deck_id)
+            ):
+                del faults[device_id]
+                if device is None or not device.out_of_service:
+                    unusable.pop(device_id, None)
+            continue
+        if device_id != by:
+            unusable.setdefault(device_id, pending.event_id)  # another method on an uncleared fault
+            continue
+        if not clearing or started_seq <= pending.seq or (device is not None and device.out_of_service):
+            continue
+        if device_id in unusable or _fault_deck_is(state, pending, deck_id):
+            del faults[device_id]
+            unusable.pop(device_id, None)
+    d.set(faults=faults, unusable=unusable)
+
+
+def _fault_deck_is(state: TableState, pending: PendingFault, deck_id: str) -> bool:
+    """True if a completion of ``deck_id`` is one of the pending fault's deck (any deck when the
+    fault names none or its deck was removed from the table)."""
+    if pending.deck_id is None or pending.deck_id == deck_id:
+        return True
+    deck = state.decks.get(pending.deck_id)
+    return deck is None or deck.removed
+
+
+def _out_of_service_event(state: TableState, device_id: str | None) -> str | None:
+    """The event that made ``device_id`` unusable if it is taken out of service and not returned
+    (rulebook 10.4.1 case a), else None."""
+    if device_id is None:
+        return None
+    device = state.devices.get(device_id)
+    if device is None or not device.out_of_service:
+        return None
+    return state.unusable.get(device_id)
+
+
+def _shuffled_while_unusable(state: TableState, by: str | None) -> str | None:
+    """Rulebook 10.3.2, 10.4.1: the event that made a shuffler unusable, neither covered nor
+    signed out of order, when a shuffle is completed by another method (``by`` is None, by hand,
+    or another device) or by that device before its return to service; else None."""
+    for device_id, cause in state.unusable.items():
+        device = state.devices.get(device_id)
+        if device is None or device.device_type != "SHUFFLER" or device.covered_or_signed:
+            continue
+        if device_id != by or device.out_of_service:
+            return cause
     return None
 
 
@@ -306,23 +372,32 @@ def clears_fault(state: TableState, info: ShuffleInfo) -> bool:
     return True
 
 
-STOPPING_FAULTS = frozenset({"JAM", "STOPPED", "INCOMPLETE_CYCLE"})
-"""Shuffler faults after which the device cannot be used (§ 645a.14(l), (n)) until it is returned
-to service (rulebook 10.3.2); a count error or a wrong mode is a signal a clearing shuffle ends."""
-
-
 def _shuffler_faulted(d: Draft, e: ev.ShufflerFaulted) -> None:
+    """Rulebook 10.3.1, 10.4.1: a fault of the deck it names (of every deck when it names none),
+    pending on the device until that deck's clearing completion in it; the device stays in use."""
     if e.deck_id is None:  # a fault of the device: every deck must pass a clearing shuffle (10.3.1)
         d.set(shuffler_fault=e.event_id, fault_seq=e.seq)
     else:
         deck = _deck(d.state, e.deck_id)  # a deck already faulted keeps its first fault as evidence
         d.put_deck(deck.model_copy(update={"fault_event_id": deck.fault_event_id or e.event_id, "fault_seq": e.seq}))
-    if e.fault in STOPPING_FAULTS:
-        d.set(unusable={**d.state.unusable, e.device_id: e.event_id})
+    _pending(d, e.device_id, PendingFault(event_id=e.event_id, seq=e.seq, deck_id=e.deck_id))
+
+
+def _pending(d: Draft, device_id: str, fault: PendingFault) -> None:
+    """Record ``fault`` as the device's pending fault; an earlier one of the same deck stays the
+    evidence, the later seq is the one a clearing shuffle must start after."""
+    known = d.state.faults.get(device_id)
+    if known is not None and known.deck_id == fault.deck_id:
+        fault = fault.model_copy(update={"event_id": known.event_id})
+    d.set(faults={**d.state.faults, device_id: fault})
 
 
 def _removed_from_device(d: Draft, e: ev.CardsRemovedFromDevice) -> None:
-    """All of a deck's cards taken out of a jammed shuffler: the composition window starts (10.1.3)."""
+    """All of a deck's cards taken out of a jammed shuffler: the composition window starts (10.1.3).
+    The cards taken out of a faulted automated dealing shoe: the first step of its remedy (10.4.1)."""
+    pending = d.state.faults.get(e.device_id)
+    if pending is not None and not pending.cards_removed and e.seq > pending.seq:
+        d.set(faults={**d.state.faults, e.device_id: pending.model_copy(update={"cards_removed": True})})
     device = d.state.devices.get(e.device_id)
     deck_id = round_deck_id(d.state, e)
     if device is None or device.device_type != "SHUFFLER" or deck_id is None:
@@ -374,14 +449,20 @@ def _card_taken_out(d: Draft, e: ev.CardRemovedFromDeck) -> None:
 
 
 def _shoe_faulted(d: Draft, e: ev.AutoShoeFaulted) -> None:
-    d.set(unusable={**d.state.unusable, e.device_id: e.event_id})
+    """Rulebook 10.4.1: the shoe's fault is pending until § 645a.14(m)'s remedy clears it."""
+    _pending(d, e.device_id, PendingFault(event_id=e.event_id, seq=e.seq, deck_id=round_deck_id(d.state, e)))
 
 
 def _out_of_service(d: Draft, e: ev.DeviceTakenOutOfService) -> None:
+    """Rulebook 10.4.1 case a: the device is unusable until its return to service; a second
+    notice (a cover or a sign added) keeps the first as the cause."""
     known = d.state.devices.get(e.device_id)
     if known is not None:
         off = known.model_copy(update={"out_of_service": True, "covered_or_signed": e.covered or e.out_of_order_sign})
-        d.set(devices={**d.state.devices, e.device_id: off})
+        d.set(
+            devices={**d.state.devices, e.device_id: off},
+            unusable={**d.state.unusable, e.device_id: d.state.unusable.get(e.device_id) or e.event_id},
+        )
 
 
 def _back_in_service(d: Draft, e: ev.DeviceReturnedToService) -> None:
@@ -390,10 +471,33 @@ def _back_in_service(d: Draft, e: ev.DeviceReturnedToService) -> None:
         devices[e.device_id] = devices[e.device_id].model_copy(
             update={"out_of_service": False, "covered_or_signed": False}
         )
-    d.set(devices=devices, unusable={k: v for k, v in d.state.unusable.items() if k != e.device_id})
+    d.set(devices=devices)
+    _back_in_use(d, e.device_id)
+
+
+def _back_in_use(d: Draft, device_id: str) -> None:
+    """A device returned to service or registered again: usable, its pending fault gone (10.3.2)."""
+    if device_id in d.state.unusable:
+        d.set(unusable={k: v for k, v in d.state.unusable.items() if k != device_id})
+    if device_id in d.state.faults:
+        d.set(faults={k: v for k, v in d.state.faults.items() if k != device_id})
+
+
+def _dealt_by_another_method(d: Draft, method: str) -> None:
+    """Rulebook 10.4.1 case b: a round or card dealt by a method other than an automated dealing
+    shoe while a shoe's fault is pending makes that shoe unusable."""
+    if method == "AUTO_SHOE":
+        return
+    state = d.state
+    for device_id, pending in state.faults.items():
+        device = state.devices.get(device_id)
+        if device is not None and device.device_type == "AUTO_SHOE" and device_id not in state.unusable:
+            d.set(unusable={**d.state.unusable, device_id: pending.event_id})
 
 
 def _round_started(d: Draft, e: ev.RoundStarted) -> None:
+    if d.state.faults:
+        _dealt_by_another_method(d, e.dealing_method)
     state = d.state
     deck_id = e.deck_id or state.current_deck_id
     deck = state.decks.get(deck_id) if deck_id is not None else None
@@ -472,6 +576,8 @@ def _deck_held(d: Draft, rnd: RoundState, e: ev.DeckHeld) -> None:
 
 
 def _card_dealt(d: Draft, rnd: RoundState, e: ev.CardDealt) -> None:
+    if d.state.faults:
+        _dealt_by_another_method(d, e.dealt_from)
     area = e.to_area
     cards = dict(rnd.cards)
     cards[area] = (*cards.get(area, ()), e.event_id)

@@ -49,19 +49,19 @@ def open_obligations(step: Step, findings: list[Finding]) -> tuple[Obligation, .
     return tuple(out)
 
 
-WINDOW_EVENTS: frozenset[type[Envelope]] = frozenset()
-"""Set below: the event types at which :func:`expire` looks at the obligations."""
-
-
 def expire(step: Step, state: TableState, window: timedelta | None) -> tuple[TableState, list[Finding]]:
-    """Rulebook 10.3.5: an obligation leaves the state ``window`` (event time) after its round ended.
+    """Rulebook 10.3.5 and 10.4.2: an obligation leaves the state ``window`` (event time) after its
+    round ended.
 
-    At a ``RoundCompleted`` the obligations of that round note when it ended. At that event, a
-    ``RoundStarted`` and any event that could carry out a remedy, the obligations whose round
-    ended more than ``window`` before the event are dropped (before the event can remedy them:
-    a remedy after the window is stored with the events, shown beside the finding, and changes
-    no engine state); a finding not yet overdue gets an ``overdue`` revision (its next round
-    never started in the window). Obligations already remedied and watched are dropped silently.
+    At a ``RoundCompleted`` the obligations of that round note when it ended. At every event of
+    the table (its events are the only clock), the obligations whose round ended ``window`` or more
+    before the event are dropped, before the event can remedy them (a remedy after the window is
+    stored with the events, shown beside the finding, and changes no engine state). One that no
+    next round had made overdue gets an ``overdue`` revision and, for a voiding rule,
+    DT-remedy-overdue for the round that owed it, exactly as the next round's start would have
+    raised them (10.4.2: the same lateness gives the same findings whether or not the next round
+    came within the window). Obligations already remedied and watched, or already overdue, are
+    dropped silently.
 
     Args:
         step: the event being applied (``step.before``: the state before it).
@@ -69,14 +69,14 @@ def expire(step: Step, state: TableState, window: timedelta | None) -> tuple[Tab
         window: the remedy window; None keeps every obligation (no limit).
 
     Returns:
-        The state with the obligations kept, and the ``overdue`` revisions.
+        The state with the obligations kept, and the ``overdue`` revisions and DT-remedy-overdue
+        findings.
     """
-    event = step.event
-    etype = type(event)
-    if etype not in WINDOW_EVENTS or not state.obligations:
+    if not state.obligations:
         return state, []
+    event = step.event
     obligations = state.obligations
-    if etype is ev.RoundCompleted:
+    if type(event) is ev.RoundCompleted:
         rnd = step.before.round
         round_id = event.round_id or (rnd.round_id if rnd is not None else None)
         if round_id is not None and any(ob.round_id == round_id and ob.ended_at is None for ob in obligations):
@@ -86,38 +86,61 @@ def expire(step: Step, state: TableState, window: timedelta | None) -> tuple[Tab
                 else ob
                 for ob in obligations
             )
-    if window is None:
+    now = event.occurred_at
+    if window is None or all(ob.ended_at is None or now - ob.ended_at < window for ob in obligations):
         return (
             (state, [])
             if obligations is state.obligations
-            else (
-                state.model_copy(update={"obligations": obligations}),
-                [],
-            )
+            else (state.model_copy(update={"obligations": obligations}), [])
         )
-    now = event.occurred_at
     kept: list[Obligation] = []
     out: list[Finding] = []
     for ob in obligations:
-        if ob.ended_at is None or now - ob.ended_at <= window:
+        if ob.ended_at is None or now - ob.ended_at < window:
             kept.append(ob)
             continue
         if ob.watch or ob.deadline_passed:
             continue
-        out.append(
-            ob.finding.model_copy(
-                update={
-                    "revision": ob.finding.revision + 1,
-                    "status": FindingStatus.OVERDUE,
-                    "trigger_event_id": event.event_id,
-                    "observed_at": now,
-                    "rulebook_revision": RULEBOOK_REVISION,
-                }
-            )
-        )
-    if len(kept) == len(state.obligations) and obligations is state.obligations:
-        return state, out
+        out.extend(_overdue(state, ob, event))
     return state.model_copy(update={"obligations": tuple(kept)}), out
+
+
+def _overdue(state: TableState, ob: Obligation, event: ev.DealingEvent) -> list[Finding]:
+    """The findings of an obligation whose deadline passed at ``event`` (the next round's start, or
+    the first event at or past the end of its remedy window): an ``overdue`` revision of its
+    finding and, for a voiding rule, DT-remedy-overdue for the round that owed the remedy, proven
+    by the finding's evidence and ``event`` (rulebook section 8a, 10.4.2)."""
+    late = ob.finding.model_copy(
+        update={
+            "revision": ob.finding.revision + 1,
+            "status": FindingStatus.OVERDUE,
+            "trigger_event_id": event.event_id,
+            "observed_at": event.occurred_at,
+            "rulebook_revision": RULEBOOK_REVISION,
+        }
+    )
+    if ob.finding.severity is not Severity.VOIDING:
+        return [late]
+    evidence = (*ob.finding.evidence_event_ids, event.event_id)
+    spec = RULES_BY_ID[OVERDUE]
+    missing = "; ".join(REMEDY_TEXT[Remedy(r)] for r in ob.pending)
+    what = "Next round started" if type(event) is ev.RoundStarted else "The remedy window closed"
+    overdue = Finding(
+        finding_id=finding_id_for(OVERDUE, evidence),
+        rule_id=OVERDUE,
+        citation=spec.citation,
+        game=state.game,
+        severity=spec.severity,
+        table_id=state.table_id,
+        round_id=ob.round_id,
+        evidence_event_ids=evidence,
+        required_remedy=missing,
+        message=f"{what} before the remedy of {ob.finding.rule_id} ({missing}).",
+        trigger_event_id=event.event_id,
+        observed_at=event.occurred_at,
+        rulebook_revision=RULEBOOK_REVISION,
+    )
+    return [late, overdue]
 
 
 def _open_wagers(step: Step) -> frozenset[str]:
@@ -260,9 +283,6 @@ REMEDY_EVENTS: frozenset[type[Envelope]] = frozenset(
 each card dealt; an obligation whose round is over can stay open for the rest of the trail)."""
 
 
-WINDOW_EVENTS = REMEDY_EVENTS | {ev.RoundStarted, ev.RoundCompleted}
-
-
 def _all_returned(ob: Obligation) -> bool:
     return not ob.settled_instead and ob.owed_wagers <= ob.returned_wagers
 
@@ -375,39 +395,17 @@ def deadline(step: Step, state: TableState) -> tuple[TableState, list[Finding]]:
         if ob.deadline_passed:
             kept.append(ob)
             continue
-        late = ob.finding.model_copy(
-            update={
-                "revision": ob.finding.revision + 1,
-                "status": FindingStatus.OVERDUE,
-                "trigger_event_id": event.event_id,
-                "observed_at": event.occurred_at,
-                "rulebook_revision": RULEBOOK_REVISION,
-            }
+        found = _overdue(state, ob, event)
+        out += found
+        kept.append(
+            ob.model_copy(
+                update={
+                    "deadline_passed": True,
+                    "finding": found[0],
+                    "overdue_finding": found[1] if len(found) > 1 else None,
+                }
+            )
         )
-        if ob.finding.severity is not Severity.VOIDING:
-            out.append(late)
-            kept.append(ob.model_copy(update={"deadline_passed": True, "finding": late}))
-            continue
-        evidence = (*ob.finding.evidence_event_ids, event.event_id)
-        spec = RULES_BY_ID[OVERDUE]
-        missing = "; ".join(REMEDY_TEXT[Remedy(r)] for r in ob.pending)
-        overdue = Finding(
-            finding_id=finding_id_for(OVERDUE, evidence),
-            rule_id=OVERDUE,
-            citation=spec.citation,
-            game=state.game,
-            severity=spec.severity,
-            table_id=state.table_id,
-            round_id=ob.round_id,
-            evidence_event_ids=evidence,
-            required_remedy=missing,
-            message=f"Next round started before the remedy of {ob.finding.rule_id} ({missing}).",
-            trigger_event_id=event.event_id,
-            observed_at=event.occurred_at,
-            rulebook_revision=RULEBOOK_REVISION,
-        )
-        out += [late, overdue]
-        kept.append(ob.model_copy(update={"deadline_passed": True, "finding": late, "overdue_finding": overdue}))
     if not out and not changed:
         return state, []
     return state.model_copy(update={"obligations": tuple(kept)}), out

@@ -62,6 +62,25 @@ class DeviceState(_State):
 
 
 @dataclass(frozen=True, kw_only=True, eq=True)
+class PendingFault(_State):
+    """A device fault not yet cleared by its own remedy (rulebook 10.4.1).
+
+    ``event_id`` is the fault (a ``ShufflerFaulted``, a ``ShuffleCompleted`` short of cards or in
+    another mode, an ``AutoShoeFaulted``), ``seq`` its seq (a clearing shuffle must start after
+    it), ``deck_id`` the deck it concerns (None: the device's, any deck clears it).
+    ``cards_removed`` turns True when an automated dealing shoe's cards are taken out of it after
+    the fault (``CardsRemovedFromDevice``): § 645a.14(m)'s remedy is that and a reshuffle to a
+    clearing completion. The device stays in use; using another method while the fault is pending
+    makes it unusable (:attr:`TableState.unusable`).
+    """
+
+    event_id: str
+    seq: int
+    deck_id: str | None = None
+    cards_removed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, eq=True)
 class ShuffleInfo(_State):
     """The last completed shuffle of a deck.
 
@@ -78,9 +97,10 @@ class ShuffleInfo(_State):
     full_deck_ok: bool | None
     mode: str
     during_fault: str | None = None
-    """Rulebook 10.3.2: the fault event of a shuffler that was unusable (and neither covered nor
-    signed out of order) when this shuffle was made by another method or by that device itself,
-    else None; each round dealt from it is one PGP-645a.14-n-out-of-order finding."""
+    """Rulebook 10.3.2 and 10.4.1: the event that made a shuffler unusable (taken out of service,
+    or a fault left uncleared when another method was used), neither covered nor signed out of
+    order, when this shuffle was made by another method or by that device before its return to
+    service, else None; each round dealt from it is one PGP-645a.14-n-out-of-order finding."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=True)
@@ -277,8 +297,12 @@ class TableState(_State):
     ``obligations`` (open remedies), ``shuffler_fault`` (event ID of an unresolved fault of the
     device that named no deck, DT-deal-after-device-fault, and ``fault_seq`` its seq: every deck
     whose last clearing shuffle started before it is faulted, rulebook 10.3.1; a deck's own fault
-    is on its :class:`DeckState`) and ``unusable`` (device ID -> the fault event that made it
-    unusable, § 645a.14(n), until ``DeviceReturnedToService`` or ``DeviceRegistered``: 10.3.2).
+    is on its :class:`DeckState`), ``faults`` (device ID -> its :class:`PendingFault`, a fault
+    its own remedy has not cleared yet: the device stays in use, rulebook 10.4.1) and
+    ``unusable`` (device ID -> the event that made it unusable for § 645a.14(n), rulebook 10.4.1:
+    a ``DeviceTakenOutOfService``, until ``DeviceReturnedToService`` or ``DeviceRegistered``; or
+    the pending fault when the table used another method on it, until the device completes a
+    clearing shuffle again or is returned to service).
     """
 
     table_id: str
@@ -298,6 +322,7 @@ class TableState(_State):
     obligations: tuple[Obligation, ...] = ()
     shuffler_fault: str | None = None
     fault_seq: int = 0
+    faults: Mapping[str, PendingFault] = field(default_factory=dict)
     unusable: Mapping[str, str] = field(default_factory=dict)
     rounds_completed: int = 0
 

@@ -1,7 +1,8 @@
 """The engine gives the same findings and the same states as the engine the fixture was made
 with (the engine before its hot path was reworked, commit 16be15b; refreshed on purpose for rulebook
-revision 3, whose verdicts differ), on a simulated floor with injected errors, exact and conflicting
-duplicates, sequence gaps and broken hash links.
+revision 3, whose verdicts differ, and for revision 4, whose verdicts on this floor are revision 3's
+but carry revision 4, with each state's pending device faults), on a simulated floor with injected
+errors, exact and conflicting duplicates, sequence gaps and broken hash links.
 
 The fixture (``tests/fixtures/engine-sameness.jsonl.gz``) holds, in order, every finding and
 every rejection the old engine raised, then each table's final state (``dump_state``). Refresh

@@ -5,9 +5,11 @@ no verdict on it: no deck is dealt twice unshuffled, no fault is cleared by a co
 earlier-started shuffle, no exposure happens at settlement, no cut could be recorded (none is
 asked of version 1 shuffles) and every duplicate card is on a deck not already suspect.
 
-Revision 3 adds findings on it and withdraws none: a jammed shuffler there was used again with no
-``DeviceReturnedToService``, so each round dealt after the jam is dealt on an unresolved fault and,
-at a Pai Gow table, another method's round for § 645a.14(n) (rulebook 10.3.2)."""
+Revision 3 added findings on it (a jammed shuffler there was used again with no
+``DeviceReturnedToService``, so each round after the jam was dealt on an unresolved fault and, at a
+Pai Gow table, another method's round for § 645a.14(n)); revision 4 withdraws them again: a jam is
+cleared by its own remedy, the reshuffle in the same shuffler (rulebook 10.4.1), so the trail
+audits to exactly the findings it gave before revision 2."""
 
 from __future__ import annotations
 
@@ -42,9 +44,5 @@ def test_a_version_1_trail_audits_to_the_same_findings_as_before_revision_2() ->
     assert len(truth) > 30
     expected = Counter((t["rule_id"], t["table_id"], t["round_id"]) for t in truth)
     got = Counter(found.values())
-    assert not expected - got  # revision 3 withdraws nothing here
-    added = got - expected
-    assert {rule for rule, _, _ in added} == {"DT-deal-after-device-fault", "PGP-645a.14-n-out-of-order"}
-    jammed = {t["table_id"] for t in truth if t["injected"] == "shuffler-jam"}
-    assert jammed and all(table in jammed for _, table, _ in added)
-    assert set(added.values()) == {1}  # one finding per round dealt
+    assert any(t["injected"] == "shuffler-jam" for t in truth)  # the trail holds jams cleared by a reshuffle
+    assert got == expected

@@ -264,13 +264,14 @@ def _exposed(step: Step, event: ev.CardExposed) -> list[Finding]:
 
 
 def _round_out_of_order(step: Step, rnd: RoundState, event: ev.RoundStarted) -> list[Finding]:
-    """§ 645a.14(n), rulebook 10.3.2: each round shuffled or dealt while a device is unusable
-    (faulted and not returned to service) and neither covered nor signed out of order is one
-    finding: a round dealt from a shuffle made then (by hand, another device or the faulted
-    shuffler itself), and any round at all while an automated dealing shoe is unusable (dealt
-    by hand, or with the faulted shoe before its return)."""
+    """§ 645a.14(n), rulebook 10.3.2 and 10.4.1: each round shuffled or dealt while a device is
+    unusable (taken out of service and not returned, or passed over for another method on a fault
+    its own remedy had not cleared) and neither covered nor signed out of order is one finding: a
+    round dealt from a shuffle made then (by hand, another device, or the shuffler itself before
+    its return), and any round while an automated dealing shoe is unusable (dealt by hand, which
+    this round start may be what makes it unusable, or with the shoe before its return)."""
     out = []
-    state = step.before
+    state = step.after
     deck = state.decks.get(rnd.deck_id) if rnd.deck_id is not None else None
     shuffle = deck.last_shuffle if deck is not None else None
     if shuffle is not None and shuffle.during_fault is not None:
@@ -297,10 +298,11 @@ def _round_out_of_order(step: Step, rnd: RoundState, event: ev.RoundStarted) -> 
 
 
 def _dealt_out_of_order(step: Step, event: ev.CardDealt) -> list[Finding]:
-    """§ 645a.14(n): a card dealt by another method in the round whose shoe just faulted (once a round)."""
+    """§ 645a.14(n), rulebook 10.4.1: a card dealt by another method while an automated dealing
+    shoe is unusable (this card may be what makes it so: its fault was pending), once a round."""
     if step.fired("PGP-645a.14-n-out-of-order"):
         return []
-    state = step.before
+    state = step.after
     for device_id, fault_id in state.unusable.items():
         device = state.devices.get(device_id)
         if device is None or device.device_type != "AUTO_SHOE" or device.covered_or_signed:

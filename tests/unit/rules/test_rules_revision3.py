@@ -211,12 +211,16 @@ def test_PGP_645a14_n_every_round_each_round_shuffled_by_hand_while_uncovered_is
     ]
 
 
-def test_PGP_645a14_n_every_round_a_shuffle_by_the_faulted_device_before_its_return_is_another_methods_round(pgp):
+def test_PGP_645a14_n_every_round_a_shuffle_by_a_device_taken_out_of_service_is_another_methods_round(pgp):
+    # revision 3 read this of any stopping fault; revision 4 (10.4.1) of a device taken out of
+    # service only: a jam cleared by its own reshuffle leaves the shuffler in use
+    # (tests/unit/rules/test_rules_revision4.py)
     t = pgp()
     jam = fault(t, "DK-1")
-    r1 = t.pgp_round("R1")  # the jammed shuffler used again with no DeviceReturnedToService
-    t.assert_raised(OUT_OF_ORDER, round_id="R1", evidence=(jam.event_id, r1.id("shuffled"), r1.id("started")))
-    # ... and, for a shuffler, a deal after an unresolved fault
+    off = out_of_service(t, t.SHUFFLER, covered=False)
+    r1 = t.pgp_round("R1")  # the shuffler used again with no DeviceReturnedToService
+    t.assert_raised(OUT_OF_ORDER, round_id="R1", evidence=(off.event_id, r1.id("shuffled"), r1.id("started")))
+    # ... and, for a shuffler, a deal after an unresolved fault (its own fault stays the evidence)
     t.assert_raised(FAULT, round_id="R1", evidence=(jam.event_id, r1.cards[0].event_id))
 
 
@@ -312,7 +316,7 @@ def test_DT_deck_composition_one_suspicion_further_triggers_add_their_events_as_
     assert history[2].evidence_event_ids == (*r1.card_ids(0, 5), *r2.card_ids(0, 5), short.event_id)
     assert history[3].evidence_event_ids == (*history[2].evidence_event_ids, taken.event_id)
     assert [h.trigger_event_id for h in history[1:]] == [r2.cards[5].event_id, short.event_id, taken.event_id]
-    assert {h.rulebook_revision for h in history} == {3}
+    assert {h.rulebook_revision for h in history} == {RULEBOOK_REVISION}
 
 
 def test_DT_deck_composition_one_suspicion_after_it_ends_the_next_trigger_is_a_new_finding(tcp):
@@ -418,14 +422,10 @@ def test_DT_remedy_overdue_window_an_obligation_of_a_table_that_deals_no_more_tu
 # -- the revision -------------------------------------------------------------------------------
 
 
-def test_findings_judged_under_revision_3_carry_it_and_the_changed_rules_say_so(tcp):
-    t = tcp()
-    t.tcp_round("R1", stub=40, settle=False, complete=False)
-    t.complete()
-    t.start_round("R2")
-    assert {f.rulebook_revision for f in t.findings()} == {RULEBOOK_REVISION} == {3}
-    for rule_id in (FAULT, "PGP-645a.14-l-shuffler-fault", OUT_OF_ORDER, COMPOSITION, OVERDUE):
-        assert RULES_BY_ID[rule_id].revised_in == 3, rule_id
+def test_the_rules_revision_3_changed_say_so_unless_revision_4_changed_them_again(tcp):
+    assert RULES_BY_ID[COMPOSITION].revised_in == 3
+    for rule_id in (FAULT, "PGP-645a.14-l-shuffler-fault", OUT_OF_ORDER, OVERDUE):
+        assert RULES_BY_ID[rule_id].revised_in == 4, rule_id
 
 
 def test_PGP_645a14_l_shuffler_fault_deck_remedied_only_by_a_reshuffle_of_the_deck_that_jammed(pgp):
