@@ -244,7 +244,8 @@ def reaudit(
         old = ", ".join(map(str, result.previous_revisions))
         title += f": what rulebook revision {result.rulebook_revision} adds and withdraws against revision {old}"
     out = Table(title=title)
-    for col in ("rule", "added", "withdrawn", "changed", "unchanged", "rounds (replay --table T --round R)"):
+    out.add_column("rule", no_wrap=True)  # a rule ID is read whole, never cut to the terminal's width
+    for col in ("added", "withdrawn", "changed", "unchanged", "rounds (replay --table T --round R)"):
         out.add_column(col)
     moved = [d for d in result.diff if d.added or d.withdrawn or d.changed]
     for d in moved:

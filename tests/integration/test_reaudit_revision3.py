@@ -1,5 +1,6 @@
 """``dealtrail reaudit`` of a store judged under rulebook revision 2: the new generation is judged
-under revision 3 and the printout lists, per rule, what revision 3 adds and withdraws.
+under the revision in force (3 when this test was written; revision 4 judges this trail as 3 did)
+and the printout lists, per rule, what it adds and withdraws.
 
 The store "judged under revision 2" is the trail of :mod:`tests.revision3_trail` audited, with its
 generation-1 findings replaced by those the revision-2 engine gave it
@@ -21,6 +22,7 @@ from projections.generations import generation_diff
 from projections.store import Store
 from schemas.codec import encode
 from schemas.findings import Finding
+from streams.engine.catalog import RULEBOOK_REVISION
 from tests.revision3_trail import trail
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "revision2-findings.jsonl"
@@ -60,8 +62,9 @@ def test_reaudit_of_a_store_judged_under_revision_2_lists_what_revision_3_adds_a
     result = CliRunner().invoke(app, ["reaudit", "--db", str(revision2_store), "--workers", "1"])
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())  # the printout wraps at the terminal's width
-    assert "rulebook revision 3); compared with generation 1 (judged under rulebook revision 2)" in out
-    assert "what rulebook revision 3 adds and withdraws against revision 2" in out
+    now = RULEBOOK_REVISION
+    assert f"rulebook revision {now}); compared with generation 1 (judged under rulebook revision 2)" in out
+    assert f"what rulebook revision {now} adds and withdraws against revision 2" in out
     assert "1 rules unchanged (1 finding revisions): TCP-679a.9-a1-shuffler-required" in out
     assert "changed: 2 added, 1 withdrawn, 0 changed" in out
     # per rule: the fault moves from R2 (the deck in play) to R3 and R4 (the jammed deck, dealt twice)
@@ -75,14 +78,14 @@ def test_reaudit_of_a_store_judged_under_revision_2_lists_what_revision_3_adds_a
     assert fault.rounds_added == ["TCP-R3/R3", "TCP-R3/R4"] and fault.rounds_withdrawn == ["TCP-R3/R2"]
     assert not diff["TCP-679a.9-a1-shuffler-required"].moved
     assert _findings(revision2_store, 2) == [
-        (FAULT, "R3", 3),
-        (FAULT, "R4", 3),
-        ("TCP-679a.9-a1-shuffler-required", "R3", 3),
+        (FAULT, "R3", now),
+        (FAULT, "R4", now),
+        ("TCP-679a.9-a1-shuffler-required", "R3", now),
     ]
     # the generation says which revision judged it
     con = duckdb.connect(str(revision2_store), read_only=True)
     try:
-        assert con.execute("SELECT rulebook_revision FROM generations WHERE generation = 2").fetchall() == [(3,)]
+        assert con.execute("SELECT rulebook_revision FROM generations WHERE generation = 2").fetchall() == [(now,)]
     finally:
         con.close()
 
