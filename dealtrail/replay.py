@@ -538,7 +538,13 @@ def describe_state(state: TableState) -> dict[str, Any]:
         "stub_window": state.config.stub_count_window,
         "exempt_round": rnd.exempt if rnd else None,
         "devices": {
-            k: ("out of service" if d.out_of_service else "faulted" if k in state.unusable else "in service")
+            k: (
+                "out of service"
+                if d.out_of_service
+                else "faulted"
+                if k in state.unusable or k in state.faults
+                else "in service"
+            )
             for k, d in sorted(state.devices.items())
         },
         "open_remedies": [

@@ -312,7 +312,7 @@ def state_json(
                 "status": "out of service"
                 if d.out_of_service
                 else "faulted" + (" (covered or signed)" if d.covered_or_signed else "")
-                if k in state.unusable
+                if k in state.unusable or k in state.faults
                 else "in service",
             }
             for k, d in sorted(state.devices.items())

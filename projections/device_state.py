@@ -142,19 +142,22 @@ def device_state(state: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``status``: "no device", "out of service" (a device taken out of service), "faulted" (a
-        device unusable since a fault, a deck with an unresolved fault, or a fault of the device
-        that named no deck) or "in service"; ``fault_event_id``: the event of the fault shown
+        device with a fault its remedy has not cleared, or unusable since one, rulebook 10.4.1; a
+        deck with an unresolved fault, or a fault of the device that named no deck) or "in service";
+        ``fault_event_id``: the event of the fault shown
         (None if none); ``devices``: device ID -> {``type``, ``status``, ``covered_or_signed``,
         ``fault_event_id``}; ``decks``: deck ID -> {``status`` ("removed", "faulted", "suspect",
         "dealt" since its shuffle, "shuffled", "not shuffled"), ``fault_event_id``,
         ``suspect_finding_id``}; ``current_deck_id``.
     """
     unusable: Mapping[str, str] = state.get("unusable") or {}
+    pending: Mapping[str, Mapping[str, Any]] = state.get("faults") or {}
     devices: dict[str, dict[str, Any]] = {}
     for device_id, d in (state.get("devices") or {}).items():
+        fault_id = unusable.get(device_id) or (pending.get(device_id) or {}).get("event_id")
         if d.get("out_of_service"):
             status = "out of service"
-        elif device_id in unusable:
+        elif fault_id is not None:
             status = "faulted"
         else:
             status = "in service"
@@ -162,7 +165,7 @@ def device_state(state: Mapping[str, Any]) -> dict[str, Any]:
             "type": d.get("device_type"),
             "status": status,
             "covered_or_signed": bool(d.get("covered_or_signed")),
-            "fault_event_id": unusable.get(device_id),
+            "fault_event_id": fault_id,
         }
     device_fault = state.get("shuffler_fault")
     fault_seq = int(state.get("fault_seq") or 0)

@@ -13,7 +13,7 @@ re-audit test.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from dealtrail.simulator.builder import TableWriter
 from schemas import events as ev
@@ -24,6 +24,8 @@ START = datetime(2026, 12, 2, 18, 0, tzinfo=UTC)
 FACES = tuple(r + s for s in "CDHS" for r in "23456789TJQKA")
 TCP_TABLE = "TCP-R4"
 PGP_TABLE = "PGP-R4"
+HAND_TABLE = "PGP-R4H"
+IDLE_TABLE = "TCP-R4I"
 ROUNDS = 5
 
 
@@ -57,7 +59,13 @@ def _table(table_id: str, game: Game) -> tuple[TableWriter, list[Envelope], str]
     return w, out, shuffler
 
 
-def _shuffle(w: TableWriter, out: list[Envelope], shuffler: str, size: int, jam: bool = False) -> None:
+def _shuffle(
+    w: TableWriter, out: list[Envelope], shuffler: str, size: int, jam: bool = False, by_hand: bool = False
+) -> None:
+    if by_hand:
+        out.append(w.emit(ev.ShuffleStarted, round_id=None, method="MANUAL"))
+        out.append(w.emit(ev.ShuffleCompleted, round_id=None, method="MANUAL"))
+        return
     out.append(w.emit(ev.ShuffleStarted, round_id=None, method="AUTOMATED", device_id=shuffler))
     if jam:  # the dealer clears the jam and runs the same cards through the same shuffler again
         out.append(
@@ -76,10 +84,17 @@ def _shuffle(w: TableWriter, out: list[Envelope], shuffler: str, size: int, jam:
     out.append(w.emit(ev.ShuffleCompleted, round_id=None, method="AUTOMATED", device_id=shuffler, **report))
 
 
-def tcp_trail() -> list[Envelope]:
-    """Three Card Prime: five hand-dealt rounds, the shuffle before the second jammed and redone."""
-    w, out, shuffler = _table(TCP_TABLE, Game.TCP)
+def tcp_trail(table_id: str = TCP_TABLE, short_stub_in: int = 0, idle_hours: float = 0) -> list[Envelope]:
+    """Three Card Prime: five hand-dealt rounds, the shuffle before the second jammed and redone.
+
+    ``short_stub_in``: the round whose stub count finds 45 of 46 cards (TCP-679a.9-f-wrong-deck:
+    void, wagers returned and the deck removed owed, none done); ``idle_hours``: the table stands
+    idle that long before its next round (closed overnight).
+    """
+    w, out, shuffler = _table(table_id, Game.TCP)
     for no in range(1, ROUNDS + 1):
+        if no == short_stub_in + 1 and idle_hours:
+            w.clock += timedelta(hours=idle_hours)
         _shuffle(w, out, shuffler, 52, jam=no == 2)
         w.round_id = f"R{no}"
         out.append(w.emit(ev.RoundStarted, round_no=no, dealing_method="HAND", dealer_id="D-0001"))
@@ -89,7 +104,7 @@ def tcp_trail() -> list[Envelope]:
         out.append(w.emit(ev.DeckHeld, hand="RIGHT"))
         for i, area in enumerate(("SEAT_1", "DEALER") * 3, start=1):
             out.append(w.emit(ev.CardDealt, deal_index=i, dealt_from="DECK_IN_HAND", to_area=area, card=FACES[i - 1]))
-        out.append(w.emit(ev.StubCounted, count=46))
+        out.append(w.emit(ev.StubCounted, count=45 if no == short_stub_in else 46))
         out.append(w.emit(ev.StubDiscarded))
         out.append(w.emit(ev.PlayerDecided, seat="SEAT_1", decision="FOLD", role=ActorRole.PLAYER))
         out.append(w.emit(ev.WagerSettled, wager_id=f"R{no}-A1", outcome="LOSS"))
@@ -98,12 +113,21 @@ def tcp_trail() -> list[Envelope]:
     return out
 
 
-def pgp_trail() -> list[Envelope]:
+def pgp_trail(table_id: str = PGP_TABLE, by_hand_after_jam: bool = False) -> list[Envelope]:
     """Pai Gow Poker: five hand-dealt rounds of seven stacks, the shuffle before the second jammed
-    and redone."""
-    w, out, shuffler = _table(PGP_TABLE, Game.PGP)
+    and redone; with ``by_hand_after_jam``, the jammed shuffler is left as it is (neither covered
+    nor signed) and the cards are shuffled by hand for the second round on (another method on an
+    uncleared fault, rulebook 10.4.1: PGP-645a.14-n-out-of-order on each of those rounds)."""
+    w, out, shuffler = _table(table_id, Game.PGP)
     for no in range(1, ROUNDS + 1):
-        _shuffle(w, out, shuffler, 53, jam=no == 2)
+        if by_hand_after_jam and no >= 2:
+            if no == 2:
+                out.append(w.emit(ev.ShuffleStarted, round_id=None, method="AUTOMATED", device_id=shuffler))
+                fault = {"fault": "JAM", "during": "SHUFFLE", "role": ActorRole.DEVICE, "actor_id": shuffler}
+                out.append(w.emit(ev.ShufflerFaulted, round_id=None, device_id=shuffler, **fault))
+            _shuffle(w, out, shuffler, 53, by_hand=True)
+        else:
+            _shuffle(w, out, shuffler, 53, jam=no == 2)
         w.round_id = f"R{no}"
         out.append(w.emit(ev.RoundStarted, round_no=no, dealing_method="HAND", dealer_id="D-0001"))
         out.append(w.emit(ev.NoMoreBetsAnnounced))
@@ -119,3 +143,15 @@ def pgp_trail() -> list[Envelope]:
 def trail() -> list[Envelope]:
     """Both tables' events, the Three Card table's first (each table in seq order)."""
     return [*tcp_trail(), *pgp_trail()]
+
+
+def order_trails() -> dict[str, list[Envelope]]:
+    """One trail per revision-4 decision, by table (rulebook 10.4.3 interleaves them): a jam cleared
+    by its reshuffle at a Three Card and a Pai Gow table, a Pai Gow jam left uncleared while the
+    table shuffles by hand, and a Three Card table closed for two days with a remedy owed."""
+    return {
+        TCP_TABLE: tcp_trail(),
+        PGP_TABLE: pgp_trail(),
+        HAND_TABLE: pgp_trail(HAND_TABLE, by_hand_after_jam=True),
+        IDLE_TABLE: tcp_trail(IDLE_TABLE, short_stub_in=3, idle_hours=48),
+    }

@@ -47,6 +47,30 @@ def test_returned_to_service_and_the_jammed_deck_reshuffled_the_table_is_in_serv
     assert got["decks"]["DK-1"]["status"] == "shuffled" and got["devices"][SHUFFLER]["status"] == "in service"
 
 
+def test_a_jam_cleared_by_its_own_reshuffle_leaves_the_table_in_service_with_no_return_to_service(
+    tmp_path: Path,
+) -> None:
+    from tests.revision4_trail import TCP_TABLE, tcp_trail
+
+    events = tcp_trail()  # the shuffle before R2 jammed and was run again in the same shuffler (10.4.1)
+    assert not any(isinstance(e, ev.DeviceReturnedToService) for e in events)
+    with Store(_audited(tmp_path, events)) as store:
+        got = table_device_state(store.con, TCP_TABLE)
+    assert got is not None and got["status"] == "in service" and got["fault_event_id"] is None
+    assert got["devices"][f"{TCP_TABLE}-SHF"]["status"] == "in service"
+
+
+def test_a_jam_not_yet_cleared_shows_its_shuffler_faulted_though_it_stays_in_use(tmp_path: Path) -> None:
+    from tests.revision4_trail import TCP_TABLE, tcp_trail
+
+    events = tcp_trail()
+    jam = next(i for i, e in enumerate(events) if isinstance(e, ev.ShufflerFaulted))
+    with Store(_audited(tmp_path, events[: jam + 1])) as store:
+        got = table_device_state(store.con, TCP_TABLE)
+    assert got is not None and got["devices"][f"{TCP_TABLE}-SHF"]["status"] == "faulted"
+    assert got["devices"][f"{TCP_TABLE}-SHF"]["fault_event_id"] == events[jam].event_id
+
+
 def test_the_latest_state_of_each_table_is_its_highest_seq_a_file_end_state_before_a_snapshot(
     audited_shift: Path, tmp_path: Path
 ) -> None:
