@@ -243,7 +243,8 @@ def settings_markdown() -> str:
 
 
 def rules_markdown() -> str:
-    """``docs/rules.md``: the rule catalogue (ID, citation, game, severity, trigger, remedy, revision)."""
+    """``docs/rules.md``: the rule catalogue (ID, citation, game, severity, trigger, remedy, revision),
+    then each rule's rulebook decisions and what clears it."""
     lines = [
         "# Rules reference",
         "",
@@ -263,6 +264,20 @@ def rules_markdown() -> str:
             f"| {rid} | {_cell(r.citation)} | {game} | {r.severity.value} | {_cell(r.summary)} "
             f"| {_cell(r.required_remedy or '')} | {r.revised_in} |"
         )
+    lines += [
+        "",
+        "## Why a finding fired and what clears it",
+        "",
+        "Per rule: the decisions of the rulebook's section 10 that shape how it is read (revision 2 is 10.1",
+        "and 10.2, revision 3 is 10.3, revision 4 is 10.4; 10.4.3, one answer whatever the arrival order within",
+        "the reorder window and whatever other tables share the file, holds for every rule), and what clears",
+        "a finding of it (its remedy events) or, for a rule with no remedy, what would have prevented it.",
+        "",
+        "| rule | rulebook decisions | what clears it |",
+        "|---|---|---|",
+    ]
+    for r in RULES:
+        lines.append(f"| `{r.rule_id}` | {', '.join(r.decisions) or '-'} | {_cell(r.cleared_by)} |")
     return "\n".join(lines) + "\n"
 
 

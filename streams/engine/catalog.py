@@ -84,6 +84,16 @@ class Rule:
         return LAST_REVISED.get(self.rule_id, 1)
 
     @property
+    def decisions(self) -> tuple[str, ...]:
+        """The rulebook section 10 decisions that shape this rule (:data:`DECISIONS`), e.g. ``10.4.1``."""
+        return DECISIONS.get(self.rule_id, ())
+
+    @property
+    def cleared_by(self) -> str:
+        """What clears the finding, or would have prevented it, in one line (:data:`CLEARED_BY`)."""
+        return CLEARED_BY[self.rule_id]
+
+    @property
     def required_remedy(self) -> str | None:
         """The remedies in words, or None."""
         return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
@@ -125,6 +135,112 @@ LAST_REVISED: dict[str, int] = {
 }
 """Rule ID -> the rulebook revision that last changed it, for the rules changed after revision 1
 (``docs/rules.md`` shows it; a test checks every key is a rule of the catalogue)."""
+
+DECISIONS: dict[str, tuple[str, ...]] = {
+    "TCP-679a.9-a1-shuffler-required": ("10.1.1", "10.4.1"),
+    "C691-DH-a1-shuffler-required": ("10.1.1", "10.4.1"),
+    "C691-DH-a2-same-hand": ("10.2",),
+    "PGP-645a.14-d-player-card-exposed": ("10.1.4",),
+    "PGP-645a.14-e-dealer-bank-exposed": ("10.1.4",),
+    "PGP-645a.14-j-exposed-during-stacks": ("10.1.4",),
+    "PGP-645a.14-f-one-face-up": ("10.2",),
+    "PGP-645a.14-l-shuffler-fault": ("10.1.2", "10.3.1", "10.4.1"),
+    "PGP-645a.14-m-shoe-fault": ("10.4.1",),
+    "PGP-645a.14-n-out-of-order": ("10.3.2", "10.4.1"),
+    "ALL-shuffle-count-mismatch-PROV": ("10.1.2",),
+    "DT-deck-composition": ("10.1.3", "10.1.5", "10.2", "10.3.3"),
+    "DT-deal-after-device-fault": ("10.1.2", "10.3.1", "10.3.2", "10.4.1"),
+    "DT-remedy-overdue": ("10.3.5", "10.4.2"),
+    "DT-sequence-gap": ("10.3.4",),
+}
+"""Rule ID -> the decisions of rulebook section 10 (revisions 2 to 4) that shape how the rule is
+read; 10.4.3 (arrival order and other tables) holds for every rule. ``docs/rules.md`` shows them."""
+
+CLEARED_BY: dict[str, str] = {
+    "TCP-679a.7-a-instrument": "Take the wager in chips, plaques or approved instruments only.",
+    "TCP-679a.7-b-seated": "Take wagers from seated players only.",
+    "TCP-679a.7-c-late-wager": 'Place, change or withdraw wagers (other than the Play Wager) before "no more bets".',
+    "TCP-679a.7-d1-play-equals-ante": "Make each Play Wager equal to the same seat's Ante Wager.",
+    "TCP-679a.7-d23-optional-wager-enabled": "Offer Prime and Pair Bonus Wagers only where the Rules Submission does.",
+    "TCP-679a.9-a1-shuffler-required": (
+        "A ShuffleCompleted by the automated shuffler of the deck since its last round, before the deal."
+    ),
+    "TCP-679a.9-a2-same-hand": "A DeckHeld in the chosen hand, over the inventory container, kept all round.",
+    "TCP-679a.9-a3-no-more-bets": "A NoMoreBetsAnnounced before the first card.",
+    "TCP-679a.9-b-deal-order": "Deal one card at a time, clockwise from the Ante seat farthest to the dealer's left.",
+    "TCP-679a.9-b-three-each": "Exactly three cards to each Ante seat and the dealer.",
+    "TCP-679a.9-b-face-down": "Every card dealt face down.",
+    "TCP-679a.9-b-pair-bonus-4th": "One fourth card to each Pair Bonus seat and to no other.",
+    "TCP-679a.9-g-pair-bonus-community": "A community card only where elected, after every three-card hand.",
+    "TCP-679a.9-c-stub-unexposed": "The stub placed in the discard rack unexposed (StubDiscarded, exposed false).",
+    "TCP-679a.9-d-stub-count-due": "A StubCounted within every 5 rounds, or a counting shuffler that counted the deck.",
+    "TCP-679a.9-d-count-method": "Count the stub face down on the layout.",
+    "TCP-679a.9-e-correct-count": "After a count of 52 cards, the stub to the discard rack unexposed.",
+    "TCP-679a.9-f-misdeal-full-deck": "Cleared by RoundVoided (all hands) and WagersReturned for every open wager.",
+    "TCP-679a.9-f-wrong-deck": "Cleared by RoundVoided (all hands), WagersReturned for every open wager and DeckRemoved.",
+    "TCP-679a.9-f-finding-mismatch": "A misdeal determination that agrees with the deck total the events give.",
+    "C691-DH-a1-shuffler-required": (
+        "A ShuffleCompleted by the automated shuffler of the deck since its last round, before the deal."
+    ),
+    "C691-DH-a2-same-hand": "A DeckCut after the shuffle, then a DeckHeld in the chosen hand kept all round.",
+    "C691-DH-a3-no-more-bets": "A NoMoreBetsAnnounced before the first card.",
+    "C691-DH-b-burn-first": "Exactly one burn card before the community cards.",
+    "C691-DH-b-five-community": "Five community cards, one at a time, and nothing else but the burn card.",
+    "C691-DH-b-face-down": "Every card dealt face down from the top of the deck.",
+    "C691-DH-c-stub-unexposed": "The stub placed in the discard rack unexposed after the five community cards.",
+    "C691-DH-d-stub-count-due": "A StubCounted within every 5 rounds, or a counting shuffler that counted the deck.",
+    "C691-DH-d-count-method": "Count the stub face down on the layout.",
+    "C691-DH-f-misdeal-full-deck": "Cleared by RoundVoided (all hands) and WagersReturned for every open wager.",
+    "C691-DH-f-wrong-deck": "Cleared by RoundVoided (all hands), WagersReturned for every open wager and DeckRemoved.",
+    "PGP-645a.14-a-no-roll-not-flat": "Cleared by NoRollCalled, then a new DiceShaken.",
+    "PGP-645a.14-b-no-roll-out": "Cleared by NoRollCalled, then a new DiceShaken.",
+    "PGP-645a.14-c-wrong-total": "Cleared by RoundVoided (all hands), WagersReturned and a reshuffle of the deck.",
+    "PGP-645a.14-d-player-card-exposed": (
+        "Cleared by the player's PlayerVoidDecided (and RoundVoided for the seat if the player voids)."
+    ),
+    "PGP-645a.14-d-decision-after-look": "The player decides on the exposed hand before looking at the others.",
+    "PGP-645a.14-e-dealer-bank-exposed": "Cleared by RoundVoided (all hands), WagersReturned and a reshuffle.",
+    "PGP-645a.14-f-one-face-up": "The face-up card not used this round and placed in the discard rack.",
+    "PGP-645a.14-f-two-face-up": "Cleared by RoundVoided (all hands), WagersReturned and a reshuffle.",
+    "PGP-645a.14-g-drawn-in-error": "The card drawn in error used as the next card.",
+    "PGP-645a.14-hk-wrong-count": "Cleared by RoundVoided (all hands), WagersReturned and a reshuffle.",
+    "PGP-645a.14-i-house-way": "Cleared by a HandReset of the hand per the house way before any wager is settled.",
+    "PGP-645a.14-j-exposed-during-stacks": "Cleared by WagersReturned for every open wager and a reshuffle.",
+    "PGP-645a.14-l-shuffler-fault": (
+        "Cleared by the reshuffle: a clearing ShuffleCompleted of the jammed deck started after the fault; the "
+        "shuffler stays in use (10.4.1)."
+    ),
+    "PGP-645a.14-m-shoe-fault": (
+        "Cleared by RoundVoided (all hands), WagersReturned, CardsRemovedFromDevice and a reshuffle; the shoe stays "
+        "in use once its cards are out and reshuffled (10.4.1)."
+    ),
+    "PGP-645a.14-n-out-of-order": (
+        "A DeviceTakenOutOfService with covered or out_of_order_sign true before another method is used; ends at "
+        "DeviceReturnedToService, or when the faulted device completes a clearing shuffle again."
+    ),
+    "PGP-645c.2-f-wager-before-shake": 'Dice wagers placed before "no more bets" and the shake.',
+    "PGP-645c.2-g-announce-dice": "A DiceValuesAnnounced before the dice wagers are settled.",
+    "TCP-679a.8/10-stub-count-PROV": "A StubCounted within every 5 shoe-dealt rounds, or a counting shuffler.",
+    "ALL-shuffle-count-mismatch-PROV": "Cleared by DeckRemoved for the deck the shuffler found short or long.",
+    "PGP-645a.9-shake-3x-PROV": "Shake the shaker at least three times.",
+    "PGP-645a.9-start-position-PROV": "The first stack to the position the dice total or RNG number counts to.",
+    "PGP-645a.9-rng-PROV": "Use an RNG or player-activated shaker only where the Rules Submission provides.",
+    "PGP-645a.9-stacks-PROV": "Seven stacks dealt, the leftover cards discarded unexposed.",
+    "PGP-645a.9-unwagered-stacks-PROV": "A stack delivered to every position and to the dealer.",
+    "DT-deck-composition": "The suspicion ends at DeckRemoved or a DeckVerified with result OK.",
+    "DT-deal-after-device-fault": (
+        "A clearing ShuffleCompleted of the faulted deck (mode SHUFFLE, started after the fault, full deck reported "
+        "by a counting shuffler) before the deck is dealt again; no return to service is needed (10.4.1)."
+    ),
+    "DT-remedy-overdue": (
+        "The owed remedy events before the next round starts, and within the remedy window after the round ended."
+    ),
+    "DT-chain-broken": "Events stored as the device wrote them, each linking to the hash of the one before.",
+    "DT-sequence-gap": "Every seq of the table delivered once, each copy identical to the first.",
+}
+"""Rule ID -> what clears a finding of the rule (its remedy events) or, for a rule with no remedy,
+what would have prevented it, in one line for the compliance manager (``docs/rules.md``; a test
+checks every rule has one)."""
 
 V, INTEG, P = Severity.VOIDING, Severity.INTEGRITY, Severity.PROCEDURAL
 TCP, C691, PGP = Game.TCP, Game.C691, Game.PGP
@@ -454,7 +570,8 @@ RULES: tuple[Rule, ...] = (
         "58 Pa. Code § 645a.14(n)",
         PGP,
         P,
-        "A malfunctioning device is covered or signed out of order before another shuffle or deal method is used: "
+        "A device that cannot be used (taken out of service, or passed over for another method on a fault its own "
+        "remedy had not cleared) is covered or signed out of order before another shuffle or deal method is used: "
         "each round shuffled or dealt otherwise (or with the device before its return to service) is one finding.",
     ),
     Rule(
@@ -546,16 +663,16 @@ RULES: tuple[Rule, ...] = (
         None,
         INTEG,
         "A round dealt from a deck after a shuffler fault naming it (or naming no deck) or a short-deck signal of it, "
-        "with no complete full-deck shuffle of that deck started since (from a counting device back in service, one "
-        "that reported the full deck): one finding per round.",
+        "with no complete full-deck shuffle of that deck started since (from a counting device, one that reported the "
+        "full deck; not by a device taken out of service): one finding per round.",
     ),
     Rule(
         "DT-remedy-overdue",
         "dealtrail integrity rule",
         None,
         V,
-        "A voiding rule's remedy was not seen before the next round started (the remedy is awaited for the remedy "
-        "window after its round ended).",
+        "A voiding rule's remedy was not seen before the next round started, or before the remedy window after its "
+        "round ended closed (raised at the table's first event past it).",
     ),
     Rule(
         "DT-chain-broken",

@@ -9,7 +9,7 @@ import pytest
 
 from dealtrail import docgen
 from dealtrail.settings import Settings
-from streams.engine.catalog import LAST_REVISED, RULES_BY_ID
+from streams.engine.catalog import CLEARED_BY, DECISIONS, LAST_REVISED, RULES_BY_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -55,6 +55,15 @@ def test_the_settings_reference_names_variables_the_settings_read(monkeypatch: p
 
 def test_every_revised_rule_is_in_the_catalogue() -> None:
     assert set(LAST_REVISED) <= set(RULES_BY_ID)
+
+
+def test_every_rule_says_what_clears_it_and_every_revised_rule_names_its_decisions() -> None:
+    assert set(CLEARED_BY) == set(RULES_BY_ID)
+    assert all(line.strip() and "\n" not in line for line in CLEARED_BY.values())
+    assert set(DECISIONS) <= set(RULES_BY_ID)
+    assert {r for r, rev in LAST_REVISED.items() if rev >= 2} <= set(DECISIONS)
+    sections = {"10.2"} | {f"10.{s}.{n}" for s, items in ((1, 5), (3, 5), (4, 3)) for n in range(1, items + 1)}
+    assert {d for ds in DECISIONS.values() for d in ds} <= sections
 
 
 def _not_settings() -> set[str]:
