@@ -230,7 +230,8 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
     good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
     clearing = good and clears_fault(d.state, info)
     if d.state.faults:
-        _resolve_faults(d, by, deck_id, info.started_seq, clearing)
+        unnamed = e.method == "AUTOMATED" and e.device_id is None  # some shuffler: not evidence of another method
+        _resolve_faults(d, by, deck_id, info.started_seq, clearing, unnamed)
     info = info.model_copy(update={"during_fault": _shuffled_while_unusable(d.state, by)})
     cut = e.event_id if good and d.state.game is Game.C691 and e.schema_version >= CUT_RECORDED_FROM else None
     update: dict[str, Any] = {
@@ -260,8 +261,11 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
         _device_fault_cleared(d)
 
 
-def _resolve_faults(d: Draft, by: str | None, deck_id: str, started_seq: int, clearing: bool) -> None:
-    """Rulebook 10.4.1 at a shuffle's completion (``by``: the shuffler that made it, None by hand).
+def _resolve_faults(
+    d: Draft, by: str | None, deck_id: str, started_seq: int, clearing: bool, unnamed: bool = False
+) -> None:
+    """Rulebook 10.4.1 at a shuffle's completion (``by``: the shuffler that made it, None by hand;
+    ``unnamed``: an automated completion that names no device, which says nothing of which).
 
     A shuffler with a pending fault that did not make this shuffle was passed over for another
     method: it turns unusable (case b). A clearing completion by the faulted shuffler itself, of
@@ -288,7 +292,8 @@ def _resolve_faults(d: Draft, by: str | None, deck_id: str, started_seq: int, cl
                     unusable.pop(device_id, None)
             continue
         if device_id != by:
-            unusable.setdefault(device_id, pending.event_id)  # another method on an uncleared fault
+            if not unnamed:
+                unusable.setdefault(device_id, pending.event_id)  # another method on an uncleared fault
             continue
         if not clearing or started_seq <= pending.seq or (device is not None and device.out_of_service):
             continue

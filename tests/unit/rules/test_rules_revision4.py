@@ -357,3 +357,14 @@ def test_findings_judged_under_revision_4_carry_it_and_the_changed_rules_say_so(
     assert {f.rulebook_revision for f in t.findings()} == {RULEBOOK_REVISION} == {4}
     for rule_id in (FAULT, JAM_L, SHOE_M, OUT_OF_ORDER, OVERDUE):
         assert RULES_BY_ID[rule_id].revised_in == 4, rule_id
+
+
+def test_PGP_645a14_n_unusable_an_automated_shuffle_naming_no_device_is_not_taken_for_another_method(pgp):
+    # a version 1 completion may name no device: nothing shows the table passed the shuffler over
+    t = pgp()
+    t.pgp_round("R1")
+    jam(t)
+    t.emit(ev.ShuffleStarted, round_id=None, method="AUTOMATED")
+    t.emit(ev.ShuffleCompleted, round_id=None, method="AUTOMATED", device_card_count=53, device_full_deck_ok=True)
+    t.pgp_round("R2", shuffle=None)
+    t.assert_not_raised(OUT_OF_ORDER)
