@@ -87,7 +87,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
     "video": ("serve", "project"),
     "replica": ("audit", "project"),
-    "archive": ("replay", "verify", "digest", "reaudit"),
+    "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve"),
     "remedy_window": ("audit", "demo", "worker", "reaudit", "replay", "serve", "project", "evidence"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that

@@ -18,6 +18,7 @@ parameter, so tests control it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from zoneinfo import ZoneInfo
 
 import duckdb
 
+from projections.archive import reading_archive
 from projections.period_reports import add_revision, latest
 from projections.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.reviews import ReviewDue
@@ -262,6 +264,7 @@ def run_due(
     grace: timedelta | None = None,
     watch: ReportWatch | None = None,
     max_listed: int | None = None,
+    archive: Path | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
     period whose latest report is stale.
@@ -291,16 +294,26 @@ def run_due(
         max_listed: how many voiding and integrity incidents each report lists (resolved
             ``DEALTRAIL_REPORTS__MAX_LISTED``, see :func:`projections.report.write_report`);
             None: every one.
+        archive: the folder of the store's archived months (resolved ``--archive`` /
+            ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows as ``write_report`` reads
+            them; None: the folder the store's manifest names.
 
     Returns:
         The revision folders written by this call (``<out>/<period>/rev-NNNN``).
+
+    Raises:
+        projections.archive.ArchiveError: the store has archived months and their folder, or
+            a file of it, is missing.
     """
     own = not isinstance(db, duckdb.DuckDBPyConnection)
-    con = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
+    store = db if isinstance(db, duckdb.DuckDBPyConnection) else connect_read_only(db)
     grace = DEFAULT_GRACE if grace is None else grace
     written: list[Path] = []
+    stack = contextlib.ExitStack()
     try:
-        touched = watch.touched(con) if watch is not None else None
+        touched = watch.touched(store) if watch is not None else None  # rows added: always the store's own
+        # the archived months read with the live rows, as the reports read them
+        con = stack.enter_context(reading_archive(store, archive))
         span = trail_span(con)
         if span is None:
             return []
@@ -339,6 +352,7 @@ def run_due(
                     grace=grace,
                     revision=number,
                     max_listed=max_listed,
+                    archive=archive,
                 )
                 return files.report is None or files.report["digest"] != previous
 
@@ -358,8 +372,9 @@ def run_due(
             if made is not None:
                 written.append(made)
     finally:
+        stack.close()
         if own:
-            con.close()
+            store.close()
     return written
 
 
@@ -378,6 +393,7 @@ def run_forever(
     console_url: str | None = None,
     grace: timedelta | None = None,
     max_listed: int | None = None,
+    archive: Path | None = None,
 ) -> None:
     """Write each period's report as it closes, and a new revision of each stale one (see
     :func:`run_due`); check every ``poll_seconds`` (seconds).
@@ -401,6 +417,7 @@ def run_forever(
         console_url: the console's address the reports link to; None: no links.
         grace: see :func:`run_due`.
         max_listed: see :func:`run_due`.
+        archive: see :func:`run_due`.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
@@ -421,6 +438,7 @@ def run_forever(
                 grace=grace,
                 watch=watch,
                 max_listed=max_listed,
+                archive=archive,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:

@@ -436,8 +436,9 @@ class ReplicaSettings(BaseModel):
 
 
 class ArchiveSettings(BaseModel):
-    """Where ``dealtrail archive`` put the cold months (Parquet) that ``replay``, ``verify`` and
-    ``reaudit`` read beside the store.
+    """Where ``dealtrail archive`` put the cold months (Parquet) that ``replay``, ``verify``,
+    ``reaudit`` and the reports (``report``, ``schedule``, the projector's and the console's)
+    read beside the store.
 
     Attributes:
         dir: the archive folder (``--archive`` wins); unset: the folder the store's archive

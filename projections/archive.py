@@ -1,6 +1,6 @@
 """Cold months in Parquet: whole months of events (and their snapshots) moved out of the live
-store into a folder of Parquet files, and read back transparently by ``replay``, ``verify`` and
-``reaudit``.
+store into a folder of Parquet files, and read back transparently by ``replay``, ``verify``,
+``reaudit`` and the reports (``report``, the scheduled period reports and the console's).
 
 ``dealtrail archive --before MONTH --to DIR`` (:func:`archive`) writes every event whose
 ``occurred_at`` falls before the first instant of MONTH (UTC months) with DuckDB's
@@ -32,6 +32,8 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -455,10 +457,64 @@ def attach_archive(
         paths = [_quoted(base / p) for k, _, p in files if k == kind]
         if not paths:
             continue
+        cold = f"SELECT * EXCLUDE (month) FROM read_parquet({paths}, hive_partitioning = false, union_by_name = true)"
+        if kind == "events":
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {ARCHIVED_EVENTS} AS {cold}")
+            cold = f"SELECT * FROM {ARCHIVED_EVENTS}"
         con.execute(
             f"""CREATE OR REPLACE TEMP VIEW {kind} AS
                 SELECT * FROM "{name[0]}".main.{kind}
                 UNION ALL BY NAME
-                SELECT * EXCLUDE (month) FROM read_parquet({paths}, hive_partitioning = false, union_by_name = true)"""
+                {cold}"""
         )
     return base, len(files)
+
+
+ARCHIVED_EVENTS = "archived_events"
+"""The temporary view :func:`attach_archive` puts over the archived events alone (the Parquet files)."""
+
+
+def reads_archive(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con`` reads the store's archived months already (:func:`attach_archive` ran on it)."""
+    rows = con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'events'").fetchall()
+    return bool(rows[0][0])
+
+
+@contextmanager
+def reading_archive(con: duckdb.DuckDBPyConnection, folder: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection that reads the store's archived months with its live rows (the reports).
+
+    Without an archive, or on a connection that reads it already, ``con`` itself. Otherwise a
+    cursor of ``con`` (its own session: the views never stand in front of the tables of a
+    writer's connection, which still inserts into them) in UTC, with :func:`attach_archive`'s
+    views on it; closed on exit.
+
+    Args:
+        con: any connection to the store (read-only, or the projector's writer).
+        folder: the archive folder (resolved ``--archive`` / ``DEALTRAIL_ARCHIVE__DIR``); None:
+            the folder the store's manifest names.
+
+    Raises:
+        ArchiveError: a file the manifest lists is missing, or the folder is (the figures of an
+            archived month would otherwise come out as nothing).
+    """
+    if not archived_files(con) or reads_archive(con):
+        yield con
+        return
+    cur = con.cursor()
+    try:
+        cur.execute("SET TimeZone = 'UTC'")
+        attach_archive(cur, folder, snapshots=False)
+        yield cur
+    finally:
+        cur.close()
+
+
+def event_sources(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """SQL names of the store's own ``events`` table (``live_events``: row IDs work on it) and
+    of its archived events (``archived_events``: an empty relation without an archive), for the
+    report queries that read the live rows by row ID (``rpt_device_faults.sql``)."""
+    name = con.execute("SELECT current_database()").fetchall()[0][0]
+    live = f'"{name}".main.events'
+    cold = ARCHIVED_EVENTS if reads_archive(con) else f"(SELECT * FROM {live} LIMIT 0)"
+    return {"live_events": live, "archived_events": cold}

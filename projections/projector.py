@@ -200,6 +200,7 @@ def project(
         report_grace, report_check_seconds,
     )  # fmt: skip
     reporting.max_listed = report_max_listed
+    reporting.archive = settings.archive.dir  # the reports read the archived months too
     with quiet_clients():
         while not stop.is_set():
             consumer = None
@@ -292,6 +293,7 @@ class _Reporting:
         )
         self.grace, self.check_seconds = grace, check_seconds
         self.max_listed: int | None = None  # the reports' listing cap (DEALTRAIL_REPORTS__MAX_LISTED)
+        self.archive: Path | None = None  # the archived months' folder (DEALTRAIL_ARCHIVE__DIR)
         self.watch: Any = None  # dealtrail.schedule.ReportWatch
         self.next_look = 0.0
         self.dirty = False  # batches stored since the last look
@@ -330,6 +332,7 @@ class _Reporting:
                 grace=self.grace,
                 watch=self.watch,
                 max_listed=self.max_listed,
+                archive=self.archive,
             )
         self.dirty = False
         self.next_look = time.monotonic() + self.check_seconds

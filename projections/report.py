@@ -29,6 +29,7 @@ from markupsafe import Markup
 from projections import executive, reviews, signoff, staff
 from projections import incidents as incident_model
 from projections import property as stored_property
+from projections.archive import event_sources, reading_archive
 from projections.generations import generation_diff, generation_info
 from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.spreadsheet import neutralise_table
@@ -80,9 +81,16 @@ def query(
         end: end of the period, exclusive; None means unbounded.
         table_id: restrict to one table (bound as a parameter, never spliced into SQL).
         **extra: further parameters the query names (e.g. ``consequences`` of ``rpt_by_dealer``).
+
+    A query that names ``{live_events}`` or ``{archived_events}`` gets the store's own table
+    and its archived months there (:func:`projections.archive.event_sources`).
     """
     params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id, **extra}
-    return con.sql(_sql(f"{name}.sql"), params=params).to_arrow_table()
+    sql = _sql(f"{name}.sql")
+    if "{live_events}" in sql:
+        for placeholder, source in event_sources(con).items():
+            sql = sql.replace("{" + placeholder + "}", source)
+    return con.sql(sql, params=params).to_arrow_table()
 
 
 def _svg(fig: Any) -> str:
@@ -670,6 +678,7 @@ def write_report(
     grace: timedelta | None = None,
     revision: int | None = None,
     max_listed: int | None = None,
+    archive: Path | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -708,6 +717,10 @@ def write_report(
             ``DEALTRAIL_REPORTS__MAX_LISTED``); the page says how many more there are and links
             ``findings.csv``, ``findings.parquet`` and the console's list of the period, so its
             size stays bounded whatever the period. None: every one listed.
+        archive: the folder of the store's archived months (the resolved ``--archive`` /
+            ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows
+            (:func:`projections.archive.reading_archive`), so a period reports the same figures
+            before and after ``dealtrail archive``; None: the folder the store's manifest names.
 
     ``summary.json`` holds the figures of :func:`build_summary` and a ``report`` section:
     ``status`` (``final``, ``provisional`` or None when not judged), ``status_reason``,
@@ -718,16 +731,22 @@ def write_report(
         FileNotFoundError: no store at ``db``.
         NotADirectoryError: ``out`` (or a folder on its way) is a file.
         LookupError: the store has no generation ``generation``.
+        projections.archive.ArchiveError: the store has archived months and their folder, or
+            a file of it, is missing.
     """
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} is a file, not a folder for the report")
     own = not isinstance(db, duckdb.DuckDBPyConnection)
-    con = connect_read_only(db) if own else db  # type: ignore[arg-type]
-    assert isinstance(con, duckdb.DuckDBPyConnection)
+    store = connect_read_only(db) if own else db  # type: ignore[arg-type]
+    assert isinstance(store, duckdb.DuckDBPyConnection)
     csv_path, parquet_path = out_dir / "findings.csv", out_dir / "findings.parquet"
     as_of = as_of or generated_at
+    stack = contextlib.ExitStack()
+    con = store
     try:
+        # the archived months read with the live rows: the same figures before and after `dealtrail archive`
+        con = stack.enter_context(reading_archive(store, archive))
         info = generation_info(con, generation)
         diff = generation_diff(con, info.generation, info.previous) if info.previous is not None else []
         # the views read this generation (a session variable: the store is not written)
@@ -773,8 +792,9 @@ def write_report(
             con.execute("RESET VARIABLE dealtrail_generation")
         with contextlib.suppress(duckdb.Error):
             con.execute("RESET VARIABLE dealtrail_reviews_as_of")
+        stack.close()
         if own:
-            con.close()
+            store.close()
     remedies = [
         f
         for f in findings

@@ -97,6 +97,7 @@ def _console_config(
         remedy_window=settings.remedy_window,
         disposition_needs=disposition_needs_of(settings.review),
         report_max_listed=settings.reports.max_listed,
+        archive=settings.archive.dir,
     )
 
 

@@ -320,11 +320,14 @@ def report(
         bool,
         typer.Option("--pdf", help="Also print report.pdf with the system Chromium (DEALTRAIL_REPORTS__CHROMIUM)."),
     ] = False,
+    archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Write the compliance report (HTML, CSV, Parquet, summary.json) for a period.
 
     With --to, the report says whether it is final or provisional (see DEALTRAIL_REPORTS__GRACE_MINUTES).
+    Archived months (dealtrail archive) are read from their Parquet files with the live rows.
     """
+    from projections.archive import ArchiveError
     from projections.report import write_report
 
     settings = load()
@@ -349,8 +352,9 @@ def report(
             console_url=settings.console_url,
             grace=report_grace(settings),
             max_listed=settings.reports.max_listed,
+            archive=archive or settings.archive.dir,
         )
-    except (FileNotFoundError, LookupError) as exc:
+    except (FileNotFoundError, LookupError, ArchiveError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None

@@ -25,7 +25,7 @@ from dealtrail.cli.common import (
     report_grace,
     review_due,
 )
-from dealtrail.cli.copies import announce_path
+from dealtrail.cli.copies import ARCHIVE_DEFAULT, ARCHIVE_HELP, announce_path
 
 
 @app.command()
@@ -47,16 +47,19 @@ def schedule(
         bool, typer.Option("--force", help="Write a new revision of every closed period, stale or not.")
     ] = False,
     poll: Annotated[float, typer.Option(min=1, help="Seconds between checks for a closed period.")] = 60.0,
+    archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Write the compliance report of each closed period as it closes, and a new revision of each stale one.
 
     Each period's folder holds one folder per revision (rev-0001, ...: report.html, CSV, Parquet,
     summary.json) and a manifest.json; older revisions stay, marked superseded. A report is as of
-    the clock (or --now): reviews made later are not counted.
+    the clock (or --now): reviews made later are not counted. Archived months (dealtrail archive)
+    are read from their Parquet files with the live rows.
     """
     import duckdb
 
     from dealtrail.schedule import Schedule, ScheduleError, run_due, run_forever
+    from projections.archive import ArchiveError
 
     settings = load()
     db, out = db or settings.db, out or settings.out / "periods"
@@ -82,6 +85,7 @@ def schedule(
                 console_url=settings.console_url,
                 grace=report_grace(settings),
                 max_listed=settings.reports.max_listed,
+                archive=archive or settings.archive.dir,
             )
             console.print(
                 f"wrote {len(written)} period report revisions to {out}"
@@ -109,8 +113,9 @@ def schedule(
             console_url=settings.console_url,
             grace=report_grace(settings),
             max_listed=settings.reports.max_listed,
+            archive=archive or settings.archive.dir,
         )
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ArchiveError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None

@@ -83,6 +83,8 @@ class ConsoleConfig:
             (resolved settings; by default the settings' defaults).
         report_max_listed: how many voiding and integrity incidents the Reports page's report
             lists (``settings.reports.max_listed``); None: every one.
+        archive: the folder of the store's archived months the Reports page's report reads
+            (``settings.archive.dir``); None: the folder the store's manifest names.
     """
 
     review_due: ReviewDue
@@ -99,6 +101,7 @@ class ConsoleConfig:
     remedy_window: timedelta = timedelta(hours=24)
     disposition_needs: DispositionNeeds = field(default_factory=lambda: disposition_needs_of(ReviewSettings()))
     report_max_listed: int | None = None
+    archive: Path | None = None
 
 
 class LoginRequiredError(Exception):

@@ -71,6 +71,7 @@ def router(console: Console) -> APIRouter:
         from_: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
     ) -> Response:
+        from projections.archive import ArchiveError
         from projections.report import write_report
 
         start, end = parse_time(from_, "from"), parse_time(to, "to")
@@ -79,18 +80,22 @@ def router(console: Console) -> APIRouter:
         with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:
             span = f"{utc(start) if start else 'the first event'} to {utc(end) if end else 'the last event'}"
             title = f"Compliance report, {span}"
-            files = write_report(
-                con,
-                Path(tmp),
-                start,
-                end,
-                title,
-                review_due=config.review_due,
-                property_name=config.property_name,
-                generated_at=config.clock(),
-                console_url="",  # served by the console: its own paths
-                max_listed=config.report_max_listed,
-            )
+            try:
+                files = write_report(
+                    con,
+                    Path(tmp),
+                    start,
+                    end,
+                    title,
+                    review_due=config.review_due,
+                    property_name=config.property_name,
+                    generated_at=config.clock(),
+                    console_url="",  # served by the console: its own paths
+                    max_listed=config.report_max_listed,
+                    archive=config.archive,
+                )
+            except ArchiveError as exc:  # the archived months' folder is missing: no report without them
+                raise HTTPException(503, str(exc)) from None
             html = files.html.read_text(encoding="utf-8")
         return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP})
 

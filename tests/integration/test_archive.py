@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 
 from dealtrail.audit import audit_file
 from dealtrail.cli import app
+from dealtrail.schedule import Schedule, run_due
 from dealtrail.simulator.floor import FloorSpec, simulate
+from projections.archive import reads_archive
 from projections.store import Store, connect_read_only
 from schemas.codec import encode
 
@@ -297,6 +299,7 @@ def test_an_archive_folder_missing_a_file_is_one_clear_line(two_months: Path, tm
         ("verify", "--db", str(live)),
         ("replay", "--db", str(live), "--table", table, "--round", round_id),
         ("reaudit", "--db", str(live), *OCTOBER),
+        ("report", "--db", str(live), "--out", str(tmp_path / "report"), *OCTOBER),
     ):
         code, out = _run(*args)
         assert code == 2, (args, out)
@@ -319,3 +322,50 @@ def test_the_archive_folder_setting_and_option_name_where_the_files_are(
     monkeypatch.setenv("DEALTRAIL_ARCHIVE__DIR", str(moved))
     code, out = _run("verify", "--db", str(live))
     assert code in (0, 4) and f"reading archived months from {moved}" in " ".join(out.split())
+
+
+ARCHIVED_HOUR = ("--from", "2026-10-31T23:00:00+00:00", "--to", "2026-11-01T00:00:00+00:00")
+"""A period wholly archived by ``--before 2026-11``."""
+ACROSS = ("--from", "2026-10-31T23:30:00+00:00", "--to", "2026-11-01T00:30:00+00:00")
+"""A period half archived, half live."""
+
+
+def _report(db: Path, out: Path, period: tuple[str, ...]) -> tuple[dict[str, object], bytes]:
+    code, text = _run("report", "--db", str(db), "--out", str(out), *period, "--as-of", "2026-11-05T00:00:00Z")
+    assert code == 0, text
+    return json.loads((out / "summary.json").read_text()), (out / "findings.csv").read_bytes()
+
+
+@pytest.mark.parametrize("period", [ARCHIVED_HOUR, ACROSS], ids=["archived-period", "across-the-boundary"])
+def test_a_report_says_the_same_figures_before_and_after_its_months_are_archived(
+    two_months: Path, tmp_path: Path, period: tuple[str, ...]
+) -> None:
+    live, folder = _copy(two_months, tmp_path), tmp_path / "cold"
+    before, before_csv = _report(live, tmp_path / "before", period)
+    assert _run("archive", "--db", str(live), "--before", BOUNDARY, "--to", str(folder))[0] == 0
+    after, after_csv = _report(live, tmp_path / "after", period)
+    assert before["period"]["events"] > 0 and not after["period"]["no_events"]  # type: ignore[index]
+    assert after == before  # every figure, the coverage, the status and the digest (same as-of time)
+    assert after_csv == before_csv
+    assert before["device_faults"] or before["rounds"]["total"]  # type: ignore[index]
+
+
+def test_scheduled_period_reports_read_the_archived_months_also_through_the_writers_connection(
+    two_months: Path, tmp_path: Path
+) -> None:
+    """The projector writes scheduled reports through its own writer connection: they read the
+    archive too, and the writer still stores into its ``events`` table afterwards."""
+    live, folder = _copy(two_months, tmp_path), tmp_path / "cold"
+    hourly, now = Schedule("0 * * * *"), datetime(2026, 11, 5, tzinfo=UTC)
+    before = run_due(live, tmp_path / "before", hourly, now)
+    assert _run("archive", "--db", str(live), "--before", BOUNDARY, "--to", str(folder))[0] == 0
+    with Store(live) as store:
+        after = run_due(store.con, tmp_path / "after", hourly, now)
+        assert not reads_archive(store.con)
+        assert store.con.execute("SELECT count(*) FROM events WHERE occurred_at < '2026-11-01'").fetchall() == [(0,)]
+    assert [p.relative_to(tmp_path / "before") for p in before] == [p.relative_to(tmp_path / "after") for p in after]
+    assert len(before) == 2  # 23:00 (archived) and 00:00 (live)
+    for b, a in zip(before, after, strict=True):
+        figures = [json.loads((p / "summary.json").read_text()) for p in (b, a)]
+        assert figures[0]["period"]["events"] > 0
+        assert figures[1] == figures[0]
