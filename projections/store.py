@@ -29,6 +29,7 @@ import duckdb
 import pyarrow as pa
 
 from projections import summaries
+from projections.failures import StoreLostError, file_identity
 from projections.private import make_private_dirs
 from schemas.access import AccessEntry
 from schemas.findings import Finding
@@ -412,12 +413,22 @@ class Store:
                 self._temp.chmod(0o700)
         config["temp_directory"] = str(self._temp)
         self.con = utc_session(duckdb.connect(str(self.path), config=config))
+        self._identity = file_identity(self.path)  # the file this writer holds (see check_held)
         try:
             check_store_tables(self.con, self.path, writer=True)
-        except BaseException:
-            self.con.close()
+            self._private_files()
+            self._create()
+        except BaseException:  # a foreign database, a full disk: the file is let go (it can be read back)
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
             raise
-        self._private_files()
+        self.generation = latest_generation(self.con)
+        """The generation the findings this writer stores belong to: the latest one when it opened
+        (``dealtrail reaudit`` adds generations while it alone holds the file)."""
+        self._stage_dir: tempfile.TemporaryDirectory[str] | None = None  # made when first needed
+
+    def _create(self) -> None:
+        """Create what is missing: the tables, views and summaries of this version."""
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
         self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/reviews.py)
@@ -426,10 +437,22 @@ class Store:
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/staff.py)
         self.con.execute(_sql("006_property_names.sql"))  # the property's recorded names (projections/property.py)
         summaries.ensure(self.con)  # the console's summaries; built once for a store written before them
-        self.generation = latest_generation(self.con)
-        """The generation the findings this writer stores belong to: the latest one when it opened
-        (``dealtrail reaudit`` adds generations while it alone holds the file)."""
-        self._stage_dir: tempfile.TemporaryDirectory[str] | None = None  # made when first needed
+
+    def check_held(self) -> None:
+        """Raise if the store's path no longer names the file this writer opened.
+
+        Raises:
+            StoreLostError: the file (or its folder) was removed, or another file put in its
+                place, while this writer held it: what it commits lands in a file no one can
+                open again, and its lock no longer keeps another writer from the path.
+        """
+        now = file_identity(self.path)
+        if now != self._identity:
+            what = "removed" if now is None else "replaced by another file"
+            raise StoreLostError(
+                f"the store file was {what} while this writer held it "
+                "(its lock is lost; what it wrote since is in no file)"
+            )
 
     def _private_files(self) -> None:
         """Make the file and its write-ahead log owner-only (a file of another owner is left as it is)."""
@@ -439,12 +462,20 @@ class Store:
                     p.chmod(0o600)
 
     def close(self) -> None:
-        """Checkpoint and close the file (and remove its spill folder if DuckDB left it empty)."""
-        self.con.execute("CHECKPOINT")
-        self.con.close()
-        self._drop_stage()
-        with contextlib.suppress(OSError):
-            self._temp.rmdir()
+        """Checkpoint and close the file (and remove its spill folder if DuckDB left it empty).
+
+        Raises:
+            duckdb.Error: the checkpoint failed (a full disk): the file is closed all the same,
+                and what was committed is in its write-ahead log.
+        """
+        try:
+            self.con.execute("CHECKPOINT")
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
+            self._drop_stage()
+            with contextlib.suppress(OSError):
+                self._temp.rmdir()
 
     def _drop_stage(self) -> None:
         if self._stage_dir is not None:
@@ -465,8 +496,11 @@ class Store:
         except duckdb.Error:
             pass
         finally:
-            self.con.close()
+            with contextlib.suppress(duckdb.Error):  # a database DuckDB stopped after a failed write
+                self.con.close()
             self._drop_stage()
+            with contextlib.suppress(OSError):  # the spill folder, if DuckDB left it empty
+                self._temp.rmdir()
 
     def write_batch(
         self,
@@ -619,6 +653,7 @@ class Store:
                 con.register("offsets_batch", pa.Table.from_pylist(list(offsets), schema=OFFSETS_SCHEMA))
                 con.execute("INSERT INTO offsets SELECT * FROM offsets_batch")
             con.execute("COMMIT")
+            self.check_held()  # a commit into a file removed or replaced is kept nowhere: say so now
             self._private_files()
         except BaseException:
             # an interrupted query may already have ended the transaction: the error in flight

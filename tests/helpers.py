@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import pytest
 
 
 def unchained_lines(lines: Iterable[bytes]) -> list[bytes]:
@@ -22,3 +28,29 @@ def write_unchained(events: Path, out: Path) -> Path:
     """Write ``events`` to ``out`` without the chain fields; returns ``out``."""
     out.write_bytes(b"".join(unchained_lines(events.read_bytes().splitlines())))
     return out
+
+
+def can_mount() -> bool:
+    """Whether the tests run as root with ``mount`` at hand (a tmpfs can be mounted for a test)."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (``3m``, bytes) mounted at ``folder`` for the block (skips the test
+    where mounting is not allowed); unmounted afterwards."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def remount(folder: Path, options: str) -> None:
+    """Mount the tmpfs at ``folder`` again with ``options`` (``size=64m``, ``ro``, ``rw``)."""
+    subprocess.run(["mount", "-o", f"remount,{options}", str(folder)], check=True)

@@ -3,6 +3,8 @@ and the helpers that turn user errors into one line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
@@ -18,9 +20,18 @@ if TYPE_CHECKING:
     from projections.store import Store
 
 
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 failed (e.g. a busy store); 2 usage or input error; 3 replay differs from the "
+    "stored findings; 4 verification failed; 5 a write of the store failed (a full disk, a read-only or "
+    "vanished store, a lost lock: one line says what it kept and the command that resumes); 130 interrupted."
+)
+"""The exit codes, as the help of the command line lists them (docs/getting-started.md#exit-codes)."""
+
+
 app = typer.Typer(
     name="dealtrail",
-    help="Audit trail for casino table-game dealing procedures (58 Pa. Code): simulate, audit, report.",
+    help="Audit trail for casino table-game dealing procedures (58 Pa. Code): simulate, audit, report.\n\n"
+    + EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -108,23 +119,76 @@ def load() -> Settings:
         raise _fail(f"invalid settings: {problems}") from None
 
 
+STORE_WRITE_FAILED = 5
+"""The exit code of a command whose write of the store failed (a full disk, a read-only or
+vanished store, a lost lock): one line says what the store kept and the command that resumes."""
+
+
+@contextmanager
+def writing(db: Path, resume: str, note: str | Callable[[], str] = "") -> Iterator[None]:
+    """Turn a failed write of the store ``db`` inside the block into one line and exit code
+    :data:`STORE_WRITE_FAILED`: the store, why, what it kept (per table its last stored event,
+    read back once the writer is closed: put the block around the writer's ``with``) and
+    ``resume``, the command that completes it. Any other error passes through.
+
+    Args:
+        db: the store file.
+        resume: the command line that resumes (the same run again: every write skips rows
+            already stored).
+        note: a few words on what this command leaves unwritten (e.g. no generation), or "";
+            a function is called for them once the writer is closed (it may read the store).
+    """
+    import duckdb
+
+    from projections.failures import kept, write_failure
+
+    try:
+        yield
+    except (OSError, duckdb.Error) as exc:
+        cause = write_failure(exc, db)
+        if cause is None:
+            raise
+        said = note() if callable(note) else note
+        raise _fail(
+            f"could not write the store {db} ({cause}): {kept(db)}{said}; to resume, run: {resume}",
+            code=STORE_WRITE_FAILED,
+        ) from None
+
+
+def command_line(*parts: object) -> str:
+    """``parts`` as one shell command line (``None`` and ``False`` parts left out, paths quoted)."""
+    import shlex
+
+    return shlex.join(str(p) for p in parts if p is not None and p is not False)
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
     return typer.Exit(code)
 
 
-def open_writer(db: Path, settings: Settings) -> Store:
+def open_writer(db: Path, settings: Settings, resume: str) -> Store:
     """The store ``db`` opened as its one writer (``archive``, ``reaudit``).
 
+    Args:
+        db: the store file.
+        settings: the settings (DuckDB's memory limit).
+        resume: the command line that runs the command again (said when the store cannot be
+            written: :func:`writing`).
+
     Raises:
-        typer.Exit: no store at ``db`` (code 2), or another process holds it (code 1).
+        typer.Exit: no store at ``db`` (code 2), another process holds it (code 1), or it cannot
+            be written (read-only, a full disk: :data:`STORE_WRITE_FAILED`).
     """
     from projections.store import Store
 
     if not db.exists():
         raise _fail(f"no dealtrail database at {db}")
     try:
-        return Store(db, settings.duckdb_memory_limit)
+        with writing(db, resume):
+            return Store(db, settings.duckdb_memory_limit)
+    except typer.Exit:
+        raise
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
         raise _fail(
             f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dealtrail.cli.common import _DB, _fail, app, console, err, load, open_writer
+from dealtrail.cli.common import _DB, _fail, app, command_line, console, err, load, open_writer, writing
 
 if TYPE_CHECKING:
     import duckdb
 
     from dealtrail.settings import Settings
     from projections.replica import ReplicaTimer
+    from projections.store import Store
 
 
 REPLICA_HELP = "Keep a read-only copy of the store here, replaced atomically (report, verify, replay read it)."
@@ -93,6 +94,11 @@ def read_archive(
         )
 
 
+def _close_after_failure(store: Store) -> None:
+    """Close a writer whose write failed (its checkpoint may fail too: what it committed is in the log)."""
+    store.__exit__(RuntimeError, None, None)
+
+
 @app.command("archive")
 def archive_cmd(
     before: Annotated[str, typer.Option("--before", help="Archive every month before this one (YYYY-MM, UTC).")],
@@ -107,11 +113,15 @@ def archive_cmd(
     ] = True,
 ) -> None:
     """Move whole months of events (and their snapshots) to Parquet files, checked before they
-    leave the store; replay, verify and reaudit read them back from the folder."""
+    leave the store; replay, verify, reaudit and the reports read them back from the folder.
+
+    Exit 5 when the store cannot be written (a full disk, a read-only store): one line says what
+    it kept and how to resume."""
     import duckdb
 
     from projections.archive import ArchiveError, archive, month_start
     from projections.archive import compact as compact_store
+    from projections.failures import write_failure
 
     settings = load()
     db = db or settings.db
@@ -119,16 +129,25 @@ def archive_cmd(
         month_start(before)
     except ArchiveError as exc:
         raise _fail(str(exc)) from None
-    store = open_writer(db, settings)
-    try:
-        result = archive(store.con, db, before, to, datetime.now(UTC))
-    except ArchiveError as exc:
+    resume = command_line(
+        "dealtrail", "archive", "--db", db, "--before", before, "--to", to, None if compact else "--no-compact"
+    )
+    # the store's own writes (the deletion with its manifest rows, one transaction; the checkpoint)
+    with writing(
+        db, resume, note=f"; the months are still in the store (files already in {to} are not in its manifest)"
+    ):
+        store = open_writer(db, settings, resume)
+        try:
+            result = archive(store.con, db, before, to, datetime.now(UTC))
+        except ArchiveError as exc:
+            store.close()
+            raise _fail(str(exc)) from None
+        except (OSError, duckdb.Error) as exc:
+            _close_after_failure(store)
+            if write_failure(exc, db) is not None:
+                raise
+            raise _fail(f"archive to {to} failed, nothing deleted: {type(exc).__name__}: {exc}", code=1) from None
         store.close()
-        raise _fail(str(exc)) from None
-    except (OSError, duckdb.Error) as exc:
-        store.close()
-        raise _fail(f"archive to {to} failed, nothing deleted: {type(exc).__name__}: {exc}", code=1) from None
-    store.close()
     if compact:
         try:
             result.compact_seconds = compact_store(db)

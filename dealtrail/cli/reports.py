@@ -11,6 +11,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColum
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from dealtrail.audit import AuditSummary
+    from dealtrail.settings import Settings
+    from projections.incidents import Counts as IncidentCounts
     from projections.replica import ReplicaTimer
 
 from dealtrail.cli.common import (
@@ -27,12 +30,14 @@ from dealtrail.cli.common import (
     _when,
     _zone,
     app,
+    command_line,
     console,
     err,
     load,
     open_writer,
     report_grace,
     review_due,
+    writing,
 )
 from dealtrail.cli.copies import (
     ARCHIVE_DEFAULT,
@@ -87,23 +92,43 @@ def audit(
         str | None, typer.Option(help=EVERY_HELP, show_default="$DEALTRAIL_REPLICA__EVERY seconds, else 5m")
     ] = None,
 ) -> None:
-    """Audit an event file: rebuild every round, raise findings, write the DuckDB store."""
-    from dealtrail.audit import AuditWorkerError, audit_file
-    from projections import incidents
-    from projections.private import make_private_dirs
-    from projections.store import Store
-    from schemas.lines import NotEventsError
-    from streams.engine.catalog import RULEBOOK_REVISION
+    """Audit an event file: rebuild every round, raise findings, write the DuckDB store.
 
+    Exit 5 when the store cannot be written (a full disk, a read-only or vanished store): one
+    line says what it kept and how to resume (the same command again: nothing is stored twice).
+    """
     settings = load()
     db = db or settings.db
     dl_path = dead_letter or db.with_name(db.stem + ".rejected.jsonl")
     _output_file(db, "--db")
     _output_file(dl_path, "--dead-letter")
     copies = replica_timer(settings, replica, replica_every, db, wait_first=True)
+    resume = command_line(
+        "dealtrail", "audit", events, "--db", db, *(("--dead-letter", dead_letter) if dead_letter else ()),
+        None if chain else "--no-chain",
+    ) + ("" if events.is_file() else " (with the same input)")  # fmt: skip
+    with writing(db, resume):
+        summary, counted = _audit_into(events, db, dl_path, settings, chain, copies)
+    _report_audit(summary, counted, db, dl_path, events)
+
+
+def _audit_into(
+    events: Path, db: Path, dl_path: Path, settings: Settings, chain: bool, copies: ReplicaTimer | None
+) -> tuple[AuditSummary, IncidentCounts]:
+    """Audit ``events`` into the store ``db`` (its writer closed on return, also on an error)."""
+    from dealtrail.audit import AuditWorkerError, audit_file
+    from projections import incidents
+    from projections.private import make_private_dirs
+    from projections.store import Store
+    from schemas.lines import NotEventsError
+
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
+        from projections.failures import write_failure
+
+        if write_failure(exc, db) is not None:
+            raise  # a read-only store, a full disk: said by writing()
         raise _fail(f"cannot open {db} for writing: {exc}") from None
     make_private_dirs(dl_path.parent)
     with store, _owner_only(dl_path) as dl, _progress() as progress:
@@ -137,7 +162,14 @@ def audit(
         counted = incidents.counts(store.con, review_due(settings), datetime.now(UTC))
         if copies is not None:
             copies.copy(store.con, store.path)  # what this audit stored, at its end
-    console.print(_summary_table(summary))
+    return summary, counted
+
+
+def _report_audit(summary: AuditSummary, counted: IncidentCounts, db: Path, dl_path: Path, events: Path) -> None:
+    """Print what the audit found and stored."""
+    from projections import incidents
+    from streams.engine.catalog import RULEBOOK_REVISION
+
     by_sev: dict[str, int] = {}
     for (_g, _r, sev), n in summary.detections.items():
         by_sev[sev] = by_sev.get(sev, 0) + n
@@ -198,7 +230,10 @@ def reaudit(
     archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Re-apply the stored events with the engine in force: a new generation of findings, and
-    per rule what it added and withdrew against the previous one. The events are not altered."""
+    per rule what it added and withdrew against the previous one. The events are not altered.
+
+    Exit 5 when the store cannot be written (a full disk, a read-only store): one line says what
+    it kept and how to resume."""
     from rich.markup import escape
 
     from dealtrail.reaudit import ReauditError
@@ -207,24 +242,41 @@ def reaudit(
     settings = load()
     db = db or settings.db
     start, end = _period(from_, to)
-    store = open_writer(db, settings)
-    with store:
-        read_archive(store.con, archive, settings, snapshots=False)  # it writes snapshots into the store
-        try:
-            result = run(
-                store,
-                table,
-                start,
-                end,
-                workers,
-                settings.snapshot_every,
-                settings.reorder.limits,
-                settings.plausibility,
-            )
-        except ReauditError as exc:
-            raise _fail(str(exc), code=1) from None
-        except KeyboardInterrupt:
-            raise _fail("interrupted: no generation was written", code=130) from None
+    resume = command_line(
+        "dealtrail", "reaudit", "--db", db, *(("--table", table) if table else ()),
+        *(("--from", from_) if from_ else ()), *(("--to", to) if to else ()),
+        *(("--archive", archive) if archive else ()),
+    )  # fmt: skip
+    opened: list[int] = []  # the latest generation when the writer opened
+
+    def generations() -> str:
+        from projections.failures import latest_generation
+
+        now = latest_generation(db)
+        if opened and now is not None and now > opened[0]:
+            return f"; generation {now} was stored whole before it failed (a re-run adds one more)"
+        return "; no new generation was stored (one is stored whole or not at all)"
+
+    with writing(db, resume, note=generations):
+        store = open_writer(db, settings, resume)
+        opened.append(store.generation)
+        with store:
+            read_archive(store.con, archive, settings, snapshots=False)  # it writes snapshots into the store
+            try:
+                result = run(
+                    store,
+                    table,
+                    start,
+                    end,
+                    workers,
+                    settings.snapshot_every,
+                    settings.reorder.limits,
+                    settings.plausibility,
+                )
+            except ReauditError as exc:
+                raise _fail(str(exc), code=1) from None
+            except KeyboardInterrupt:
+                raise _fail("interrupted: no generation was written", code=130) from None
     console.print(
         f"generation {result.generation}: {result.events:,} events of {result.tables} tables re-applied "
         f"(engine {result.engine_version}, rulebook revision {result.rulebook_revision}); "

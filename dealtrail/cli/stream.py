@@ -25,11 +25,13 @@ from dealtrail.cli.common import (
     _output_folder,
     _unreachable,
     app,
+    command_line,
     console,
     err,
     load,
     report_grace,
     review_due,
+    writing,
 )
 from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier, uvicorn_config
 from dealtrail.cli.copies import EVERY_HELP, REPLICA_DEFAULT, REPLICA_HELP, replica_timer
@@ -167,14 +169,42 @@ def project(
     With --serve, it also runs the console (and the notifications, when configured) over the
     same DuckDB database: reviews made there are published to the reviews topic and stored
     by this projector; users are managed on the console's admin page.
+    Exit 5 when the store cannot be written (a full disk, a read-only or vanished store): one
+    line says what it kept and how to resume (it resumes from the offsets stored with the rows).
     """
+    settings = load()
+    target = db or settings.db
+    resume = command_line(
+        "dealtrail", "project", "--db", target, "--once" if once else None,
+        *(("--report-every", report_every, "--tz", tz) if report_every else ()),
+        *(("--reports", reports) if reports else ()), *(("--serve", serve) if serve else ()),
+        *(("--replica", replica) if replica else ()),
+    )  # fmt: skip
+    with writing(target, resume, note="; it goes on from the Kafka offsets stored with them"):
+        _project(settings, target, once, timeout, report_every, reports, tz, batch, serve, replica, replica_every)
+
+
+def _project(
+    settings: Settings,
+    db: Path,
+    once: bool,
+    timeout: float | None,
+    report_every: str | None,
+    reports: Path | None,
+    tz: str,
+    batch: int,
+    serve: str | None,
+    replica: Path | None,
+    replica_every: str | None,
+) -> None:
+    """The projector run of :func:`project` into the store ``db`` (its writer closed on return)."""
     from projections.discard import remove_if_empty
+    from projections.failures import write_failure
     from projections.projector import KafkaUnreachableError
     from projections.projector import project as run
     from projections.store import Store
     from streams.link import KafkaLink
 
-    settings = load()
     spec = None
     if report_every is not None:
         from dealtrail.schedule import Schedule, ScheduleError
@@ -184,7 +214,6 @@ def project(
         except ScheduleError as exc:
             raise _fail(str(exc)) from None
     address = _host_port(serve) if serve is not None else None
-    db = db or settings.db
     _output_file(db, "--db")
     copies = replica_timer(settings, replica, replica_every, db)
     if spec is not None:
@@ -193,6 +222,8 @@ def project(
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:
+        if write_failure(exc, db) is not None:
+            raise  # a read-only store, a full disk: said by writing()
         raise _fail(f"cannot open {db} for writing: {exc}") from None
 
     def say(line: str) -> None:
