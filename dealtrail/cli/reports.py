@@ -170,6 +170,7 @@ def _report_audit(summary: AuditSummary, counted: IncidentCounts, db: Path, dl_p
     from projections import incidents
     from streams.engine.catalog import RULEBOOK_REVISION
 
+    console.print(_summary_table(summary))
     by_sev: dict[str, int] = {}
     for (_g, _r, sev), n in summary.detections.items():
         by_sev[sev] = by_sev.get(sev, 0) + n

@@ -51,7 +51,14 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/reports", include_in_schema=False)
     def reports_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
-        spans = con.execute("SELECT min(occurred_at), max(occurred_at) FROM events").fetchall()
+        from projections.archive import ArchiveError, reading_archive
+
+        sql = "SELECT min(occurred_at), max(occurred_at) FROM events"
+        try:
+            with reading_archive(con, config.archive) as reader:  # the archived months are reported too
+                spans = reader.execute(sql).fetchall()
+        except ArchiveError:  # their folder is missing: the live months (a report says why)
+            spans = con.execute(sql).fetchall()
         span = spans[0] if spans else None
         return render(
             request,

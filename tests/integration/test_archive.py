@@ -5,6 +5,7 @@ bad input is one line and deletes nothing."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -369,3 +370,41 @@ def test_scheduled_period_reports_read_the_archived_months_also_through_the_writ
         figures = [json.loads((p / "summary.json").read_text()) for p in (b, a)]
         assert figures[0]["period"]["events"] > 0
         assert figures[1] == figures[0]
+
+
+def test_the_consoles_report_of_an_archived_period_is_the_same_page_before_and_after_the_archive(
+    two_months: Path, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from dealtrail.console import auth
+    from dealtrail.console.app import ConsoleConfig, create_app
+    from projections.reviews import ReviewDue
+
+    live, folder = _copy(two_months, tmp_path), tmp_path / "cold"
+    period = {"from": ARCHIVED_HOUR[1], "to": ARCHIVED_HOUR[3]}
+    with Store(live) as store:
+        auth.add_user(store.con, "vic", "viewer", "vic-viewer-pass", datetime(2026, 11, 1, tzinfo=UTC))
+
+    def pages(archive: Path | None = None) -> tuple[str, int, str]:
+        with Store(live) as store:
+            config = ConsoleConfig(
+                ReviewDue(24, 24, 72), "s" * 48, clock=lambda: datetime(2026, 11, 5, tzinfo=UTC), archive=archive
+            )
+            client = TestClient(create_app(store, config))
+            login = client.get("/login").text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            client.post("/login", data={"username": "vic", "password": "vic-viewer-pass", "csrf": login, "next": "/"})
+            view = client.get("/reports/view", params=period)
+            listing = re.sub(r'name="csrf" value="[^"]+"', "", client.get("/reports").text)
+            return view.text, view.status_code, listing
+
+    before, code, listing_before = pages()
+    assert code == 200 and "No dealing event in this period" not in before
+    assert _run("archive", "--db", str(live), "--before", BOUNDARY, "--to", str(folder))[0] == 0
+    after, code, listing_after = pages()
+    assert code == 200 and after == before
+    assert listing_after == listing_before and "2026-10-31" in listing_after  # the archived months' span
+    shutil.move(folder, tmp_path / "elsewhere")
+    text, code, _ = pages()
+    assert code == 503 and "no archive folder" in text
+    assert pages(tmp_path / "elsewhere")[0] == before  # the folder the settings name (DEALTRAIL_ARCHIVE__DIR)
