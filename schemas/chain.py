@@ -160,3 +160,59 @@ class Chainer:
         remembered, as ``(without chain fields, with them)``; None if not among them."""
         prior = self._recent.get(table_id, {}).get(seq)
         return None if prior is None else (prior[0], prior[1])
+
+
+_PREV_KEY = b',"prev_hash":'
+_HASH_KEY = b',"hash":'
+_NULL = b"null"
+_HASH_VALUE = 66
+"""Bytes of a hash value in canonical JSON: 64 hex digits and two quotes."""
+
+CopyKey = tuple[int, int]
+"""What :func:`copy_key` returns: ``(content, chain)``, two 64-bit integers."""
+
+
+def _value_end(data: bytes, at: int) -> int:
+    """Where the chain-field value (``null`` or a quoted 64-digit hash) starting at ``at`` ends."""
+    return at + 4 if data.startswith(_NULL, at) else at + _HASH_VALUE
+
+
+def copy_key(data: bytes, event_hash: str | None) -> CopyKey:
+    """What tells an exact copy of an event from another event at its place.
+
+    ``content`` is a 64-bit digest of the event's canonical JSON (``data``, as
+    :func:`schemas.codec.encode` or :func:`stamped` wrote it) with its chain fields
+    (``prev_hash``, ``hash``) left out: everything the event says, its ``event_id`` included.
+    ``chain`` is a digest of its ``hash``, 0 without one. Two events are the same fact when
+    their contents are equal and, if the later one carries a hash, their chains too
+    (:func:`same_fact`): an event re-sent without its chain fields is a copy of the stamped
+    one stored; one re-sent with another chain (another ``prev_hash`` or ``hash``) is not.
+
+    The digests are Python's hash of bytes and of text, SipHash-1-3 (PEP 456): 64 bits, keyed
+    per process (a feed cannot aim a collision at them), so a key is only ever compared with
+    keys made by the same process. Never 0 for content (0 marks "nothing known").
+
+    Args:
+        data: the event's canonical JSON bytes (the envelope's fields first: the first
+            ``,"prev_hash":`` in it is the envelope's, since a string value holds its quotes
+            escaped).
+        event_hash: the event's ``hash`` (64 hex digits) or None.
+
+    Raises:
+        ValueError: ``data`` holds no ``prev_hash`` field followed by ``hash`` (not canonical).
+    """
+    start = data.find(_PREV_KEY)
+    if start < 0:
+        raise ValueError("not an event's canonical JSON: no prev_hash field")
+    mid = _value_end(data, start + len(_PREV_KEY))
+    if not data.startswith(_HASH_KEY, mid):
+        raise ValueError("not an event's canonical JSON: prev_hash is not followed by hash")
+    end = _value_end(data, mid + len(_HASH_KEY))
+    content = hash(data[:start] + data[end:]) or 1
+    return content, 0 if event_hash is None else hash(event_hash) or 1
+
+
+def same_fact(stored: CopyKey, arrived: CopyKey) -> bool:
+    """True if the event of :func:`copy_key` ``arrived`` is an exact copy of the one of
+    ``stored``: the same content (its ID included) and, if the copy carries a hash, the same hash."""
+    return stored[0] == arrived[0] and (arrived[1] == 0 or arrived[1] == stored[1])
