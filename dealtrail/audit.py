@@ -47,6 +47,7 @@ from streams.engine.engine import RECALLED
 from streams.engine.reorder import WINDOW, Reorder, ReorderLimits
 from streams.engine.state import dump_state, load_state
 from streams.engine.summaries import round_row
+from streams.seen import SeenIndex
 
 _NO_OFFSET = timedelta(0)
 """The UTC offset of a time already in UTC (its own date is the UTC date)."""
@@ -73,9 +74,10 @@ class AuditSummary:
     """What one audit run saw and wrote.
 
     Attributes:
-        lines: non-blank lines read; events: events accepted by the engine (exact duplicates
-        included, the store keeps one); duplicates: of those, exact copies of an event already
-        applied, which the engine ignored; dead_letters: lines rejected, by reason;
+        lines: non-blank lines read; events: events accepted (each once: duplicate deliveries
+        not included); duplicates: duplicate deliveries skipped, exact copies of an event
+        already judged (same ID and content: :mod:`streams.seen`), however far back in the
+        file; dead_letters: lines rejected, by reason;
         detections: new findings (revision 0) by (game, rule_id, severity); written: rows the
         store gained; tables: tables seen; resumed: of those, tables that went on from the
         state an earlier audit stored; workers: processes used.
@@ -363,6 +365,7 @@ def scan(
             out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
     windows: Reorder[tuple[int, bytes, ev.DealingEvent]] = Reorder(reorder)
+    seen = SeenIndex(stage_dir)  # every applied event's copy key, to skip exact copies however far back
 
     def release(line_no: int, raw: bytes, event: ev.DealingEvent) -> None:
         """Apply one event the reorder window let through, and stage it."""
@@ -371,6 +374,10 @@ def scan(
             if limits is not None:  # before the chain: a refused event must not become its head
                 last = auditor.states.get(event.table_id)
                 check_plausible(None if last is None else last.last_seq, event, limits)
+            before = auditor.states.get(event.table_id)
+            if before is not None and event.seq <= before.last_seq and seen.is_copy(event):
+                auditor.duplicates += 1  # the same fact again, however far back: nothing changes
+                return
             data = None  # the canonical bytes of a stamped event
             if chainer is not None:
                 # stamped in the order applied (seq order within the window), so that the chain
@@ -383,10 +390,13 @@ def scan(
                 # as written), and the engine tells copies apart by the same bytes: a copy
                 # written with other spacing or key order is the same event
                 data = encode(event)
-            before = auditor.states.get(event.table_id)
             found = auditor.apply(event, data)
+            after = auditor.states[event.table_id]
+            if after is before and not found:
+                return  # an exact copy the engine recognised (Auditor.duplicates): stored once already
+            seen.note(event, data, applied=before is None or event.seq > before.last_seq)  # its copies are known
             if snaps is not None:
-                snaps.seen(event, before, auditor.states[event.table_id], found)
+                snaps.seen(event, before, after, found)
         except (DecodeError, EventRejected) as exc:
             dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
             return
@@ -466,7 +476,9 @@ def scan(
             check.end()
     except BaseException:  # a refused file, a read error: the stage file goes too
         out.discard()
+        seen.close()
         raise
+    seen.close()
     flush(final=True)
 
 

@@ -35,11 +35,12 @@ import pyarrow.parquet as pq
 from projections import summaries
 from projections.generations import RuleDiff, generation_diff, generation_revisions
 from projections.store import FINDINGS_SCHEMA, Store, finding_row
-from schemas.codec import DecodeError, decode
+from schemas.codec import DecodeError, decode, encode
 from streams.engine import EventRejected, Plausibility, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.reorder import WINDOW, Reorder, ReorderLimits
 from streams.engine.state import load_state
+from streams.seen import SeenIndex
 
 EXPORT_ROWS = 20_000
 """Events per Parquet row group of a worker's export (and per batch a worker reads)."""
@@ -67,6 +68,8 @@ class ReauditResult:
             either generation are absent).
         previous_revisions: the rulebook revisions that judged the previous generation (a store
             judged under revision 2 and re-audited under 3: the diff is what 3 adds and withdraws).
+        duplicates: stored events skipped as exact copies of one already judged (same ID and
+            content, :mod:`streams.seen`): a store written before they were skipped at intake.
     """
 
     generation: int
@@ -78,6 +81,7 @@ class ReauditResult:
     rejected: list[tuple[str, str]]
     diff: list[RuleDiff]
     previous_revisions: list[int]
+    duplicates: int = 0
 
     @property
     def no_change(self) -> bool:
@@ -96,17 +100,21 @@ def _apply_part(
     snapshot_every: int | None = None,
     reorder: ReorderLimits = WINDOW,
     limits: Plausibility | None = None,
-) -> tuple[int, list[tuple[str, str]], list[dict[str, Any]]]:
+) -> tuple[int, list[tuple[str, str]], list[dict[str, Any]], int]:
     """Re-apply one worker's share: the tables' events of ``events_paths`` (files one after the
     other in arrival; each in table and arrival order) from the states in ``starts`` (table ->
     state JSON; a table absent starts at its first event), each table's events through its
     reorder window (bounds ``reorder``) as the audit and the worker apply them; write the
     findings observed in ``period`` to ``out_path`` (Parquet).
 
+    An event at or below its table's last seq that is the same fact as one judged before (an
+    exact copy, however far back: :class:`streams.seen.SeenIndex`) is skipped, as the audit and
+    the worker skip it at intake.
+
     Returns:
-        Events applied, events refused (event ID, reason), and the snapshots of this engine
+        Events applied, events refused (event ID, reason), the snapshots of this engine
         taken on the way (every ``snapshot_every`` events of a table, see
-        :class:`dealtrail.audit.Snapshots`).
+        :class:`dealtrail.audit.Snapshots`), and the exact copies skipped.
     """
     from dealtrail.audit import Snapshots
 
@@ -118,18 +126,28 @@ def _apply_part(
     rejected: list[tuple[str, str]] = []
     applied = 0
     windows: Reorder[tuple[str, str]] = Reorder(reorder)
+    seen = SeenIndex()
+    duplicates = 0
 
     def release(table_id: str, payload: str) -> None:
-        nonlocal applied
+        nonlocal applied, duplicates
         before = states[table_id]
         try:
             event = decode(payload)
-            state, found = apply(before, event, limits=limits)
+            data = encode(event)
+            if before is not None and event.seq <= before.last_seq and seen.is_copy(event, data):
+                duplicates += 1
+                return
+            state, found = apply(before, event, data, limits=limits)
         except (DecodeError, EventRejected) as exc:
             rejected.append((_event_id(payload), f"{exc.reason}: {exc.detail}"))
             return
         states[table_id] = state
         windows.windows[table_id].last = state.last_seq  # the engine's word on where the table is
+        if state is before and not found:
+            duplicates += 1  # an exact copy the engine recognised
+            return
+        seen.note(event, data, applied=before is None or event.seq > before.last_seq)
         if snaps is not None:
             snaps.seen(event, before, state, found)
         applied += 1
@@ -175,7 +193,8 @@ def _apply_part(
             taken.extend(snaps.take())
     finally:
         writer.close()
-    return applied, rejected, taken
+        seen.close()
+    return applied, rejected, taken, duplicates
 
 
 def _event_id(payload: str) -> str:
@@ -323,6 +342,7 @@ def reaudit(
         rejected,
         generation_diff(con, generation, previous),
         previous_revisions,
+        sum(r[3] for r in results),
     )
 
 

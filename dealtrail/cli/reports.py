@@ -175,8 +175,8 @@ def _report_audit(summary: AuditSummary, counted: IncidentCounts, db: Path, dl_p
     for (_g, _r, sev), n in summary.detections.items():
         by_sev[sev] = by_sev.get(sev, 0) + n
     console.print(
-        f"events: {summary.events:,} accepted of {summary.lines:,} lines"
-        + (f" ({summary.duplicates:,} exact duplicates ignored)" if summary.duplicates else "")
+        f"events: {summary.events:,} accepted of {summary.lines:,} lines, "
+        f"{summary.duplicates:,} duplicate deliveries skipped"
         + f", {summary.tables} tables"
         + (f" ({summary.resumed} went on from an earlier audit)" if summary.resumed else "")
         + "; "
@@ -279,7 +279,8 @@ def reaudit(
             except KeyboardInterrupt:
                 raise _fail("interrupted: no generation was written", code=130) from None
     console.print(
-        f"generation {result.generation}: {result.events:,} events of {result.tables} tables re-applied "
+        f"generation {result.generation}: {result.events:,} events of {result.tables} tables re-applied, "
+        f"{result.duplicates:,} duplicate deliveries skipped "
         f"(engine {result.engine_version}, rulebook revision {result.rulebook_revision}); "
         f"compared with generation {result.previous}"
         + (

@@ -93,7 +93,11 @@ def demo(
         review_due=review_due(settings),
         max_listed=settings.reports.max_listed,
     )
-    console.print(f"audited {summary.events:,} events: {incidents.summary_line(counted)}", soft_wrap=True)
+    console.print(
+        f"audited {summary.events:,} events ({summary.lines:,} lines, {summary.duplicates:,} duplicate deliveries "
+        f"skipped): {incidents.summary_line(counted)}",
+        soft_wrap=True,
+    )
     console.print(f"events:    {events}\ntruth:     {truth}\ndatabase:  {db}\nreport:    {files.html}")
     console.print(f"findings:  {files.csv}, {files.parquet}\nrejected:  {rejected}")
 
