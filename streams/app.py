@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pydantic import TypeAdapter
 
 from schemas import events as ev
-from schemas.codec import DecodeError, decode
+from schemas.codec import DecodeError, decode, encode
 from schemas.snapshots import TableSnapshot
 from streams.engine import EventRejected, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
@@ -43,6 +43,7 @@ from streams.engine.summaries import round_row
 from streams.kafka import faust_credentials, key_mismatch, read_range, unreachable_errors
 from streams.link import Backoff, KafkaLink
 from streams.publish import dead_letter_value
+from streams.seen import SeenIndex
 
 if TYPE_CHECKING:
     import faust
@@ -423,6 +424,8 @@ def create_app(settings: Settings) -> faust.App:
         await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
 
     max_record = settings.max_record_bytes
+    duplicates = [0]  # duplicate deliveries skipped by this process (logged with each state write)
+    reported = [0]
     limits = settings.plausibility  # rulebook 10.3.4: an implausible event is dead-lettered, the table stays as it was
 
     async def decoded(msg: Any, raw: bytes) -> ev.DealingEvent | None:
@@ -486,6 +489,48 @@ def create_app(settings: Settings) -> faust.App:
             window_of(key, entry.state, entry.held)
         return Applied(entry.partition, entry.offset, entry.state, entry.unfit)
 
+    # Every event judged here, by table and seq (streams.seen): an exact copy of one, however
+    # far back, is a duplicate delivery, skipped before the engine. A table this process took
+    # over (a restart, a rebalance) is read back from its partition once, at its first late event.
+    seen = SeenIndex(Path(app.conf.datadir))
+    read_back: set[bytes] = set()
+
+    async def duplicate(key: bytes, msg: Any, dealing: ev.DealingEvent, data: bytes) -> bool:
+        """True if ``dealing`` (at or below its table's last seq) is the same fact as an event
+        of its table judged before, in this process or on the topic before ``msg``."""
+        if seen.is_copy(dealing, data):
+            return True
+        if key in read_back or seen.knows(dealing.table_id, dealing.seq):
+            return False
+        read_back.add(key)
+        backoff = Backoff(first=0.5, cap=5.0)
+        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
+        while True:
+            try:
+                records = await asyncio.to_thread(
+                    read_range, settings.kafka, msg.topic, msg.partition, 0, msg.offset, {key}
+                )
+                break
+            except away:  # the cluster is away: wait for it (capped backoff)
+                await asyncio.sleep(backoff.next())
+            except Exception:  # the engine judges the event as it would without the index
+                table = key.decode(errors="replace")
+                log.exception("table %s: could not read back %s[%d]", table, msg.topic, msg.partition)
+                return False
+        for rec in records:  # the first event at a seq is the one applied there; others contradicted it
+            try:
+                earlier = decode(bytes(rec.value or b""))
+            except DecodeError:
+                continue
+            if earlier.table_id.encode() != key:
+                continue
+            known = encode(earlier)
+            if not seen.knows(earlier.table_id, earlier.seq):
+                seen.note(earlier, known)
+            elif not seen.is_copy(earlier, known):
+                seen.note(earlier, known, applied=False)
+        return seen.is_copy(dealing, data)
+
     async def step(
         key: bytes, current: Applied | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
     ) -> Applied | None:
@@ -493,8 +538,12 @@ def create_app(settings: Settings) -> faust.App:
         position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
         before = current.state if current is not None else None
         unfit = current.unfit if current is not None else False
+        data = encode(dealing)  # canonical: a copy sent with other spacing or key order is the same event
+        if before is not None and dealing.seq <= before.last_seq and await duplicate(key, msg, dealing, data):
+            duplicates[0] += 1
+            return Applied(msg.partition, msg.offset, before, unfit)
         try:
-            state, found = apply(before, dealing, raw, limits)
+            state, found = apply(before, dealing, data, limits)
         except EventRejected as exc:
             await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
             return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None
@@ -503,6 +552,10 @@ def create_app(settings: Settings) -> faust.App:
             detail = f"{type(exc).__name__}: {exc}"[:500]
             await dead_letter(msg.topic, msg.key, position, "engine_error", detail, raw)
             return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None
+        if state is before and not found:
+            duplicates[0] += 1  # an exact copy the engine recognised
+        else:
+            seen.note(dealing, data, applied=before is None or dealing.seq > before.last_seq)
         for f in found:
             await send(key, True, f.model_dump_json().encode())
         if (
@@ -640,6 +693,9 @@ def create_app(settings: Settings) -> faust.App:
             event.ack()
         held.clear()
         last_write[0] = time.monotonic()
+        if duplicates[0] != reported[0]:
+            log.info("%d duplicate deliveries skipped (exact copies of events judged before)", duplicates[0])
+            reported[0] = duplicates[0]
 
     @app.timer(interval)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped
     async def write_states_on_time() -> None:
