@@ -3,9 +3,10 @@
 writer process, read by everyone else read-only.
 
 Writes are idempotent: a batch inserts only rows whose keys are not yet stored (events by
-``event_id`` + payload hash, findings by ``finding_id`` + ``revision``, rounds by table and
-round, dead letters by source, position and content, table states by table and seq range,
-snapshots by table, last event and engine version), so
+``event_id`` + payload hash, or + payload without its chain fields: :data:`SAME_FACT_SQL`;
+findings by ``finding_id`` + ``revision``, rounds by table and round, dead letters by source,
+position and content, table states by table and seq range, snapshots by table, last event and
+engine version), so
 at-least-once delivery and re-audits add nothing twice. Bulk paths only: the audit's events come as
 Arrow rows its workers built (:mod:`projections.event_rows`), the projector's through
 ``read_json`` over a staging file, the other tables through Arrow tables; never row-by-row
@@ -158,6 +159,19 @@ of ``occurred_at`` keep working), and a replay's few hundred consecutive events 
 in a few hundred rows instead of being scattered over the whole batch (a window over the batch
 and a parallel insert left them in hash order: 500 events of one table spread over 47,000 rows,
 whose payloads were all decompressed to read them)."""
+
+
+_NO_CHAIN = """'{"prev_hash":null,"hash":null}'"""
+SAME_FACT_SQL = (
+    f"(json_merge_patch(b.payload, {_NO_CHAIN})::VARCHAR = json_merge_patch(e.payload, {_NO_CHAIN})::VARCHAR"
+    " AND (b.payload->>'hash' IS NULL OR b.payload->>'hash' = e.payload->>'hash'))"
+)
+"""SQL: the batch's event ``b`` is the same fact as the stored event ``e`` of its ID (the rule of
+:func:`schemas.chain.same_fact`): the same payload without its chain fields and, if ``b``
+carries a hash, the same hash. Such a copy is not stored again (an unchained copy of an event
+stored with its chain, sent by a producer other than the publisher); one with other content is
+stored beside the first (the engine raised DT-sequence-gap for it). Only evaluated for stored
+events with the batch event's ID and another payload hash."""
 
 
 def stage_line(arrival: int, raw: bytes) -> bytes:
@@ -765,10 +779,10 @@ class Store:
                 -- covers occurred_at): the zone maps skip the rest, and the join's hash table
                 -- holds the batch's candidates, not the whole table.
                 SELECT b.* FROM b ANTI JOIN (
-                    SELECT event_id, payload_hash FROM events
+                    SELECT event_id, payload_hash, payload FROM events
                     WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM b) AND (SELECT max(occurred_at) FROM b)
                       AND event_id IN (SELECT event_id FROM b)
-                ) e USING (event_id, payload_hash)
+                ) e ON b.event_id = e.event_id AND (b.payload_hash = e.payload_hash OR {SAME_FACT_SQL})
                 ORDER BY {BATCH_ORDER}
                 RETURNING {summaries.INSERTED_EVENT_COLUMNS}"""
         ).to_arrow_table()
@@ -781,12 +795,13 @@ class Store:
         return self.con.sql(
             """INSERT INTO events BY NAME
                SELECT b.* FROM event_rows_batch b ANTI JOIN (
-                   SELECT event_id, payload_hash FROM events
+                   SELECT event_id, payload_hash, payload FROM events
                    WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM event_rows_batch)
                                          AND (SELECT max(occurred_at) FROM event_rows_batch)
                      AND event_id IN (SELECT event_id FROM event_rows_batch)
-               ) e USING (event_id, payload_hash)
-               ORDER BY """
+               ) e ON b.event_id = e.event_id AND (b.payload_hash = e.payload_hash OR """
+            + SAME_FACT_SQL
+            + ") ORDER BY "
             + BATCH_ORDER
             + " RETURNING "
             + summaries.INSERTED_EVENT_COLUMNS

@@ -191,3 +191,22 @@ def test_arrow_rows_store_the_same_rows_as_the_staged_json_path(tmp_path: Path) 
         stored = con.execute("SELECT payload::VARCHAR, payload_hash FROM events ORDER BY arrival").fetchall()
     assert [p.encode() for p, _ in stored] == lines  # the canonical bytes, as they were hashed
     assert [h for _, h in stored] == [hashlib.md5(raw).hexdigest() for raw in lines]
+
+
+def test_an_unchained_copy_of_a_stored_chained_event_is_not_stored_again_but_other_content_is(
+    tmp_path: Path,
+) -> None:
+    from schemas.chain import Chainer
+    from schemas.codec import decode
+
+    chainer = Chainer()
+    events = [decode(raw) for raw in _events()]
+    chained = [chainer.stamp_encoded(e)[1] or encode(e) for e in events]
+    bare = [encode(e.model_copy(update={"prev_hash": None, "hash": None})) for e in events]
+    relinked = [encode(e.model_copy(update={"prev_hash": "ab" * 32, "hash": "cd" * 32})) for e in events]
+    other = events[1].model_copy(update={"actor": events[1].actor.model_copy(update={"id": "D-OTHER"}), "hash": None})
+    with Store(tmp_path / "s.duckdb") as s:
+        assert s.write_batch(list(enumerate(chained, 1))).events == len(events)
+        assert s.write_batch(list(enumerate(bare, 100))).events == 0  # the same facts, sent unchained
+        assert s.write_batch(list(enumerate(relinked, 200))).events == len(events)  # another chain: not copies
+        assert s.write_batch([(300, encode(other))]).events == 1  # the same ID, other content: kept beside
