@@ -789,19 +789,20 @@ class Store:
 
     def _insert_event_rows(self, rows: pa.Table) -> pa.Table:
         self.con.register("event_rows_batch", rows)
-        # The rows are distinct already (the builder leaves out in-batch copies), so no window
+        # No SAME_FACT_SQL here: the audit skips copies itself (streams.seen) and stamps a re-audited
+        # file's events as before; comparing would read the stored payloads of the batch's time
+        # span on every batch. The rows are distinct already (the builder leaves out in-batch copies), so no window
         # over the batch: only the stored events of the batch's time span can be copies (the
         # payload hash covers occurred_at), which the zone maps find without a full scan.
         return self.con.sql(
             """INSERT INTO events BY NAME
                SELECT b.* FROM event_rows_batch b ANTI JOIN (
-                   SELECT event_id, payload_hash, payload FROM events
+                   SELECT event_id, payload_hash FROM events
                    WHERE occurred_at BETWEEN (SELECT min(occurred_at) FROM event_rows_batch)
                                          AND (SELECT max(occurred_at) FROM event_rows_batch)
                      AND event_id IN (SELECT event_id FROM event_rows_batch)
-               ) e ON b.event_id = e.event_id AND (b.payload_hash = e.payload_hash OR """
-            + SAME_FACT_SQL
-            + ") ORDER BY "
+               ) e USING (event_id, payload_hash)
+               ORDER BY """
             + BATCH_ORDER
             + " RETURNING "
             + summaries.INSERTED_EVENT_COLUMNS
