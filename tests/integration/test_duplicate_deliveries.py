@@ -15,6 +15,7 @@ from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
 from dealtrail.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
+from projections.event_rows import EventRowsFile, read_event_rows
 from projections.store import Store
 from schemas.codec import decode, encode
 from streams.seen import SeenIndex
@@ -167,8 +168,12 @@ def test_reaudit_skips_exact_copies_a_store_holds_from_before_they_were_skipped(
         ]
         # the same events stored again with other chain stamps, as an unhashed file sent twice
         # was stored before: unchained copies, after the whole trail
-        copies = [encode(decode(p).model_copy(update={"prev_hash": None, "hash": None})) for p in payloads]
-        assert store.write_batch([(10**9 + i, c) for i, c in enumerate(copies)]).events == len(copies)
+        copies = [decode(p).model_copy(update={"prev_hash": None, "hash": None}) for p in payloads]
+        rows = EventRowsFile(tmp_path / "copies.arrow")
+        for i, copy in enumerate(copies):
+            rows.add(10**9 + i, copy, encode(copy))
+        rows.close()
+        assert store.write_batch((), event_rows=read_event_rows(rows.path)).events == len(copies)
         result = reaudit(store, workers=1)
     assert result.duplicates == len(copies)
     assert result.no_change, result.diff
