@@ -61,6 +61,13 @@ WORKER_GC_THRESHOLD = (20_000, 20, 20)
 20,000 events and freed no object, and about 800 times per 200,000 events, walking every held
 table state each time (about 2.5 us/event); at these thresholds it ran 24 times (1 us/event).
 Memory is freed by reference counting as before."""
+DEAD_LETTER_BATCH = 2_000
+"""Dead letters an audit worker holds at most before it hands them to the writer (which writes
+them to the dead-letter file and the store at once), whatever the events in between: the audit's
+memory does not grow with the rejected lines (a held dead letter keeps its raw line)."""
+DEAD_LETTER_BATCH_BYTES = 4 * 1024 * 1024
+"""Raw bytes of held dead letters at which they are handed over before :data:`DEAD_LETTER_BATCH`
+(a too-large line's dead letter keeps 256 KiB of it)."""
 WORKER_POLL_SECONDS = 1.0
 """How often (seconds) the writer checks that the workers it waits for are still alive."""
 
@@ -295,6 +302,8 @@ def scan(
     the tables' snapshots (:class:`Snapshots`). With ``limits``, an implausible event
     (rulebook 10.3.4, :func:`streams.engine.check_plausible`) is dead-lettered before it is
     chained, so the chain and the table's state go on as if it had not arrived.
+    Rejected lines are handed over as they come, at most :data:`DEAD_LETTER_BATCH` at once,
+    whatever the events in between.
 
     Each table's events pass through its reorder window (:mod:`streams.engine.reorder`,
     bounds ``reorder``) before they are stamped, applied and staged: they are applied in seq
@@ -315,13 +324,14 @@ def scan(
     unfit: dict[str, str] = {}  # table -> why none of its stored states fits: its events are refused
     resumed = 0
     dead: list[dict[str, Any]] = []
+    dead_bytes = 0  # raw bytes held in ``dead``
     staged = 0
     batch_no = 0
     lines = events = bytes_read = 0
     out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
     def flush(final: bool) -> None:
-        nonlocal out, staged, batch_no, lines, events, bytes_read, dead
+        nonlocal out, staged, batch_no, lines, events, bytes_read, dead, dead_bytes
         out.close()
         states = []
         if final:
@@ -358,11 +368,36 @@ def scan(
         if not out.rows:
             out.path.unlink(missing_ok=True)
         auditor.findings, auditor.rounds, dead = [], [], []
+        dead_bytes = 0
         auditor.duplicates = 0
         staged = lines = events = bytes_read = 0
         batch_no += 1
         if not final:
             out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
+
+    def reject(record: dict[str, Any]) -> None:
+        """Hold one dead letter; hand the held ones over once there are enough of them."""
+        nonlocal dead, dead_bytes, lines, bytes_read
+        dead.append(record)
+        dead_bytes += len(record.get("raw") or record.get("raw_base64") or "")
+        if len(dead) < DEAD_LETTER_BATCH and dead_bytes < DEAD_LETTER_BATCH_BYTES:
+            return
+        # only the dead letters (and the lines read so far): the events staged go on to the
+        # end of their batch, so a flood of bad lines does not cut the events' transactions short
+        emit(
+            Batch(
+                shard=shard,
+                events_file=None,
+                findings=[],
+                rounds=[],
+                dead=dead,
+                bytes_read=bytes_read,
+                lines=lines,
+                events=0,
+            )
+        )
+        dead, dead_bytes = [], 0
+        lines = bytes_read = 0
 
     windows: Reorder[tuple[int, bytes, ev.DealingEvent]] = Reorder(reorder)
     seen = SeenIndex(stage_dir)  # every applied event's copy key, to skip exact copies however far back
@@ -398,11 +433,11 @@ def scan(
             if snaps is not None:
                 snaps.seen(event, before, after, found)
         except (DecodeError, EventRejected) as exc:
-            dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+            reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
             return
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
-            dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
+            reject(dead_letter_record(source, line_no, "engine_error", detail, raw))
             return
         finally:
             st = auditor.states.get(event.table_id)
@@ -432,7 +467,7 @@ def scan(
                         continue
                 lines += 1
                 if line.too_large:
-                    dead.append(too_large_record(source, line, max_record_bytes))
+                    reject(too_large_record(source, line, max_record_bytes))
                     continue
                 try:
                     event = decode(raw)
@@ -452,11 +487,11 @@ def scan(
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
                 except (DecodeError, EventRejected) as exc:
-                    dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                    reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                     continue
                 except Exception as exc:
                     detail = f"{type(exc).__name__}: {exc}"[:500]
-                    dead.append(dead_letter_record(source, line_no, "engine_error", detail, raw))
+                    reject(dead_letter_record(source, line_no, "engine_error", detail, raw))
                     continue
                 window = windows.windows.get(event.table_id)
                 if window is None:
@@ -466,7 +501,7 @@ def scan(
                     try:
                         check_plausible(window.last, event, limits)
                     except EventRejected as exc:
-                        dead.append(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                        reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
                         continue
                 for held in window.push(event.seq, event.occurred_at, (line_no, raw, event)):
                     release(*held)

@@ -613,7 +613,9 @@ class Store:
                        SELECT b.* FROM (
                            SELECT source, position, reason, detail, raw, md5(raw) AS raw_hash FROM dead_batch
                            QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw)) = 1) b
-                       ANTI JOIN dead_letters d USING (source, position, raw_hash)"""
+                       ANTI JOIN (SELECT source, position, raw_hash FROM dead_letters
+                                  WHERE position IN (SELECT position FROM dead_batch)) d
+                       USING (source, position, raw_hash)"""
                 )
             if table_states:
                 states = pa.Table.from_pylist(list(table_states), schema=STATES_SCHEMA)

@@ -1,0 +1,112 @@
+"""A flood of rejected lines (issue 32 item 3): the audit's memory stays bounded, whatever the
+count, and every rejected line is still one dead-letter row with its line number and reason.
+
+Bounded is shown without timing: the Python memory an audit worker holds (tracemalloc's peak)
+over 10,000 and over 100,000 rejected lines is the same within a small margin. The peak
+resident memory of a whole run against a clean run is measured by ``bench/bench_rejected.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dealtrail.audit import Batch, audit_file, scan
+from dealtrail.simulator.run import write_simulation
+from projections.store import Store
+from streams.engine import Plausibility
+
+LIMITS = Plausibility(max_seq_jump=100_000, max_clock_skew=timedelta(hours=1))
+REASONS = ("malformed_json", "schema_error", "schema_error")  # what the three kinds of bad line give
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """A 2-table, 0.2-hour simulated shift: its lines."""
+    path = tmp_path_factory.mktemp("flood") / "shift.jsonl"
+    write_simulation(path, tables=2, hours=0.2, seed=3, error_rate=0.1, duplicate_rate=0.0)
+    return path.read_bytes().splitlines()
+
+
+def bad_line(n: int, template: dict[str, object]) -> bytes:
+    """The ``n``-th rejected line, one of three kinds in turn: not JSON, JSON that is no event,
+    an event with a bad field."""
+    kind = n % 3
+    if kind == 0:
+        return b"this is no JSON %d" % n
+    if kind == 1:
+        return b'{"note": "a heartbeat, not an event", "n": %d}' % n
+    return json.dumps({**template, "event_id": f"BAD{n:012d}", "seq": f"x{n}"}).encode()
+
+
+def flooded(folder: Path, good: list[bytes], bad: int) -> Path:
+    """The good lines with ``bad`` rejected lines after the first half of them."""
+    template = json.loads(good[len(good) // 2])
+    half = len(good) // 2
+    path = folder / f"flood-{bad}.jsonl"
+    with path.open("wb") as fh:
+        fh.writelines(line + b"\n" for line in good[:half])
+        fh.writelines(bad_line(n, template) + b"\n" for n in range(bad))
+        fh.writelines(line + b"\n" for line in good[half:])
+    return path
+
+
+def worker_peak(path: Path, stage: Path) -> tuple[int, int, int]:
+    """Scan ``path`` as an audit worker does, handing each batch to a writer that keeps nothing:
+    (tracemalloc peak in bytes, dead letters handed over, the most in one batch)."""
+    handed = most = 0
+
+    def emit(batch: Batch) -> None:
+        nonlocal handed, most
+        handed += len(batch.dead)
+        most = max(most, len(batch.dead))
+        if batch.events_file is not None:
+            batch.events_file.unlink()
+
+    stage.mkdir()
+    tracemalloc.start()
+    try:
+        scan(path, 0, 1, stage, 50_000, emit, limits=LIMITS)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, handed, most
+
+
+def test_a_workers_memory_does_not_grow_with_the_rejected_lines(good: list[bytes], tmp_path: Path) -> None:
+    few = flooded(tmp_path, good, 10_000)
+    many = flooded(tmp_path, good, 100_000)
+    peak_few, handed_few, _ = worker_peak(few, tmp_path / "few")
+    peak_many, handed_many, most = worker_peak(many, tmp_path / "many")
+    assert (handed_few, handed_many) == (10_000, 100_000)
+    assert most < 10_000  # handed over as they come, not held to the end of the batch
+    # ten times the rejected lines, the same memory (a held dead letter costs over 1 KB: holding
+    # them all would add about 100 MB here)
+    assert peak_many < peak_few * 1.2 + 2 * 1024 * 1024, (peak_few, peak_many)
+
+
+def test_every_rejected_line_of_a_flood_is_one_dead_letter_row(good: list[bytes], tmp_path: Path) -> None:
+    path = flooded(tmp_path, good, 30_000)
+    dead = io.StringIO()
+    rows_at_progress: list[int] = []
+    with Store(tmp_path / "store.duckdb") as store:
+        summary = audit_file(
+            path, store, dead, progress=lambda _n: rows_at_progress.append(dead.getvalue().count("\n")), limits=LIMITS
+        )
+        stored = store.con.execute("SELECT reason, count(*) FROM dead_letters GROUP BY ALL").fetchall()
+        events = store.con.execute("SELECT count(*) FROM events").fetchone()
+    rows = [json.loads(x) for x in dead.getvalue().splitlines()]
+    half = len(good) // 2
+    assert [r["line"] for r in rows] == list(range(half + 1, half + 30_001))
+    assert [r["reason"] for r in rows] == [REASONS[n % 3] for n in range(30_000)]
+    assert summary.dead_letters == {"malformed_json": 10_000, "schema_error": 20_000}
+    assert dict(stored) == {"malformed_json": 10_000, "schema_error": 20_000}
+    assert events == (len(good),)
+    assert summary.events == len(good)
+    # the file received them batch by batch while the audit went on, not all at its end
+    assert len([n for n in rows_at_progress if 0 < n < 30_000]) >= 2, rows_at_progress
