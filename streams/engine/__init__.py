@@ -2,7 +2,7 @@
 per game and the rule catalogue. No I/O, no clock, no randomness (checked by a test)."""
 
 from streams.engine.catalog import RULEBOOK_REVISION, RULES, RULES_BY_ID, Remedy, Rule
-from streams.engine.engine import EventRejected, Plausibility, apply, check_plausible, fold
+from streams.engine.engine import EventRejected, Plausibility, apply, check_plausible, check_recorded, fold
 from streams.engine.state import RoundState, TableState
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "TableState",
     "apply",
     "check_plausible",
+    "check_recorded",
     "fold",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from schemas import events as ev
 from schemas.base import Envelope, Game
@@ -105,6 +105,34 @@ def check_plausible(last_seq: int | None, event: Envelope, limits: Plausibility)
             "implausible_clock_skew",
             f"occurred_at {event.occurred_at.isoformat()} is {skew} after its recorded_at "
             f"{event.recorded_at.isoformat()} (at most {limits.max_clock_skew}: DEALTRAIL_MAX_CLOCK_SKEW)",
+        )
+
+
+def check_recorded(event: Envelope, now: datetime, limits: Plausibility) -> None:
+    """Refuse a record stamped later than the intake that received it can have seen it.
+
+    No capture system records an event after the moment it reaches dealtrail: an event whose
+    ``recorded_at`` is more than ``max_clock_skew`` after the intake's own clock (a wrong clock,
+    a year typed wrong) cannot be true, and stored it would move the store's newest event past
+    every open period, making their reports final (issue 32). The intake (the audit, the
+    publisher, the worker, the projector) reads its clock at the edge and passes it here: the
+    engine reads none. An old file audited later is fine: only a time after ``now`` counts.
+
+    Args:
+        event: the event as received.
+        now: the intake's clock (timezone-aware), read by the caller.
+        limits: the limits in force (``max_clock_skew``).
+
+    Raises:
+        EventRejected: ``recorded_in_future`` (``recorded_at`` more than ``max_clock_skew``
+            after ``now``); the event is to be dead-lettered before it is chained or applied.
+    """
+    ahead = event.recorded_at - now
+    if ahead > limits.max_clock_skew:
+        raise EventRejected(
+            "recorded_in_future",
+            f"recorded_at {event.recorded_at.isoformat()} is {ahead} after this intake's clock "
+            f"({now.isoformat()}; at most {limits.max_clock_skew}: DEALTRAIL_MAX_CLOCK_SKEW)",
         )
 
 
