@@ -231,6 +231,7 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
     from dealtrail.simulator.floor import FloorSpec
     from projections.private import make_private_dirs, write_private_text
     from projections.store import Store
+    from streams.clock import FixedClock
 
     db = folder / "store.duckdb"
     if db.exists() and not rebuild:
@@ -281,6 +282,8 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
             snapshot_every=settings.snapshot_every,
             limits=settings.plausibility,
             reorder=settings.reorder.limits,
+            # audited as if just after the history was dealt: its second half may lie after today
+            clock=FixedClock(spec.start + timedelta(hours=spec.hours + 1)),
         )
     audit_s = time.monotonic() - t1
     log(f"{spec.label}: audited {summary.events:,} events in {audit_s:,.0f} s ({summary.events / audit_s:,.0f}/s)")

@@ -41,6 +41,7 @@ from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.findings import Finding
 from schemas.lines import IntakeCheck, Line, NotEventsError, read_lines
+from streams.clock import IntakeClock, utc_now
 from streams.engine import EventRejected, Plausibility, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.engine import RECALLED
@@ -280,6 +281,7 @@ def scan(
     reorder: ReorderLimits = WINDOW,
     arrival: int = 0,
     limits: Plausibility | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> None:
     """Audit the lines of ``path`` owned by ``shard`` and hand over batches through ``emit``.
 
@@ -301,7 +303,9 @@ def scan(
     of every table seen, to be stored for the next file. With ``snapshot_every``, batches carry
     the tables' snapshots (:class:`Snapshots`). With ``limits``, an implausible event
     (rulebook 10.3.4, :func:`streams.engine.check_plausible`) is dead-lettered before it is
-    chained, so the chain and the table's state go on as if it had not arrived.
+    chained, so the chain and the table's state go on as if it had not arrived; so is, with
+    ``limits``, an event recorded more than ``max_clock_skew`` after ``clock`` (the intake's
+    clock, timezone-aware: :class:`streams.clock.IntakeClock`), as ``recorded_in_future``.
     Rejected lines are handed over as they come, at most :data:`DEAD_LETTER_BATCH` at once,
     whatever the events in between.
 
@@ -318,6 +322,7 @@ def scan(
     """
     source = str(path)
     auditor = Auditor(limits)
+    intake = IntakeClock(limits, clock) if limits is not None else None
     snaps = Snapshots(snapshot_every) if snapshot_every else None
     chainer = Chainer() if chain else None
     first_seq: dict[str, int] = {}  # table -> seq of its first valid event in the file
@@ -497,8 +502,9 @@ def scan(
                 if window is None:
                     st0 = auditor.states.get(event.table_id)
                     window = windows.window(event.table_id, st0.last_seq if st0 is not None else None)
-                if limits is not None:  # judged on arrival: a seq far ahead must not wait in the window
-                    try:
+                if limits is not None and intake is not None:  # judged on arrival: a seq far ahead
+                    try:  # must not wait in the window, nor a time that cannot be true
+                        intake.check(event)
                         check_plausible(window.last, event, limits)
                     except EventRejected as exc:
                         reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
@@ -557,6 +563,7 @@ def _worker(
     reorder: ReorderLimits = WINDOW,
     arrival: int = 0,
     limits: Plausibility | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> None:
     parent = mp.parent_process()
     gc.freeze()  # what the imports made is kept for the process's life: no collection walks it again
@@ -607,6 +614,7 @@ def _worker(
             reorder,
             arrival,
             limits,
+            clock,
         )
     except NotEventsError as exc:
         send(("refused", shard, str(exc)))
@@ -645,6 +653,7 @@ def audit_file(
     snapshot_every: int | None = None,
     reorder: ReorderLimits = WINDOW,
     limits: Plausibility | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> AuditSummary:
     """Audit one JSON Lines event file into ``store``.
 
@@ -673,7 +682,13 @@ def audit_file(
             are applied in seq order within it (see :func:`scan`).
         limits: the plausibility limits of rulebook 10.3.4 (``settings.plausibility``): an
             event beyond them is dead-lettered with its reason (``implausible_seq_jump``,
-            ``implausible_clock_skew``) and leaves its table as it was; None checks none.
+            ``implausible_clock_skew``, and ``recorded_in_future``: see ``clock``) and leaves
+            its table as it was; None checks none.
+        clock: this intake's clock (timezone-aware UTC; the system clock by default; picklable,
+            it is passed to the worker processes: :class:`streams.clock.FixedClock` for a fixed
+            time). With ``limits``, an event recorded more than ``max_clock_skew`` after it is
+            dead-lettered as ``recorded_in_future`` before it is chained or applied; an old
+            file audited later is not affected.
 
     Returns:
         The run's :class:`AuditSummary`.
@@ -744,6 +759,7 @@ def audit_file(
                 reorder,
                 arrival,
                 limits,
+                clock,
             )
         else:
             _parallel(
@@ -759,6 +775,7 @@ def audit_file(
                 reorder,
                 arrival,
                 limits,
+                clock,
             )
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
@@ -778,6 +795,7 @@ def _parallel(
     reorder: ReorderLimits = WINDOW,
     arrival: int = 0,
     limits: Plausibility | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -799,6 +817,7 @@ def _parallel(
                 reorder,
                 arrival,
                 limits,
+                clock,
             ),
             daemon=True,
         )

@@ -522,10 +522,17 @@ def judge_status(
         grace: how far past ``end`` the newest stored event must be for the report to be final
             however many tables have not yet dealt past the end (event time).
 
+    Only stored events count, and the store holds only events that passed the intake's clock
+    check (``recorded_in_future``: :func:`streams.engine.check_recorded`): an event stamped in
+    2099 never reaches it, so it cannot make an open period final.
+
     Returns:
         ``{"status": "final" | "provisional", "reason": text, "waiting_for": [table IDs that
         dealt in the period with no event at or after its end yet], "newest_event": ISO time
-        or None}``; None when ``end`` is None.
+        or None, "final_on": [{"table_id", "seq", "event_id", "occurred_at"} of each table's
+        last stored event that made the report final: every table that dealt in the period,
+        or the tables whose last event is past the end + grace; empty when provisional]}``;
+        None when ``end`` is None.
     """
     if end is None:
         return None
@@ -543,12 +550,18 @@ def judge_status(
         {"start": start or FAR_PAST, "end": end},
     ).fetchall()[0][0]
     grace_text = f"{grace.total_seconds() / 60:g} min"
-    if newest is not None and newest >= end + grace:
-        status, reason = FINAL, f"the newest stored event ({iso_utc(newest)}) is past the period's end + {grace_text}"
-        if dealt and not waiting:
-            reason = "every table that dealt in the period has an event at or after its end"
-    elif dealt and not waiting:
-        status, reason = FINAL, "every table that dealt in the period has an event at or after its end"
+    by_tables = bool(dealt and not waiting)
+    final_on: list[dict[str, Any]] = []
+    if by_tables or (newest is not None and newest >= end + grace):
+        final_on = _last_events(con, start, end, grace, by_tables)
+    named = "; made final by the last events of " + ", ".join(
+        f"{t['table_id']} (seq {t['seq']}, {t['occurred_at']})" for t in final_on
+    )
+    if by_tables:
+        status, reason = FINAL, "every table that dealt in the period has an event at or after its end" + named
+    elif newest is not None and newest >= end + grace:
+        status = FINAL
+        reason = f"the newest stored event ({iso_utc(newest)}) is past the period's end + {grace_text}" + named
     else:
         status = PROVISIONAL
         reason = (
@@ -561,7 +574,29 @@ def judge_status(
         "reason": reason,
         "waiting_for": waiting,
         "newest_event": iso_utc(newest) if newest is not None else None,
+        "final_on": final_on,
     }
+
+
+def _last_events(
+    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime, grace: timedelta, by_tables: bool
+) -> list[dict[str, Any]]:
+    """The last stored event of each table that makes the report of [start, end) final (see
+    :func:`judge_status`): every table that dealt in the period (``by_tables``), else each
+    table whose last event is at or after ``end + grace``; by table ID."""
+    rows = con.execute(
+        """WITH last AS (SELECT table_id, seq, event_id, occurred_at FROM events
+                         QUALIFY row_number() OVER (PARTITION BY table_id ORDER BY occurred_at DESC, seq DESC) = 1)
+           SELECT table_id, seq, event_id, occurred_at FROM last
+           WHERE CASE WHEN $by_tables
+                      THEN table_id IN (SELECT table_id FROM events WHERE occurred_at >= $start AND occurred_at < $end)
+                      ELSE occurred_at >= $after END
+           ORDER BY table_id""",
+        {"start": start or FAR_PAST, "end": end, "after": end + grace, "by_tables": by_tables},
+    ).fetchall()
+    return [
+        {"table_id": str(t), "seq": int(seq), "event_id": str(e), "occurred_at": iso_utc(at)} for t, seq, e, at in rows
+    ]
 
 
 def coverage(
@@ -724,7 +759,8 @@ def write_report(
 
     ``summary.json`` holds the figures of :func:`build_summary` and a ``report`` section:
     ``status`` (``final``, ``provisional`` or None when not judged), ``status_reason``,
-    ``waiting_for`` (tables without an event past the period's end yet), ``as_of``,
+    ``waiting_for`` (tables without an event past the period's end yet), ``final_on`` (the
+    tables' last events that made it final), ``as_of``,
     ``revision``, ``coverage`` (:func:`coverage`) and ``digest`` (:func:`report_digest`).
 
     Raises:
@@ -815,6 +851,7 @@ def write_report(
         "status": status,
         "status_reason": judged["reason"] if judged else None,
         "waiting_for": judged["waiting_for"] if judged else [],
+        "final_on": judged["final_on"] if judged else [],
         "as_of": iso_utc(as_of) if as_of is not None else None,
         "revision": revision,
         "coverage": covered,
