@@ -36,6 +36,7 @@ from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
 from schemas.staff import STAFF_ADAPTER, StaffMemberRecorded
+from streams.clock import IntakeClock, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import client_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
@@ -570,14 +571,20 @@ class Heads:
     implausible event (and dead-letters it), so the projector must not store it either.
 
     The seq limit is judged against the table's highest stored seq (read from the store once
-    per table, then followed batch by batch), as the worker judges it against its state's.
+    per table, then followed batch by batch), as the worker judges it against its state's. An
+    event recorded more than ``max_clock_skew`` after the projector's clock is not stored either
+    (the worker dead-letters it as ``recorded_in_future``): it cannot be true, and stored it
+    would make every open period's report final. The two clocks are read apart, so an event
+    stamped within seconds of that bound may be judged apart by them, never one from 2099.
 
     Args:
         limits: the resolved ``settings.plausibility``.
+        clock: the projector's clock (timezone-aware; the system clock by default).
     """
 
-    def __init__(self, limits: Plausibility) -> None:
+    def __init__(self, limits: Plausibility, clock: Callable[[], datetime] = utc_now) -> None:
         self.limits = limits
+        self.intake = IntakeClock(limits, clock)
         self.last: dict[str, int | None] = {}
 
     def admits(self, store: Store, event: Any) -> bool:
@@ -588,6 +595,7 @@ class Heads:
             self.last[table] = None if row is None or row[0] is None else int(row[0])
         last = self.last[table]
         try:
+            self.intake.check(event)
             check_plausible(last, event, self.limits)
         except EventRejected:
             return False

@@ -35,6 +35,7 @@ from pydantic import TypeAdapter
 from schemas import events as ev
 from schemas.codec import DecodeError, decode, encode
 from schemas.snapshots import TableSnapshot
+from streams.clock import IntakeClock, utc_now
 from streams.engine import EventRejected, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.reorder import TableWindow
@@ -369,11 +370,14 @@ def _app_class() -> type[faust.App]:
     return WorkerApp
 
 
-def create_app(settings: Settings) -> faust.App:
+def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> faust.App:
     """Build the Faust application of the dealtrail worker.
 
     Args:
         settings: cluster, namespace (topic names, application ID) and worker tuning.
+        clock: the worker's clock (timezone-aware; the system clock by default): an event
+            recorded more than ``max_clock_skew`` after it is dead-lettered as
+            ``recorded_in_future`` when it is taken, before the engine sees it.
 
     Returns:
         The app, with the ``audit`` agent and the ``table-states`` table registered.
@@ -427,6 +431,7 @@ def create_app(settings: Settings) -> faust.App:
     duplicates = [0]  # duplicate deliveries skipped by this process (logged with each state write)
     reported = [0]
     limits = settings.plausibility  # rulebook 10.3.4: an implausible event is dead-lettered, the table stays as it was
+    intake = IntakeClock(limits, clock)  # and one recorded after this worker's clock (recorded_in_future)
 
     async def decoded(msg: Any, raw: bytes) -> ev.DealingEvent | None:
         """The event in a message (a Faust message or a re-read record), or None after sending
@@ -593,6 +598,7 @@ def create_app(settings: Settings) -> faust.App:
         last_taken[key] = partition_taken[msg.partition] = time.monotonic()
         table_partition[key] = msg.partition
         try:  # judged on arrival (rulebook 10.3.4): a seq far ahead must not wait in the window
+            intake.check(dealing)
             check_plausible(window.last, dealing, limits)
         except EventRejected as exc:
             position = f"{msg.topic}[{msg.partition}]@{msg.offset}"

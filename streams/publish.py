@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from schemas.chain import Chainer, E
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.events import DealingEvent
 from schemas.lines import RAW_KEEP, read_lines
+from streams.clock import IntakeClock, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.engine.reorder import ReorderLimits, TableWindow
 from streams.kafka import client_config, create_topics, partition_for, read_range, unreachable_errors
@@ -345,13 +347,16 @@ class Publisher:
             event beyond them goes to the dead-letter topic with its reason instead of being
             chained (a seq far ahead would become its table's chain head, and every later event
             would link to it); the seq limit needs the chain's head, so without ``chain`` only
-            the worker checks it. None checks none.
+            the worker checks it. With limits, an event recorded more than ``max_clock_skew``
+            after ``clock`` is rejected as ``recorded_in_future`` before anything else is done
+            with it (:class:`streams.clock.IntakeClock`). None checks none.
         reorder: the bounds of a per-table reorder window (rulebook 10.1.2, the ``reorder``
             settings) that events pass through before they are chained, so that a file whose
             events come out of seq order within a table is stamped in seq order, as the audit
             stamps it (the chain then links each event to the one the engine applies before it);
             what the windows hold is sent by :meth:`release_held` at the end of the input.
             None (or no ``chain``): every event is sent in arrival order.
+        clock: the publisher's clock (timezone-aware; the system clock by default).
 
     Raises:
         kafka.errors.NoBrokersAvailable: the cluster cannot be reached.
@@ -365,11 +370,13 @@ class Publisher:
         chain: bool = True,
         limits: Plausibility | None = None,
         reorder: ReorderLimits | None = None,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         from kafka import KafkaProducer
 
         self.topics = topics
         self.limits = limits
+        self.intake = IntakeClock(limits, clock) if limits is not None else None
         self.reorder = reorder
         self.windows: dict[str, TableWindow[tuple[bytes, DealingEvent, str, str]]] = {}
         self.failed: list[tuple[str, str]] = []
@@ -439,6 +446,13 @@ class Publisher:
             self.reject(raw, exc.reason, exc.detail, source, position)
             summary.rejected[exc.reason] += 1
             return
+        if self.intake is not None:  # a time that cannot be true is refused before it is chained
+            try:
+                self.intake.check(event)
+            except EventRejected as exc:
+                self.reject(raw, exc.reason, exc.detail, source, position)
+                summary.rejected[exc.reason] += 1
+                return
         if self.reorder is None or self.keeper is None:
             self._publish(raw, event, source, position, summary)
             return
