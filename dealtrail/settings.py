@@ -499,7 +499,10 @@ class Settings(BaseSettings):
         max_clock_skew: an event whose ``occurred_at`` is more than this after its own
             ``recorded_at`` is refused, dead-lettered as ``implausible_clock_skew``
             (``DEALTRAIL_MAX_CLOCK_SKEW``, seconds or an ISO 8601 duration such as ``PT1H``,
-            default 1 hour; rulebook 10.3.4). The time between two events is never a limit.
+            default 1 hour; rulebook 10.3.4). The time between two events is never a limit. An
+            event whose ``recorded_at`` is more than this after the intake's own clock (the
+            audit's, the publisher's, the worker's, the projector's) is refused too, dead-lettered
+            as ``recorded_in_future``.
         remedy_window: how long after its round ended an owed remedy is awaited (event time;
             ``DEALTRAIL_REMEDY_WINDOW``, seconds or an ISO 8601 duration such as ``PT24H``,
             default 24 hours; rulebook 10.3.5). The obligation then leaves the table's state and

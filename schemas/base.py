@@ -156,7 +156,8 @@ class Envelope(Frozen):
         occurred_at: when it happened at the table (timezone-aware; its UTC instant within the
             years 2000 to 2100, else a schema error: rulebook 10.3.4).
         recorded_at: when the capture system recorded it (timezone-aware, same range); the
-            engine refuses an ``occurred_at`` more than ``max_clock_skew`` after it.
+            engine refuses an ``occurred_at`` more than ``max_clock_skew`` after it, and every
+            intake refuses a ``recorded_at`` more than ``max_clock_skew`` after its own clock.
         source: capture channel; actor: who did it.
         schema_version: version of this event type's schema: :data:`SCHEMA_VERSION` for events
             made now; a decoded event keeps the version it was written with (1 if omitted).
