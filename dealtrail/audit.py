@@ -704,6 +704,11 @@ def audit_file(
     summary = AuditSummary(workers=shards)
     stage_dir = Path(tempfile.mkdtemp(prefix="dealtrail-audit-"))
 
+    # a file whose source the store holds no dead letter of: its dead letters are appended
+    # without a look at the stored ones (see Store.write_batch)
+    held = store.con.execute("SELECT count(*) FROM dead_letters WHERE source = ?", [str(path)]).fetchone()
+    new_source = held is not None and held[0] == 0
+
     def write(batch: Batch) -> None:
         written, refused = store.write_batch_isolating(
             raw_events=(),
@@ -713,6 +718,7 @@ def audit_file(
             table_states=batch.states,
             snapshots=batch.snapshots,
             event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
+            dead_letters_new=new_source,
         )
         summary.written.add(written)
         if refused:  # rows the store could not hold: dead letters, and the run goes on

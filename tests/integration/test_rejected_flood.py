@@ -100,6 +100,8 @@ def test_every_rejected_line_of_a_flood_is_one_dead_letter_row(good: list[bytes]
         )
         stored = store.con.execute("SELECT reason, count(*) FROM dead_letters GROUP BY ALL").fetchall()
         events = store.con.execute("SELECT count(*) FROM events").fetchone()
+        again = audit_file(path, store, io.StringIO(), limits=LIMITS)  # the same file again: nothing twice
+        stored_again = store.con.execute("SELECT count(*) FROM dead_letters").fetchone()
     rows = [json.loads(x) for x in dead.getvalue().splitlines()]
     half = len(good) // 2
     assert [r["line"] for r in rows] == list(range(half + 1, half + 30_001))
@@ -107,6 +109,7 @@ def test_every_rejected_line_of_a_flood_is_one_dead_letter_row(good: list[bytes]
     assert summary.dead_letters == {"malformed_json": 10_000, "schema_error": 20_000}
     assert dict(stored) == {"malformed_json": 10_000, "schema_error": 20_000}
     assert events == (len(good),)
+    assert sum(again.dead_letters.values()) == 30_000 and stored_again == (30_000,)
     assert summary.events == len(good)
     # the file received them batch by batch while the audit went on, not all at its end
     assert len([n for n in rows_at_progress if 0 < n < 30_000]) >= 2, rows_at_progress
