@@ -12,6 +12,8 @@ from typing import Any
 
 import duckdb
 
+from schemas.reviews import identity_key
+
 
 def user(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
     """The user's current row (name, role, password_hash, active, changed_at), or None."""
@@ -20,6 +22,26 @@ def user(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
     if not rows:
         return None
     return dict(zip([d[0] for d in cur.description], rows[0], strict=True))
+
+
+def same_person(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    """The names of the users (any state) who are the same person as ``name``: equal in
+    :func:`schemas.reviews.identity_key` form (``Rita`` for ``rita``), ``name`` itself included
+    if it is a user; by name."""
+    key = identity_key(name)
+    rows = con.execute("SELECT name FROM dim_users ORDER BY name").fetchall()
+    return [str(r[0]) for r in rows if identity_key(str(r[0])) == key]
+
+
+def twins(con: duckdb.DuckDBPyConnection) -> list[list[str]]:
+    """The groups of users whose names are one person (equal in :func:`schemas.reviews.identity_key`
+    form: ``rita``, ``Rita``, ``RITA``), each by name, in the order of their key. A store written
+    before names were unique in that form may hold them; an admin resolves them (deactivates all
+    but one)."""
+    groups: dict[str, list[str]] = {}
+    for (name,) in con.execute("SELECT name FROM dim_users ORDER BY name").fetchall():
+        groups.setdefault(identity_key(str(name)), []).append(str(name))
+    return [names for _, names in sorted(groups.items()) if len(names) > 1]
 
 
 def users(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

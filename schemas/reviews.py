@@ -12,6 +12,7 @@ Pure: only the standard library and pydantic. The console stamps ``review_id`` a
 
 from __future__ import annotations
 
+import unicodedata
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -21,6 +22,21 @@ from schemas.base import Frozen, Identifier
 
 UserName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")]
 """A console user's name (letters, digits and ``._@-``)."""
+
+
+def identity_key(name: str) -> str:
+    """The form in which two user names are one person: Unicode NFKC, case-folded, NFKC again
+    (Unicode's NFKC_Casefold, so that ``rita``, ``Rita``, ``RITA`` and the full-width ``ｒｉｔａ``
+    are one key). User names are unique in this form; the sign-in lock and four eyes compare it.
+
+    Args:
+        name: a user name as typed or stored (any text).
+
+    Returns:
+        The normalised key (never empty for a non-empty name).
+    """
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
 
 Note = Annotated[str, StringConstraints(max_length=4000)]
 """Free text a reviewer writes (escaped wherever it is shown)."""

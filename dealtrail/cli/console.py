@@ -263,8 +263,46 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
     return _NotifyLoop(notifier, every)
 
 
-users_app = typer.Typer(help="Console users and API tokens (stored hashed in the store).", no_args_is_help=True)
+users_app = typer.Typer(help="Console users and API tokens (stored hashed in the store).")
 app.add_typer(users_app, name="users")
+
+
+@users_app.callback(invoke_without_command=True)
+def users_main(
+    ctx: typer.Context,
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """Without a command: list the users, and the twins an older store may hold (see ``users list``)."""
+    if ctx.invoked_subcommand is None:
+        users_list(db)
+
+
+@users_app.command("list")
+def users_list(db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None) -> None:
+    """List the users (name, role, state) and, first, any names that are one person (``rita``
+    and ``RITA`` in a store from before names were unique in case-folded form): exit code 3 while
+    such twins remain, for an admin to resolve (deactivate all but one of each)."""
+    from projections import access
+    from projections.store import connect_read_only
+
+    settings = load()
+    db = db or settings.db
+    import duckdb
+
+    try:
+        con = connect_read_only(db)
+    except (OSError, ValueError, duckdb.Error) as exc:
+        raise _fail(str(exc), code=2) from None
+    try:
+        rows, twins = access.users(con), access.twins(con)
+    finally:
+        con.close()
+    for group in twins:
+        print(f"twins (one person, several users; deactivate all but one): {', '.join(group)}")
+    for u in rows:
+        print(f"{u['name']}\t{u['role']}\t{'active' if u['active'] else 'deactivated'}")
+    if twins:
+        raise typer.Exit(3)
 
 
 @users_app.command("add")

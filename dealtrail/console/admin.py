@@ -57,6 +57,7 @@ def router(console: Console) -> APIRouter:
     ) -> HTMLResponse:
         """The admin page: every user and token, a new token shown once, the outcome of a change;
         ``failed`` (op, name, role, error) puts a refusal beside the form it came from."""
+        twins = access.twins(con)
         return render(
             request,
             "admin.html.j2",
@@ -69,6 +70,8 @@ def router(console: Console) -> APIRouter:
             message=None if failed else message,
             failed=failed or {},
             locked=console.guard.locked(config.clock()),
+            twins=twins,
+            twinned={n: [o for o in group if o != n] for group in twins for n in group},
         )
 
     @routes.get("/admin/users", include_in_schema=False)

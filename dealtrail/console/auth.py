@@ -54,7 +54,8 @@ def add_user(
 
     Args:
         con: the store's writer connection.
-        name: the user's name (letters, digits, ``._@-``; 1 to 64 characters).
+        name: the user's name (letters, digits, ``._@-``; 1 to 64 characters), unique in its
+            :func:`schemas.reviews.identity_key` form (``Rita`` is refused beside ``rita``).
         role: viewer, reviewer, manager or admin.
         password: at least :data:`MIN_PASSWORD` characters (never stored, only its hash).
         at: when (timezone-aware).
@@ -64,7 +65,8 @@ def add_user(
         True if the user is new, False if an existing user was changed.
 
     Raises:
-        AccessError: bad name, role or password.
+        AccessError: bad name, role or password; a new name equal to an existing user's in
+            :func:`schemas.reviews.identity_key` form.
     """
     from pydantic import TypeAdapter, ValidationError
 
@@ -79,6 +81,12 @@ def add_user(
     if len(password) < MIN_PASSWORD:
         raise AccessError(f"the password must have at least {MIN_PASSWORD} characters")
     new = access.user(con, name) is None
+    others = [n for n in access.same_person(con, name) if n != name]
+    if new and others:
+        raise AccessError(
+            f"{name!r} is the same name as the user {others[0]!r} (names that differ only in case or "
+            "character form are one person): change that user instead"
+        )
     access.put_user(con, name, role, hash_password(password), True, at, by)
     return new
 

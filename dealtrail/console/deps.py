@@ -43,6 +43,7 @@ from schemas.reviews import (
     FindingDispositionProposed,
     FindingRejected,
     FindingReopened,
+    identity_key,
 )
 from streams.engine import Plausibility
 
@@ -569,7 +570,7 @@ class Console:
         last = decisions[-1] if decisions else None  # acknowledgements and assignments leave a proposal pending
         if last is None or last["type"] != "FindingDispositionProposed":
             raise HTTPException(409, f"no proposed disposition of this finding waits for approval to {body.action}")
-        if last["user_name"] == user.name:
+        if identity_key(str(last["user_name"])) == identity_key(user.name):  # rita and Rita are one person
             raise HTTPException(403, f"you proposed this disposition: another manager must {body.action} it")
         if body.action == "approve":
             return FindingApproved.model_validate({**common, "proposal_id": last["review_id"], "cause": last["cause"]})

@@ -13,12 +13,14 @@ lock, so sessions survive a restart of either with the store (a restart with a n
 ``session_secret`` signs everyone out, as before).
 
 Sign-in throttle. Failures are counted per account (the name typed, known or not, so that the
-answer tells nothing about which names exist) and per client address, in the console's process.
+answer tells nothing about which names exist, in its ``identity_key`` form: ``rita``, ``RITA`` and
+``ｒｉｔａ`` are one count) and per client address, in the console's process.
 After ``slow_after`` consecutive failures each further attempt must wait (doubling from
 ``delay``, at most ``max_delay``): one that comes sooner is answered 429 with ``Retry-After``
 without checking the password, and no worker sleeps. After ``lock_after`` consecutive failures
 of an account it is locked for ``lock_for``: every attempt, with the right password too, is
-answered 429 until the lock ends or an admin unlocks it. A success resets the account's count.
+answered 429 until the lock ends or an admin unlocks it. A success resets the account's count
+(unless an old store holds twins of the name: then only an unlock or the lock's end does).
 The counts are rebuilt from the access log when the console starts (:meth:`LoginGuard.replay`), so
 a restart neither forgets a lock nor ignores an unlock made by ``dealtrail users unlock`` while
 the console was stopped.
@@ -43,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from projections import access_log
+from projections import access, access_log
 from schemas.access import AccessEntry, Outcome, clean_name
+from schemas.reviews import identity_key
 
 if TYPE_CHECKING:
     import duckdb
@@ -118,7 +121,7 @@ class LoginGuard:
 
     @staticmethod
     def _keys(name: str, client: str) -> tuple[str, str]:
-        return "user:" + name.casefold(), "addr:" + client
+        return "user:" + identity_key(name), "addr:" + client
 
     def _wait(self, c: _Count) -> timedelta:
         over = c.failures - self.policy.slow_after
@@ -168,11 +171,21 @@ class LoginGuard:
                     locked = True
             return locked
 
-    def succeeded(self, name: str, client: str) -> None:
-        """A right password: the account's count (and the address's) starts again."""
+    def succeeded(self, name: str, client: str, reset_account: bool = True) -> None:
+        """A right password: the account's count (and the address's) starts again.
+
+        Args:
+            name: the name signed in with.
+            client: the client's address.
+            reset_account: False keeps the account's count (a name with twins in an old store:
+                ``rita`` and ``RITA`` share one count, and a sign-in of one must not clear the
+                failures of the other).
+        """
         with self._lock:
-            for key in self._keys(name, client):
-                self._counts.pop(key, None)
+            account, addr = self._keys(name, client)
+            self._counts.pop(addr, None)
+            if reset_account:
+                self._counts.pop(account, None)
 
     def unlock(self, name: str) -> bool:
         """End an account's lock and count (an admin's unlock); True if it was locked."""
@@ -202,11 +215,12 @@ class LoginGuard:
         """Rebuild the counts from the access log's recent sign-in entries (at start)."""
         start = now - self.policy.lock_for - self.policy.max_delay - timedelta(days=1)
         kinds = ("login_failed", "login_succeeded", "user_unlocked")
+        shared = {identity_key(names[0]) for names in access.twins(con)}
         for e in access_log.since(con, start, kinds):
             if e.kind == "login_failed" and e.outcome == "refused":
                 self.failed(e.user, e.client, e.at)
             elif e.kind == "login_succeeded":
-                self.succeeded(e.user, e.client)
+                self.succeeded(e.user, e.client, reset_account=identity_key(e.user) not in shared)
             elif e.kind == "user_unlocked":
                 self.unlock(e.detail or e.user)
 
