@@ -79,19 +79,66 @@ def put_user(
     ).fetchall()
 
 
-def put_token(con: duckdb.DuckDBPyConnection, token_hash: str, user_name: str, active: bool, at: datetime) -> None:
-    """Append a token revision (a new token, or its revocation with ``active=False``)."""
-    con.execute("INSERT INTO api_tokens VALUES (?, ?, ?, ?)", [token_hash, user_name, active, at]).fetchall()
+def put_token(
+    con: duckdb.DuckDBPyConnection, token_hash: str, user_name: str, active: bool, at: datetime, by: str
+) -> None:
+    """Append a token revision (a new token, or its revocation with ``active=False``).
+
+    Args:
+        con: the store's writer connection.
+        token_hash: the token's SHA-256 (hex).
+        user_name: the user the token acts as.
+        active: True for a new token, False for its revocation.
+        at: when (timezone-aware).
+        by: who wrote the row: for a new token its issuer (the user, for themselves), for a
+            revocation who revoked it.
+    """
+    con.execute(
+        "INSERT INTO api_tokens (token_hash, user_name, active, changed_at, changed_by) VALUES (?, ?, ?, ?, ?)",
+        [token_hash, user_name, active, at, by],
+    ).fetchall()
 
 
 def token_user(con: duckdb.DuckDBPyConnection, token_hash: str) -> dict[str, Any] | None:
-    """The active user (name, role) an active token belongs to, or None."""
+    """The active user an active token belongs to, or None.
+
+    Returns:
+        ``name``, ``role`` and ``issued_by``: who made the token (:func:`token_issuer`; None when
+        no record says).
+    """
     rows = con.execute(
         """SELECT u.name, u.role FROM dim_api_tokens t JOIN dim_users u ON u.name = t.user_name
            WHERE t.token_hash = ? AND t.active AND u.active""",
         [token_hash],
     ).fetchall()
-    return {"name": rows[0][0], "role": rows[0][1]} if rows else None
+    if not rows:
+        return None
+    return {"name": rows[0][0], "role": rows[0][1], "issued_by": token_issuer(con, token_hash)}
+
+
+def token_issuer(con: duckdb.DuckDBPyConnection, token_hash: str) -> str | None:
+    """Who made a token: its first row's ``changed_by``; for a token made before that was stored,
+    the user of its ``token_issued`` access-log entry (an admin's name, or ``cli``); None if
+    neither says."""
+    rows = con.execute(
+        "SELECT changed_by FROM api_tokens WHERE token_hash = ? ORDER BY changed_at, rowid LIMIT 1", [token_hash]
+    ).fetchall()
+    if rows and rows[0][0] is not None:
+        return str(rows[0][0])
+    logged = con.execute(
+        """SELECT user_name FROM access_log WHERE kind = 'token_issued' AND outcome = 'ok'
+           AND starts_with(detail, ?) ORDER BY seq LIMIT 1""",
+        [f"token {token_hash[:12]} of "],
+    ).fetchall()
+    return str(logged[0][0]) if logged else None
+
+
+def tokens_of(con: duckdb.DuckDBPyConnection, user_name: str) -> list[str]:
+    """The hashes of the user's active tokens."""
+    rows = con.execute(
+        "SELECT token_hash FROM dim_api_tokens WHERE user_name = ? AND active ORDER BY token_hash", [user_name]
+    ).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def tokens(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

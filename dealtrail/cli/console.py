@@ -6,7 +6,7 @@ import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -318,11 +318,11 @@ def users_add(
     db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
 ) -> None:
     """Add a user, or set an existing user's role and password (which removes the user's one-time
-    code: the user enrols again); the password is read from stdin."""
+    code, so that the user enrols again, and revokes the user's API tokens); the password is read
+    from stdin."""
     from datetime import UTC
 
-    from dealtrail.console.auth import AccessError, add_user
-    from projections import access_log
+    from dealtrail.console.auth import AccessError, add_user, password_reset_note
     from projections.store import Store
 
     settings = load()
@@ -335,28 +335,34 @@ def users_add(
             new = add_user(store.con, name, role, password, datetime.now(UTC))
         except AccessError as exc:
             raise _fail(str(exc)) from None
-        dropped = not new and access_log.drop_totp(store.con, name, datetime.now(UTC))  # a lost phone
-        detail = f"{name} as {role}" + ("; one-time code removed" if dropped else "")
-        _log(store, "user_added" if new else "password_reset", detail)
+        ended = "" if new else password_reset_note(store.con, name, datetime.now(UTC), "cli")  # a lost phone
+        _log(store, "user_added" if new else "password_reset", f"{name} as {role}{ended}")
     console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
 
 
 @users_app.command("token")
 def users_token(
-    name: Annotated[str, typer.Argument(help="The user the token acts for.")],
+    name: Annotated[str, typer.Argument(help="The user the token acts as (who types their password on stdin).")],
     db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
 ) -> None:
-    """Make an API token for a user; it is printed once, as the last word of the output."""
+    """Make an API token of a user, for themselves: the user's password is read from stdin (a token
+    acts only as the user who made it); it is printed once, as the last word of the output."""
     from datetime import UTC
 
-    from dealtrail.console.auth import AccessError, new_token
+    from dealtrail.console.auth import AccessError, new_token, verify_password
+    from projections import access
     from projections.store import Store
 
     settings = load()
     db = db or settings.db
+    password = sys.stdin.readline().rstrip("\r\n")
     store = _open_writer(db, settings, users=True)
     assert isinstance(store, Store)
     with store:
+        u = access.user(store.con, name)
+        if u is not None and u["active"] and not verify_password(u["password_hash"], password):
+            _log(store, "token_issued", f"refused for {name}: wrong password", outcome="refused")
+            raise _fail(f"wrong password of {name}: a token is made by its user, with their password", code=1)
         try:
             token = new_token(store.con, name, datetime.now(UTC))
         except AccessError as exc:
@@ -368,7 +374,7 @@ def users_token(
     print(f"API token for {name} (stored hashed; it cannot be shown again): {token}")
 
 
-def _log(store: object, kind: str, detail: str) -> None:
+def _log(store: object, kind: str, detail: str, outcome: Literal["ok", "refused"] = "ok") -> None:
     """Record a change made from the command line in the access log (user ``cli``)."""
     from ulid import ULID
 
@@ -376,7 +382,7 @@ def _log(store: object, kind: str, detail: str) -> None:
     from schemas.access import AccessEntry
 
     entry = AccessEntry(
-        entry_id=str(ULID()), at=datetime.now(UTC), user="cli", client="cli", kind=kind, outcome="ok", detail=detail
+        entry_id=str(ULID()), at=datetime.now(UTC), user="cli", client="cli", kind=kind, outcome=outcome, detail=detail
     )
     access_log.append(store.con, [entry])  # type: ignore[attr-defined]
 

@@ -1,12 +1,12 @@
-"""The admin page: users (add, role, password, deactivate, unlock) and their API tokens (make,
-revoke), for admins only; every change is written under the store's write lock and recorded in
-the access log. A refused change shows the page again with the reason beside its form and the
-typed name and role kept (never the password); no admin can deactivate or demote himself or the
-last active admin."""
+"""The admin page: users (add, role, password, deactivate, unlock) and API tokens (make, revoke),
+for admins only. An admin makes API tokens only for himself (a token acts only as the user who
+made it); a password reset ends the user's sessions and tokens. Every change is written under the
+store's write lock and recorded in the access log. A refused change shows the page again with the
+reason beside its form and the typed name and role kept (never the password); no admin can
+deactivate or demote himself or the last active admin."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 import duckdb
@@ -15,8 +15,9 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from projections import access, access_log, reviews
+from projections import access, reviews
 from projections.reviews import role_at_least
+from schemas.reviews import identity_key
 
 
 def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, current: dict[str, object]) -> None:
@@ -32,12 +33,6 @@ def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, cur
     admins = [u for u in access.users(con) if u["active"] and role_at_least(str(u["role"]), "admin")]
     if len(admins) <= 1:
         raise auth.AccessError(f"{name} is the last active admin: make another admin first")
-
-
-def _drop_totp(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
-    """A password reset removes the user's one-time code (a lost phone): the user enrols again.
-    Returns the words the access entry adds (empty if none was enrolled)."""
-    return "; one-time code removed" if access_log.drop_totp(con, name, at) else ""
 
 
 def router(console: Console) -> APIRouter:
@@ -111,7 +106,8 @@ def router(console: Console) -> APIRouter:
                     new = auth.add_user(store.con, name, role, password, now, by=user.name)
                     logged = ("user_added", user.name, f"{name} as {role}") if new else None
                     if not new:
-                        logged = ("password_reset", user.name, f"{name}, role {role}{_drop_totp(store.con, name, now)}")
+                        ended = auth.password_reset_note(store.con, name, now, user.name)
+                        logged = ("password_reset", user.name, f"{name}, role {role}{ended}")
                     message = f"user {name} saved with role {role}"
                 else:
                     current = access.user(store.con, name)
@@ -127,13 +123,17 @@ def router(console: Console) -> APIRouter:
                         message = f"{name} is now {role}"
                     elif op == "password":
                         auth.add_user(store.con, name, current["role"], password, now, by=user.name)
-                        logged = ("password_reset", user.name, name + _drop_totp(store.con, name, now))
+                        logged = (
+                            "password_reset",
+                            user.name,
+                            name + auth.password_reset_note(store.con, name, now, user.name),
+                        )
                         message = f"password of {name} reset"
                     elif op == "revoke":
                         held = [t for t in access.tokens(store.con) if t["token_hash"] == token_hash]
                         if not held or held[0]["user_name"] != name:
                             raise auth.AccessError(f"no active token {token_hash[:12]} of {name}")
-                        access.put_token(store.con, token_hash, name, False, now)
+                        access.put_token(store.con, token_hash, name, False, now, by=user.name)
                         logged = ("token_revoked", user.name, f"token {token_hash[:12]} of {name}")
                         message = f"token {token_hash[:12]} of {name} revoked: it no longer opens the API"
                     elif op == "deactivate":
@@ -144,7 +144,12 @@ def router(console: Console) -> APIRouter:
                         logged = ("user_deactivated", user.name, name)
                         message = f"{name} can no longer sign in or use a token"
                     else:
-                        token = auth.new_token(store.con, name, now)
+                        if identity_key(name) != identity_key(user.name):
+                            raise auth.AccessError(
+                                f"a token acts only as the user who made it: {name} makes their own "
+                                "(signed in, or with dealtrail users token and their password)"
+                            )
+                        token = auth.new_token(store.con, user.name, now)
                         logged = ("token_issued", user.name, f"token {auth.token_hash(token)[:12]} of {name}")
                         message = f"API token for {name} (shown once, copy it now)"
         except auth.AccessError as exc:

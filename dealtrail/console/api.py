@@ -140,7 +140,8 @@ def router(console: Console) -> APIRouter:
             403: {
                 "model": ErrorMessage,
                 "description": "A viewer's token (viewers do not review); an approval or rejection by a "
-                "reviewer, or by the manager who proposed the disposition (four eyes).",
+                "reviewer, by the manager who proposed the disposition, or with a token its user did not "
+                "make or the proposer made (four eyes are two people).",
             },
             404: {"model": ErrorMessage, "description": "No such finding."},
             409: {"model": ErrorMessage, "description": "Approve or reject with no proposed disposition pending."},
@@ -154,7 +155,7 @@ def router(console: Console) -> APIRouter:
         ``dispose`` with ``NOT_A_VIOLATION`` on a voiding or integrity finding is recorded as a
         proposal (``FindingDispositionProposed``, review status ``pending_approval``, still open);
         ``approve`` or ``reject`` (with a note) is a manager's decision on it, refused (403) to
-        its proposer and to a reviewer."""
+        its proposer, to a reviewer, and with a token its user did not make (or the proposer made)."""
         with console.review_refusals(user, body.action, f"finding {finding_id}"):
             if not user.can_review:
                 raise HTTPException(403, "a viewer cannot review findings")

@@ -92,7 +92,9 @@ def add_user(
 
 
 def new_token(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
-    """Make an API token for an active user; only its hash is stored.
+    """Make an API token of an active user, for themselves: it acts only as ``name`` and is
+    recorded as issued by ``name`` (the caller has made sure the user asked: a signed-in user on
+    the console, or the user's password on the command line). Only its hash is stored.
 
     Returns:
         The token (shown to the user once; it cannot be recovered).
@@ -104,5 +106,26 @@ def new_token(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
     if u is None or not u["active"]:
         raise AccessError(f"no active user {name!r} (add one with: dealtrail users add {name} --role ROLE)")
     token = "dt_" + secrets.token_urlsafe(32)
-    access.put_token(con, token_hash(token), name, True, at)
+    access.put_token(con, token_hash(token), name, True, at, by=name)
     return token
+
+
+def revoke_tokens(con: duckdb.DuckDBPyConnection, name: str, at: datetime, by: str) -> int:
+    """Revoke every active token of ``name`` (a password reset ends the user's tokens as it ends
+    the sessions); returns how many were revoked."""
+    held = access.tokens_of(con, name)
+    for digest in held:
+        access.put_token(con, digest, name, False, at, by=by)
+    return len(held)
+
+
+def password_reset_note(con: duckdb.DuckDBPyConnection, name: str, at: datetime, by: str) -> str:
+    """After a new password was set for an existing user: remove the one-time code (a lost phone)
+    and revoke the user's API tokens; the words the access entry adds (empty if neither)."""
+    from projections import access_log
+
+    words = "; one-time code removed" if access_log.drop_totp(con, name, at) else ""
+    revoked = revoke_tokens(con, name, at, by)
+    if revoked:
+        words += f"; {revoked} API token{'s' if revoked != 1 else ''} revoked"
+    return words

@@ -115,10 +115,28 @@ class LoginRequiredError(Exception):
 
 @dataclass(frozen=True)
 class User:
-    """The authenticated user of a request (name and role)."""
+    """The authenticated user of a request (name and role) and the credential used.
+
+    Attributes:
+        name: the user.
+        role: the user's role.
+        token: the first 12 hex digits of the API token's SHA-256; None for a session.
+        issued_by: who made that token (None: a session, or no record says); a token made by
+            someone else than its user (an admin, before tokens were each user's own) acts, but
+            does not approve or reject (four eyes are two people).
+    """
 
     name: str
     role: str
+    token: str | None = None
+    issued_by: str | None = None
+
+    @property
+    def credential(self) -> str:
+        """The credential in words, for the access log: ``session``, or ``token 0f3a... issued by max``."""
+        if self.token is None:
+            return "session"
+        return f"token {self.token} issued by {self.issued_by or 'an unrecorded issuer'}"
 
     @property
     def can_review(self) -> bool:
@@ -176,7 +194,7 @@ def _api_user(request: Request, con: Cursor) -> User:
                 found = None
             if found is not None:
                 request.state.user_name, request.state.user_role = found["name"], found["role"]
-                return User(found["name"], found["role"])
+                return User(found["name"], found["role"], digest[:12], found["issued_by"])
         raise HTTPException(401, "invalid, revoked or expired token", headers={"WWW-Authenticate": "Bearer"})
     u = _session_user(request, con)
     if u is None:
@@ -539,7 +557,12 @@ class Console:
         else:
             with self.write_lock:
                 reviews.append_review(self.store.con, event)
-        self.access.record("review", user.name, "ok", f"{event.type} of finding {finding_id} ({event.review_id})")
+        self.access.record(
+            "review",
+            user.name,
+            "ok",
+            f"{event.type} of finding {finding_id} ({event.review_id}) by {user.name} with {user.credential}",
+        )
         return event
 
     def _disposition(
@@ -570,8 +593,23 @@ class Console:
         last = decisions[-1] if decisions else None  # acknowledgements and assignments leave a proposal pending
         if last is None or last["type"] != "FindingDispositionProposed":
             raise HTTPException(409, f"no proposed disposition of this finding waits for approval to {body.action}")
-        if identity_key(str(last["user_name"])) == identity_key(user.name):  # rita and Rita are one person
+        proposer = identity_key(str(last["user_name"]))
+        if proposer == identity_key(user.name):  # rita and Rita are one person
             raise HTTPException(403, f"you proposed this disposition: another manager must {body.action} it")
+        if user.token is not None:  # the human behind a token is whoever made it
+            issuer = user.issued_by
+            if issuer is not None and identity_key(issuer) == proposer:
+                raise HTTPException(
+                    403,
+                    f"this token of {user.name} was issued by {issuer}, who proposed this disposition: "
+                    f"another manager must {body.action} it with their own credential",
+                )
+            if issuer is None or identity_key(issuer) != identity_key(user.name):
+                raise HTTPException(
+                    403,
+                    f"this token of {user.name} was issued by {issuer or 'someone not recorded'}, not by "
+                    f"{user.name}: to {body.action}, {user.name} signs in or uses a token of their own",
+                )
         if body.action == "approve":
             return FindingApproved.model_validate({**common, "proposal_id": last["review_id"], "cause": last["cause"]})
         if not body.note.strip():

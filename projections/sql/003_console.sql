@@ -31,9 +31,12 @@ CREATE TABLE IF NOT EXISTS console_users (
 
 -- Grain: one row per change of an API token (token_hash, changed_at); the latest row per token
 -- is in force. token_hash is the SHA-256 of the token (a random 256-bit secret), never the token.
+-- changed_by: who wrote the row (the first row's is the token's issuer: its user, who made it
+-- for themselves); NULL in rows written before it was recorded (the access log names the issuer).
 CREATE TABLE IF NOT EXISTS api_tokens (
     token_hash  VARCHAR NOT NULL,
     user_name   VARCHAR NOT NULL,
     active      BOOLEAN NOT NULL,
     changed_at  TIMESTAMPTZ NOT NULL
 );
+ALTER TABLE api_tokens ADD COLUMN IF NOT EXISTS changed_by VARCHAR;

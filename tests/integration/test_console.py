@@ -358,11 +358,11 @@ def test_admin_page_manages_users_and_only_an_admin_sees_it(client: TestClient, 
     )
     assert r.status_code == 200 and "user sam saved" in r.text
     r = client.post("/admin/users", data={"csrf": csrf, "op": "token", "name": "sam"})
-    new = re.search(r'<code id="new-token">([^<]+)</code>', r.text)
-    assert new
-    assert client.get("/api/v1/findings", headers={"Authorization": "Bearer " + new.group(1)}).status_code == 200
+    assert r.status_code == 422 and "a token acts only as the user who made it" in r.text  # sam makes his own
+    sam = auth.new_token(store.con, "sam", datetime.now(UTC))
+    assert client.get("/api/v1/findings", headers={"Authorization": "Bearer " + sam}).status_code == 200
     r = client.post("/admin/users", data={"csrf": csrf, "op": "deactivate", "name": "sam"})
-    assert client.get("/api/v1/findings", headers={"Authorization": "Bearer " + new.group(1)}).status_code == 401
+    assert client.get("/api/v1/findings", headers={"Authorization": "Bearer " + sam}).status_code == 401
     short = client.post(
         "/admin/users", data={"csrf": csrf, "op": "add", "name": "tom", "role": "viewer", "password": "short"}
     )
@@ -517,20 +517,21 @@ def test_users_commands_store_hashes_print_the_token_last_and_refuse_a_held_stor
     assert r.exit_code == 0, r.output
     r = runner.invoke(cli, ["users", "add", "x", "--role", "boss", "--db", str(db)], input="a long password\n")
     assert r.exit_code == 2 and "error:" in r.output and "Traceback" not in r.output
-    r = runner.invoke(cli, ["users", "token", "rita", "--db", str(db)])
+    r = runner.invoke(cli, ["users", "token", "rita", "--db", str(db)], input="a long password\n")
     assert r.exit_code == 0
     tok = r.output.split()[-1]
     assert tok.startswith("dt_") and len(tok) > 40
     with Store(db) as s:
-        assert access.token_user(s.con, auth.token_hash(tok)) == {"name": "rita", "role": "reviewer"}
+        found = access.token_user(s.con, auth.token_hash(tok))
+        assert found == {"name": "rita", "role": "reviewer", "issued_by": "rita"}
         text = (
             s.con.execute("SELECT * FROM api_tokens").fetchall().__repr__()
             + s.con.execute("SELECT * FROM console_users").fetchall().__repr__()
         )
         assert tok not in text and "a long password" not in text
-        held = runner.invoke(cli, ["users", "token", "rita", "--db", str(db)])
+        held = runner.invoke(cli, ["users", "token", "rita", "--db", str(db)], input="a long password\n")
         assert held.exit_code == 1 and "one writer per file" in held.output and "Traceback" not in held.output
-    r = runner.invoke(cli, ["users", "token", "nobody", "--db", str(db)])
+    r = runner.invoke(cli, ["users", "token", "nobody", "--db", str(db)], input="a long password\n")
     assert r.exit_code == 1 and "no active user" in r.output
 
 

@@ -21,6 +21,7 @@ from dealtrail.console.guard import SecurityPolicy
 from projections import access, access_log, reviews
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
+from schemas.access import AccessEntry
 from schemas.reviews import identity_key
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
@@ -200,11 +201,11 @@ FULL = {"corrective_action": "none needed", "note": "video shows the cut card"}
 
 @pytest.fixture()
 def shift(audited_shift: Path, tmp_path: Path) -> Iterator[Store]:
-    """The audited shift with an admin ``ada``, managers ``rita`` and ``max``."""
+    """The audited shift with admins ``ada`` and ``rita`` and a manager ``max``."""
     db = tmp_path / "shift.duckdb"
     shutil.copy(audited_shift, db)
     s = Store(db)
-    for name, role in (("ada", "admin"), ("rita", "manager"), ("max", "manager")):
+    for name, role in (("ada", "admin"), ("rita", "admin"), ("max", "manager")):
         auth.add_user(s.con, name, role, f"{name}-long-password", T0)
     yield s
     s.close()
@@ -236,3 +237,136 @@ def test_four_eyes_refuses_a_twin_of_the_proposer_in_an_old_store(shift: Store) 
     twin = bearer(auth.new_token(shift.con, "Rita", T0))
     r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=twin)
     assert r.status_code == 403 and "you proposed this disposition" in r.json()["detail"]
+
+
+# -- 2. four eyes at the level of people --------------------------------------------------------------
+
+
+def _propose(client: TestClient, store: Store, fid: str) -> None:
+    body = {"action": "dispose", "cause": "NOT_A_VIOLATION", **FULL}
+    r = client.post(f"/api/v1/findings/{fid}/reviews", json=body, headers=bearer(auth.new_token(store.con, "rita", T0)))
+    assert r.status_code == 201 and r.json()["type"] == "FindingDispositionProposed", r.text
+
+
+def shift_login(client: TestClient, name: str) -> str:
+    csrf = csrf_of(client.get("/login").text)
+    r = client.post("/login", data={"username": name, "password": f"{name}-long-password", "csrf": csrf, "next": "/"})
+    assert r.status_code == 200, r.text
+    return csrf_of(r.text)
+
+
+def test_the_token_trick_an_admin_cannot_mint_a_token_for_another_user_on_the_users_page(shift: Store) -> None:
+    client, fid = shift_client(shift), voiding_finding(shift)
+    _propose(client, shift, fid)
+    csrf = shift_login(client, "rita")
+    r = client.post("/admin/users", data={"csrf": csrf, "op": "token", "name": "max"})
+    assert r.status_code == 422 and "a token acts only as the user who made it" in r.text
+    assert 'id="new-token"' not in r.text and access.tokens_of(shift.con, "max") == []
+    assert log_rows(shift, kind="admin_token")[-1]["outcome"] == "refused"
+    own = client.post("/admin/users", data={"csrf": csrf, "op": "token", "name": "rita"})
+    assert own.status_code == 200 and 'id="new-token"' in own.text  # her own, for herself
+    page = client.get("/admin/users").text
+    assert page.count('value="token"') == 1  # the New API token button is on her own row only
+
+
+def test_the_token_trick_a_token_an_admin_made_for_another_user_cannot_approve_403_with_the_reason(
+    shift: Store,
+) -> None:
+    client, fid = shift_client(shift), voiding_finding(shift)
+    _propose(client, shift, fid)
+    minted = "dt_minted-by-rita-for-max-before-tokens-were-each-users-own"
+    access.put_token(shift.con, auth.token_hash(minted), "max", True, T0, by="rita")  # as an older console did
+    r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=bearer(minted))
+    assert r.status_code == 403
+    assert r.json()["detail"] == (
+        "this token of max was issued by rita, who proposed this disposition: "
+        "another manager must approve it with their own credential"
+    )
+    assert client.get(f"/api/v1/findings/{fid}", headers=bearer(minted)).json()["review_status"] == "pending_approval"
+    refused = log_rows(shift, kind="review")[-1]
+    assert (
+        refused["user_name"] == "max" and refused["outcome"] == "refused" and "issued by rita" in str(refused["detail"])
+    )
+
+
+def test_a_token_of_an_older_store_without_its_issuer_is_judged_by_the_access_logs_token_issued_entry(
+    shift: Store,
+) -> None:
+    client, fid = shift_client(shift), voiding_finding(shift)
+    _propose(client, shift, fid)
+    minted = "dt_minted-by-ada-for-max-in-an-older-store"
+    digest = auth.token_hash(minted)
+    shift.con.execute(
+        "INSERT INTO api_tokens (token_hash, user_name, active, changed_at) VALUES (?, 'max', true, ?)", [digest, T0]
+    )
+    access_log.append(
+        shift.con,
+        [
+            AccessEntry(
+                entry_id="01JD0000000000000000000000",
+                at=T0,
+                user="ada",
+                client="x",
+                kind="token_issued",
+                outcome="ok",
+                detail=f"token {digest[:12]} of max",
+            )
+        ],
+    )
+    assert access.token_issuer(shift.con, digest) == "ada"
+    r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=bearer(minted))
+    assert r.status_code == 403 and "issued by ada, not by max" in r.json()["detail"]
+    ok = client.get("/api/v1/findings?limit=1", headers=bearer(minted))
+    assert ok.status_code == 200  # it still reads as max: only the second pair of eyes needs max himself
+
+
+def test_an_approval_with_a_token_is_recorded_under_its_creator(shift: Store) -> None:
+    client, fid = shift_client(shift), voiding_finding(shift)
+    _propose(client, shift, fid)
+    own = auth.new_token(shift.con, "max", T0)
+    assert access.token_issuer(shift.con, auth.token_hash(own)) == "max"
+    r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=bearer(own))
+    assert r.status_code == 201 and r.json()["type"] == "FindingApproved" and r.json()["user"] == "max"
+    entry = log_rows(shift, kind="review")[-1]
+    assert entry["user_name"] == "max"
+    assert str(entry["detail"]).endswith(f"by max with token {auth.token_hash(own)[:12]} issued by max")
+
+
+def test_a_password_reset_ends_the_users_tokens_and_is_logged(store: Store, clock: Clock) -> None:
+    tokens = [auth.new_token(store.con, "rita", T0) for _ in range(2)]
+    client = app_for(store, clock)
+    assert client.get("/api/v1/findings?limit=1", headers=bearer(tokens[0])).status_code == 200
+    login(client, "ada")
+    r = admin_post(client, op="password", name="rita", password="rita-new-password")
+    assert r.status_code == 200  # type: ignore[attr-defined]
+    for t in tokens:
+        assert client.get("/api/v1/findings?limit=1", headers=bearer(t)).status_code == 401
+    assert log_rows(store, kind="password_reset")[-1]["detail"] == "rita; 2 API tokens revoked"
+
+
+def test_users_token_needs_the_users_own_password_and_users_add_of_an_existing_user_revokes_tokens(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "users.duckdb"
+    run = CliRunner().invoke
+    assert (
+        run(cli, ["users", "add", "max", "--role", "manager", "--db", str(db)], input="max-long-password\n").exit_code
+        == 0
+    )
+    r = run(cli, ["users", "token", "max", "--db", str(db)], input="an admin's guess\n")
+    assert r.exit_code == 1 and "wrong password of max" in r.output and "dt_" not in r.output
+    r = run(cli, ["users", "token", "max", "--db", str(db)], input="max-long-password\n")
+    assert r.exit_code == 0, r.output
+    token = r.output.split()[-1]
+    with Store(db) as s:
+        assert access.token_user(s.con, auth.token_hash(token)) == {
+            "name": "max",
+            "role": "manager",
+            "issued_by": "max",
+        }
+        assert [e["outcome"] for e in log_rows(s, kind="token_issued")] == ["refused", "ok"]
+    r = run(cli, ["users", "add", "max", "--role", "manager", "--db", str(db)], input="max-new-password\n")
+    assert r.exit_code == 0, r.output
+    with Store(db) as s:
+        assert access.token_user(s.con, auth.token_hash(token)) is None
+        assert log_rows(s, kind="password_reset")[-1]["detail"] == "max as manager; 1 API token revoked"

@@ -238,12 +238,12 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     assert f"Kafka at {bootstrap} (brokers: {bootstrap})" in topics.stdout, topics.stdout
 
     # 2. the first admin, as the README says: the users service's own command, password on stdin,
-    # then an API token for it (the last word of its output)
+    # then an API token for it (its password on stdin; the token is the last word of its output)
     users = services["users"]
     made = _run(users, user, data, bootstrap, service_argv(users, data, bootstrap), stdin="admin-long-password\n")
     assert made.returncode == 0 and "user admin added with role admin" in made.stdout, made.stdout + made.stderr
     token_argv = [*service_argv(users, data, bootstrap)[:2], "token", "admin"]
-    issued = _run(users, user, data, bootstrap, token_argv)
+    issued = _run(users, user, data, bootstrap, token_argv, stdin="admin-long-password\n")
     assert issued.returncode == 0, issued.stderr
     bearer = {"Authorization": "Bearer " + issued.stdout.split()[-1]}
 

@@ -117,7 +117,7 @@ def test_reviews_go_through_the_topic_and_new_findings_reach_the_floor_and_the_w
         assert made.returncode == 0, made.stderr
     tokens = {}
     for name in ("ada", "rita"):
-        out = dealtrail(env, "users", "token", name, "--db", str(db))
+        out = dealtrail(env, "users", "token", name, "--db", str(db), stdin=f"{name}-long-password\n")
         assert out.returncode == 0, out.stderr
         tokens[name] = {"Authorization": "Bearer " + out.stdout.split()[-1]}
 
@@ -146,7 +146,7 @@ def test_reviews_go_through_the_topic_and_new_findings_reach_the_floor_and_the_w
         assert api.get("/api/v1/findings").status_code == 401
 
         # while the projector holds the file, the user commands point to the admin page
-        held = dealtrail(env, "users", "token", "rita", "--db", str(db))
+        held = dealtrail(env, "users", "token", "rita", "--db", str(db), stdin="rita-long-password\n")
         assert held.returncode == 1 and "held by another process (the projector?)" in held.stderr, held.stderr
         assert "manage users on the console's admin page" in held.stderr
 
