@@ -20,19 +20,21 @@ from projections.reviews import role_at_least
 from schemas.reviews import identity_key
 
 
-def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, current: dict[str, object]) -> None:
+def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, role: str, active: bool) -> None:
     """Refuse taking the admin role (demotion, deactivation) from oneself or the last active admin.
 
     Raises:
-        auth.AccessError: the change would leave no active admin, or it is the admin's own.
+        auth.AccessError: the change would leave no active admin (:func:`auth.keep_an_admin`), or
+            it is the admin's own.
     """
-    if not (current["active"] and role_at_least(str(current["role"]), "admin")):
+    current = access.user(con, name)
+    if current is None or not (current["active"] and role_at_least(str(current["role"]), "admin")):
         return
-    if name == actor:
+    if active and role_at_least(role, "admin"):
+        return
+    if identity_key(name) == identity_key(actor):
         raise auth.AccessError("you cannot demote or deactivate yourself: ask another admin")
-    admins = [u for u in access.users(con) if u["active"] and role_at_least(str(u["role"]), "admin")]
-    if len(admins) <= 1:
-        raise auth.AccessError(f"{name} is the last active admin: make another admin first")
+    auth.keep_an_admin(con, name, role, active)
 
 
 def router(console: Console) -> APIRouter:
@@ -100,9 +102,7 @@ def router(console: Console) -> APIRouter:
                     logged = ("user_unlocked", user.name, name)
                     message = f"{name} unlocked" if was else f"{name} was not locked; its failure count is reset"
                 elif op == "add":
-                    existing = access.user(store.con, name)
-                    if existing is not None and not role_at_least(role, "admin"):
-                        _last_admin_guard(store.con, user.name, name, existing)
+                    _last_admin_guard(store.con, user.name, name, role, True)
                     new = auth.add_user(store.con, name, role, password, now, by=user.name)
                     logged = ("user_added", user.name, f"{name} as {role}") if new else None
                     if not new:
@@ -116,8 +116,7 @@ def router(console: Console) -> APIRouter:
                     if op == "role":
                         if role not in reviews.ROLES:
                             raise auth.AccessError(f"role must be one of {', '.join(reviews.ROLES)}")
-                        if not role_at_least(role, "admin"):
-                            _last_admin_guard(store.con, user.name, name, current)
+                        _last_admin_guard(store.con, user.name, name, role, bool(current["active"]))
                         access.put_user(store.con, name, role, None, bool(current["active"]), now, user.name)
                         logged = ("role_changed", user.name, f"{name}: {current['role']} -> {role}")
                         message = f"{name} is now {role}"
@@ -139,7 +138,7 @@ def router(console: Console) -> APIRouter:
                     elif op == "deactivate":
                         if name == user.name:
                             raise auth.AccessError("you cannot deactivate yourself")
-                        _last_admin_guard(store.con, user.name, name, current)
+                        _last_admin_guard(store.con, user.name, name, str(current["role"]), False)
                         access.put_user(store.con, name, current["role"], None, False, now, user.name)
                         logged = ("user_deactivated", user.name, name)
                         message = f"{name} can no longer sign in or use a token"

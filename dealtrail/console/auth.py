@@ -47,6 +47,28 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def keep_an_admin(con: duckdb.DuckDBPyConnection, name: str, role: str, active: bool) -> None:
+    """Refuse a change of user ``name`` to ``role`` and ``active`` that would leave the store
+    without an active admin: the demotion or deactivation of the last active admin, whichever
+    way it comes (console, ``dealtrail users add``). Admins are counted as people
+    (:func:`schemas.reviews.identity_key`: twins ``boss`` and ``Boss`` of an old store are one).
+
+    Raises:
+        AccessError: ``name`` is the last active admin and the change takes that away.
+    """
+    from schemas.reviews import identity_key
+
+    current = access.user(con, name)
+    if current is None or not (current["active"] and current["role"] == "admin"):
+        return
+    if active and role == "admin":
+        return
+    others = {identity_key(u["name"]) for u in access.users(con) if u["active"] and u["role"] == "admin"}
+    others.discard(identity_key(name))
+    if not others:
+        raise AccessError(f"{name} is the last active admin: make another admin first")
+
+
 def add_user(
     con: duckdb.DuckDBPyConnection, name: str, role: str, password: str, at: datetime, by: str = "cli"
 ) -> bool:
@@ -66,7 +88,8 @@ def add_user(
 
     Raises:
         AccessError: bad name, role or password; a new name equal to an existing user's in
-            :func:`schemas.reviews.identity_key` form.
+            :func:`schemas.reviews.identity_key` form; the demotion of the last active admin
+            (:func:`keep_an_admin`).
     """
     from pydantic import TypeAdapter, ValidationError
 
@@ -87,6 +110,7 @@ def add_user(
             f"{name!r} is the same name as the user {others[0]!r} (names that differ only in case or "
             "character form are one person): change that user instead"
         )
+    keep_an_admin(con, name, role, True)
     access.put_user(con, name, role, hash_password(password), True, at, by)
     return new
 

@@ -370,3 +370,92 @@ def test_users_token_needs_the_users_own_password_and_users_add_of_an_existing_u
     with Store(db) as s:
         assert access.token_user(s.con, auth.token_hash(token)) is None
         assert log_rows(s, kind="password_reset")[-1]["detail"] == "max as manager; 1 API token revoked"
+
+
+# -- 3. the last admin stays, whichever way --------------------------------------------------------------
+
+
+def test_users_add_on_the_command_line_cannot_demote_the_last_admin(tmp_path: Path) -> None:
+    db = tmp_path / "users.duckdb"
+    run = CliRunner().invoke
+    assert (
+        run(cli, ["users", "add", "boss", "--role", "admin", "--db", str(db)], input="boss-long-password\n").exit_code
+        == 0
+    )
+    r = run(cli, ["users", "add", "boss", "--role", "viewer", "--db", str(db)], input="boss-long-password\n")
+    assert r.exit_code == 2 and "boss is the last active admin: make another admin first" in r.output, r.output
+    with Store(db) as s:
+        assert [(u["name"], u["role"], u["active"]) for u in access.users(s.con)] == [("boss", "admin", True)]
+    assert (
+        run(cli, ["users", "add", "bea", "--role", "admin", "--db", str(db)], input="bea-long-password\n").exit_code
+        == 0
+    )
+    r = run(cli, ["users", "add", "boss", "--role", "viewer", "--db", str(db)], input="boss-long-password\n")
+    assert r.exit_code == 0, r.output  # another admin now: boss may step down
+
+
+def test_twins_of_an_old_store_count_as_one_admin(store: Store) -> None:
+    access.put_user(store.con, "ADA", "admin", auth.hash_password("ADA-admin-pass"), True, T0, "cli")
+    with pytest.raises(auth.AccessError, match="last active admin"):
+        auth.add_user(store.con, "ada", "viewer", "a-long-password", T0)
+
+
+def test_the_console_cannot_demote_or_deactivate_the_last_admin_through_add_role_or_deactivate(
+    store: Store, clock: Clock
+) -> None:
+    access.put_user(store.con, "bea", "admin", auth.hash_password("bea-admin-pass"), True, T0, "cli")
+    client = app_for(store, clock)
+    csrf = csrf_of(client.get("/login").text)
+    client.post("/login", data={"username": "bea", "password": "bea-admin-pass", "csrf": csrf})
+    assert admin_post(client, op="deactivate", name="ada").status_code == 200  # type: ignore[attr-defined]
+    access.put_user(store.con, "ada", "admin", None, True, T0 + timedelta(seconds=1), "cli")  # ada back, bea signs out
+    access.put_user(store.con, "bea", "viewer", None, True, T0 + timedelta(seconds=1), "cli")
+    login(client, "ada")
+    for data in (
+        {"op": "add", "name": "ada", "role": "viewer", "password": "a-long-password"},
+        {"op": "role", "name": "ada", "role": "viewer"},
+        {"op": "deactivate", "name": "ada"},
+    ):
+        r = admin_post(client, **data)
+        assert r.status_code == 422 and ("yourself" in r.text or "last active admin" in r.text)  # type: ignore[attr-defined]
+    assert [u["name"] for u in access.users(store.con) if u["role"] == "admin" and u["active"]] == ["ada"]
+
+
+def test_the_api_has_no_way_to_change_a_user(store: Store, clock: Clock) -> None:
+    """The JSON API changes findings' reviews only: no operation of it adds, changes or removes a
+    user, so it cannot remove the last admin (its only state-changing route is the review)."""
+    app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    paths = app.openapi()["paths"]
+    changing = sorted(
+        f"{method.upper()} {path}"
+        for path, operations in paths.items()
+        for method in operations
+        if method not in ("get", "head", "options")
+    )
+    assert [p for p in paths if not p.startswith("/api/")] == []
+    assert changing == ["POST /api/v1/findings/{finding_id}/reviews"]
+    token = auth.new_token(store.con, "ada", T0)
+    client = app_for(store, clock)
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        r = client.request(method, "/api/v1/users/ada", headers=bearer(token), json={"role": "viewer"})
+        assert r.status_code in (404, 405)
+    assert access.user(store.con, "ada") is not None and access.user(store.con, "ada")["role"] == "admin"  # type: ignore[index]
+
+
+def test_a_roster_import_leaves_the_console_users_and_their_admin_alone(tmp_path: Path) -> None:
+    """The staff roster (dealers, supervisors) is not the console's users: importing one that
+    names the only admin as a dealer changes no user."""
+    db = tmp_path / "roster.duckdb"
+    run = CliRunner().invoke
+    assert (
+        run(cli, ["users", "add", "boss", "--role", "admin", "--db", str(db)], input="boss-long-password\n").exit_code
+        == 0
+    )
+    roster = tmp_path / "staff.csv"
+    roster.write_text("staff_id,name,role\nboss,Boss Himself,dealer\nadmin,Ad Min,supervisor\n")
+    r = run(cli, ["staff", "import", str(roster), "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    roster.write_text("staff_id,name,role\nboss,Boss Himself,dealer\n")  # boss and admin off the roster
+    assert run(cli, ["staff", "import", str(roster), "--db", str(db)]).exit_code == 0
+    with Store(db) as s:
+        assert [(u["name"], u["role"], u["active"]) for u in access.users(s.con)] == [("boss", "admin", True)]
