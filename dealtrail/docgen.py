@@ -78,6 +78,9 @@ READERS: dict[str, tuple[str, ...]] = {
         for name in ("slow_after", "delay_seconds", "max_delay_seconds", "lock_after", "lock_minutes")
     },
     "security.trusted_proxies": ("serve", "project"),
+    # sign-report checks a signer's one-time code, which the key opens
+    "security.totp_key": ("serve", "project", "sign-report"),
+    "security.totp_key_file": ("serve", "project", "sign-report"),
     "notify": ("serve", "project"),
     "notify.console_url": (*REPORTERS, "serve"),
     "duckdb_memory_limit": WRITERS,

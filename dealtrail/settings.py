@@ -317,6 +317,13 @@ class SecuritySettings(BaseModel):
             ``X-Forwarded-Proto`` headers the console believes (the client address of the sign-in
             throttle and the access log is then the one the proxy names); empty (the default):
             none, the address is always the connection's peer, whatever a header says.
+        totp_key: the Fernet key (32 bytes, URL-safe base64: ``python -c "from
+            cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"``) that
+            encrypts the one-time-code secrets in the store; unset: the key file. Keep it apart
+            from the store and its backups: the store alone then does not give the secrets away.
+        totp_key_file: an owner-only file holding that key (made with a new key when absent; one
+            readable by group or others is refused); unset: ``<store>.totp.key`` beside the store.
+            Losing the key means every user enrols a one-time code again.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -331,6 +338,8 @@ class SecuritySettings(BaseModel):
     login_lock_minutes: float = Field(default=15, gt=0, le=7 * 24 * 60)
     totp_roles: list[str] = Field(default_factory=list)
     trusted_proxies: list[str] = Field(default_factory=list)
+    totp_key: SecretStr | None = None
+    totp_key_file: Path | None = None
 
 
 class NotifyRuleSettings(BaseModel):

@@ -269,9 +269,44 @@ def session(con: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, Any] |
 
 # -- one-time codes (TOTP) ------------------------------------------------------------------------
 
+SEALED = "fernet:"
+"""The prefix of a TOTP secret stored encrypted (``fernet:`` and a Fernet token of the secret). A
+stored secret without it is clear text, from a store written before secrets were encrypted;
+:func:`seal_clear_totp` encrypts those."""
 
-def totp_secret(con: duckdb.DuckDBPyConnection, user_name: str) -> str | None:
-    """The user's TOTP secret in force, or None (not enrolled)."""
+
+class TotpKeyError(ValueError):
+    """A stored one-time-code secret cannot be read: no key given, or not the key it was sealed with."""
+
+
+def seal(secret: str, key: bytes) -> str:
+    """``secret`` encrypted with the Fernet ``key`` (AES-128-CBC and HMAC-SHA256), as stored."""
+    from cryptography.fernet import Fernet
+
+    return SEALED + Fernet(key).encrypt(secret.encode()).decode()
+
+
+def unseal(stored: str, key: bytes | None) -> str:
+    """The secret of a stored value (clear text of an older store is returned as it is).
+
+    Raises:
+        TotpKeyError: the value is sealed and ``key`` is None or not the key it was sealed with.
+    """
+    if not stored.startswith(SEALED):
+        return stored
+    from cryptography.fernet import Fernet, InvalidToken
+
+    if key is None:
+        raise TotpKeyError(
+            "the one-time-code secrets are encrypted: their key is needed (DEALTRAIL_SECURITY__TOTP_KEY)"
+        )
+    try:
+        return Fernet(key).decrypt(stored.removeprefix(SEALED).encode()).decode()
+    except (InvalidToken, ValueError):
+        raise TotpKeyError("a one-time-code secret does not open with this key (another store's key?)") from None
+
+
+def _totp_stored(con: duckdb.DuckDBPyConnection, user_name: str) -> str | None:
     rows = con.execute(
         """SELECT secret, active FROM console_totp WHERE user_name = ?
            ORDER BY changed_at DESC, rowid DESC LIMIT 1""",
@@ -280,14 +315,52 @@ def totp_secret(con: duckdb.DuckDBPyConnection, user_name: str) -> str | None:
     return str(rows[0][0]) if rows and rows[0][1] and rows[0][0] else None
 
 
-def put_totp(con: duckdb.DuckDBPyConnection, user_name: str, secret: str | None, at: datetime) -> None:
-    """Enrol ``secret`` for the user (None: remove the enrolment); a new row either way."""
-    con.execute("INSERT INTO console_totp VALUES (?, ?, ?, ?)", [user_name, secret, secret is not None, at]).fetchall()
+def has_totp(con: duckdb.DuckDBPyConnection, user_name: str) -> bool:
+    """True if the user has a one-time code enrolled (no key needed)."""
+    return _totp_stored(con, user_name) is not None
+
+
+def totp_secret(con: duckdb.DuckDBPyConnection, user_name: str, key: bytes | None) -> str | None:
+    """The user's TOTP secret in force, decrypted with ``key``, or None (not enrolled).
+
+    Raises:
+        TotpKeyError: the secret is sealed and ``key`` does not open it.
+    """
+    stored = _totp_stored(con, user_name)
+    return None if stored is None else unseal(stored, key)
+
+
+def put_totp(con: duckdb.DuckDBPyConnection, user_name: str, secret: str | None, at: datetime, key: bytes) -> None:
+    """Enrol ``secret`` for the user, stored encrypted with the Fernet ``key`` (None: remove the
+    enrolment); a new row either way."""
+    stored = None if secret is None else seal(secret, key)
+    con.execute("INSERT INTO console_totp VALUES (?, ?, ?, ?)", [user_name, stored, secret is not None, at]).fetchall()
 
 
 def drop_totp(con: duckdb.DuckDBPyConnection, user_name: str, at: datetime) -> bool:
     """Remove the user's enrolment, if any (a password reset: a lost phone); True if there was one."""
-    if totp_secret(con, user_name) is None:
+    if not has_totp(con, user_name):
         return False
-    put_totp(con, user_name, None, at)
+    con.execute("INSERT INTO console_totp VALUES (?, NULL, false, ?)", [user_name, at]).fetchall()
     return True
+
+
+def seal_clear_totp(con: duckdb.DuckDBPyConnection, key: bytes) -> int:
+    """Encrypt every clear-text secret an older store holds, in place, in one transaction; returns
+    how many. The one rewrite of a stored row in dealtrail, on purpose: the row keeps its user,
+    time and meaning, only the form its secret is kept in changes; appending an encrypted row
+    instead would leave the clear secret in the store, readable by anyone with the file."""
+    rows = con.execute(
+        "SELECT rowid, secret FROM console_totp WHERE secret IS NOT NULL AND NOT starts_with(secret, ?)", [SEALED]
+    ).fetchall()
+    if not rows:
+        return 0
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for rowid, secret in rows:
+            con.execute("UPDATE console_totp SET secret = ? WHERE rowid = ?", [seal(str(secret), key), rowid])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return len(rows)

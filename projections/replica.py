@@ -7,7 +7,9 @@ and a plain file copy by a child process (with the write-ahead log, should the c
 any; a child, so that the writer's lock on the store stays: see :func:`_private_copy`) while it holds
 its write lock, so that no batch commits during the copy, then, without the lock, a small
 ``replica_meta`` table in the copy (when and from which store it was copied) and an
-``os.replace`` over the previous replica. A reader that has the old replica open keeps reading
+``os.replace`` over the previous replica. The copy holds no credential: sessions, one-time-code
+secrets, API tokens and password hashes are taken out before it replaces the previous one
+(:func:`strip_credentials`). A reader that has the old replica open keeps reading
 the old file (POSIX keeps its inode until it closes); a reader that opens the path gets either
 the old or the new copy, never half of one. The copy is owner-only, as the store is.
 
@@ -32,6 +34,10 @@ from typing import Any
 import duckdb
 
 from projections.private import make_private_dirs
+
+CREDENTIAL_TABLES = ("console_sessions", "console_totp", "api_tokens")
+"""The store's credential tables, which a replica does not hold (sessions, one-time-code secrets,
+API tokens); ``console_users`` keeps its names and roles without ``password_hash``."""
 
 META_TABLE = "replica_meta"
 """The table of a replica that says when and from which store it was copied (one row)."""
@@ -135,6 +141,7 @@ def write_replica(
     make_private_dirs(target.parent)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp_wal = tmp.with_name(tmp.name + ".wal")
+    clean = target.with_name(f".{target.name}.{os.getpid()}.clean.tmp")
     wal = source.with_name(source.name + ".wal")
     try:
         with lock if lock is not None else contextlib.nullcontext():
@@ -144,18 +151,68 @@ def write_replica(
                 _private_copy(wal, tmp_wal)
             copied_at = clock()
         locked = time.monotonic() - started
-        with duckdb.connect(str(tmp)) as r:  # replays a copied log, then checkpoints on close
-            r.execute("SET TimeZone = 'UTC'")
-            r.execute(f"CREATE OR REPLACE TABLE {META_TABLE} (copied_at TIMESTAMPTZ NOT NULL, source VARCHAR NOT NULL)")
-            r.execute(f"INSERT INTO {META_TABLE} VALUES (?, ?)", [copied_at, str(source.resolve())])
-            r.execute("CHECKPOINT")
-        tmp_wal.unlink(missing_ok=True)
-        os.replace(tmp, target)
-    except BaseException:
+        clean.unlink(missing_ok=True)
+        umask = os.umask(0o077)  # DuckDB makes the fresh file: owner-only from the start
+        try:
+            _copy_without_credentials(tmp, clean, copied_at, source)
+        finally:
+            os.umask(umask)
         tmp.unlink(missing_ok=True)
         tmp_wal.unlink(missing_ok=True)
+        clean.with_name(clean.name + ".wal").unlink(missing_ok=True)
+        clean.chmod(0o600)
+        os.replace(clean, target)
+    except BaseException:
+        for leftover in (tmp, tmp_wal, clean, clean.with_name(clean.name + ".wal")):
+            leftover.unlink(missing_ok=True)
         raise
     return ReplicaCopy(target, copied_at, locked, time.monotonic() - started, target.stat().st_size)
+
+
+def _copy_without_credentials(tmp: Path, clean: Path, copied_at: datetime, source: Path) -> None:
+    """Copy the store's copy ``tmp`` without its credentials (:func:`strip_credentials`) to the
+    new file ``clean``, with the ``replica_meta`` row."""
+    with duckdb.connect(str(tmp)) as r:  # replays a copied log, then checkpoints on close
+        r.execute("SET TimeZone = 'UTC'")
+        strip_credentials(r)
+        # a fresh file: the dropped credentials' blocks stay in the copied file's free space
+        r.execute("ATTACH ? AS replica_clean", [str(clean)])
+        source_db = r.execute("SELECT current_database()").fetchall()[0][0]
+        r.execute(f'COPY FROM DATABASE "{source_db}" TO replica_clean')
+        r.execute(
+            f"CREATE OR REPLACE TABLE replica_clean.{META_TABLE} "
+            "(copied_at TIMESTAMPTZ NOT NULL, source VARCHAR NOT NULL)"
+        )
+        r.execute(f"INSERT INTO replica_clean.{META_TABLE} VALUES (?, ?)", [copied_at, str(source.resolve())])
+        r.execute("DETACH replica_clean")
+
+
+def strip_credentials(con: duckdb.DuckDBPyConnection) -> None:
+    """Take the credentials out of a replica being made (open on ``con``): drop
+    :data:`CREDENTIAL_TABLES` and the view over the tokens, drop ``console_users.password_hash``
+    (:func:`write_replica` then copies what is left to a fresh file, so that the dropped rows do
+    not linger in the free blocks of the copied one). A replica is for reading
+    findings and events (a BI tool, a notebook): it must not give anyone a way to sign in or to
+    attack a password hash offline."""
+    con.execute("DROP VIEW IF EXISTS dim_api_tokens")
+    for table in CREDENTIAL_TABLES:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    columns = {
+        str(r[0])
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'console_users'"
+        ).fetchall()
+    }
+    if "password_hash" in columns:
+        con.execute("DROP VIEW IF EXISTS dim_users")
+        con.execute("ALTER TABLE console_users DROP COLUMN password_hash")
+        con.execute(
+            """CREATE VIEW dim_users AS
+               SELECT * EXCLUDE (rn) FROM (
+                   SELECT u.*, row_number() OVER (PARTITION BY name ORDER BY changed_at DESC, rowid DESC) AS rn
+                   FROM console_users u
+               ) WHERE rn = 1"""
+        )
 
 
 def _private_copy(src: Path, dst: Path) -> None:

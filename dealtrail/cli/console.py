@@ -71,12 +71,28 @@ def security_policy(settings: Settings) -> SecurityPolicy:
     )
 
 
+def totp_key(settings: Settings, db: Path) -> bytes:
+    """The key of the store's one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY``, else its
+    key file, else the one beside ``db``); a bad key or key file ends the command with one line."""
+    from dealtrail.console.totp import resolve_totp_key
+
+    sec = settings.security
+    try:
+        return resolve_totp_key(sec.totp_key.get_secret_value() if sec.totp_key else None, sec.totp_key_file, db)
+    except ValueError as exc:
+        raise _fail(str(exc), code=1) from None
+
+
 def _console_config(
-    settings: Settings, secure: bool = False, reports: Path | None = None, echo_access: bool = False
+    settings: Settings,
+    db: Path,
+    secure: bool = False,
+    reports: Path | None = None,
+    echo_access: bool = False,
 ) -> object:
-    """The console's resolved configuration (``ConsoleConfig``) from the settings; ``reports``
-    is the folder of scheduled reports to list when ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset
-    (a projector's own ``--reports``)."""
+    """The console's resolved configuration (``ConsoleConfig``) from the settings for the store
+    ``db``; ``reports`` is the folder of scheduled reports to list when
+    ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset (a projector's own ``--reports``)."""
     from dealtrail.console.app import ConsoleConfig, new_session_secret
     from dealtrail.console.deps import disposition_needs_of
     from dealtrail.video import VideoLinks
@@ -98,6 +114,7 @@ def _console_config(
         disposition_needs=disposition_needs_of(settings.review),
         report_max_listed=settings.reports.max_listed,
         archive=settings.archive.dir,
+        totp_key=totp_key(settings, db),
     )
 
 
@@ -159,7 +176,7 @@ def serve(
         raise _fail("--certfile and --keyfile go together")
     store = _open_writer(db, settings)
     assert isinstance(store, Store)
-    config = _console_config(settings, secure=certfile is not None, echo_access=True)
+    config = _console_config(settings, db, secure=certfile is not None, echo_access=True)
     assert isinstance(config, ConsoleConfig)
     scheme = "https" if certfile else "http"
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")

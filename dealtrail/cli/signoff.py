@@ -98,7 +98,12 @@ def sign_report(
             if locked:
                 _log(store, "login_locked", user, "locked", "failed sign-ins in a row (sign-report)")
             raise refuse(f"wrong password for {user!r}: not signed")
-        secret = access_log.totp_secret(store.con, str(found["name"]))
+        from dealtrail.cli.console import totp_key
+
+        try:
+            secret = access_log.totp_secret(store.con, str(found["name"]), totp_key(settings, db))
+        except access_log.TotpKeyError as exc:
+            raise refuse(f"the one-time code of {user!r} cannot be checked: {exc}") from None
         if secret is None and found["role"] in guard.policy.totp_roles:
             raise refuse(f"{user!r} must sign in with a one-time code: enrol one in the console first")
         if secret is not None and not code_ok(secret, _secret(f"one-time code of {user}"), time.time()):

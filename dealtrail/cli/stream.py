@@ -434,7 +434,7 @@ def _host_console(
     from streams.review_publish import ReviewPublisher, ReviewPublishError
 
     assert isinstance(store, Store)
-    config = _console_config(settings, reports=reports, echo_access=True)
+    config = _console_config(settings, db, reports=reports, echo_access=True)
     assert isinstance(config, ConsoleConfig)
     producer: list[ReviewPublisher | AccessPublisher] = []  # the review producer, then the access-log one
 

@@ -29,7 +29,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.settings import ReviewSettings
 from dealtrail.video import VideoLinks
-from projections import access, incidents, reviews, staff, summaries
+from projections import access, access_log, incidents, reviews, staff, summaries
 from projections.device_state import floor_device_states
 from projections.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
 from projections.store import Store
@@ -86,6 +86,9 @@ class ConsoleConfig:
             lists (``settings.reports.max_listed``); None: every one.
         archive: the folder of the store's archived months the Reports page's report reads
             (``settings.archive.dir``); None: the folder the store's manifest names.
+        totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
+            its key file, resolved); None: the key file beside the store, as the settings'
+            default (``dealtrail.console.totp.resolve_totp_key``).
     """
 
     review_due: ReviewDue
@@ -103,6 +106,7 @@ class ConsoleConfig:
     disposition_needs: DispositionNeeds = field(default_factory=lambda: disposition_needs_of(ReviewSettings()))
     report_max_listed: int | None = None
     archive: Path | None = None
+    totp_key: bytes | None = field(default=None, repr=False)
 
 
 class LoginRequiredError(Exception):
@@ -340,6 +344,13 @@ class Console:
         self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
         self.guard = guard.LoginGuard(config.security)
         self.codes = guard.OneTimeCodes()  # one-time codes used, and secrets being enrolled
+        from dealtrail.console.totp import resolve_totp_key
+
+        self.totp_key = config.totp_key or resolve_totp_key(None, None, store.path)
+        with write_lock:  # an older store's clear-text secrets: encrypted on the first start
+            sealed = access_log.seal_clear_totp(store.con, self.totp_key)
+        if sealed:
+            self.access.record("totp_sealed", "console", "ok", f"{sealed} one-time-code secrets encrypted at rest")
         with store.con.cursor() as cur:  # the sign-in counts as the access log left them (a restart)
             self.guard.replay(cur, config.clock())
 

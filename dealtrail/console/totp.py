@@ -8,12 +8,14 @@ way). From then on the sign-in form needs the code as well, and each code is goo
 not enrolled is sent here after the password (a session for enrolment only, ten minutes) and
 signed in once the code is right. A signed-in user confirms with the password, and replacing an
 enrolled code needs a current code of it too. The new secret waits in the console's process
-(``guard.OneTimeCodes``), never in the session cookie, until it is confirmed.
+(``guard.OneTimeCodes``), never in the session cookie, until it is confirmed. The store keeps
+each secret encrypted (Fernet) with a key kept apart from it (:func:`resolve_totp_key`).
 """
 
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import Annotated
 
 import pyotp
@@ -27,6 +29,62 @@ from schemas.access import Outcome
 
 ENROL_SECONDS = 600
 """How long a password-checked user of a TOTP role has to enrol (seconds)."""
+
+
+def key_file_beside(store: Path) -> Path:
+    """The default key file of a store's one-time-code secrets: ``<store>.totp.key`` beside it."""
+    return store.with_name(store.name + ".totp.key")
+
+
+def resolve_totp_key(key: str | None, key_file: Path | None, store: Path) -> bytes:
+    """The Fernet key that encrypts the store's one-time-code secrets at rest.
+
+    ``key`` (``DEALTRAIL_SECURITY__TOTP_KEY``) wins; else the key file ``key_file``
+    (``DEALTRAIL_SECURITY__TOTP_KEY_FILE``), else :func:`key_file_beside` the store. A key file
+    that does not exist is made, owner-only (0600), with a new random key; one that group or
+    others may read is refused (a key everyone reads protects nothing).
+
+    Args:
+        key: a Fernet key (32 bytes, URL-safe base64), or None.
+        key_file: the key file, or None for the one beside the store.
+        store: the store's path.
+
+    Returns:
+        The key (URL-safe base64 bytes, as Fernet takes it).
+
+    Raises:
+        ValueError: the key is not a Fernet key; the key file is readable by others, or cannot
+            be read or made.
+    """
+    import os
+
+    from cryptography.fernet import Fernet
+
+    def checked(value: bytes, where: str) -> bytes:
+        try:
+            Fernet(value)
+        except ValueError:
+            raise ValueError(f"{where} is not a Fernet key (32 bytes, URL-safe base64)") from None
+        return value
+
+    if key:
+        return checked(key.strip().encode(), "DEALTRAIL_SECURITY__TOTP_KEY")
+    path = key_file or key_file_beside(store)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ValueError(f"cannot make the one-time-code key file {path}: {exc.strerror}") from None
+    else:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(Fernet.generate_key() + b"\n")
+    try:
+        if path.stat().st_mode & 0o077:
+            raise ValueError(f"the one-time-code key file {path} is readable by others: chmod 600 {path}")
+        return checked(path.read_bytes().strip(), f"the key file {path}")
+    except OSError as exc:
+        raise ValueError(f"cannot read the one-time-code key file {path}: {exc.strerror}") from None
 
 
 def code_ok(secret: str, code: str, at: float) -> bool:
@@ -85,7 +143,7 @@ def router(console: Console) -> APIRouter:
         secret = waiting(request, name, make=True)
         assert secret is not None
         uri = pyotp.TOTP(secret).provisioning_uri(name=name, issuer_name="dealtrail")
-        enrolled = access_log.totp_secret(con, name) is not None
+        enrolled = access_log.has_totp(con, name)
         response = console.render(
             request,
             "totp.html.j2",
@@ -125,7 +183,7 @@ def router(console: Console) -> APIRouter:
         name, user = who(request, con)
         now = console.config.clock()
         client = guard.CLIENT.get()
-        old = access_log.totp_secret(con, name)
+        old = access_log.totp_secret(con, name, console.totp_key)
 
         def refused(status: int, why: str, message: str, count: bool) -> Response:
             console.access.record("totp_enrolled", name, "refused", why)
@@ -160,7 +218,7 @@ def router(console: Console) -> APIRouter:
                 message = "The key shown had expired: scan this new one and type its code."
             return refused(422, "wrong code of the new secret", message, False)
         with console.write_lock:
-            access_log.put_totp(console.store.con, name, secret, now)
+            access_log.put_totp(console.store.con, name, secret, now, console.totp_key)
         console.codes.drop(str(request.session.pop("totp_key", "")))
         console.codes.use(name, secret, code, now)  # the confirming code signs in nowhere after
         console.access.record("totp_enrolled", name, "ok", "replaced" if old is not None else "")
@@ -174,4 +232,4 @@ def router(console: Console) -> APIRouter:
 
 def needs_code(console: Console, con: Cursor, name: str, role: str) -> tuple[str | None, bool]:
     """The user's TOTP secret (None: not enrolled) and whether the role requires one."""
-    return access_log.totp_secret(con, name), role in console.config.security.totp_roles
+    return access_log.totp_secret(con, name, console.totp_key), role in console.config.security.totp_roles

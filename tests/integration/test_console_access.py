@@ -25,6 +25,7 @@ from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
+from dealtrail.console.totp import resolve_totp_key
 from projections import access_log, reviews
 from projections.projector import ProjectSummary, _write
 from projections.reviews import FindingFilter, ReviewDue
@@ -593,7 +594,8 @@ def test_a_one_time_code_is_replaced_only_with_the_password_and_the_old_code_and
     now = pyotp.TOTP(first).at(clock.now)
     assert enrol(code=now) == 401  # a session alone does not enrol a second factor
     assert enrol(code=now, password=PASSWORDS["rita"]) == 303
-    assert access_log.totp_secret(store.con, "rita") == first
+    key = console_app.state.console.totp_key
+    assert access_log.totp_secret(store.con, "rita", key) == first
     clock.now += timedelta(seconds=30)
     page = client.get("/account/totp")
     second = _key(page.text)
@@ -601,9 +603,9 @@ def test_a_one_time_code_is_replaced_only_with_the_password_and_the_old_code_and
     new = pyotp.TOTP(second).at(clock.now)
     assert enrol(code=new, password=PASSWORDS["rita"]) == 401  # no code of the enrolled secret
     assert enrol(code=new, old_code="123456", password=PASSWORDS["rita"]) == 401
-    assert access_log.totp_secret(store.con, "rita") == first
+    assert access_log.totp_secret(store.con, "rita", key) == first
     assert enrol(code=new, old_code=pyotp.TOTP(first).at(clock.now), password=PASSWORDS["rita"]) == 303
-    assert access_log.totp_secret(store.con, "rita") == second
+    assert access_log.totp_secret(store.con, "rita", key) == second
     refused = [e["detail"] for e in log_rows(store, kind="totp_enrolled") if e["outcome"] == "refused"]
     assert refused == ["wrong password", *["wrong, used or missing code of the enrolled secret"] * 2]
     assert first not in str(log_rows(store)) and second not in str(log_rows(store))
@@ -612,7 +614,7 @@ def test_a_one_time_code_is_replaced_only_with_the_password_and_the_old_code_and
 def test_a_one_time_code_signs_in_once_and_an_admin_reset_removes_the_enrolment(store: Store, clock: Clock) -> None:
     console_app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
     secret = pyotp.random_base32()
-    access_log.put_totp(store.con, "rita", secret, clock.now)
+    access_log.put_totp(store.con, "rita", secret, clock.now, console_app.state.console.totp_key)
     code = pyotp.TOTP(secret).at(clock.now)
     one, two = TestClient(console_app), TestClient(console_app)
     assert attempt(one, "rita", PASSWORDS["rita"], code).status_code == 303  # type: ignore[attr-defined]
@@ -622,7 +624,7 @@ def test_a_one_time_code_signs_in_once_and_an_admin_reset_removes_the_enrolment(
     admin = TestClient(console_app)
     login(admin, "ada")
     admin_post(admin, op="password", name="rita", password="rita-new-password")
-    assert access_log.totp_secret(store.con, "rita") is None
+    assert not access_log.has_totp(store.con, "rita")
     assert log_rows(store, kind="password_reset")[-1]["detail"] == "rita; one-time code removed"
     three = TestClient(console_app)
     assert attempt(three, "rita", "rita-new-password").status_code == 303  # type: ignore[attr-defined]
@@ -632,11 +634,11 @@ def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path)
     db = tmp_path / "users.duckdb"
     with Store(db) as s:
         auth.add_user(s.con, "rita", "reviewer", PASSWORDS["rita"], T0)
-        access_log.put_totp(s.con, "rita", pyotp.random_base32(), T0)
+        access_log.put_totp(s.con, "rita", pyotp.random_base32(), T0, resolve_totp_key(None, None, db))
     r = CliRunner().invoke(cli, ["users", "add", "rita", "--role", "reviewer", "--db", str(db)], input="new pass 123\n")
     assert r.exit_code == 0, r.output
     with Store(db) as s:
-        assert access_log.totp_secret(s.con, "rita") is None
+        assert not access_log.has_totp(s.con, "rita")
         assert log_rows(s, kind="password_reset")[-1]["detail"] == "rita as reviewer; one-time code removed"
 
 

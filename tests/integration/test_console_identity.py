@@ -18,6 +18,7 @@ from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import SecurityPolicy
+from dealtrail.console.totp import key_file_beside, resolve_totp_key
 from projections import access, access_log, reviews
 from projections.reviews import FindingFilter, ReviewDue
 from projections.store import Store
@@ -459,3 +460,124 @@ def test_a_roster_import_leaves_the_console_users_and_their_admin_alone(tmp_path
     assert run(cli, ["staff", "import", str(roster), "--db", str(db)]).exit_code == 0
     with Store(db) as s:
         assert [(u["name"], u["role"], u["active"]) for u in access.users(s.con)] == [("boss", "admin", True)]
+
+
+# -- 4. secrets in their place ---------------------------------------------------------------------------
+
+CREDENTIAL_COLUMNS = {"password_hash", "secret", "session_hash", "token_hash"}
+
+
+def test_the_replica_holds_no_credential_table_view_column_or_value(shift: Store, tmp_path: Path) -> None:
+    """``duckdb`` on the replica: no table or view holds a password hash, a one-time-code secret, a
+    session or a token; not even the free blocks of the file hold a password hash."""
+    import duckdb
+
+    from projections.replica import write_replica
+
+    key = resolve_totp_key(None, None, shift.path)
+    access_log.put_totp(shift.con, "max", "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", T0, key)
+    access_log.put_totp(shift.con, "ada", "KRSXG5CTMVRXEZLUKRSXG5CTMVRXEZLU", T0, key)
+    shift.con.execute("INSERT INTO console_totp VALUES ('rita', 'CLEARTEXTSECRETOFANOLDSTORE23', true, ?)", [T0])
+    auth.new_token(shift.con, "max", T0)
+    access_log.start_session(shift.con, "a-session-id", "max", T0)
+    replica = tmp_path / "replica" / "copy.duckdb"
+    write_replica(shift.con, shift.path, replica)
+    con = duckdb.connect(str(replica), read_only=True)
+    try:
+        relations = con.execute(
+            "SELECT table_name, table_type FROM information_schema.tables WHERE table_catalog = current_database()"
+        ).fetchall()
+        assert ("findings", "BASE TABLE") in relations and ("dim_users", "VIEW") in relations
+        names = {str(r[0]) for r in relations}
+        assert not names & {"console_sessions", "console_totp", "api_tokens", "dim_api_tokens"}
+        strings = []
+        for name, _ in relations:
+            cols = con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [name]
+            ).fetchall()
+            assert not {str(c[0]) for c in cols} & CREDENTIAL_COLUMNS, name
+            strings += [(name, str(c[0])) for c in cols if str(c[1]) in ("VARCHAR", "JSON")]
+        for name, col in strings:
+            found = con.execute(
+                f'SELECT count(*) FROM "{name}" WHERE "{col}" LIKE ? OR "{col}" LIKE ? OR "{col}" LIKE ?',
+                ["%$argon2%", "%fernet:%", "%CLEARTEXTSECRET%"],
+            ).fetchall()[0][0]
+            assert found == 0, (name, col)
+        assert [r[0] for r in con.execute("SELECT name FROM dim_users ORDER BY name").fetchall()] == [
+            "ada",
+            "max",
+            "rita",
+        ]
+    finally:
+        con.close()
+    raw = replica.read_bytes()
+    assert b"$argon2id$" not in raw and b"fernet:" not in raw and b"CLEARTEXTSECRET" not in raw
+    assert replica.stat().st_mode & 0o777 == 0o600
+
+
+def test_one_time_code_secrets_are_stored_encrypted_and_open_only_with_their_key(store: Store, clock: Clock) -> None:
+    import pyotp
+    from cryptography.fernet import Fernet
+
+    app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    key = app.state.console.totp_key
+    secret = pyotp.random_base32()
+    access_log.put_totp(store.con, "rita", secret, clock.now, key)
+    stored = store.con.execute("SELECT secret FROM console_totp WHERE user_name = 'rita'").fetchall()[0][0]
+    assert stored.startswith("fernet:") and secret not in stored
+    assert access_log.totp_secret(store.con, "rita", key) == secret
+    with pytest.raises(access_log.TotpKeyError):
+        access_log.totp_secret(store.con, "rita", None)
+    with pytest.raises(access_log.TotpKeyError):
+        access_log.totp_secret(store.con, "rita", Fernet.generate_key())
+    client = TestClient(app)
+    csrf = csrf_of(client.get("/login").text)
+    data = {"username": "rita", "password": PASSWORDS["rita"], "csrf": csrf, "code": pyotp.TOTP(secret).at(clock.now)}
+    assert client.post("/login", data=data, follow_redirects=False).status_code == 303
+
+
+def test_an_old_stores_clear_secrets_are_encrypted_when_the_console_first_opens_it(store: Store, clock: Clock) -> None:
+    import pyotp
+
+    secret = pyotp.random_base32()
+    store.con.execute("INSERT INTO console_totp VALUES ('rita', ?, true, ?)", [secret, T0])  # as an older store
+    app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))
+    rows = store.con.execute("SELECT secret, changed_at FROM console_totp").fetchall()
+    assert len(rows) == 1 and rows[0][0].startswith("fernet:") and rows[0][1] == T0  # same row, same time
+    assert access_log.totp_secret(store.con, "rita", app.state.console.totp_key) == secret
+    assert log_rows(store, kind="totp_sealed")[-1]["detail"] == "1 one-time-code secrets encrypted at rest"
+    create_app(store, ConsoleConfig(DUE, "s" * 48, clock=clock))  # a second start: nothing left to do
+    assert len(log_rows(store, kind="totp_sealed")) == 1
+
+
+def test_the_key_comes_from_the_setting_else_an_owner_only_key_file(tmp_path: Path) -> None:
+    from cryptography.fernet import Fernet
+
+    db = tmp_path / "s.duckdb"
+    made = resolve_totp_key(None, None, db)
+    beside = key_file_beside(db)
+    assert beside.exists() and beside.stat().st_mode & 0o777 == 0o600
+    assert resolve_totp_key(None, None, db) == made  # the same key at the next start
+    given = Fernet.generate_key()
+    assert resolve_totp_key(given.decode(), None, db) == given
+    named = tmp_path / "keys" / "totp.key"
+    named.parent.mkdir()
+    named.write_bytes(given)
+    named.chmod(0o640)
+    with pytest.raises(ValueError, match="readable by others: chmod 600"):
+        resolve_totp_key(None, named, db)
+    named.chmod(0o600)
+    assert resolve_totp_key(None, named, db) == given
+    with pytest.raises(ValueError, match="not a Fernet key"):
+        resolve_totp_key("not a key", None, db)
+
+
+def test_serve_refuses_a_key_file_others_can_read_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "s.duckdb"
+    Store(db).close()
+    key_file = tmp_path / "open.key"
+    key_file.write_text("whatever\n")
+    key_file.chmod(0o644)
+    monkeypatch.setenv("DEALTRAIL_SECURITY__TOTP_KEY_FILE", str(key_file))
+    r = CliRunner().invoke(cli, ["serve", "--db", str(db), "--port", "0"])
+    assert r.exit_code == 1 and "readable by others" in r.output and "Traceback" not in r.output, r.output

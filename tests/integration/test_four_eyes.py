@@ -394,7 +394,9 @@ def test_the_manager_role_is_between_reviewer_and_admin(store: Store) -> None:
     }
 
 
-def test_the_console_takes_what_a_disposition_needs_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_console_takes_what_a_disposition_needs_from_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from pydantic import ValidationError
 
     from dealtrail.cli.console import _console_config
@@ -402,7 +404,7 @@ def test_the_console_takes_what_a_disposition_needs_from_the_settings(monkeypatc
 
     monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_PROCEDURAL", '["note"]')
     monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_INTEGRITY", "[]")
-    config = _console_config(Settings())
+    config = _console_config(Settings(), tmp_path / "s.duckdb")
     assert isinstance(config, ConsoleConfig)
     assert config.disposition_needs == DispositionNeeds(("corrective_action", "note"), (), ("note",))
     monkeypatch.setenv("DEALTRAIL_REVIEW__DISPOSITION_NEEDS_PROCEDURAL", '["cause"]')  # always required: no option

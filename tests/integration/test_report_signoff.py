@@ -225,9 +225,12 @@ def test_sign_report_refuses_a_locked_or_deactivated_user_even_with_the_right_pa
 def test_sign_report_asks_a_user_with_a_one_time_code_for_it(db: Path, periods: Path) -> None:
     import pyotp
 
+    from dealtrail.console.totp import resolve_totp_key
+
     secret = pyotp.random_base32()
     with Store(db) as s:
-        access_log.put_totp(s.con, "meg", secret, datetime(2026, 11, 2, tzinfo=UTC))
+        key = resolve_totp_key(None, None, db)  # the key file beside the store, as sign-report reads it
+        access_log.put_totp(s.con, "meg", secret, datetime(2026, 11, 2, tzinfo=UTC), key)
     without = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
     assert without.exit_code == 1 and "wrong or missing one-time code for 'meg'" in without.output, without.output
     assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()

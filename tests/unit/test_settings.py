@@ -65,8 +65,8 @@ def test_a_projector_serving_the_console_lists_its_own_scheduled_reports(
 
     monkeypatch.delenv("DEALTRAIL_CONSOLE__REPORTS_DIR", raising=False)
     own = tmp_path / "periods"
-    config = _console_config(Settings(), reports=own)
+    config = _console_config(Settings(), tmp_path / "s.duckdb", reports=own)
     assert isinstance(config, ConsoleConfig) and config.reports_dir == own
     monkeypatch.setenv("DEALTRAIL_CONSOLE__REPORTS_DIR", str(tmp_path / "named"))
-    config = _console_config(Settings(), reports=own)
+    config = _console_config(Settings(), tmp_path / "s.duckdb", reports=own)
     assert isinstance(config, ConsoleConfig) and config.reports_dir == tmp_path / "named"  # the setting wins
