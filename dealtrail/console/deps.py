@@ -203,7 +203,52 @@ def _api_user(request: Request, con: Cursor) -> User:
     u = _session_user(request, con)
     if u is None:
         raise HTTPException(401, "authentication required", headers={"WWW-Authenticate": "Bearer"})
+    if request.method not in SAFE_METHODS:
+        check_origin(request, request.headers.get(CSRF_HEADER))
     return u
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing; every other one, made with a session cookie, checks its origin."""
+
+CSRF_HEADER = "X-CSRF-Token"
+"""The header in which a script sends the session's CSRF token with a cookie-authenticated API
+request (the token the console's forms carry as ``csrf``)."""
+
+
+def _origin(request: Request) -> str | None:
+    """The request's ``Origin`` header, lower-cased; None without one, and for ``null`` (an opaque
+    origin: Chromium sends it with every form of a page served with ``Referrer-Policy:
+    no-referrer``, as the console's are), which then needs the CSRF token."""
+    origin = request.headers.get("origin")
+    return None if origin is None or origin.strip().lower() == "null" else origin.strip().lower()
+
+
+def own_origin(request: Request) -> str:
+    """The console's origin as this request reached it: ``scheme://host[:port]``."""
+    return f"{request.url.scheme}://{request.url.netloc}".lower()
+
+
+def check_origin(request: Request, token: str | None) -> None:
+    """Refuse a state-changing request made with the session cookie that may come from another
+    site: one whose ``Origin`` is not the console's own, or one with no ``Origin`` and no CSRF
+    token of the session (a bearer token is not sent by a browser on its own: unaffected).
+
+    Raises:
+        HTTPException: 403 with the reason.
+    """
+    origin = _origin(request)
+    if origin is not None and origin != own_origin(request):
+        raise HTTPException(403, f"a request from another site ({origin[:100]}) is refused: use a token")
+    if origin is not None:
+        return
+    expected = request.session.get("csrf")
+    if token is None or not isinstance(expected, str) or not secrets.compare_digest(expected, token):
+        raise HTTPException(
+            403,
+            f"a request made with the session cookie needs the page's CSRF token ({CSRF_HEADER}) or "
+            "this console's Origin; scripts use an API token (Authorization: Bearer)",
+        )
 
 
 def _token_expired(request: Request, con: duckdb.DuckDBPyConnection, digest: str) -> bool:
@@ -363,11 +408,15 @@ class Console:
         return token
 
     def check_csrf(self, request: Request, token: str) -> None:
-        """Refuse a form whose CSRF token is not the session's.
+        """Refuse a form whose CSRF token is not the session's, or that names another site as its
+        ``Origin``.
 
         Raises:
             HTTPException: 403.
         """
+        origin = _origin(request)
+        if origin is not None and origin != own_origin(request):
+            raise HTTPException(403, f"a form from another site ({origin[:100]}) is refused")
         expected = request.session.get("csrf")
         if not isinstance(expected, str) or not secrets.compare_digest(expected, token):
             raise HTTPException(403, "the form has expired or did not come from this console; reload the page")

@@ -581,3 +581,37 @@ def test_serve_refuses_a_key_file_others_can_read_in_one_line(tmp_path: Path, mo
     monkeypatch.setenv("DEALTRAIL_SECURITY__TOTP_KEY_FILE", str(key_file))
     r = CliRunner().invoke(cli, ["serve", "--db", str(db), "--port", "0"])
     assert r.exit_code == 1 and "readable by others" in r.output and "Traceback" not in r.output, r.output
+
+
+# -- 5. every state-changing request checks its origin -------------------------------------------------------
+
+
+def test_a_cookie_authenticated_api_post_needs_the_csrf_token_or_this_consoles_origin(shift: Store) -> None:
+    client, fid = shift_client(shift), voiding_finding(shift)
+    csrf = shift_login(client, "max")
+    url, body = f"/api/v1/findings/{fid}/reviews", {"action": "acknowledge"}
+    for headers in ({}, {"Origin": "http://evil.example"}, {"Origin": "null"}, {"X-CSRF-Token": "a guess"}):
+        r = client.post(url, json=body, headers=headers)
+        assert r.status_code == 403, (headers, r.text)
+    r = client.post(url, json=body, headers={"Origin": "http://evil.example", "X-CSRF-Token": csrf})
+    assert r.status_code == 403 and "another site" in r.json()["detail"]
+    assert reviews.history(shift.con, fid) == []
+    assert client.post(url, json=body, headers={"X-CSRF-Token": csrf}).status_code == 201
+    assert client.post(url, json=body, headers={"Origin": "null", "X-CSRF-Token": csrf}).status_code == 201
+    assert client.post(url, json=body, headers={"Origin": "http://testserver"}).status_code == 201
+    assert client.get(f"/api/v1/findings/{fid}", headers={"Origin": "http://evil.example"}).status_code == 200  # reads
+    bearer_only = TestClient(client.app)  # a bearer token is not sent by a browser on its own: unaffected
+    r = bearer_only.post(
+        url, json=body, headers={**bearer(auth.new_token(shift.con, "max", T0)), "Origin": "http://evil.example"}
+    )
+    assert r.status_code == 201
+
+
+def test_a_form_posted_from_another_site_is_refused_even_with_the_token(store: Store, clock: Clock) -> None:
+    client = app_for(store, clock)
+    login(client, "ada")
+    csrf = csrf_of(client.get("/admin/users").text)
+    data = {"csrf": csrf, "op": "add", "name": "eve", "role": "admin", "password": "eve-long-password"}
+    r = client.post("/admin/users", data=data, headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403 and access.user(store.con, "eve") is None
+    assert client.post("/admin/users", data=data, headers={"Origin": "http://testserver"}).status_code == 200
