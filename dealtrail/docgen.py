@@ -91,7 +91,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "video": ("serve", "project"),
     "replica": ("audit", "project"),
     "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve"),
-    "remedy_window": ("audit", "demo", "worker", "reaudit", "replay", "serve", "project", "evidence"),
+    "remedy_window": ("audit", "demo", "simulate", "worker", "reaudit", "replay", "serve", "project", "evidence"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that
 stands for all its fields unless a field has an entry of its own. A test checks that every

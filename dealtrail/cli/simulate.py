@@ -40,7 +40,8 @@ def simulate(
 
     _output_file(out, "--out")
     _output_file(truth, "--truth")
-    n, expected = write_simulation(out, tables, hours, seed, error_rate, duplicate_rate, truth, console)
+    window = load().remedy_window  # a table closed owing a remedy stays closed past the engine's window
+    n, expected = write_simulation(out, tables, hours, seed, error_rate, duplicate_rate, truth, console, window)
     console.print(f"wrote {n:,} events to {out}" + (f" and {expected:,} expected findings to {truth}" if truth else ""))
 
 
@@ -65,9 +66,9 @@ def demo(
     if kept:
         msg = f"kept the previous store (its users, reviews and reports) as {kept}; writing a new {db}"
         console.print(msg, soft_wrap=True, markup=False, highlight=False)  # one line
-    n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console)
-    console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
     settings = load()
+    n, expected = write_simulation(events, 24, 8.0, seed, 0.03, 0.001, truth, console, settings.remedy_window)
+    console.print(f"simulated {n:,} events at 24 tables over 8 hours ({expected:,} injected errors expected)")
     store = Store(db, settings.duckdb_memory_limit)
     with store, _owner_only(rejected) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)

@@ -4,6 +4,7 @@ and the errors it can carry."""
 from __future__ import annotations
 
 from dealtrail.simulator.table import (
+    CLOSING,
     COMMON,
     FAULT_DEALS,
     SEATS,
@@ -12,6 +13,8 @@ from dealtrail.simulator.table import (
     Injection,
     Plan,
     TableSim,
+    closing_ready,
+    closing_table,
     not_counting,
     redeal_ready,
     remedy_void,
@@ -72,7 +75,8 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
             after=rng.uniform(0.3, 1.0),
         )
 
-    misdeal = k in ("misdeal", "misdeal-unremedied")
+    unremedied = k in ("misdeal-unremedied", CLOSING)  # CLOSING: the table closes before the void
+    misdeal = k == "misdeal" or unremedied
     if k != "burn-skipped":
         deal("BURN")
     if misdeal:
@@ -116,7 +120,7 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
             sim.emit(ev.MisdealDetermined, misdealt=False, dealer_reconciled_total=len(deck))
             remedy_void(sim, wagers, "C691-DH-f-wrong-deck", deck=True)
             voided = True
-    if k == "misdeal-unremedied":
+    if unremedied:
         plan.expect.append("DT-remedy-overdue")
     if not voided:
         if k == "stub-exposed":
@@ -157,6 +161,7 @@ INJECTIONS: dict[str, Injection] = {
     "cut-skipped": Injection(),
     "stub-count-skipped": Injection(applies=not_counting, before_shuffle=suppress_counts),
     "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
+    CLOSING: Injection(applies=closing_table, ready=closing_ready, count=True, floor_event=True),
 }
 """Every kind of error injected at a C691 table: the common ones first, then the game's."""
 

@@ -6,6 +6,15 @@ procedural error (one *kind* of error per rule the engine checks, cycled per tab
 covers every rule ID). Each injection knows the findings it must cause; they are the *truth*
 (``rule_id``, ``table_id``, ``round_id``) that the audit's findings must equal exactly.
 
+Each kind takes one place in a table's cycle, except the floor's common events
+(:attr:`FloorSpec.floor_events`, rulebook 10.4), which take more: a jam or stop cleared by a
+reshuffle in the same shuffler, with no return to service, takes three (it raises nothing at a
+Three Card or Chapter 691 table, and PGP-645a.14-l-shuffler-fault at Pai Gow). The other floor
+events take one each: a jammed deck dealt before it was reshuffled, a device taken out of service
+(covered or signed, or neither) for two to four rounds shuffled or dealt by another method, a shoe
+fault remedied per § 645a.14(m) with the shoe left in use, and a table that closes owing a voiding
+remedy and opens again after the remedy window.
+
 Same seed, same events, same bytes.
 """
 

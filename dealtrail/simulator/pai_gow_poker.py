@@ -4,6 +4,7 @@ the errors it can carry."""
 from __future__ import annotations
 
 from dealtrail.simulator.table import (
+    CLOSING,
     COMMON,
     FAULT_DEALS,
     SEATS,
@@ -11,6 +12,8 @@ from dealtrail.simulator.table import (
     Injection,
     Plan,
     TableSim,
+    closing_ready,
+    closing_table,
     remedy_void,
     reveal,
     wager_amount,
@@ -103,7 +106,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         start = (start + 2) % 7
         plan.expect.append("PGP-645a.9-start-position-PROV")
     sim.emit(ev.StartingPositionDetermined, position=cfg_order[start], basis="RNG" if k == "rng-used" else "DICE")
-    src = "AUTO_SHOE" if sim.method == "AUTO_SHOE" else "DECK_IN_HAND"
+    src = "AUTO_SHOE" if sim.dealing == "AUTO_SHOE" else "DECK_IN_HAND"
     cards = iter(deck)
     idx = 0
     seen: list[str] = []
@@ -113,7 +116,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
     for s in range(1, 8):
         size = 6 if (k == "short-stack" and s == 3) else 7
         for c in range(size):
-            if k == "shoe-fault" and s == 4 and c == 2:
+            if k in ("shoe-fault", "shoe-fault-cleared") and s == 4 and c == 2:
                 sim.emit(
                     ev.AutoShoeFaulted,
                     device_id=sim.shoe,
@@ -216,7 +219,8 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                     reason_code="PLAYER_VOID",
                     rule_id="PGP-645a.14-d-player-card-exposed",
                 )
-        if k in ("dealer-card-exposed", "dealer-exposed-unremedied"):
+        unremedied = k in ("dealer-exposed-unremedied", CLOSING)  # CLOSING: the table closes before the void
+        if k == "dealer-card-exposed" or unremedied:
             sim.emit(ev.CardExposed, card=deck[0], location="DEALER_HAND", phase="PLAY")
             plan.expect.append("PGP-645a.14-e-dealer-bank-exposed")
             if k == "dealer-card-exposed":
@@ -273,6 +277,8 @@ INJECTIONS: dict[str, Injection] = {
     "leftover-exposed": Injection(),
     "stack-skipped": Injection(),
     "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
+    "shoe-fault-cleared": Injection(applies=lambda s: s.method == "AUTO_SHOE", floor_event=True),
+    CLOSING: Injection(applies=closing_table, ready=closing_ready, floor_event=True),
 }
 """Every kind of error injected at a PGP table: the common ones first, then the game's."""
 

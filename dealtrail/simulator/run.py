@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -22,8 +23,12 @@ def write_simulation(
     duplicate_rate: float = 0.0,
     truth_path: Path | None = None,
     console: Console | None = None,
+    remedy_window: timedelta = timedelta(hours=24),
 ) -> tuple[int, int]:
     """Simulate and write ``out`` (one event per line) and, if asked, the truth file.
+
+    ``remedy_window`` is the engine's (the setting): a table that closes owing a remedy stays
+    closed longer than it (:attr:`FloorSpec.remedy_window`).
 
     Both files are owner-only (0600), and folders made for them 0700.
 
@@ -33,7 +38,14 @@ def write_simulation(
     Returns:
         ``(events written, expected findings)``.
     """
-    spec = FloorSpec(tables=tables, hours=hours, seed=seed, error_rate=error_rate, duplicate_rate=duplicate_rate)
+    spec = FloorSpec(
+        tables=tables,
+        hours=hours,
+        seed=seed,
+        error_rate=error_rate,
+        duplicate_rate=duplicate_rate,
+        remedy_window=remedy_window,
+    )
     truth: list[Truth] = []
     make_private_dirs(out.parent)
     n = 0

@@ -28,8 +28,17 @@ SEATS = ("SEAT_1", "SEAT_2", "SEAT_3", "SEAT_4", "SEAT_5", "SEAT_6")
 DEFAULT_START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 WRONG_DECKS = frozenset({"wrong-deck", "wrong-deck-mismatch", "long-deck", "short-deck"})
 """Kinds dealt from a deck that is not whole; a forced stub count finds it (subsection (f))."""
-FAULT_DEALS = frozenset({"device-fault-deal", "countless-shuffle-after-fault", "fault-during-shuffle"})
+FAULT_DEALS = frozenset(
+    {"device-fault-deal", "countless-shuffle-after-fault", "fault-during-shuffle", "jam-dealt-unshuffled"}
+)
 """Kinds that deal on a device fault no shuffle cleared (DT-deal-after-device-fault)."""
+STOPPING_FAULTS = ("JAM", "STOPPED", "INCOMPLETE_CYCLE")
+"""The shuffler faults of § 645a.14(l): it jams, stops, or does not complete its cycle."""
+OUTAGES = frozenset({"out-of-service-unmarked", "out-of-service-marked"})
+"""Kinds that take a device out of service for a few rounds (rulebook 10.4.1 case a)."""
+CLOSING = "closed-owing-remedy"
+"""The kind whose round owes a voiding remedy when the table closes for longer than the remedy
+window (rulebook 10.4.2)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,18 @@ class FloorSpec:
         floor_visit_rate: probability that, before a round without an injected error, a
             floorperson verifies the deck (half the visits) or replaces a damaged card with a new
             one of the same face (the other half); neither raises a finding.
+        floor_events: deal what floors do (rulebook 10.4), as error kinds of their own: jams and
+            stops cleared by a reshuffle in the same shuffler with no return to service (the
+            common case, weighted above the others), a jammed deck dealt before it was
+            reshuffled, devices taken out of service (covered or signed, or neither) while the
+            table shuffles or deals by another method and then returned, a shoe fault remedied
+            per § 645a.14(m) with the shoe left in use, and a table closed for longer than
+            ``remedy_window`` with a voiding remedy still owed. False deals the floor as the
+            simulator did before these kinds (every faulted device returned to service), byte
+            for byte.
+        remedy_window: the engine's remedy window (the setting ``remedy_window``, rulebook
+            10.3.5): a table that closes owing a remedy stays closed 1 to 8 hours longer than
+            this. The findings do not depend on it (10.4.2); the path the engine takes does.
     """
 
     tables: int = 24
@@ -56,6 +77,8 @@ class FloorSpec:
     start: datetime = DEFAULT_START
     duplicate_rate: float = 0.0
     floor_visit_rate: float = 0.08
+    floor_events: bool = True
+    remedy_window: timedelta = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -83,6 +106,18 @@ class Plan:
 
     kind: str | None = None
     expect: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Outage:
+    """A device taken out of service (rulebook 10.4.1 case a) for ``rounds_left`` more rounds,
+    covered and/or signed out of order, while the table shuffles by hand (the shuffler) or deals
+    from the hand (an automated dealing shoe)."""
+
+    kind: str
+    device_id: str
+    marked: bool
+    rounds_left: int
 
 
 def table_ids(n: int) -> list[tuple[str, Game]]:
@@ -139,7 +174,16 @@ class TableSim:
         """Each rotating deck's order as its last completed shuffle left it."""
         self.carry: list[tuple[str, str]] = []
         """Findings (rule, kind) the next round must raise: an error made during this one."""
-        self.kinds = [k for k, inj in rules.injections.items() if inj.applies(self)]
+        self.dealing = self.method
+        """This round's dealing method: the table's, or from the hand while its shoe is out of service."""
+        self.hand_shuffled = False
+        """This round's deck was shuffled by hand (no counting shuffler fed it)."""
+        self.outage: Outage | None = None
+        self.closed = False
+        """The table closed once already with a remedy owed (:data:`CLOSING`)."""
+        self.kinds = cycle(
+            [(k, inj.weight) for k, inj in rules.injections.items() if inj.applies(self) and self.may(inj)]
+        )
         self.kind_cursor = self.rng.randrange(len(self.kinds))
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -160,6 +204,10 @@ class TableSim:
     def expect(self, rule_id: str, round_id: str | None, kind: str) -> None:
         """Record a finding the audit must raise."""
         self.truth.append(Truth(rule_id, self.table_id, round_id, kind))
+
+    def may(self, inj: Injection) -> bool:
+        """Whether this floor deals the kind at all (:attr:`FloorSpec.floor_events`)."""
+        return self.spec.floor_events or not inj.floor_event
 
     @property
     def config(self) -> TableConfig:
@@ -247,9 +295,10 @@ class TableSim:
     def shuffle(self, deck: list[str], plan: Plan) -> None:
         """Shuffle ``deck`` in place and record it (automated; counting shuffler reports)."""
         self.rng.shuffle(deck)
-        manual = plan.kind == "manual-shuffle"
+        manual = plan.kind == "manual-shuffle" or (self.outage is not None and self.outage.device_id == self.shuffler)
         kwargs: dict[str, Any] = {"round_id": None}
         if manual:
+            self.hand_shuffled = True
             self.emit(ev.ShuffleStarted, method="MANUAL", **kwargs)
             self.emit(ev.ShuffleCompleted, method="MANUAL", **kwargs)
             self.cut(plan)
@@ -259,6 +308,12 @@ class TableSim:
         self.emit(ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs)
         if plan.kind == "fault-during-shuffle":
             self.device_fault("COUNT_ERROR", "SHUFFLE")
+        if plan.kind in ("jam-cleared", "jam-dealt-unshuffled"):
+            self.jam(plan.kind, len(deck))
+            if plan.kind == "jam-dealt-unshuffled":
+                return  # the cards go from the jammed shuffler to the deal as they lie (10.4.1)
+            # the dealer clears it and reshuffles in the same shuffler: no return to service (10.4.1)
+            self.emit(ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs)
         if plan.kind in ("shuffler-jam", "shuffler-jam-uncovered"):
             self.device_fault("JAM", "SHUFFLE")
             self.expect("PGP-645a.14-l-shuffler-fault", None, plan.kind)
@@ -270,6 +325,7 @@ class TableSim:
                     ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs
                 )
             else:
+                self.hand_shuffled = True
                 self.emit(ev.ShuffleStarted, method="MANUAL", **kwargs)
                 self.emit(ev.ShuffleCompleted, method="MANUAL", **kwargs)
                 self.cut(plan)
@@ -319,6 +375,70 @@ class TableSim:
             actor_id=self.shuffler,
         )
 
+    def jam(self, kind: str, cards: int, deck_id: str | None = None) -> None:
+        """The shuffler jams, stops or does not complete its cycle on the deck in it, and the
+        dealer takes the cards out (§ 645a.14(l): PGP-645a.14-l-shuffler-fault at a Pai Gow table)."""
+        self.device_fault(self.rng.choice(STOPPING_FAULTS), "SHUFFLE", deck_id=deck_id)
+        if self.game is Game.PGP:
+            self.expect("PGP-645a.14-l-shuffler-fault", None, kind)
+        fields: dict[str, Any] = {} if deck_id is None else {"deck_id": deck_id}
+        self.emit(ev.CardsRemovedFromDevice, round_id=None, **fields, device_id=self.shuffler, count=cards)
+
+    def take_out_of_service(self, plan: Plan) -> None:
+        """Start an outage (:data:`OUTAGES`): the floor takes the shuffler (or, at a table dealt
+        from an automated shoe, the shoe half the time) out of service, after a jam of the
+        shuffler half the time, covered and/or signed out of order (``out-of-service-marked``) or
+        neither, for 2 to 4 rounds."""
+        kind = plan.kind or ""
+        device = self.shoe if self.method == "AUTO_SHOE" and self.rng.random() < 0.5 else self.shuffler
+        if device == self.shuffler and self.rng.random() < 0.5:
+            self.emit(ev.ShuffleStarted, round_id=None, method="AUTOMATED", device_id=device, source=Source.SHUFFLER)
+            self.jam(kind, len(self.deck_cards()))
+        covered, sign = False, False
+        if kind == "out-of-service-marked":
+            covered, sign = self.rng.choice(((True, False), (False, True), (True, True)))
+        self.emit(
+            ev.DeviceTakenOutOfService,
+            round_id=None,
+            device_id=device,
+            covered=covered,
+            out_of_order_sign=sign,
+            role=ActorRole.FLOOR,
+            actor_id="FLOOR-1",
+        )
+        self.outage = Outage(kind, device, covered or sign, self.rng.randint(2, 4))
+
+    def outage_findings(self, outage: Outage) -> list[str]:
+        """What a round shuffled or dealt by another method during ``outage`` raises: (a)(1) for a
+        hand-dealt round shuffled by hand (TCP, C691); (n) at Pai Gow unless the device is covered
+        or signed (rulebook 10.3.2, 10.4.1)."""
+        if self.game is Game.PGP:
+            return [] if outage.marked else ["PGP-645a.14-n-out-of-order"]
+        if outage.device_id == self.shuffler and self.method == "HAND":
+            return ["TCP-679a.9-a1-shuffler-required" if self.game is Game.TCP else "C691-DH-a1-shuffler-required"]
+        return []
+
+    def end_outage(self) -> None:
+        """After each outage round: the device returns to service after its last one."""
+        outage = self.outage
+        if outage is None:
+            return
+        outage.rounds_left -= 1
+        if outage.rounds_left <= 0:
+            self.return_device(outage.device_id)
+            self.outage = None
+
+    def close_table(self) -> None:
+        """The table closes after a round that owes a voiding remedy (:data:`CLOSING`) and opens
+        again 1 to 8 hours after the remedy window ends; its shift goes on as long as it had left.
+        At the opening a floorperson verifies the deck: the table's first event past the window,
+        where DT-remedy-overdue is raised for the round that owed it (rulebook 10.4.2)."""
+        gap = self.spec.remedy_window + timedelta(seconds=self.rng.uniform(3600, 8 * 3600))
+        self.w.clock += gap
+        self.end += gap
+        self.closed = True
+        self.verify_deck()
+
     def return_device(self, device_id: str) -> None:
         """The floor returns a faulted device to service (rulebook 10.3.2: only this, or
         registering it again, puts it back in use)."""
@@ -335,6 +455,9 @@ class TableSim:
         fields: dict[str, Any] = {"round_id": None, "deck_id": deck_id, "device_id": self.shuffler}
         shuffler = {"source": Source.SHUFFLER, "role": ActorRole.DEVICE, "actor_id": self.shuffler}
         self.emit(ev.ShuffleStarted, method="AUTOMATED", **fields, source=Source.SHUFFLER)
+        if plan.kind == "jam-cleared":  # cleared and reshuffled in the same shuffler (10.4.1)
+            self.jam(plan.kind, len(self.deck_cards()), deck_id=deck_id)
+            self.emit(ev.ShuffleStarted, method="AUTOMATED", **fields, source=Source.SHUFFLER)
         if plan.kind in ("idle-deck-jam", "idle-deck-fault-cleared"):
             fault = "JAM" if plan.kind == "idle-deck-jam" or self.rng.random() < 0.5 else "COUNT_ERROR"
             self.device_fault(fault, "SHUFFLE", deck_id=deck_id)
@@ -394,6 +517,8 @@ class TableSim:
     def pick_plan(self) -> Plan:
         """Choose whether this round carries an error, and which."""
         plan = Plan()
+        if self.outage is not None:
+            return Plan(kind=self.outage.kind)
         if self.suppress:
             return plan
         if self.w.clock > self.end - timedelta(minutes=12):
@@ -413,6 +538,7 @@ class TableSim:
         """Shuffle and deal one round (with its injected error, if any)."""
         plan = self.pick_plan()
         inj = self.rules.injections.get(plan.kind) if plan.kind else None
+        self.hand_shuffled = False
         if plan.kind is None:
             self.floor_visit()
         if inj is not None and inj.before_shuffle is not None:
@@ -460,7 +586,17 @@ class TableSim:
             self.w.emit(ev.NoMoreBetsAnnounced, round_id=None)  # an event lost before it reached us
             self.expect("DT-sequence-gap", round_id, plan.kind)
             self.expect("DT-chain-broken", round_id, plan.kind)
-        self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
+        self.dealing = "HAND" if self.outage is not None and self.outage.device_id == self.shoe else self.method
+        if self.outage is not None:
+            plan.expect += self.outage_findings(self.outage)
+        if plan.kind == "jam-dealt-unshuffled" and self.method == "HAND" and self.game is not Game.PGP:
+            # a deck dealt again with no completed shuffle since its last round (10.1.1); at the
+            # Chapter 691 table, taken into the hand before its § 691.4 shuffle and cut was complete
+            plan.expect += {
+                Game.TCP: ["TCP-679a.9-a1-shuffler-required"],
+                Game.C691: ["C691-DH-a1-shuffler-required", "C691-DH-a2-same-hand"],
+            }[self.game]
+        self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.dealing, dealer_id=self.w.dealer_id)
         if plan.kind == "redealt-unshuffled":
             a1 = {Game.TCP: "TCP-679a.9-a1-shuffler-required", Game.C691: "C691-DH-a1-shuffler-required"}[self.game]
             plan.expect += [a1, "DT-deck-composition"]  # the same faces again, in the same order
@@ -473,6 +609,9 @@ class TableSim:
             self.return_device(self.shoe)  # repaired after the voided round (rulebook 10.3.2)
         elif plan.kind == "shuffler-jam-uncovered":
             self.return_device(self.shuffler)
+        self.end_outage()
+        if plan.kind == CLOSING:
+            self.close_table()
         if plan.kind not in WRONG_DECKS:
             self.last_order = deck
         if plan.kind in ("duplicate-card", "redealt-unshuffled"):
@@ -508,6 +647,8 @@ class TableSim:
         self.w.deck_id = in_play
         if plan.kind == "duplicate-card":
             self.verify_deck()  # the floor checks the deck the duplicate came from: it is whole
+        if plan.kind == CLOSING:
+            self.close_table()
 
     def dealer_on_duty(self) -> str:
         """Dealers rotate every 45 minutes; each table has its own three."""
@@ -516,10 +657,15 @@ class TableSim:
 
     def exempt(self, plan: Plan) -> bool:
         """True if this round's shuffle came from a counting shuffler (no stub-count duty)."""
-        return self.counting and plan.kind not in (
-            "manual-shuffle",
-            "shuffler-jam-uncovered",
-            "countless-shuffle-after-fault",
+        return (
+            self.counting
+            and not self.hand_shuffled
+            and plan.kind
+            not in (
+                "manual-shuffle",
+                "shuffler-jam-uncovered",
+                "countless-shuffle-after-fault",
+            )
         )
 
     def stub_in_scope(self) -> bool:
@@ -589,12 +735,35 @@ def reveal(sim: TableSim, hands: list[tuple[str, list[str]]]) -> None:
 @dataclass(frozen=True)
 class Injection:
     """One kind of error: where it applies (``applies``: the table; ``ready``: the table's state
-    now), and whether it forces the stub count (True/False)."""
+    now), and whether it forces the stub count (True/False).
+
+    ``weight`` is how many places the kind takes in a table's cycle of kinds (1: as often as any
+    other; a floor's common events more); ``floor_event`` marks the kinds of
+    :attr:`FloorSpec.floor_events`."""
 
     applies: Callable[[TableSim], bool] = lambda _s: True
     ready: Callable[[TableSim], bool] = lambda _s: True
     count: bool | None = None
     before_shuffle: Callable[[TableSim, Plan], None] | None = None
+    weight: int = 1
+    floor_event: bool = False
+
+
+def cycle(kinds: list[tuple[str, int]]) -> list[str]:
+    """A table's cycle of kinds: each kind once, in order, and each extra place of a kind of
+    ``weight`` w spread evenly through the cycle (places j/w of the way round from it).
+
+    Args:
+        kinds: ``(kind, weight)`` in order; weights >= 1.
+
+    Returns:
+        The kinds in the order a table tries them (all weights 1: the kinds as given).
+    """
+    base = [k for k, _w in kinds]
+    slots: list[tuple[float, int, str]] = [(float(i), 0, k) for i, k in enumerate(base)]
+    for i, (k, w) in enumerate(kinds):
+        slots += [((i + j * len(base) / w) % len(base) + 0.5, j, k) for j in range(1, w)]
+    return [k for _pos, _j, k in sorted(slots)]
 
 
 def hand_dealt(s: TableSim) -> bool:
@@ -639,6 +808,23 @@ def redeal_ready(s: TableSim) -> bool:
     return s.last_order is not None and not s.cut_pending
 
 
+def start_outage(s: TableSim, plan: Plan) -> None:
+    """The first round of an outage takes the device out of service (the others go on with it)."""
+    if s.outage is None:
+        s.take_out_of_service(plan)
+
+
+def closing_table(s: TableSim) -> bool:
+    """The second table of each game is the one that closes for the night (a rare event: at most
+    three tables of a floor)."""
+    return s.index == 1
+
+
+def closing_ready(s: TableSim) -> bool:
+    """A table closes for the night once, after two hours open at least."""
+    return not s.closed and s.w.clock - s.spec.start >= timedelta(hours=2)
+
+
 COMMON: dict[str, Injection] = {
     "duplicate-card": Injection(),
     "device-fault-deal": Injection(applies=single_deck),
@@ -649,6 +835,11 @@ COMMON: dict[str, Injection] = {
     "idle-deck-jam": Injection(applies=rotating, ready=rotation_ready),
     "idle-deck-fault-cleared": Injection(applies=rotating, ready=rotation_ready),
     "in-play-deck-fault": Injection(applies=rotating, ready=rotation_ready),
+    # the floor's own events (FloorSpec.floor_events, rulebook 10.4)
+    "jam-cleared": Injection(ready=lambda s: not s.carry, weight=3, floor_event=True),
+    "jam-dealt-unshuffled": Injection(applies=single_deck, ready=redeal_ready, floor_event=True),
+    "out-of-service-unmarked": Injection(applies=single_deck, before_shuffle=start_outage, floor_event=True),
+    "out-of-service-marked": Injection(applies=single_deck, before_shuffle=start_outage, floor_event=True),
 }
 
 

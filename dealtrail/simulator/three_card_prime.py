@@ -4,6 +4,7 @@ and the errors it can carry."""
 from __future__ import annotations
 
 from dealtrail.simulator.table import (
+    CLOSING,
     COMMON,
     FAULT_DEALS,
     SEATS,
@@ -12,6 +13,8 @@ from dealtrail.simulator.table import (
     Injection,
     Plan,
     TableSim,
+    closing_ready,
+    closing_table,
     hand_dealt,
     not_counting,
     redeal_ready,
@@ -178,7 +181,8 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             deal("PAIR_BONUS_COMMUNITY")
         else:
             plan.expect.append("TCP-679a.9-g-pair-bonus-community")
-    misdeal = k in ("misdeal", "misdeal-mismatch", "misdeal-unremedied")
+    unremedied = k in ("misdeal-unremedied", CLOSING)  # CLOSING: the table closes before the void
+    misdeal = k in ("misdeal", "misdeal-mismatch") or unremedied
     if misdeal:
         deal("BURN")
         plan.expect.append("TCP-679a.9-f-misdeal-full-deck")
@@ -189,7 +193,7 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         sim.emit(ev.StubCounted, count=stub, method="OTHER" if k == "count-not-face-down" else "FACE_DOWN_ON_LAYOUT")
         if k == "count-not-face-down":
             plan.expect.append("TCP-679a.9-d-count-method")
-        if misdeal and k != "misdeal-unremedied":
+        if misdeal and not unremedied:
             sim.emit(ev.MisdealDetermined, misdealt=k == "misdeal", dealer_reconciled_total=52)
             if k == "misdeal-mismatch":
                 plan.expect.append("TCP-679a.9-f-finding-mismatch")
@@ -202,7 +206,7 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 plan.expect.append("TCP-679a.9-f-finding-mismatch")
             remedy_void(sim, list(wagers), "TCP-679a.9-f-wrong-deck", deck=True)
             voided = True
-    if k == "misdeal-unremedied":
+    if unremedied:
         plan.expect.append("DT-remedy-overdue")
     if not voided:
         if k == "stub-exposed":
@@ -278,6 +282,9 @@ INJECTIONS: dict[str, Injection] = {
     "redealt-unshuffled": Injection(applies=lambda s: hand_dealt(s) and single_deck(s), ready=redeal_ready),
     "stub-count-skipped": Injection(applies=not_counting, before_shuffle=suppress_counts),
     "shuffle-count-mismatch": Injection(applies=lambda s: s.counting and single_deck(s)),
+    CLOSING: Injection(
+        applies=lambda s: hand_dealt(s) and closing_table(s), ready=closing_ready, count=True, floor_event=True
+    ),
 }
 """Every kind of error injected at a TCP table: the common ones first, then the game's."""
 
