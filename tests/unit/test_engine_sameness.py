@@ -1,7 +1,9 @@
 """The engine gives the same findings and the same states as the engine the fixture was made
 with (the engine before its hot path was reworked, commit 16be15b; refreshed on purpose for rulebook
 revision 3, whose verdicts differ, and for revision 4, whose verdicts on this floor are revision 3's
-but carry revision 4, with each state's pending device faults), on a simulated floor with injected
+but carry revision 4, with each state's pending device faults; and refreshed once more when the
+simulator began dealing the floor events of 10.4, a new trail: with ``floor_events=False`` the trail,
+findings and states were the fixture's before, byte for byte), on a simulated floor with injected
 errors, exact and conflicting duplicates, sequence gaps and broken hash links.
 
 The fixture (``tests/fixtures/engine-sameness.jsonl.gz``) holds, in order, every finding and
