@@ -184,7 +184,11 @@ class TableSim:
         self.kinds = cycle(
             [(k, inj.weight) for k, inj in rules.injections.items() if inj.applies(self) and self.may(inj)]
         )
-        self.kind_cursor = self.rng.randrange(len(self.kinds))
+        # where the table starts in its cycle: drawn over the kinds other than the floor events and
+        # scaled to the whole cycle, so that a floor without errors deals the same bytes whether
+        # the floor events are on or off (and the same as before they existed)
+        plain = sum(1 for inj in rules.injections.values() if inj.applies(self) and not inj.floor_event)
+        self.kind_cursor = self.rng.randrange(plain) * len(self.kinds) // plain
 
     # -- plumbing -----------------------------------------------------------------------------
     def _new_id(self, _table: str, _seq: int, when: datetime) -> str:

@@ -39,7 +39,7 @@ def floor_audit(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str
     the demo audits (remedy window, reorder window, snapshots): (truth rows, store)."""
     folder = tmp_path_factory.mktemp("floor")
     events, truth, db = folder / "events.jsonl", folder / "truth.jsonl", folder / "floor.duckdb"
-    write_simulation(events, 6, 3.0, 43, 0.3, 0.002, truth, remedy_window=WINDOW)
+    write_simulation(events, 6, 3.0, 48, 0.3, 0.002, truth, remedy_window=WINDOW)
     with Store(db) as store:
         summary = audit_file(events, store, limits=LIMITS, snapshot_every=1000)
     assert not summary.dead_letters
