@@ -34,8 +34,6 @@ FAULT_DEALS = frozenset(
 """Kinds that deal on a device fault no shuffle cleared (DT-deal-after-device-fault)."""
 STOPPING_FAULTS = ("JAM", "STOPPED", "INCOMPLETE_CYCLE")
 """The shuffler faults of § 645a.14(l): it jams, stops, or does not complete its cycle."""
-OUTAGES = frozenset({"out-of-service-unmarked", "out-of-service-marked"})
-"""Kinds that take a device out of service for a few rounds (rulebook 10.4.1 case a)."""
 CLOSING = "closed-owing-remedy"
 """The kind whose round owes a voiding remedy when the table closes for longer than the remedy
 window (rulebook 10.4.2)."""
@@ -389,7 +387,7 @@ class TableSim:
         self.emit(ev.CardsRemovedFromDevice, round_id=None, **fields, device_id=self.shuffler, count=cards)
 
     def take_out_of_service(self, plan: Plan) -> None:
-        """Start an outage (:data:`OUTAGES`): the floor takes the shuffler (or, at a table dealt
+        """Start an outage (``out-of-service-*``): the floor takes the shuffler (or, at a table dealt
         from an automated shoe, the shoe half the time) out of service, after a jam of the
         shuffler half the time, covered and/or signed out of order (``out-of-service-marked``) or
         neither, for 2 to 4 rounds."""

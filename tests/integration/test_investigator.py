@@ -46,7 +46,9 @@ def workbench_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("workbench")
     events, db = folder / "events.jsonl", folder / "wb.duckdb"
-    write_simulation(events, tables=3, hours=1.0, seed=1, error_rate=0.5)
+    write_simulation(
+        events, tables=3, hours=1.0, seed=2, error_rate=0.5
+    )  # a seed whose hour holds every rule used here
     with Store(db) as store:
         audit_file(events, store, snapshot_every=1000)  # as the CLI's default: replays start from snapshots
         auth.add_user(store.con, "ivy", "reviewer", PASSWORD, datetime(2026, 11, 1, tzinfo=UTC))
@@ -393,8 +395,9 @@ def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the
             assert re.search(rf'href="table-\d{{3}}\.html#round-{re.escape(f.round_id)}"', index)
     # a short replay is still one page
     out = tmp_path / "one.html"
+    first = next(f.round_id for f in result.replayed if f.round_id)  # not a jam's finding between rounds
     r = CliRunner().invoke(app, ["replay", "--db", str(workbench_db), "--table", table, "--round",
-                                 result.replayed[0].round_id or "", "--html", str(out)])  # fmt: skip
+                                 first, "--html", str(out)])  # fmt: skip
     assert r.exit_code == 0, r.output
     assert out.exists() and not list(tmp_path.glob("one-*.html"))
 

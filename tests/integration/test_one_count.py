@@ -60,7 +60,8 @@ def _review_a_mix(db: Path) -> dict[str, int]:
     with Store(db) as store:
         rows = query(store.con.cursor(), "rpt_findings").to_pylist()
         found = report_incidents(rows)
-        urgent = [f for f in found if f["severity"] in ("voiding", "integrity")]
+        # voiding incidents first: a voiding one is among the disposed (the filters below look for one)
+        urgent = [f for f in found if f["severity"] == "voiding"] + [f for f in found if f["severity"] == "integrity"]
         procedural = [f for f in found if f["severity"] == "procedural"]
         consequence = next(f for f in rows if f["cause_finding_id"])
         assert len(urgent) > 8 and len(procedural) > 2
