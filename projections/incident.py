@@ -39,6 +39,7 @@ def incident_context(
     later one in ``stored`` (the table's stored revisions: a remedy skipped in the window turns
     ``overdue`` only when the next round starts, after the window).
     """
+    stored = tuple(stored)
     latest: dict[str, Any] = {}
     for f in result.replayed:
         if f.finding_id not in latest or f.revision > latest[f.finding_id].revision:
@@ -77,7 +78,7 @@ def incident_context(
         {
             "finding": f,
             "summary": rule_summary(f.rule_id),
-            "first": next(g for g in result.replayed if g.finding_id == f.finding_id and g.revision == 0),
+            "first": _detection(f, result.replayed, stored),
         }
         for f in sorted(latest.values(), key=lambda f: (f.observed_at, f.rule_id))
     ]
@@ -94,6 +95,15 @@ def incident_context(
         "state_at": describe_state(result.state_at) if result.state_at is not None else None,
         "at_event": result.at_event,
     }
+
+
+def _detection(f: Finding, replayed: Iterable[Finding], stored: Iterable[Finding]) -> Finding:
+    """The revision 0 of ``f`` (when and how it was detected): replayed in the window, else among
+    the stored revisions (a window of one round can hold a later revision of a finding raised
+    before it, such as a jam's finding between rounds turned overdue at the round's start), else
+    the earliest revision at hand."""
+    same = [g for g in (*replayed, *stored) if g.finding_id == f.finding_id]
+    return min(same, key=lambda g: g.revision, default=f)
 
 
 PAGE_BYTES = 900_000
