@@ -515,8 +515,10 @@ class Settings(BaseSettings):
         remedy_window: how long after its round ended an owed remedy is awaited (event time;
             ``DEALTRAIL_REMEDY_WINDOW``, seconds or an ISO 8601 duration such as ``PT24H``,
             default 24 hours; rulebook 10.3.5). The obligation then leaves the table's state and
-            its finding stays overdue; a remedy recorded later is stored and shown beside the
-            finding as "remedy recorded after the window", without changing the verdict.
+            its finding stays overdue; if no next round had started, DT-remedy-overdue is raised at
+            the table's first event past the window (rulebook 10.4.2). A remedy recorded later is
+            stored and shown beside the finding as "remedy recorded after the window", without
+            changing the verdict.
     """
 
     # populate_by_name: Settings(kafka_bootstrap=...) is read too (an ignored keyword once made
