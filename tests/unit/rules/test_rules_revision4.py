@@ -14,6 +14,7 @@ from schemas import events as ev
 from schemas.findings import FindingStatus
 from streams.engine import RULEBOOK_REVISION, Plausibility, fold
 from streams.engine.catalog import RULES_BY_ID
+from tests.unit.rules.test_rules_revision3 import deal, on, shuffle_deck, two_decks
 
 FAULT = "DT-deal-after-device-fault"
 TCP_A1 = "TCP-679a.9-a1-shuffler-required"
@@ -25,12 +26,6 @@ WRONG_DECK = "TCP-679a.9-f-wrong-deck"
 OVERDUE = "DT-remedy-overdue"
 HOUR = 3600
 DAY = 24 * HOUR
-
-
-def on(t, deck_id):
-    """Stamp the next events with ``deck_id`` (the deck the dealer or the shuffler handles)."""
-    t.writer.deck_id = deck_id
-    return t
 
 
 def jam(t, deck_id="DK-1", fault="JAM", during="SHUFFLE"):
@@ -49,32 +44,6 @@ def jam(t, deck_id="DK-1", fault="JAM", during="SHUFFLE"):
     )
     on(t, keep)
     return raised
-
-
-def shuffle_deck(t, deck_id, **completed):
-    """A full shuffle of ``deck_id`` by the counting shuffler (the jam cleared, the cards reshuffled)."""
-    keep = t.writer.deck_id
-    on(t, deck_id)
-    started, done = t.shuffle("AUTOMATED", **completed)
-    on(t, keep)
-    return started, done
-
-
-def two_decks(make):
-    """A Three Card table with DK-1 and DK-2 rotating through one counting shuffler."""
-    t = make()
-    on(t, "DK-2")
-    t.emit(ev.DeckIntroduced, declared_count=t.deck_size, jokers=0, role="FLOOR", actor_id="F-01")
-    shuffle_deck(t, "DK-1")
-    shuffle_deck(t, "DK-2")
-    on(t, "DK-1")
-    return t
-
-
-def deal(t, round_id, deck_id, **kwargs):
-    """A Three Card round dealt from ``deck_id`` with no shuffle of its own (the rotation shuffled it)."""
-    on(t, deck_id)
-    return t.tcp_round(round_id, shuffle=None, **kwargs)
 
 
 def out_of_service(t, device_id, covered=False, sign=False):
