@@ -56,9 +56,18 @@ def _review(db: Path, kind: type[FindingAcknowledged] | type[FindingDisposed], a
 def _events(rows: list[tuple[str, str]]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute("CREATE TABLE events (table_id VARCHAR, occurred_at TIMESTAMPTZ)")
+    # the columns of the store's events table that judge_status reads (a final status names each
+    # table's last event: seq and event ID)
+    con.execute("CREATE SEQUENCE seqs START 1")
+    con.execute(
+        "CREATE TABLE events (table_id VARCHAR, occurred_at TIMESTAMPTZ, seq BIGINT DEFAULT nextval('seqs'),"
+        " event_id VARCHAR DEFAULT 'E-' || currval('seqs'))"
+    )
     for table, at in rows:
-        con.execute("INSERT INTO events VALUES (?, ?)", [table, datetime.fromisoformat(f"2026-11-27T{at}+00:00")])
+        con.execute(
+            "INSERT INTO events (table_id, occurred_at) VALUES (?, ?)",
+            [table, datetime.fromisoformat(f"2026-11-27T{at}+00:00")],
+        )
     return con
 
 
@@ -67,7 +76,7 @@ def test_a_period_is_provisional_until_every_table_that_dealt_in_it_has_an_event
     con = _events([("A", "18:10"), ("B", "18:50"), ("A", "19:02")])
     judged = judge_status(con, START, end, GRACE)
     assert judged is not None and judged["status"] == "provisional" and judged["waiting_for"] == ["B"]
-    con.execute("INSERT INTO events VALUES ('B', TIMESTAMPTZ '2026-11-27 19:00:00+00')")  # at the end: past it
+    con.execute("INSERT INTO events (table_id, occurred_at) VALUES ('B', TIMESTAMPTZ '2026-11-27 19:00:00+00')")
     judged = judge_status(con, START, end, GRACE)
     assert judged is not None and judged["status"] == "final" and judged["waiting_for"] == []
     assert judge_status(con, START, None, GRACE) is None  # an open-ended report is not judged
@@ -78,7 +87,7 @@ def test_a_period_is_final_once_the_newest_event_is_the_grace_time_past_its_end_
     con = _events([("A", "18:10"), ("B", "18:50"), ("A", "19:14:59")])
     judged = judge_status(con, START, end, GRACE)
     assert judged is not None and judged["status"] == "provisional"  # B stopped; 14:59 of grace so far
-    con.execute("INSERT INTO events VALUES ('A', TIMESTAMPTZ '2026-11-27 19:15:00+00')")
+    con.execute("INSERT INTO events (table_id, occurred_at) VALUES ('A', TIMESTAMPTZ '2026-11-27 19:15:00+00')")
     judged = judge_status(con, START, end, GRACE)
     assert judged is not None and judged["status"] == "final" and judged["waiting_for"] == ["B"]
     assert "past the period's end + 15 min" in judged["reason"]

@@ -8,7 +8,7 @@ findings are the same, finding for finding."""
 from __future__ import annotations
 
 import heapq
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -18,12 +18,14 @@ from dealtrail.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.store import Store
 from schemas.codec import encode
+from streams.clock import FixedClock
 from streams.engine import Plausibility
 from streams.engine.reorder import ReorderLimits
 from tests.reorder_trails import shuffled
 from tests.revision4_trail import HAND_TABLE, IDLE_TABLE, order_trails
 
 WINDOW = ReorderLimits(events=50, seconds=30)
+CLOCK = FixedClock(datetime(2027, 1, 1, tzinfo=UTC))
 LIMITS = Plausibility(max_seq_jump=100_000, max_clock_skew=timedelta(hours=1), remedy_window=timedelta(hours=24))
 Row = tuple[str, str, str | None, int, str]
 
@@ -41,8 +43,8 @@ def table_findings(db: Path) -> dict[str, set[Row]]:
 
 
 def audited(events: Path, db: Path, workers: int = 1) -> dict[str, set[Row]]:
-    with Store(db) as store:
-        audit_file(events, store, workers=workers, reorder=WINDOW, limits=LIMITS)
+    with Store(db) as store:  # judged as of a clock past the trails (the idle table reopens two days on)
+        audit_file(events, store, workers=workers, reorder=WINDOW, limits=LIMITS, clock=CLOCK)
     return table_findings(db)
 
 
