@@ -19,18 +19,11 @@ from dealtrail.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.store import Store
 from streams.engine import Plausibility
+from tests.unit.test_simulator import FLOOR_KINDS  # the kinds the simulator tests name, one list
 
 WINDOW = timedelta(hours=24)
 LIMITS = Plausibility(100_000, timedelta(hours=1), WINDOW)
 """The settings' defaults (max_seq_jump, max_clock_skew, remedy_window), as the demo audits."""
-FLOOR_KINDS = {
-    "jam-cleared",
-    "jam-dealt-unshuffled",
-    "out-of-service-unmarked",
-    "out-of-service-marked",
-    "shoe-fault-cleared",
-    "closed-owing-remedy",
-}
 
 
 @pytest.fixture(scope="module")
