@@ -78,7 +78,7 @@ import json, resource, time
 from pathlib import Path
 from dealtrail.audit import audit_file
 from dealtrail.settings import Settings
-from projections.store import Store
+from projections.store.store import Store
 t0 = time.perf_counter()
 # as `dealtrail audit` opens it: with the DuckDB memory limit and snapshot interval of the settings
 settings = Settings()
@@ -100,8 +100,8 @@ def engine_and_store(path: Path) -> tuple[float, float, float]:
     """Microseconds of CPU per event of the engine alone, of the DuckDB write alone and of
     staging (building the Arrow rows), same events."""
     from dealtrail.audit import Auditor
-    from projections.event_rows import EventRowsFile, read_event_rows
-    from projections.store import Store
+    from projections.store.event_rows import EventRowsFile, read_event_rows
+    from projections.store.store import Store
     from schemas.codec import decode, encode
     from streams.engine import TableState, apply
 
@@ -175,7 +175,7 @@ def replay_ms(db: Path) -> float:
     code = f"""
 import time
 from dealtrail.replay import Window, replay, snapshot_start, stored_events, stored_findings
-from projections.store import connect_read_only
+from projections.store.store import connect_read_only
 con = connect_read_only({str(db)!r})
 table, = con.execute("SELECT table_id FROM events LIMIT 1").fetchone()
 round_id, = con.execute(
@@ -202,7 +202,7 @@ def reaudit_rate(db: Path) -> float:
 import time
 from pathlib import Path
 from dealtrail.reaudit import reaudit
-from projections.store import Store
+from projections.store.store import Store
 with Store(Path({str(db)!r}), "200MB") as store:
     t0 = time.perf_counter()
     r = reaudit(store)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import duckdb
 
-from projections.archive import archive, compact
-from projections.replica import write_replica
+from projections.store.archive import archive, compact
+from projections.store.replica import write_replica
 
 
 def main() -> None:

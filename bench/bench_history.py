@@ -37,8 +37,8 @@ Prints on stdout, for each store, lines beginning with its length (``1 day``, ``
   1 day page p95 ms dealer: N             the page of the dealer with the most rounds
   1 day page p95 ms table: N              the page of the table with the most findings
   1 day api p95 ms findings: N            ``/api/v1/findings`` (its default limit: 1,000)
-  1 day replica s: N                      :func:`projections.replica.write_replica`, the whole copy
-  1 day archive s (one month): N          :func:`projections.archive.archive` of October (copy to
+  1 day replica s: N                      :func:`projections.store.replica.write_replica`, the whole copy
+  1 day archive s (one month): N          :func:`projections.store.archive.archive` of October (copy to
                                           Parquet, check, delete)
 
 Pages are requested in this process through FastAPI's TestClient (the application ``dealtrail
@@ -82,10 +82,10 @@ sys.path.insert(0, str(ROOT))
 STAGES = ("build", "report", "pages", "replica", "archive")
 BOUNDARY = datetime(2026, 11, 1, tzinfo=UTC)
 """Every store is centred on this instant: its first half is in October, its second in November."""
-SHAPING = ("schemas", "streams/engine", "dealtrail/simulator", "dealtrail/audit.py", "projections/store.py",
-           "projections/event_rows.py", "projections/summaries.py", "projections/sql")  # fmt: skip
+SHAPING = ("schemas", "streams/engine", "dealtrail/simulator", "dealtrail/audit.py", "projections/store/store.py",
+           "projections/store/event_rows.py", "projections/store/summaries.py", "projections/store/sql")  # fmt: skip
 """The code that decides what a store holds (its key; the DDL files are the numbered ones)."""
-SIMULATING = ("schemas", "dealtrail/simulator", "projections/private.py")
+SIMULATING = ("schemas", "dealtrail/simulator", "projections/store/private.py")
 """The code that decides what the simulated event file holds (besides :func:`simulate_floor`)."""
 SEED, ERROR_RATE = 23, 0.05
 PASSWORD = "bench-history-viewer-pass"
@@ -166,7 +166,7 @@ def _simulate_tables(floor: Any, indexes: list[int], out: Path) -> int:
 
     from dealtrail.simulator.floor import GAMES
     from dealtrail.simulator.table import TableSim, table_ids
-    from projections.private import open_private
+    from projections.store.private import open_private
     from schemas.codec import encode
 
     tables = table_ids(floor.tables)
@@ -193,7 +193,7 @@ def simulate_floor(floor: Any, out: Path, processes: int) -> int:
     import heapq
     from concurrent.futures import ProcessPoolExecutor
 
-    from projections.private import open_private
+    from projections.store.private import open_private
 
     groups = [g for g in (list(range(k, floor.tables, processes)) for k in range(processes)) if g]
     parts = [out.with_name(f"{out.name}.part{k}") for k in range(len(groups))]
@@ -229,8 +229,8 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
     from dealtrail.audit import audit_file
     from dealtrail.settings import Settings
     from dealtrail.simulator.floor import FloorSpec
-    from projections.private import make_private_dirs, write_private_text
-    from projections.store import Store
+    from projections.store.private import make_private_dirs, write_private_text
+    from projections.store.store import Store
     from streams.clock import FixedClock
 
     db = folder / "store.duckdb"
@@ -348,7 +348,7 @@ def page_lines(db: Path, label: str, warmup: int, requests: int) -> None:
     from dealtrail.console import auth
     from dealtrail.console.app import ConsoleConfig, create_app
     from dealtrail.settings import Settings
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = Settings()
     store = Store(db, settings.duckdb_memory_limit)
@@ -414,8 +414,8 @@ def page_lines(db: Path, label: str, warmup: int, requests: int) -> None:
 
 def replica_line(db: Path, label: str) -> str:
     """One copy of ``db`` to a replica beside it (the whole copy, seconds)."""
-    from projections.replica import write_replica
-    from projections.store import Store
+    from projections.store.replica import write_replica
+    from projections.store.store import Store
 
     with Store(db) as store:
         copy = write_replica(store.con, db, db.with_name("replica.duckdb"))
@@ -426,8 +426,8 @@ def replica_line(db: Path, label: str) -> str:
 
 def archive_line(db: Path, label: str) -> str:
     """The archive of the store's older month (October) from ``db`` to Parquet (copy, check, delete)."""
-    from projections.archive import archive
-    from projections.store import Store
+    from projections.store.archive import archive
+    from projections.store.store import Store
 
     with Store(db) as store:
         result = archive(store.con, db, f"{BOUNDARY:%Y-%m}", db.with_name("archive"), datetime.now(UTC))

@@ -60,7 +60,7 @@ def child(path: Path, workers: int) -> None:
 
     from dealtrail.audit import audit_file
     from dealtrail.settings import Settings
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = Settings()
     db = path.with_suffix(".duckdb")

@@ -45,7 +45,7 @@ AUDIT = """
 import json, resource, sys, time
 from pathlib import Path
 from dealtrail.audit import audit_file
-from projections.store import Store
+from projections.store.store import Store
 t = time.perf_counter()
 with Store(sys.argv[2]) as store:
     s = audit_file(Path(sys.argv[1]), store, workers=1)

@@ -10,7 +10,7 @@ with its line number and reason; the run goes on.
 A file may continue one audited before into the same store (the next shift of the same tables):
 at the end of a file, every table's engine state is stored (``table_states``), and a table
 whose events here follow on from a stored state goes on from that state instead of needing a
-``TableConfigured`` event (:meth:`projections.store.Store.state_before` says which state). A
+``TableConfigured`` event (:meth:`projections.store.store.Store.state_before` says which state). A
 table the store holds but that this file does not continue is refused (``does_not_continue``):
 starting it anew would report the stored events as missing.
 """
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from dealtrail.settings import DEFAULT_MAX_RECORD_BYTES
-from projections.event_rows import EventRowsFile, read_event_rows
-from projections.store import BatchCounts, Store, snapshot_row
+from projections.store.event_rows import EventRowsFile, read_event_rows
+from projections.store.store import BatchCounts, Store, snapshot_row
 from schemas import events as ev
 from schemas.chain import Chainer
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
@@ -106,7 +106,7 @@ Stamps = list[tuple[int, str | None, str]]
 """A table's last hash-chain stamps, ``(seq, prev_hash, hash)`` (:meth:`schemas.chain.Chainer.stamps`)."""
 Resume = Callable[[str, int], tuple[TableState, Stamps] | str | None]
 """``resume(table_id, seq)``: the stored state (and the chain stamps) a table whose first
-event in the file has ``seq`` goes on from (see :meth:`projections.store.Store.state_before`);
+event in the file has ``seq`` goes on from (see :meth:`projections.store.store.Store.state_before`);
 else why none of its stored states fits (a sentence), or None if it has none."""
 
 
@@ -144,7 +144,7 @@ def load_resume(stored: tuple[str, str] | str | None) -> tuple[TableState, Stamp
 @dataclass
 class Batch:
     """What one worker hands the writer: its events as an Arrow IPC stage file of ``events``
-    rows (:class:`projections.event_rows.EventRowsFile`), the rest as rows."""
+    rows (:class:`projections.store.event_rows.EventRowsFile`), the rest as rows."""
 
     shard: int
     events_file: Path | None
@@ -658,7 +658,7 @@ def audit_file(
     """Audit one JSON Lines event file into ``store``.
 
     A table whose first event here follows on from the state an earlier audit stored for it
-    (:meth:`projections.store.Store.state_before`) goes on from that state; the others start
+    (:meth:`projections.store.store.Store.state_before`) goes on from that state; the others start
     from their ``TableConfigured`` event. Every table's final state is stored for the next file.
 
     Args:
@@ -879,7 +879,7 @@ def _dead_row(d: dict[str, Any]) -> dict[str, Any]:
 
 def _store_refusal(source: str, kind: str, row: Any, error: str) -> dict[str, Any]:
     """The dead-letter record (reason ``store_error``) of a row the store refused
-    (:meth:`projections.store.Store.write_batch_isolating`): an event with its line, else the
+    (:meth:`projections.store.store.Store.write_batch_isolating`): an event with its line, else the
     row (a finding, a round, a state ...) as JSON, at line 0."""
     if kind == "event_rows":
         raw, line = str(row["payload"]).encode(), int(row["arrival"])

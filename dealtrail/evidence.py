@@ -97,7 +97,7 @@ class Package:
             EvidenceError: ``out`` exists and is not an empty folder (a package is never
                 written over another one).
         """
-        from projections.private import make_private_dirs, open_private
+        from projections.store.private import make_private_dirs, open_private
 
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise EvidenceError(f"{out} exists and is not an empty folder: choose a new --out")

@@ -32,9 +32,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from projections import summaries
 from projections.generations import RuleDiff, generation_diff, generation_revisions
-from projections.store import FINDINGS_SCHEMA, Store, finding_row
+from projections.store import summaries
+from projections.store.store import FINDINGS_SCHEMA, Store, finding_row
 from schemas.codec import DecodeError, decode, encode
 from streams.engine import EventRejected, Plausibility, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION

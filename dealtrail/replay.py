@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from projections import summaries
+from projections.store import summaries
 from schemas import events as ev
 from schemas.codec import DecodeError, decode
 from schemas.findings import Finding

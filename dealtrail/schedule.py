@@ -30,11 +30,11 @@ from zoneinfo import ZoneInfo
 
 import duckdb
 
-from projections.archive import reading_archive
 from projections.period_reports import add_revision, latest
 from projections.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.reviews import ReviewDue
-from projections.store import connect_read_only
+from projections.store.archive import reading_archive
+from projections.store.store import connect_read_only
 
 SHIFT_STARTS = (6, 14, 22)
 """Hours (local time) when the three 8-hour shifts start."""
@@ -302,7 +302,7 @@ def run_due(
         The revision folders written by this call (``<out>/<period>/rev-NNNN``).
 
     Raises:
-        projections.archive.ArchiveError: the store has archived months and their folder, or
+        projections.store.archive.ArchiveError: the store has archived months and their folder, or
             a file of it, is missing.
     """
     own = not isinstance(db, duckdb.DuckDBPyConnection)

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from projections.store import event_columns_sql, event_paths_sql
+from projections.store.store import event_columns_sql, event_paths_sql
 from schemas.chain import chain_hash
 from schemas.codec import DecodeError, decode
 

@@ -24,7 +24,7 @@ from playwright.sync_api import sync_playwright
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]

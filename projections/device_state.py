@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pydantic_core
 
-from projections import summaries
+from projections.store import summaries
 
 _LATEST = """
     WITH m AS (
@@ -52,7 +52,7 @@ _LATEST = """
 """Each table's latest engine state: its seq, where it is kept (``pref`` 1: the audit's
 ``table_states``, preferred at an equal seq; 0: a ``table_snapshots`` row), its row ID, and a
 key that names the row's content in the store (rows are only ever added, and a row with the same
-table, seqs and last event is never written twice: :meth:`projections.store.Store.write_batch`)."""
+table, seqs and last event is never written twice: :meth:`projections.store.store.Store.write_batch`)."""
 
 Latest = tuple[str, int, int, int, str]
 """A row of :data:`_LATEST`: (table, last_seq, pref, row ID, row key)."""

@@ -15,7 +15,7 @@ import jinja2
 
 from dealtrail.replay import ReplayResult, describe_state, layout, rule_summary
 from projections.cards import area_name, card_face
-from projections.private import make_private_dirs, write_private_text
+from projections.store.private import make_private_dirs, write_private_text
 from projections.timefmt import clock, show, zone_name
 from schemas import events as ev
 from schemas.findings import Finding

@@ -1,7 +1,7 @@
 """The incidents read model: the one place every surface takes its counts from.
 
 The CLI summary, ``summary.json`` and the report, the console's floor and findings pages, the API
-and the late-review digest all read ``projections/sql/inc_findings.sql`` through this module, so
+and the late-review digest all read ``projections/store/sql/inc_findings.sql`` through this module, so
 one question has one answer everywhere:
 
 * an **incident** is a finding that is not the consequence of another; a consequence (a
@@ -31,8 +31,8 @@ from typing import Any
 
 import duckdb
 
-from projections import summaries
 from projections.reviews import FAR_FUTURE, FAR_PAST, SORTS, FindingFilter, ReviewDue, has_console_tables
+from projections.store import summaries
 from schemas.reviews import ReviewStatus
 
 SEVERITIES = ("voiding", "integrity", "procedural")
@@ -49,13 +49,13 @@ _NO_REVIEWS = (
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def model_sql(con: duckdb.DuckDBPyConnection, live: bool = False) -> str:
     """The model's query (``inc_findings.sql`` with its finding half spliced in), for ``con``'s
     store: the finding half is read from the summary ``sum_findings`` the writer keeps
-    (:mod:`projections.summaries`), or computed by ``rpt_findings.sql`` from every revision and
+    (:mod:`projections.store.summaries`), or computed by ``rpt_findings.sql`` from every revision and
     round in a store without it (one last written by an older version, opened read-only) or with
     ``live``; one without review tables reads an empty review stream (every finding unreviewed)."""
     reviews_source = "reviews" if has_console_tables(con) else _NO_REVIEWS

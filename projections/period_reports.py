@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from projections.private import make_private_dirs, write_private_text
+from projections.store.private import make_private_dirs, write_private_text
 
 REVISION = re.compile(r"^rev-([0-9]{4,9})$")
 """The name of a revision's folder."""

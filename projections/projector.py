@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from projections import staff
 from projections.reviews import review_row
-from projections.store import BatchCounts, Store
+from projections.store.store import BatchCounts, Store
 from schemas.access import ACCESS_ADAPTER, AccessEntry
 from schemas.codec import DecodeError, decode, encode
 from schemas.findings import Finding
@@ -44,8 +44,8 @@ from streams.link import Backoff, KafkaLink, quiet_clients
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
-    from projections.replica import ReplicaTimer
     from projections.reviews import ReviewDue
+    from projections.store.replica import ReplicaTimer
 
 log = logging.getLogger("dealtrail.projector")
 ROUND_TIMES = ("started_at", "completed_at")
@@ -176,7 +176,7 @@ def project(
         stop: set (by a signal handler) to end the run after the batch in progress, within
             seconds even while the cluster is away; None: runs until ``once`` or ``max_seconds``.
         replica: copy the store to its read replica when due (between two batches, under
-            ``write_lock``; :mod:`projections.replica`), and once more at the end; None: no replica.
+            ``write_lock``; :mod:`projections.store.replica`), and once more at the end; None: no replica.
         report_max_listed: how many voiding and integrity incidents each scheduled report lists
             (resolved ``DEALTRAIL_REPORTS__MAX_LISTED``); None: every one.
 
@@ -554,7 +554,7 @@ def _unreadable(topic: str, r: Any, exc: Exception) -> dict[str, Any]:
 
 def _refused_row(names: list[str], kind: str, row: Any, error: str) -> dict[str, Any]:
     """The ``dead_letters`` row (reason ``store_error``) of a row the store refused
-    (:meth:`projections.store.Store.write_batch_isolating`)."""
+    (:meth:`projections.store.store.Store.write_batch_isolating`)."""
     if kind == "raw_events":
         offset, data = row
         source, position, raw = names[0], f"{names[0]}@{offset}", bytes(data).decode("utf-8", "replace")

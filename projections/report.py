@@ -1,6 +1,6 @@
 """The compliance report: HTML (jinja2) plus ``findings.csv`` and ``findings.parquet``.
 
-Reads the store read-only. All queries are parameterised (``projections/sql/rpt_*.sql``); the
+Reads the store read-only. All queries are parameterised (``projections/store/sql/rpt_*.sql``); the
 HTML escapes every value taken from events. The output depends only on the store and the period,
 so a re-run writes the same files.
 """
@@ -29,11 +29,11 @@ from markupsafe import Markup
 from projections import executive, reviews, signoff, staff
 from projections import incidents as incident_model
 from projections import property as stored_property
-from projections.archive import event_sources, reading_archive
 from projections.generations import generation_diff, generation_info
-from projections.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.spreadsheet import neutralise_table
-from projections.store import connect_read_only
+from projections.store.archive import event_sources, reading_archive
+from projections.store.private import make_private, make_private_dirs, open_private, write_private_text
+from projections.store.store import connect_read_only
 from projections.timefmt import iso_utc, show, zone_name
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 
@@ -61,7 +61,7 @@ class ReportFiles:
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def query(
@@ -72,7 +72,7 @@ def query(
     table_id: str | None = None,
     **extra: Any,
 ) -> pa.Table:
-    """Run ``projections/sql/<name>.sql`` for the period [start, end) as an Arrow table.
+    """Run ``projections/store/sql/<name>.sql`` for the period [start, end) as an Arrow table.
 
     Args:
         con: a (read-only) connection.
@@ -83,7 +83,7 @@ def query(
         **extra: further parameters the query names (e.g. ``consequences`` of ``rpt_by_dealer``).
 
     A query that names ``{live_events}`` or ``{archived_events}`` gets the store's own table
-    and its archived months there (:func:`projections.archive.event_sources`).
+    and its archived months there (:func:`projections.store.archive.event_sources`).
     """
     params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id, **extra}
     sql = _sql(f"{name}.sql")
@@ -754,7 +754,7 @@ def write_report(
             size stays bounded whatever the period. None: every one listed.
         archive: the folder of the store's archived months (the resolved ``--archive`` /
             ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows
-            (:func:`projections.archive.reading_archive`), so a period reports the same figures
+            (:func:`projections.store.archive.reading_archive`), so a period reports the same figures
             before and after ``dealtrail archive``; None: the folder the store's manifest names.
 
     ``summary.json`` holds the figures of :func:`build_summary` and a ``report`` section:
@@ -767,7 +767,7 @@ def write_report(
         FileNotFoundError: no store at ``db``.
         NotADirectoryError: ``out`` (or a folder on its way) is a file.
         LookupError: the store has no generation ``generation``.
-        projections.archive.ArchiveError: the store has archived months and their folder, or
+        projections.store.archive.ArchiveError: the store has archived months and their folder, or
             a file of it, is missing.
     """
     out_dir = Path(out)

@@ -144,7 +144,7 @@ class FindingFilter:
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def has_console_tables(con: duckdb.DuckDBPyConnection) -> bool:

@@ -46,5 +46,5 @@ class TableSnapshot(Frozen):
     offset: int = Field(ge=0)
 
     def row(self) -> dict[str, Any]:
-        """The ``table_snapshots`` row (``projections.store.SNAPSHOTS_SCHEMA``) of this record."""
+        """The ``table_snapshots`` row (``projections.store.store.SNAPSHOTS_SCHEMA``) of this record."""
         return self.model_dump(exclude={"partition", "offset"})

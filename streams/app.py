@@ -199,7 +199,7 @@ def snapshot_value(state: TableState, occurred_at: datetime, partition: int, off
     """The snapshots-topic record (JSON :class:`~schemas.snapshots.TableSnapshot`) of ``state``,
     the state after the event at ``offset`` of ``partition`` of the events topic, which happened
     at ``occurred_at``: the same state JSON, SHA-256 and engine tags as the embedded audit's
-    ``table_snapshots`` rows (``projections.store.snapshot_row``)."""
+    ``table_snapshots`` rows (``projections.store.store.snapshot_row``)."""
     text = dump_state(state)
     return (
         TableSnapshot(

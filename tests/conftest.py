@@ -22,7 +22,7 @@ def small_shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def audited_shift(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The small shift audited into a DuckDB store (read it; copy it before changing it)."""
     from dealtrail.audit import audit_file
-    from projections.store import Store
+    from projections.store.store import Store
 
     events, _ = small_shift
     db = tmp_path_factory.mktemp("audited") / "shift.duckdb"

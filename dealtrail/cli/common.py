@@ -17,7 +17,7 @@ from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
     from projections.reviews import ReviewDue
-    from projections.store import Store
+    from projections.store.store import Store
 
 
 EXIT_CODES = (
@@ -140,7 +140,7 @@ def writing(db: Path, resume: str, note: str | Callable[[], str] = "") -> Iterat
     """
     import duckdb
 
-    from projections.failures import kept, write_failure
+    from projections.store.failures import kept, write_failure
 
     try:
         yield
@@ -180,7 +180,7 @@ def open_writer(db: Path, settings: Settings, resume: str) -> Store:
         typer.Exit: no store at ``db`` (code 2), another process holds it (code 1), or it cannot
             be written (read-only, a full disk: :data:`STORE_WRITE_FAILED`).
     """
-    from projections.store import Store
+    from projections.store.store import Store
 
     if not db.exists():
         raise _fail(f"no dealtrail database at {db}")
@@ -244,7 +244,7 @@ def _when(value: str | None, name: str) -> datetime | None:
 def _owner_only(path: Path) -> IO[str]:
     """Open ``path`` for writing text, readable by its owner only (dead letters hold raw input,
     like the database); a file that was there before is emptied and made owner-only too."""
-    from projections.private import open_private
+    from projections.store.private import open_private
 
     return open_private(path)
 

@@ -21,7 +21,7 @@ from dealtrail.cli.common import _DB, _fail, app, console, err, load, review_due
 def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
     """The store opened for writing, or a clear error when another process holds it (for the
     ``users`` commands, one line pointing to the console's admin page, without DuckDB's text)."""
-    from projections.store import NotAStoreError, Store
+    from projections.store.store import NotAStoreError, Store
 
     try:
         return Store(db, settings.duckdb_memory_limit)
@@ -166,7 +166,7 @@ def serve(
     import uvicorn
 
     from dealtrail.console.app import ConsoleConfig, create_app
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = load()
     db = db or settings.db
@@ -300,7 +300,7 @@ def users_list(db: Annotated[Path | None, typer.Option(help="DuckDB file.", show
     and ``RITA`` in a store from before names were unique in case-folded form): exit code 3 while
     such twins remain, for an admin to resolve (deactivate all but one of each)."""
     from projections import access
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     settings = load()
     db = db or settings.db
@@ -340,7 +340,7 @@ def users_add(
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, add_user, password_reset_note
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = load()
     db = db or settings.db
@@ -368,7 +368,7 @@ def users_token(
 
     from dealtrail.console.auth import AccessError, new_token, verify_password
     from projections import access
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = load()
     db = db or settings.db
@@ -411,7 +411,7 @@ def users_unlock(
 ) -> None:
     """End the sign-in lock of an account (recorded in the access log; the console reads it when it
     starts: run this while the console is stopped, or use the Unlock button of its Users page)."""
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = load()
     db = db or settings.db

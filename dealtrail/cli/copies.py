@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     import duckdb
 
     from dealtrail.settings import Settings
-    from projections.replica import ReplicaTimer
-    from projections.store import Store
+    from projections.store.replica import ReplicaTimer
+    from projections.store.store import Store
 
 
 REPLICA_HELP = "Keep a read-only copy of the store here, replaced atomically (report, verify, replay read it)."
@@ -33,7 +33,7 @@ def replica_timer(
     """The replica the command keeps (``--replica``, else ``DEALTRAIL_REPLICA__PATH``), copied every
     ``--replica-every`` (else ``DEALTRAIL_REPLICA__EVERY`` seconds); None without one. Bad
     values end the command with one line before any work."""
-    from projections.replica import ReplicaTimer, check_replica_path, parse_every
+    from projections.store.replica import ReplicaTimer, check_replica_path, parse_every
 
     path = replica or settings.replica.path
     if path is None:
@@ -54,7 +54,7 @@ def replica_timer(
 
 def announce(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Say on stderr which copy a reading command reads (the store, or a replica and its age)."""
-    from projections.replica import describe_copy, replica_info
+    from projections.store.replica import describe_copy, replica_info
 
     err.print(describe_copy(path, replica_info(con), datetime.now(UTC)), soft_wrap=True, markup=False, highlight=False)
 
@@ -64,7 +64,7 @@ def announce_path(path: Path) -> None:
     file cannot be opened: the command's own error follows)."""
     import duckdb
 
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     try:
         con = connect_read_only(path)
@@ -79,10 +79,10 @@ def announce_path(path: Path) -> None:
 def read_archive(
     con: duckdb.DuckDBPyConnection, folder: Path | None, settings: Settings, snapshots: bool = True
 ) -> None:
-    """Read the store's archived months on ``con`` (:func:`projections.archive.attach_archive`)
+    """Read the store's archived months on ``con`` (:func:`projections.store.archive.attach_archive`)
     from ``--archive``, else ``DEALTRAIL_ARCHIVE__DIR``, else the folder its manifest names; says
     which on stderr. An archive folder that lacks a file ends the command with one line."""
-    from projections.archive import ArchiveError, attach_archive
+    from projections.store.archive import ArchiveError, attach_archive
 
     try:
         read = attach_archive(con, folder or settings.archive.dir, snapshots)
@@ -119,9 +119,9 @@ def archive_cmd(
     it kept and how to resume."""
     import duckdb
 
-    from projections.archive import ArchiveError, archive, month_start
-    from projections.archive import compact as compact_store
-    from projections.failures import write_failure
+    from projections.store.archive import ArchiveError, archive, month_start
+    from projections.store.archive import compact as compact_store
+    from projections.store.failures import write_failure
 
     settings = load()
     db = db or settings.db

@@ -29,8 +29,8 @@ def evidence(
 
     from dealtrail.evidence import EvidenceError, build_package
     from dealtrail.verify import load_digest
-    from projections.private import make_private_dirs, open_private
-    from projections.store import connect_read_only
+    from projections.store.private import make_private_dirs, open_private
+    from projections.store.store import connect_read_only
 
     settings = load()
     db = db or settings.db

@@ -34,7 +34,7 @@ def _chains(
 
     from dealtrail.replay import kafka_events, stored_events
     from dealtrail.verify import check_chain, column_mismatches, tables
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     settings = load()
     settings = settings.with_bootstrap(bootstrap)
@@ -161,7 +161,7 @@ def _access_log(db: Path, saved: dict[str, Any] | None = None) -> int:
     from dealtrail.cli.common import _busy
     from dealtrail.verify import check_access_head
     from projections.access_log import check_chain, hash_at
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     try:
         con = connect_read_only(db)
@@ -204,7 +204,7 @@ def digest(
     import json
 
     from dealtrail.verify import digest as make
-    from projections.private import make_private_dirs, write_private_text
+    from projections.store.private import make_private_dirs, write_private_text
 
     _output_file(out, "--out")
     reports = _chains(db, None, "db", None, columns=False).reports
@@ -232,7 +232,7 @@ def _access_head(db: Path) -> dict[str, object] | None:
     import duckdb
 
     from projections.access_log import check_chain, head
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     try:
         con = connect_read_only(db)

@@ -87,7 +87,7 @@ def replay(
     con = None
     try:
         if db is not None:
-            from projections.store import connect_read_only
+            from projections.store.store import connect_read_only
 
             con = connect_read_only(db)
             announce(con, db)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from dealtrail.audit import AuditSummary
     from dealtrail.settings import Settings
     from projections.incidents import Counts as IncidentCounts
-    from projections.replica import ReplicaTimer
+    from projections.store.replica import ReplicaTimer
 
 from dealtrail.cli.common import (
     _DB,
@@ -53,7 +53,7 @@ from dealtrail.cli.copies import (
 
 def _advance(progress: Progress, task: TaskID, n: int, store: object, copies: ReplicaTimer | None) -> None:
     """Advance the audit's progress bar; copy the store to its replica when due (between batches)."""
-    from projections.store import Store
+    from projections.store.store import Store
 
     progress.advance(task, n)
     if copies is not None and copies.due():
@@ -118,14 +118,14 @@ def _audit_into(
     """Audit ``events`` into the store ``db`` (its writer closed on return, also on an error)."""
     from dealtrail.audit import AuditWorkerError, audit_file
     from projections import incidents
-    from projections.private import make_private_dirs
-    from projections.store import Store
+    from projections.store.private import make_private_dirs
+    from projections.store.store import Store
     from schemas.lines import NotEventsError
 
     try:
         store = Store(db, settings.duckdb_memory_limit)
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        from projections.failures import write_failure
+        from projections.store.failures import write_failure
 
         if write_failure(exc, db) is not None:
             raise  # a read-only store, a full disk: said by writing()
@@ -251,7 +251,7 @@ def reaudit(
     opened: list[int] = []  # the latest generation when the writer opened
 
     def generations() -> str:
-        from projections.failures import latest_generation
+        from projections.store.failures import latest_generation
 
         now = latest_generation(db)
         if opened and now is not None and now > opened[0]:
@@ -381,8 +381,8 @@ def report(
     With --to, the report says whether it is final or provisional (see DEALTRAIL_REPORTS__GRACE_MINUTES).
     Archived months (dealtrail archive) are read from their Parquet files with the live rows.
     """
-    from projections.archive import ArchiveError
     from projections.report import write_report
+    from projections.store.archive import ArchiveError
 
     settings = load()
     db, out = db or settings.db, out or settings.out

@@ -59,7 +59,7 @@ def schedule(
     import duckdb
 
     from dealtrail.schedule import Schedule, ScheduleError, run_due, run_forever
-    from projections.archive import ArchiveError
+    from projections.store.archive import ArchiveError
 
     settings = load()
     db, out = db or settings.db, out or settings.out / "periods"

@@ -65,7 +65,7 @@ def sign_report(
     from projections import access, access_log
     from projections.reviews import role_at_least
     from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = load()
     db = db or settings.db
@@ -133,7 +133,7 @@ def _open_for_signing(db: Path, settings: Settings) -> object:
     """The store opened for writing (its access log takes the sign-off), or one clear line: no
     store there, or a console or projector holds it (sign in the console then, so that the
     sign-off is recorded)."""
-    from projections.store import NotAStoreError, Store
+    from projections.store.store import NotAStoreError, Store
 
     if not db.is_file():
         raise _fail(f"no dealtrail database at {db}", code=1)
@@ -270,7 +270,7 @@ def _anchor(target: Path, db: Path) -> Anchor:
     import duckdb
 
     from projections.signoff import check_anchor
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     try:
         con = connect_read_only(db)

@@ -54,9 +54,9 @@ def demo(
     from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections import incidents
-    from projections.private import make_private_dirs
     from projections.report import write_report
-    from projections.store import Store
+    from projections.store.private import make_private_dirs
+    from projections.store.store import Store
 
     _output_folder(out, "--out")
     make_private_dirs(out)
@@ -121,7 +121,7 @@ def _set_aside(db: Path, at: datetime) -> Path | None:
     """
     import duckdb
 
-    from projections.private import make_private
+    from projections.store.private import make_private
 
     wal = db.with_name(db.name + ".wal")
     if not db.exists() and not wal.exists():

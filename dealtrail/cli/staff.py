@@ -99,7 +99,7 @@ def _roster_target(
         return
     from dealtrail.cli.console import _open_writer
     from projections import staff
-    from projections.store import Store
+    from projections.store.store import Store
 
     store = _open_writer(db, settings)
     assert isinstance(store, Store)

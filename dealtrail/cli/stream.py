@@ -13,7 +13,7 @@ from dealtrail.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from projections.store import BatchCounts
+    from projections.store.store import BatchCounts
     from schemas.staff import StaffMemberRecorded
     from streams.publish import PublishSummary
 
@@ -198,11 +198,11 @@ def _project(
     replica_every: str | None,
 ) -> None:
     """The projector run of :func:`project` into the store ``db`` (its writer closed on return)."""
-    from projections.discard import remove_if_empty
-    from projections.failures import write_failure
     from projections.projector import KafkaUnreachableError
     from projections.projector import project as run
-    from projections.store import Store
+    from projections.store.discard import remove_if_empty
+    from projections.store.failures import write_failure
+    from projections.store.store import Store
     from streams.link import KafkaLink
 
     spec = None
@@ -427,7 +427,7 @@ def _host_console(
 
     from dealtrail.console.app import ConsoleConfig, create_app
     from projections.reviews import ReviewEvent
-    from projections.store import Store
+    from projections.store.store import Store
     from schemas.access import AccessEntry
     from streams.access_publish import AccessPublisher, AccessPublishError
     from streams.link import Backoff

@@ -29,10 +29,11 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.settings import ReviewSettings
 from dealtrail.video import VideoLinks
-from projections import access, access_log, incidents, reviews, staff, summaries
+from projections import access, access_log, incidents, reviews, staff
 from projections.device_state import floor_device_states
 from projections.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
-from projections.store import Store
+from projections.store import summaries
+from projections.store.store import Store
 from schemas.access import AccessEntry
 from schemas.reviews import (
     Cause,
@@ -336,8 +337,8 @@ def _person(ctx: jinja2.runtime.Context, staff_id: str | None) -> str:
 
 
 def sql(name: str) -> str:
-    """The text of the read model's query ``projections/sql/<name>``."""
-    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+    """The text of the read model's query ``projections/store/sql/<name>``."""
+    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def query_string(params: dict[str, Any]) -> str:
@@ -458,7 +459,7 @@ class Console:
         self, con: duckdb.DuckDBPyConnection, now: datetime, per_table: dict[str, incidents.Counts] | None = None
     ) -> list[dict[str, Any]]:
         """Each table's row: its dealer and supervisor on duty (the ``sum_floor`` summary,
-        :mod:`projections.summaries`; in a store without it ``con_floor.sql`` and
+        :mod:`projections.store.summaries`; in a store without it ``con_floor.sql`` and
         :func:`projections.staff.supervisors_by_table`), its devices' state as the engine holds it
         (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`)
         with its incidents not yet disposed, by severity, its overdue remedies and late reviews

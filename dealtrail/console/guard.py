@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import duckdb
     from fastapi import Request
 
-    from projections.store import Store
+    from projections.store.store import Store
 
 CLIENT: ContextVar[str] = ContextVar("dealtrail_client", default="")
 """The client address of the request being served (set by :class:`ClientMiddleware`)."""

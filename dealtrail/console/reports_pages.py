@@ -51,7 +51,7 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/reports", include_in_schema=False)
     def reports_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:
-        from projections.archive import ArchiveError, reading_archive
+        from projections.store.archive import ArchiveError, reading_archive
 
         sql = "SELECT min(occurred_at), max(occurred_at) FROM events"
         try:
@@ -78,8 +78,8 @@ def router(console: Console) -> APIRouter:
         from_: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
     ) -> Response:
-        from projections.archive import ArchiveError
         from projections.report import write_report
+        from projections.store.archive import ArchiveError
 
         start, end = parse_time(from_, "from"), parse_time(to, "to")
         if start is not None and end is not None and start >= end:

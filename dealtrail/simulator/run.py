@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dealtrail.simulator.floor import FloorSpec, Truth, simulate
-from projections.private import make_private_dirs, open_private
+from projections.store.private import make_private_dirs, open_private
 from schemas.codec import encode
 
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dealtrail.audit import audit_file
-from projections.store import Store
+from projections.store.store import Store
 
 CASES: Counter[str] = Counter()
 BASE = {

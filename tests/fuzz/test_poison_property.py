@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dealtrail.audit import audit_file
 from dealtrail.simulator.run import write_simulation
-from projections.store import Store
+from projections.store.store import Store
 from schemas.codec import _BOUNDED
 from schemas.events import EVENT_TYPES
 from streams.clock import FixedClock

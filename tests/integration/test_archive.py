@@ -18,8 +18,8 @@ from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from dealtrail.schedule import Schedule, run_due
 from dealtrail.simulator.floor import FloorSpec, simulate
-from projections.archive import reads_archive
-from projections.store import Store, connect_read_only
+from projections.store.archive import reads_archive
+from projections.store.store import Store, connect_read_only
 from schemas.codec import encode
 
 BOUNDARY = "2026-11"
@@ -212,7 +212,7 @@ def test_archived_snapshots_with_and_without_the_late_count_are_read_together(tw
     code, out = _run("replay", "--db", str(live), "--table", table, "--round", round_id)
     assert code == 0, out
     assert _without_notes(out) == _without_notes(expected[1])
-    from projections import summaries
+    from projections.store import summaries
 
     con = connect_read_only(live)
     try:  # the archive kept the late record trusted: its archived events' late events stay recorded
@@ -220,7 +220,7 @@ def test_archived_snapshots_with_and_without_the_late_count_are_read_together(tw
     finally:
         con.close()
     # a writer reading the archive through its views (the re-audit's) marks the store's own events
-    from projections.archive import attach_archive
+    from projections.store.archive import attach_archive
 
     with Store(live) as store:
         assert attach_archive(store.con, folder, snapshots=False) is not None
@@ -268,12 +268,12 @@ def test_archive_refuses_a_folder_it_cannot_write_and_deletes_nothing(two_months
 def test_archive_refuses_a_folder_that_the_process_may_not_write_even_as_root(
     two_months: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import projections.archive
+    import projections.store.archive
 
     live = _copy(two_months, tmp_path)
     events = _count(live, "SELECT count(*) FROM events")
-    real = projections.archive.os.access
-    monkeypatch.setattr(projections.archive.os, "access", lambda p, mode: Path(p) != tmp_path and real(p, mode))
+    real = projections.store.archive.os.access
+    monkeypatch.setattr(projections.store.archive.os, "access", lambda p, mode: Path(p) != tmp_path and real(p, mode))
     code, out = _run("archive", "--db", str(live), "--before", BOUNDARY, "--to", str(tmp_path / "cold"))
     assert code == 2 and f"the folder {tmp_path} is not writable; nothing archived" in " ".join(out.split())
     assert _count(live, "SELECT count(*) FROM events") == events

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dealtrail.audit import AuditSummary, AuditWorkerError, audit_file
 from dealtrail.cli import app
 from projections.report import write_report
-from projections.store import Store
+from projections.store.store import Store
 from schemas.codec import decode, encode
 
 
@@ -265,7 +265,7 @@ def test_the_workers_of_a_killed_parallel_audit_exit_too(long_file: Path, tmp_pa
     code = (
         "from pathlib import Path\n"
         "from dealtrail.audit import audit_file\n"
-        "from projections.store import Store\n"
+        "from projections.store.store import Store\n"
         "if __name__ == '__main__':\n"
         f"    with Store(Path({str(tmp_path / 'orphan.duckdb')!r})) as s:\n"
         f"        audit_file(Path({str(big)!r}), s, workers=2, batch_lines=500)\n"
@@ -345,7 +345,7 @@ def test_a_parallel_audit_of_dev_stdin_reads_the_file_behind_it(small_shift: tup
         "import sys\n"
         "from pathlib import Path\n"
         "from dealtrail.audit import audit_file\n"
-        "from projections.store import Store\n"
+        "from projections.store.store import Store\n"
         "if __name__ == '__main__':\n"
         "    with Store(Path(sys.argv[1])) as s:\n"
         "        summary = audit_file(Path('/dev/stdin'), s, workers=2, batch_lines=5_000)\n"

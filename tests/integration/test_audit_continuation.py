@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
-from projections.store import Store
+from projections.store.store import Store
 from tests.helpers import write_unchained
 
 

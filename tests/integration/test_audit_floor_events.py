@@ -17,7 +17,7 @@ import pytest
 
 from dealtrail.audit import audit_file
 from dealtrail.simulator.run import write_simulation
-from projections.store import Store
+from projections.store.store import Store
 from streams.engine import Plausibility
 from tests.unit.test_simulator import FLOOR_KINDS  # the kinds the simulator tests name, one list
 

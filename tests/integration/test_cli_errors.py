@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from dealtrail.cli import app
 from dealtrail.replay import replay, stored_events, stored_findings
-from projections.store import connect_read_only
+from projections.store.store import connect_read_only
 
 
 def _run(*args: str) -> tuple[int, str]:

@@ -25,7 +25,7 @@ from projections import access, reviews, staff
 from projections.report import incidents as report_incident_rows
 from projections.report import query, write_report
 from projections.reviews import FindingFilter, ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, Cause, FindingDisposed
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
@@ -471,7 +471,7 @@ def test_dealer_and_table_rates_from_the_summary_equal_those_from_every_revision
     """The rates pages count incidents from ``sum_findings``; a store without it counts them from
     the detections less the read model's consequences: both give the same figures."""
     from dealtrail.console import pages
-    from projections import summaries
+    from projections.store import summaries
 
     con = store.con
     dealer = con.execute("SELECT dealer_id FROM rounds GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchall()[0][0]

@@ -29,7 +29,7 @@ from dealtrail.console.totp import resolve_totp_key
 from projections import access_log, reviews
 from projections.projector import ProjectSummary, _write
 from projections.reviews import FindingFilter, ReviewDue
-from projections.store import BatchCounts, Store
+from projections.store.store import BatchCounts, Store
 from schemas.access import AccessEntry
 from streams.topics import Topics
 

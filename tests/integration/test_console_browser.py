@@ -29,7 +29,7 @@ import pytest
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.findings import Finding, finding_id_for
 
 pytestmark = pytest.mark.browser

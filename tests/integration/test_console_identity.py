@@ -21,7 +21,7 @@ from dealtrail.console.guard import SecurityPolicy
 from dealtrail.console.totp import key_file_beside, resolve_totp_key
 from projections import access, access_log, reviews
 from projections.reviews import FindingFilter, ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.access import AccessEntry
 from schemas.reviews import identity_key
 
@@ -472,7 +472,7 @@ def test_the_replica_holds_no_credential_table_view_column_or_value(shift: Store
     session or a token; not even the free blocks of the file hold a password hash."""
     import duckdb
 
-    from projections.replica import write_replica
+    from projections.store.replica import write_replica
 
     key = resolve_totp_key(None, None, shift.path)
     access_log.put_totp(shift.con, "max", "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP", T0, key)

@@ -25,7 +25,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from projections import access, reviews
 from projections.projector import ProjectSummary, _write
 from projections.reviews import FindingFilter, ReviewDue
-from projections.store import BatchCounts, Store
+from projections.store.store import BatchCounts, Store
 from schemas.reviews import Cause, FindingDisposed
 from streams.topics import Topics
 
@@ -240,7 +240,7 @@ def held(audited_shift: Path, tmp_path: Path) -> Iterator[Path]:
     db = tmp_path / "held.duckdb"
     shutil.copy(audited_shift, db)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from projections.store import Store; "
+        [sys.executable, "-c", "import sys, time; from projections.store.store import Store; "
          "s = Store(sys.argv[1]); print('ready', flush=True); time.sleep(600)", str(db)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from dealtrail.audit import audit_file
 from projections.device_state import table_device_state
-from projections.store import Store
+from projections.store.store import Store
 from schemas import events as ev
 from schemas.codec import encode
 from tests.revision3_trail import SHUFFLER, TABLE_ID, trail

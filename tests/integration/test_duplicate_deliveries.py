@@ -15,8 +15,8 @@ from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
 from dealtrail.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
-from projections.event_rows import EventRowsFile, read_event_rows
-from projections.store import Store
+from projections.store.event_rows import EventRowsFile, read_event_rows
+from projections.store.store import Store
 from schemas.codec import decode, encode
 from streams.seen import SeenIndex
 from tests.helpers import write_unchained

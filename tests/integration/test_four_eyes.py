@@ -24,7 +24,7 @@ from projections import access, incidents, reviews
 from projections.projector import _review_row
 from projections.report import write_report
 from projections.reviews import DispositionNeeds, FindingFilter, ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingApproved, FindingDispositionProposed, FindingRejected
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from dealtrail.cli import app
 from dealtrail.schedule import Schedule, run_forever
 from projections.report import write_report
-from projections.store import Store, connect_read_only
+from projections.store.store import Store, connect_read_only
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def flawed_store(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPa
 
 def test_every_duckdb_session_dealtrail_opens_is_in_utc(audited_shift: Path, tmp_path: Path) -> None:
     code = (
-        "import sys; from projections.store import Store, connect_read_only\n"
+        "import sys; from projections.store.store import Store, connect_read_only\n"
         "s = Store(sys.argv[1]); r = s.con.execute(\"SELECT current_setting('TimeZone')\").fetchone()[0]; s.close()\n"
         "c = connect_read_only(sys.argv[2]); o = c.execute(\"SELECT current_setting('TimeZone')\").fetchone()[0]\n"
         "print(r, o, c.execute('SELECT min(occurred_at) FROM events').fetchone()[0].utcoffset())\n"
@@ -162,7 +162,7 @@ def held_store(audited_shift: Path, tmp_path: Path) -> Iterator[tuple[Path, subp
     db = tmp_path / "held.duckdb"
     shutil.copy(audited_shift, db)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from projections.store import Store; "
+        [sys.executable, "-c", "import sys, time; from projections.store.store import Store; "
          "s = Store(sys.argv[1]); print('ready', flush=True); time.sleep(600)", str(db)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from dealtrail.audit import audit_file
 from dealtrail.cli import app
-from projections.store import Store
+from projections.store.store import Store
 
 BOM = b"\xef\xbb\xbf"
 
@@ -121,7 +121,7 @@ def test_cat_of_two_days_the_second_with_a_byte_order_mark_loses_no_event(
             "import sys\n"
             "from pathlib import Path\n"
             "from dealtrail.audit import audit_file\n"
-            "from projections.store import Store\n"
+            "from projections.store.store import Store\n"
             "if __name__ == '__main__':\n"
             "    with Store(Path(sys.argv[1])) as s:\n"
             "        summary = audit_file(Path('/dev/stdin'), s, workers=2, batch_lines=2_000)\n"

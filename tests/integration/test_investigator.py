@@ -31,7 +31,7 @@ from fastapi.testclient import TestClient
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 
 PASSWORD = "ivy-investigates"
 DUE = ReviewDue(24, 24, 72)
@@ -366,7 +366,7 @@ def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the
     from dealtrail.cli import app
     from dealtrail.replay import Window, replay, stored_events, stored_findings
     from projections.incident import write_incident
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     con = connect_read_only(workbench_db)
     try:
@@ -541,7 +541,7 @@ def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each
 def test_replay_steps_from_the_nearest_snapshot_equal_those_from_the_first_event(workbench_db: Path) -> None:
     from dealtrail.replay import Window, replay, stored_events
     from dealtrail.replay_view import replay_page, step_json
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     con = connect_read_only(workbench_db)
     try:
@@ -571,7 +571,7 @@ def test_replay_html_of_a_whole_demo_sized_table_keeps_every_page_under_1_mb(
     from dealtrail.replay import Window, replay, stored_events, stored_findings
     from dealtrail.simulator.run import write_simulation
     from projections.incident import write_incident
-    from projections.store import connect_read_only
+    from projections.store.store import connect_read_only
 
     folder = tmp_path_factory.mktemp("demo-table")
     events, db = folder / "events.jsonl", folder / "table.duckdb"

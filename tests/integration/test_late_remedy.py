@@ -16,7 +16,7 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from projections.late_remedies import late_remedies
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.codec import encode
 from streams.engine import Plausibility
 from tests.revision3_trail import late_remedy_trail

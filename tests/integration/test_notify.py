@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dealtrail.notify import Notifier, NotifyRule, SmtpConfig, failures
-from projections.store import Store
+from projections.store.store import Store
 from schemas.findings import Finding, finding_id_for
 
 

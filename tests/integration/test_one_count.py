@@ -27,7 +27,7 @@ from projections import reviews
 from projections.report import incidents as report_incidents
 from projections.report import query
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.reviews import Cause, FindingAcknowledged, FindingAssigned, FindingDisposed
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)  # the settings' defaults, which the CLI reads

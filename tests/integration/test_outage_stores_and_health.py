@@ -15,10 +15,10 @@ from dealtrail.cli import app
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.health import health_app
 from projections import access
-from projections.discard import remove_if_empty
 from projections.projector import KafkaUnreachableError
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.discard import remove_if_empty
+from projections.store.store import Store
 from streams.link import KafkaLink
 
 AT = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)

@@ -22,7 +22,7 @@ from dealtrail.simulator.run import write_simulation
 from projections.report import write_report
 from projections.reviews import ReviewDue, append_review
 from projections.spreadsheet import FORMULA_STARTS
-from projections.store import Store
+from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
@@ -241,7 +241,7 @@ def test_demo_refuses_in_one_line_while_another_process_holds_the_store(tmp_path
         [
             sys.executable,
             "-c",
-            f"from projections.store import Store; s = Store({str(db)!r}); print('ready', flush=True); input()",
+            f"from projections.store.store import Store; s = Store({str(db)!r}); print('ready', flush=True); input()",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ from dealtrail.schedule import ReportWatch, Schedule, run_due
 from projections.period_reports import history, latest
 from projections.report import judge_status, write_report
 from projections.reviews import append_review
-from projections.store import Store
+from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged, FindingDisposed
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ import pytest
 
 from dealtrail.audit import audit_file
 from dealtrail.simulator.run import write_simulation
-from projections.store import Store
+from projections.store.store import Store
 from streams.clock import FixedClock
 from streams.engine import Plausibility
 
@@ -177,7 +177,7 @@ def test_a_round_the_store_cannot_hold_is_dead_lettered_and_the_run_goes_on(
 def test_an_event_the_store_refuses_is_dead_lettered_with_its_line_and_the_batch_stored_without_it(
     trail: list[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from projections.store import Store as StoreClass
+    from projections.store.store import Store as StoreClass
 
     victim = json.loads(trail[len(trail) // 2])["event_id"]
     real = StoreClass._insert_event_rows

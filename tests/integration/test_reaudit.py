@@ -16,7 +16,7 @@ from dealtrail.cli import app
 from dealtrail.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
 from projections.report import write_report
-from projections.store import Store
+from projections.store.store import Store
 from streams.engine import engine
 from streams.engine.rules import three_card_prime
 
@@ -207,7 +207,7 @@ def test_reaudit_of_an_unknown_table_is_one_error_line(db: Path) -> None:
 def test_a_store_from_before_generations_gets_generation_1(tmp_path: Path) -> None:
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))
-    schema = (Path(__file__).resolve().parents[2] / "projections" / "sql" / "001_schema.sql").read_text()
+    schema = (Path(__file__).resolve().parents[2] / "projections" / "store" / "sql" / "001_schema.sql").read_text()
     old = schema[: schema.index("CREATE TABLE IF NOT EXISTS table_snapshots")]
     con.execute(old)
     con.execute(

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from projections.generations import generation_diff
-from projections.store import Store
+from projections.store.store import Store
 from schemas.codec import encode
 from schemas.findings import Finding
 from tests.revision4_trail import PGP_TABLE, TCP_TABLE, trail

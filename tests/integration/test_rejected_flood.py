@@ -18,7 +18,7 @@ import pytest
 
 from dealtrail.audit import Batch, audit_file, scan
 from dealtrail.simulator.run import write_simulation
-from projections.store import Store
+from projections.store.store import Store
 from streams.engine import Plausibility
 
 LIMITS = Plausibility(max_seq_jump=100_000, max_clock_skew=timedelta(hours=1))

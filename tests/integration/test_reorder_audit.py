@@ -12,7 +12,7 @@ import pytest
 from dealtrail.audit import audit_file
 from dealtrail.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
-from projections.store import Store
+from projections.store.store import Store
 from streams.engine.reorder import ReorderLimits
 from tests.reorder_trails import shuffled
 

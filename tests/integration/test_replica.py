@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from projections.replica import ReplicaInfo, describe_copy, parse_every, replica_info, write_replica
-from projections.store import Store, connect_read_only
+from projections.store.replica import ReplicaInfo, describe_copy, parse_every, replica_info, write_replica
+from projections.store.store import Store, connect_read_only
 
 
 def _run(*args: str) -> tuple[int, str]:

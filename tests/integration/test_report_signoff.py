@@ -31,7 +31,7 @@ from projections.period_reports import history
 from projections.report import write_report
 from projections.reviews import ReviewDue
 from projections.signoff import SIGNOFF, SignOffError, sign, verify
-from projections.store import Store
+from projections.store.store import Store
 from schemas.access import AccessEntry
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
@@ -239,7 +239,10 @@ def test_sign_report_asks_a_user_with_a_one_time_code_for_it(db: Path, periods: 
 
 
 def test_sign_report_refuses_while_a_console_holds_the_store_and_signs_nothing(db: Path, periods: Path) -> None:
-    hold = "import sys; from projections.store import Store; s = Store(sys.argv[1]); print('held', flush=True); input()"
+    hold = (
+        "import sys; from projections.store.store import Store; s = Store(sys.argv[1]); print('held', flush=True); "
+        "input()"
+    )
     holder = subprocess.Popen(  # another process holds the store, as a running console does
         [sys.executable, "-c", hold, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

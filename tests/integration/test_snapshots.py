@@ -19,7 +19,7 @@ from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from dealtrail.replay import ReplayResult, SnapshotStart, Window, replay, snapshot_start, stored_events, stored_findings
 from dealtrail.simulator.run import write_simulation
-from projections.store import Store
+from projections.store.store import Store
 from schemas.findings import Finding
 
 EVERY = 50
@@ -273,7 +273,7 @@ def test_events_an_older_writer_stored_without_recording_them_turn_the_late_reco
     """A writer of an older version (a rollback) stores a late copy and records nothing: readers no
     longer trust the late record (they count the history and skip the snapshots it makes stale),
     and the next writer of this version builds the record again, with the copy in it."""
-    from projections import summaries
+    from projections.store import summaries
 
     db, table, round_id = _copy_of(snapshot_store, tmp_path, "rollback.duckdb")
     con = duckdb.connect(str(db))

@@ -27,7 +27,7 @@ from dealtrail.staff import RosterFileError, plan_import
 from projections import staff
 from projections.report import time_slots, write_report
 from projections.reviews import ReviewDue
-from projections.store import Store, connect_read_only
+from projections.store.store import Store, connect_read_only
 from schemas.staff import STAFF_ADAPTER
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)

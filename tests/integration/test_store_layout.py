@@ -1,5 +1,5 @@
 """The store's layout: each batch's events in table, seq and arrival order, batches in arrival
-order (``projections.store.BATCH_ORDER``), so one table's consecutive events lie in consecutive
+order (``projections.store.store.BATCH_ORDER``), so one table's consecutive events lie in consecutive
 rows and a replay reads only their rows' payloads."""
 
 from __future__ import annotations

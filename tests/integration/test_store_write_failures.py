@@ -26,8 +26,8 @@ import dealtrail.audit
 from dealtrail.cli import app
 from dealtrail.cli.common import STORE_WRITE_FAILED
 from dealtrail.simulator.floor import FloorSpec, simulate
-from projections.failures import StoreLostError, write_failure
-from projections.store import Store, connect_read_only
+from projections.store.failures import StoreLostError, write_failure
+from projections.store.store import Store, connect_read_only
 from schemas.codec import encode
 from tests.helpers import can_mount, remount, tmpfs
 

@@ -14,9 +14,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections import staff, summaries
+from projections import staff
 from projections.report import write_report
-from projections.store import ROUNDS_SCHEMA, Store, connect_read_only
+from projections.store import summaries
+from projections.store.store import ROUNDS_SCHEMA, Store, connect_read_only
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql_name: str) -> list[tuple[Any, ...]]:

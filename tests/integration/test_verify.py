@@ -15,7 +15,7 @@ from dealtrail.cli import app
 from dealtrail.replay import stored_events
 from dealtrail.simulator.run import write_simulation
 from dealtrail.verify import check_chain, tables
-from projections.store import Store
+from projections.store.store import Store
 from schemas.chain import chain_hash
 from schemas.codec import decode, encode
 from tests.helpers import write_unchained

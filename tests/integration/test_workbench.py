@@ -29,7 +29,7 @@ from projections import reviews
 from projections.projector import _review_row
 from projections.report import write_report
 from projections.reviews import ReviewDue
-from projections.store import Store
+from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingAcknowledged, VideoReference
 from streams.engine import Plausibility
 

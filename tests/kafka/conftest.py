@@ -243,7 +243,7 @@ def shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A simulated shift (6 tables, all three games, errors and redeliveries) and its audit."""
     from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
-    from projections.store import Store
+    from projections.store.store import Store
 
     folder = tmp_path_factory.mktemp("stream")
     events = folder / "events.jsonl"

@@ -13,7 +13,7 @@ import pytest
 
 from dealtrail.audit import audit_file
 from dealtrail.verify import check_chain
-from projections.store import Store
+from projections.store.store import Store
 from streams.publish import Publisher, publish_file
 from tests.helpers import unchained_lines
 from tests.kafka.conftest import Cluster, consume_all, findings_of, project_all

@@ -199,8 +199,8 @@ def _projected(cluster: Cluster) -> bool:
 
 def _copied_after(replica: Path, after: float) -> bool:
     """True if the replica exists and was copied after ``after`` (epoch seconds)."""
-    from projections.replica import replica_info
-    from projections.store import connect_read_only
+    from projections.store.replica import replica_info
+    from projections.store.store import connect_read_only
 
     if not replica.exists():
         return False

@@ -29,7 +29,7 @@ def test_an_event_stamped_2099_is_dead_lettered_by_publish_and_worker_and_the_pe
     from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections.report import judge_status
-    from projections.store import Store
+    from projections.store.store import Store
 
     shift = tmp_path / "shift.jsonl"
     write_simulation(shift, tables=3, hours=0.3, seed=17, error_rate=0.25, duplicate_rate=0.0)

@@ -79,7 +79,7 @@ def test_the_issues_bad_records_through_publish_worker_and_projector_with_no_res
 
     from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
-    from projections.store import Store
+    from projections.store.store import Store
 
     shift = tmp_path / "shift.jsonl"
     write_simulation(shift, tables=3, hours=0.3, seed=17, error_rate=0.25, duplicate_rate=0.0)

@@ -13,7 +13,7 @@ import pytest
 
 from dealtrail.audit import audit_file
 from dealtrail.reaudit import reaudit
-from projections.store import Store
+from projections.store.store import Store
 from streams.engine.reorder import ReorderLimits
 from tests.kafka.conftest import Cluster, count_rows, findings_of, project_all, stop
 from tests.reorder_trails import chained, shuffled

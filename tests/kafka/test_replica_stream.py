@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from projections.replica import replica_info
-from projections.store import connect_read_only
+from projections.store.replica import replica_info
+from projections.store.store import connect_read_only
 from tests.kafka.conftest import Cluster, count_rows, stop
 
 pytestmark = pytest.mark.kafka

@@ -13,7 +13,7 @@ import duckdb
 from dealtrail.audit import Auditor
 from dealtrail.simulator.run import write_simulation
 from projections.projector import ProjectSummary, _write
-from projections.store import BatchCounts, Store
+from projections.store.store import BatchCounts, Store
 from schemas.codec import decode
 from streams.app import round_json
 

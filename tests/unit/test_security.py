@@ -9,7 +9,7 @@ import pytest
 
 from dealtrail.settings import Settings
 from projections.report import query, write_report
-from projections.store import connect_read_only
+from projections.store.store import connect_read_only
 from streams.kafka import client_config
 
 

@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 import pytest
 
-from projections.event_rows import EventRowsFile, read_event_rows
-from projections.store import NotAStoreError, Store, check_store_path, stage_line
+from projections.store.event_rows import EventRowsFile, read_event_rows
+from projections.store.store import NotAStoreError, Store, check_store_path, stage_line
 from schemas.base import Game
 from schemas.codec import decode, encode
 from streams.engine.catalog import RULEBOOK_REVISION

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dealtrail.simulator.run import write_simulation
 from projections.projector import SnapshotGate
-from projections.store import snapshot_row
+from projections.store.store import snapshot_row
 from schemas.codec import decode
 from schemas.snapshots import TableSnapshot
 from streams.app import snapshot_due, snapshot_value

@@ -41,8 +41,8 @@ from typing import Any
 
 import duckdb
 
-from projections import summaries
-from projections.private import make_private_dirs, write_private_text
+from projections.store import summaries
+from projections.store.private import make_private_dirs, write_private_text
 
 KINDS: dict[str, tuple[str, str, str, str]] = {
     # kind: (the store's time column, the order within a table, the head column, the digest column)
@@ -148,7 +148,7 @@ def _quoted(path: Path) -> str:
 
 
 def _month_sql(column: str) -> str:
-    return f"strftime({column}, '%Y-%m')"  # the session is in UTC (projections.store.utc_session)
+    return f"strftime({column}, '%Y-%m')"  # the session is in UTC (projections.store.store.utc_session)
 
 
 def _parts_sql(kind: str, source: str, where: str) -> str:

@@ -1,6 +1,6 @@
 -- sum_floor_merge: the new sum_floor rows of the tables a batch touched. Grain: table_id.
 -- Upstream: sum_floor (the rows so far) and two relations the writer registers:
---   floor_new_events (projections.summaries.FLOOR_EVENT_COLUMNS): the events the batch inserted
+--   floor_new_events (projections.store.summaries.FLOOR_EVENT_COLUMNS): the events the batch inserted
 --     (a superset of stored events gives the same result: every figure is a latest or a max);
 --   floor_round_delta (table_id, game, dealer_id, completed_at): the rounds the batch inserted.
 -- Idempotent: each figure is merged with the stored row by seq and time (the latest wins), so a

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import duckdb
 
-from projections.summaries import DERIVED_TABLES
+from projections.store.summaries import DERIVED_TABLES
 
 
 def holds_records(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether any table of the store behind ``con`` has a row (a store of the wrong shape counts);
-    the summaries' tables (:data:`projections.summaries.DERIVED_TABLES`) are derived, not records."""
+    the summaries' tables (:data:`projections.store.summaries.DERIVED_TABLES`) are derived, not records."""
     tables = con.execute(
         "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
     ).fetchall()

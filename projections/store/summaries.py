@@ -24,7 +24,7 @@ SUMMARIES = {"sum_floor": 2, "sum_findings": 1, "sum_late_events": 2}
 """Each summary table and the version of its definition (a new version is built again once)."""
 DERIVED_TABLES = frozenset({*SUMMARIES, "summary_builds", "sum_late_events_mark"})
 """Tables whose rows are derived from the others (rebuilt at will): a store holding rows only in
-these holds no record (:func:`projections.discard.holds_records`)."""
+these holds no record (:func:`projections.store.discard.holds_records`)."""
 
 FLOOR_EVENT_COLUMNS = "table_id, game, seq, occurred_at, actor_role, actor_id"
 """What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
@@ -38,7 +38,7 @@ ROUND_COLUMNS = "table_id, game, dealer_id, completed_at"
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def merge_floor(con: duckdb.DuckDBPyConnection, new_events: pa.Table | None, new_rounds: pa.Table | None) -> None:
@@ -101,7 +101,7 @@ def record_late(con: duckdb.DuckDBPyConnection, new_events: pa.Table) -> int:
     """Keep in ``sum_late_events`` the events of a batch that came late: whose seq is at or below
     a seq of their table stored before them, by an earlier batch (``sum_floor.last_seq``, so call
     it before :func:`merge_floor` of the same batch) or earlier in this one (the batch is stored
-    in :data:`projections.store.BATCH_ORDER`: the second of two events with one seq). Then the
+    in :data:`projections.store.store.BATCH_ORDER`: the second of two events with one seq). Then the
     mark (``sum_late_events_mark``) says the record is up to date with the store's events.
     Inside the caller's transaction, after the batch's events are in.
 
@@ -173,7 +173,7 @@ def late_record_current(con: duckdb.DuckDBPyConnection) -> bool:
 
 def _build_late(con: duckdb.DuckDBPyConnection) -> None:
     """Build ``sum_late_events`` again from the store's events in the order they were stored (row
-    IDs: batches in turn, each in :data:`projections.store.BATCH_ORDER`), the record
+    IDs: batches in turn, each in :data:`projections.store.store.BATCH_ORDER`), the record
     :func:`record_late` keeps batch by batch, and mark it up to date. Inside the caller's transaction."""
     con.execute("DELETE FROM sum_late_events")
     con.execute(

@@ -33,7 +33,7 @@ from typing import Any
 
 import duckdb
 
-from projections.private import make_private_dirs
+from projections.store.private import make_private_dirs
 
 CREDENTIAL_TABLES = ("console_sessions", "console_totp", "api_tokens")
 """The store's credential tables, which a replica does not hold (sessions, one-time-code secrets,

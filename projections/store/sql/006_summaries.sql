@@ -1,5 +1,5 @@
 -- Summaries the console reads instead of the events (issue 23): derived rows, kept up to date by
--- the store's writer in the transaction that stores their source rows (projections/summaries.py),
+-- the store's writer in the transaction that stores their source rows (projections/store/summaries.py),
 -- rebuilt from the events and rounds whenever wanted. Not a record anyone relies on: the events are.
 
 -- Grain: table_id (every table with stored events or rounds). Upstream: events, rounds.
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS sum_findings (
 -- Grain: one row per stored event that came late: its seq is at or below a seq of its table stored
 -- before it, in the order the store keeps (a redelivered copy with another payload, a conflicting
 -- event, the second of two events with one seq, an event the reorder window had given up on).
--- Upstream: events (projections/summaries.py record_late). A trail in seq order adds no row. A
+-- Upstream: events (projections/store/summaries.py record_late). A trail in seq order adds no row. A
 -- replay compares the count up to a snapshot's seq with the snapshot's late_through instead of
 -- counting the table's events (dealtrail/replay.py).
 CREATE TABLE IF NOT EXISTS sum_late_events (

@@ -7,7 +7,7 @@
 -- column is compressed in large blocks, and filtering on the type alone decompressed every one.
 -- {live_events} is the store's own table (row IDs work on it), {archived_events} the months
 -- `dealtrail archive` moved to Parquet (an empty relation without an archive; a plain filter:
--- Parquet has no row IDs). projections.archive.event_sources names both.
+-- Parquet has no row IDs). projections.store.archive.event_sources names both.
 WITH picked AS (
     SELECT rowid AS rid FROM {live_events}
     WHERE type IN ('ShufflerFaulted', 'AutoShoeFaulted')

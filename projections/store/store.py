@@ -8,7 +8,7 @@ findings by ``finding_id`` + ``revision``, rounds by table and round, dead lette
 position and content, table states by table and seq range, snapshots by table, last event and
 engine version), so
 at-least-once delivery and re-audits add nothing twice. Bulk paths only: the audit's events come as
-Arrow rows its workers built (:mod:`projections.event_rows`), the projector's through
+Arrow rows its workers built (:mod:`projections.store.event_rows`), the projector's through
 ``read_json`` over a staging file, the other tables through Arrow tables; never row-by-row
 ``executemany``.
 """
@@ -29,9 +29,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from projections import summaries
-from projections.failures import StoreLostError, file_identity
-from projections.private import make_private_dirs
+from projections.store import summaries
+from projections.store.failures import StoreLostError, file_identity
+from projections.store.private import make_private_dirs
 from schemas.access import AccessEntry
 from schemas.findings import Finding
 from streams.engine.state import TableState, dump_state
@@ -278,7 +278,7 @@ ISOLATED_PARTS = (
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections").joinpath("sql", name).read_text(encoding="utf-8")
+    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 _DUCKDB_MAGIC = b"DUCK"
@@ -555,8 +555,8 @@ class Store:
             reviews: rows of the ``reviews`` table (``projections.reviews.review_row``), from the
                 reviews topic; a review ID already stored is skipped (a redelivery).
             event_rows: rows of ``events`` already built (the audit's workers build them:
-                :class:`projections.event_rows.EventRowsFile`), in
-                :data:`projections.event_rows.EVENTS_ARROW_SCHEMA`, distinct by ``event_id`` and
+                :class:`projections.store.event_rows.EventRowsFile`), in
+                :data:`projections.store.event_rows.EVENTS_ARROW_SCHEMA`, distinct by ``event_id`` and
                 ``payload_hash``; appended by DuckDB's Arrow scan, without parsing the payloads
                 again. Rows already stored are skipped.
             access: access-log entries from the access-log topic, chained in this order after the
@@ -767,7 +767,7 @@ class Store:
 
     def _insert_events_file(self, path: Path) -> pa.Table:
         """Insert the staged events of ``path`` not yet stored; returns their
-        :data:`projections.summaries.INSERTED_EVENT_COLUMNS` (one row per event inserted)."""
+        :data:`projections.store.summaries.INSERTED_EVENT_COLUMNS` (one row per event inserted)."""
         if "'" in str(path):
             raise ValueError(f"staging path must not contain a quote: {path}")
         columns = ", ".join(f"{expr} AS {col}" for col, expr in event_columns_sql("k").items())

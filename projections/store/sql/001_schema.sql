@@ -3,7 +3,7 @@
 
 -- Grain: one row per distinct dealing event (event_id + payload hash). Upstream: the event file
 -- or the dealing-events topic. Exact redeliveries are dropped on insert (also a copy without the chain
--- fields of an event stored with them: projections/store.py SAME_FACT_SQL); a conflicting event that
+-- fields of an event stored with them: projections/store/store.py SAME_FACT_SQL); a conflicting event that
 -- reuses an event_id is kept beside the first (the engine raises DT-sequence-gap for it).
 CREATE TABLE IF NOT EXISTS events (
     event_id      VARCHAR NOT NULL,

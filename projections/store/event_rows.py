@@ -3,11 +3,11 @@
 The embedded audit's workers hold each event validated (its fields) and its canonical JSON
 bytes; they build the ``events`` rows here, in Arrow, and hand them to the single writer as
 an Arrow IPC file, which the writer maps and appends with DuckDB's Arrow scan
-(:meth:`projections.store.Store.write_batch`, ``event_rows``). No JSON is parsed again and no
+(:meth:`projections.store.store.Store.write_batch`, ``event_rows``). No JSON is parsed again and no
 row passes through Python in the writer.
 
 The columns and values are those the writer derived from each staged JSON line before
-(``projections/sql/001_schema.sql``; the values of :data:`projections.store.EVENT_COLUMNS`):
+(``projections/store/sql/001_schema.sql``; the values of :data:`projections.store.store.EVENT_COLUMNS`):
 ``payload`` is the event's canonical JSON text and ``payload_hash`` the MD5 (hex) of it.
 """
 

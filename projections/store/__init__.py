@@ -1,0 +1,1 @@
+"""The store: the DuckDB writer, its SQL, summaries, archive, replica, owner-only files; imports schemas, streams."""
