@@ -33,7 +33,7 @@ import duckdb
 import httpx
 
 from projections import incidents, reviews, staff
-from projections.timefmt import show
+from projections.display.timefmt import show
 from streams.engine.catalog import RULES_BY_ID
 
 NOTIFY_SQL = """

@@ -24,7 +24,7 @@ from dealtrail.replay import (
     snapshot_start,
     stored_events,
 )
-from projections.cards import area_name, card_face
+from projections.display.cards import area_name, card_face
 from schemas import events as ev
 from schemas.findings import Finding
 from streams.engine import TableState

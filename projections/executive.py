@@ -19,8 +19,8 @@ import duckdb
 from markupsafe import Markup
 
 from projections import incidents as incident_model
+from projections.display.timefmt import show
 from projections.reviews import FindingFilter, ReviewDue
-from projections.timefmt import show
 
 ACTION_ROWS = 8
 """How many findings needing action the summary lists one by one (the rest are counted)."""

@@ -29,12 +29,12 @@ from markupsafe import Markup
 from projections import executive, reviews, signoff, staff
 from projections import incidents as incident_model
 from projections import property as stored_property
+from projections.display.spreadsheet import neutralise_table
+from projections.display.timefmt import iso_utc, show, zone_name
 from projections.generations import generation_diff, generation_info
-from projections.spreadsheet import neutralise_table
 from projections.store.archive import event_sources, reading_archive
 from projections.store.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.store.store import connect_read_only
-from projections.timefmt import iso_utc, show, zone_name
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 
 FAR_PAST = datetime(1970, 1, 1, tzinfo=UTC)

@@ -76,7 +76,7 @@ _BOOTSTRAP = f"$DEALTRAIL_KAFKA_BOOTSTRAP, else {Settings.model_fields['kafka'].
 
 def _zone(name: str) -> tzinfo:
     """``--tz`` as a zone, or a usage error."""
-    from projections.timefmt import zone
+    from projections.display.timefmt import zone
 
     try:
         return zone(name)

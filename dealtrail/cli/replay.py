@@ -132,7 +132,7 @@ def _print_replay(result: object, tz: tzinfo) -> None:
     from rich.markup import escape
 
     from dealtrail.replay import ReplayResult, describe_state, layout
-    from projections.timefmt import clock, show, zone_name
+    from projections.display.timefmt import clock, show, zone_name
 
     assert isinstance(result, ReplayResult)
     current = None

@@ -56,7 +56,7 @@ from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, U
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
 from projections import reviews
-from projections.cards import card_face
+from projections.display.cards import card_face
 from projections.store.store import Store
 from schemas.access import AccessEntry
 

@@ -91,12 +91,12 @@ def router(console: Console) -> APIRouter:
 
 def log_csv(rows: list[dict[str, Any]]) -> str:
     """Access-log rows as CSV (every column; times in UTC with their offset), each cell a
-    spreadsheet would run quoted as text (``projections.spreadsheet.neutralise_cell``)."""
+    spreadsheet would run quoted as text (``projections.display.spreadsheet.neutralise_cell``)."""
     import csv
     import io
 
     from dealtrail.console.deps import utc
-    from projections.spreadsheet import neutralise_cell
+    from projections.display.spreadsheet import neutralise_cell
 
     buf = io.StringIO()
     w = csv.writer(buf)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from projections.timefmt import iso_utc
+from projections.display.timefmt import iso_utc
 
 STORE_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT, errno.EFBIG, errno.EIO}

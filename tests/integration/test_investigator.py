@@ -276,7 +276,7 @@ def test_finding_page_of_an_exposure_marks_the_exposed_card_and_who_exposed_it(
     ).fetchall()[0][0]
     part = _breach(client.get(f"/findings/{f['finding_id']}").text)
     assert "The exposed card" in part and "Exposed by</dt><dd>dealer" in part
-    from projections.cards import card_face
+    from projections.display.cards import card_face
 
     assert re.search(rf'class="pc[^"]* mark-exposed" title="{re.escape(card_face(card)["label"])} \(face up\)', part)
 
