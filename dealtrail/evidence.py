@@ -192,7 +192,7 @@ def build_package(
             digest); the digest's head lies before the finding's last event.
     """
     from dealtrail.replay import Window, snapshot_start
-    from projections import reviews
+    from projections.models import reviews
 
     revisions = _finding_revisions(con, finding_id)
     if not revisions:

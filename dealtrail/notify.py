@@ -32,8 +32,9 @@ from zoneinfo import ZoneInfo
 import duckdb
 import httpx
 
-from projections import incidents, reviews, staff
+from projections import staff
 from projections.display.timefmt import show
+from projections.models import incidents, reviews
 from streams.engine.catalog import RULES_BY_ID
 
 NOTIFY_SQL = """

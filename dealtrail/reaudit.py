@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from projections.generations import RuleDiff, generation_diff, generation_revisions
+from projections.models.generations import RuleDiff, generation_diff, generation_revisions
 from projections.store import summaries
 from projections.store.store import FINDINGS_SCHEMA, Store, finding_row
 from schemas.codec import DecodeError, decode, encode

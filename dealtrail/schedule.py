@@ -30,9 +30,9 @@ from zoneinfo import ZoneInfo
 
 import duckdb
 
+from projections.models.reviews import ReviewDue
 from projections.period_reports import add_revision, latest
 from projections.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
-from projections.reviews import ReviewDue
 from projections.store.archive import reading_archive
 from projections.store.store import connect_read_only
 

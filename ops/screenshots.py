@@ -23,7 +23,7 @@ from playwright.sync_api import sync_playwright
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections.reviews import ReviewDue
+from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 
 CHROMIUM = "/usr/bin/chromium"

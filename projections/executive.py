@@ -18,9 +18,9 @@ from typing import Any
 import duckdb
 from markupsafe import Markup
 
-from projections import incidents as incident_model
 from projections.display.timefmt import show
-from projections.reviews import FindingFilter, ReviewDue
+from projections.models import incidents as incident_model
+from projections.models.reviews import FindingFilter, ReviewDue
 
 ACTION_ROWS = 8
 """How many findings needing action the summary lists one by one (the rest are counted)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from projections import staff
-from projections.reviews import review_row
+from projections.models.reviews import review_row
 from projections.store.store import BatchCounts, Store
 from schemas.access import ACCESS_ADAPTER, AccessEntry
 from schemas.codec import DecodeError, decode, encode
@@ -44,7 +44,7 @@ from streams.link import Backoff, KafkaLink, quiet_clients
 if TYPE_CHECKING:
     from dealtrail.schedule import Schedule
     from dealtrail.settings import Settings
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
     from projections.store.replica import ReplicaTimer
 
 log = logging.getLogger("dealtrail.projector")

@@ -26,12 +26,13 @@ import jinja2
 import pyarrow as pa
 from markupsafe import Markup
 
-from projections import executive, reviews, signoff, staff
-from projections import incidents as incident_model
+from projections import executive, signoff, staff
 from projections import property as stored_property
 from projections.display.spreadsheet import neutralise_table
 from projections.display.timefmt import iso_utc, show, zone_name
-from projections.generations import generation_diff, generation_info
+from projections.models import incidents as incident_model
+from projections.models import reviews
+from projections.models.generations import generation_diff, generation_info
 from projections.store.archive import event_sources, reading_archive
 from projections.store.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.store.store import connect_read_only
@@ -280,7 +281,7 @@ def build_summary(
     """Every figure of the report, JSON-ready (``summary.json`` holds exactly these).
 
     The incident counts (``findings``: total, records, by severity, status and table, the open
-    split; ``reviews``) come from the incidents read model (:mod:`projections.incidents`), the
+    split; ``reviews``) come from the incidents read model (:mod:`projections.models.incidents`), the
     same as the CLI, the console, the API and the digest. ``as_of`` is the instant review
     lateness is judged at (None: the period's end or its last detection, whichever is earlier);
     ``reviews_until`` the report's as-of time: reviews made after it are not counted (None: every

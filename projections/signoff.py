@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from projections.models.reviews import role_at_least
 from projections.period_reports import REVISION, history
-from projections.reviews import role_at_least
 
 if TYPE_CHECKING:
     import duckdb

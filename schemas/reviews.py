@@ -2,7 +2,7 @@
 
 A finding's review history is a stream of these events keyed by ``finding_id`` (the finding's
 deterministic ID, so a review stays attached across re-audits and redeliveries); its review
-status is a projection of that stream (``projections/reviews.py``). Nothing is deleted or
+status is a projection of that stream (``projections/models/reviews.py``). Nothing is deleted or
 updated: a finding disposed as ``NOT_A_VIOLATION`` stays in every list, shown apart, and a
 reopened finding keeps its earlier disposition in its history.
 

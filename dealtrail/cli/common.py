@@ -16,7 +16,7 @@ from dealtrail.settings import Settings
 from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
     from projections.store.store import Store
 
 
@@ -210,7 +210,7 @@ def _unreachable(settings: Settings, exc: Exception) -> typer.Exit:
 
 def review_due(settings: Settings) -> ReviewDue:
     """The review due times of the settings."""
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
 
     r = settings.review
     return ReviewDue(r.due_hours_voiding, r.due_hours_integrity, r.due_hours_procedural)

@@ -13,7 +13,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from dealtrail.audit import AuditSummary
     from dealtrail.settings import Settings
-    from projections.incidents import Counts as IncidentCounts
+    from projections.models.incidents import Counts as IncidentCounts
     from projections.store.replica import ReplicaTimer
 
 from dealtrail.cli.common import (
@@ -117,7 +117,7 @@ def _audit_into(
 ) -> tuple[AuditSummary, IncidentCounts]:
     """Audit ``events`` into the store ``db`` (its writer closed on return, also on an error)."""
     from dealtrail.audit import AuditWorkerError, audit_file
-    from projections import incidents
+    from projections.models import incidents
     from projections.store.private import make_private_dirs
     from projections.store.store import Store
     from schemas.lines import NotEventsError
@@ -167,7 +167,7 @@ def _audit_into(
 
 def _report_audit(summary: AuditSummary, counted: IncidentCounts, db: Path, dl_path: Path, events: Path) -> None:
     """Print what the audit found and stored."""
-    from projections import incidents
+    from projections.models import incidents
     from streams.engine.catalog import RULEBOOK_REVISION
 
     console.print(_summary_table(summary))

@@ -63,7 +63,7 @@ def sign_report(
     from dealtrail.console.auth import verify_password
     from dealtrail.console.totp import code_ok
     from projections import access, access_log
-    from projections.reviews import role_at_least
+    from projections.models.reviews import role_at_least
     from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
     from projections.store.store import Store
 

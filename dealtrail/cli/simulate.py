@@ -53,7 +53,7 @@ def demo(
     """Simulate a shift (24 tables, 8 of each game, 8 hours), audit it and write the report."""
     from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
-    from projections import incidents
+    from projections.models import incidents
     from projections.report import write_report
     from projections.store.private import make_private_dirs
     from projections.store.store import Store

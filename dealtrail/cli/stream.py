@@ -426,7 +426,7 @@ def _host_console(
     import uvicorn
 
     from dealtrail.console.app import ConsoleConfig, create_app
-    from projections.reviews import ReviewEvent
+    from projections.models.reviews import ReviewEvent
     from projections.store.store import Store
     from schemas.access import AccessEntry
     from streams.access_publish import AccessPublisher, AccessPublishError

@@ -15,8 +15,9 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from projections import access, reviews
-from projections.reviews import role_at_least
+from projections import access
+from projections.models import reviews
+from projections.models.reviews import role_at_least
 from schemas.reviews import identity_key
 
 

@@ -20,7 +20,7 @@ from dealtrail.console.models import (
     ReviewRequest,
     StoredReview,
 )
-from projections import incidents, reviews
+from projections.models import incidents, reviews
 
 MAX_OFFSET = 2**53
 """The largest ``offset`` the API takes (far beyond any store; a bigger one is a 422, never an

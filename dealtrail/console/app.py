@@ -55,8 +55,8 @@ from dealtrail.console import (
 from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
-from projections import reviews
 from projections.display.cards import card_face
+from projections.models import reviews
 from projections.store.store import Store
 from schemas.access import AccessEntry
 

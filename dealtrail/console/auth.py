@@ -16,7 +16,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from projections import access
-from projections.reviews import ROLES
+from projections.models.reviews import ROLES
 
 _HASHER = PasswordHasher()
 _DUMMY = _HASHER.hash("dealtrail: equalises the time of a login for an unknown user")

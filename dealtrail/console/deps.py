@@ -29,9 +29,10 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.settings import ReviewSettings
 from dealtrail.video import VideoLinks
-from projections import access, access_log, incidents, reviews, staff
-from projections.device_state import floor_device_states
-from projections.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
+from projections import access, access_log, staff
+from projections.models import incidents, reviews
+from projections.models.device_state import floor_device_states
+from projections.models.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
 from projections.store import summaries
 from projections.store.store import Store
 from schemas.access import AccessEntry
@@ -461,7 +462,7 @@ class Console:
         """Each table's row: its dealer and supervisor on duty (the ``sum_floor`` summary,
         :mod:`projections.store.summaries`; in a store without it ``con_floor.sql`` and
         :func:`projections.staff.supervisors_by_table`), its devices' state as the engine holds it
-        (``device_state`` and ``device_since``: :func:`projections.device_state.floor_device_states`)
+        (``device_state`` and ``device_since``: :func:`projections.models.device_state.floor_device_states`)
         with its incidents not yet disposed, by severity, its overdue remedies and late reviews
         (the incidents read model; ``per_table``: its figures by table, when already read)."""
         cur = con.execute(summaries.floor_query(con))  # sum_floor.sql, or con_floor.sql without the summary

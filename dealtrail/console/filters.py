@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from fastapi import Depends, Query
 
 from dealtrail.console.deps import invalid
-from projections.reviews import FindingFilter
+from projections.models.reviews import FindingFilter
 
 KINDS = {"incidents": True, "consequences": False}
 """The findings list's ``kind`` values -> ``FindingFilter.incident`` (absent: every record)."""

@@ -27,11 +27,12 @@ from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, 
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
 from dealtrail.replay import round_seqs
-from projections import incidents, reviews, staff
+from projections import staff
 from projections.display.cards import area_name, card_face
 from projections.display.spreadsheet import neutralise_cell
-from projections.late_remedies import late_remedies
-from projections.reviews import FindingFilter, ReviewDue
+from projections.models import incidents, reviews
+from projections.models.late_remedies import late_remedies
+from projections.models.reviews import FindingFilter, ReviewDue
 from projections.store import summaries
 from schemas.reviews import Cause, ReviewStatus
 from streams.engine.catalog import RULES_BY_ID

@@ -22,7 +22,7 @@ from dealtrail.console.deps import ApiUser, Console, Cursor, PageUser, invalid, 
 from dealtrail.console.models import ApiTime, ErrorMessage
 from dealtrail.replay import ReplayError, Window
 from dealtrail.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
-from projections import reviews
+from projections.models import reviews
 from streams.engine.catalog import RULES_BY_ID
 
 MAX_WINDOW_HOURS = 24

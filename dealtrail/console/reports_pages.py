@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
-from projections.reviews import role_at_least
+from projections.models.reviews import role_at_least
 from projections.signoff import (
     SIGNER_ROLE,
     SIGNOFF,

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dealtrail.console.deps import Console, Cursor, PageUser, User, query_string
 from projections import access_log
-from projections.reviews import role_at_least
+from projections.models.reviews import role_at_least
 
 PAGE = 100
 """Entries per page of the access log."""

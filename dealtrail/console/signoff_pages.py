@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
 from projections import property as stored_property
-from projections.reviews import role_at_least
+from projections.models.reviews import role_at_least
 from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
 
 

@@ -445,7 +445,7 @@ class Store:
         """Create what is missing: the tables, views and summaries of this version."""
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
-        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/reviews.py)
+        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/models/reviews.py)
         self.con.execute(_sql("004_console_views.sql"))
         self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/access_log.py)
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/staff.py)
@@ -552,7 +552,7 @@ class Store:
                 table's stored events up to its ``last_seq`` once this batch's events are in, and
                 ``late_through``, its late events up to it (``sum_late_events``). A snapshot
                 already stored (same table, last event and engine version) is kept.
-            reviews: rows of the ``reviews`` table (``projections.reviews.review_row``), from the
+            reviews: rows of the ``reviews`` table (``projections.models.reviews.review_row``), from the
                 reviews topic; a review ID already stored is skipped (a redelivery).
             event_rows: rows of ``events`` already built (the audit's workers build them:
                 :class:`projections.store.event_rows.EventRowsFile`), in
@@ -651,7 +651,7 @@ class Store:
                        ANTI JOIN table_snapshots s USING (table_id, last_seq, last_event_id, engine_version)"""
                 )
             if reviews:
-                from projections.reviews import REVIEWS_SCHEMA
+                from projections.models.reviews import REVIEWS_SCHEMA
 
                 con.register("reviews_batch", pa.Table.from_pylist(list(reviews), schema=REVIEWS_SCHEMA))
                 counts.reviews = self._count(

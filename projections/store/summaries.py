@@ -29,7 +29,7 @@ these holds no record (:func:`projections.store.discard.holds_records`)."""
 FLOOR_EVENT_COLUMNS = "table_id, game, seq, occurred_at, actor_role, actor_id"
 """What ``sum_floor`` takes from each event (SQL over a row of ``events``; the store's inserts
 return it for the events they add). Devices are not summarised here: the floor takes their state
-from the engine's own stored state (:mod:`projections.device_state`, rulebook 10.3.1)."""
+from the engine's own stored state (:mod:`projections.models.device_state`, rulebook 10.3.1)."""
 INSERTED_EVENT_COLUMNS = FLOOR_EVENT_COLUMNS + ", event_id, arrival"
 """What the store's inserts return for each event they add: the floor's columns, the event ID
 (which :func:`record_late` keeps for a late event) and the arrival (its order within the batch)."""

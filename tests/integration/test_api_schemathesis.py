@@ -24,7 +24,7 @@ from dealtrail.audit import audit_file
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.simulator.run import write_simulation
-from projections.reviews import ReviewDue
+from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)

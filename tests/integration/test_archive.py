@@ -379,7 +379,7 @@ def test_the_consoles_report_of_an_archived_period_is_the_same_page_before_and_a
 
     from dealtrail.console import auth
     from dealtrail.console.app import ConsoleConfig, create_app
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
 
     live, folder = _copy(two_months, tmp_path), tmp_path / "cold"
     period = {"from": ARCHIVED_HOUR[1], "to": ARCHIVED_HOUR[3]}

@@ -21,10 +21,11 @@ from typer.testing import CliRunner
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, card_face, create_app
-from projections import access, reviews, staff
+from projections import access, staff
+from projections.models import reviews
+from projections.models.reviews import FindingFilter, ReviewDue
 from projections.report import incidents as report_incident_rows
 from projections.report import query, write_report
-from projections.reviews import FindingFilter, ReviewDue
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, Cause, FindingDisposed
 
@@ -458,7 +459,7 @@ def test_dealer_and_table_pages_give_findings_per_1000_rounds(client: TestClient
     html = client.get(f"/tables/{table}").text
     n = store.con.execute("SELECT count(*) FROM rounds WHERE table_id = ?", [table]).fetchall()[0][0]
     # incidents, as the report and the floor count them (a consequence is counted under its cause)
-    from projections import incidents
+    from projections.models import incidents
 
     f = incidents.counts(store.con, DUE, datetime.now(UTC), FindingFilter(table_id=table)).incidents
     assert f"<b>{round(1000 * f / n, 1)}</b>" in html
@@ -539,8 +540,8 @@ def test_floor_device_state_is_the_engines_a_fault_cleared_by_a_good_shuffle_is_
     client: TestClient, store: Store
 ) -> None:
     """The floor's device column is the engine's own stored state (rulebook 10.3.1: a fault ends
-    with a clearing shuffle of its deck), read by projections.device_state, not SQL beside it."""
-    from projections.device_state import device_state
+    with a clearing shuffle of its deck), read by projections.models.device_state, not SQL beside it."""
+    from projections.models.device_state import device_state
 
     login(client, "vic")
     tables = {t["table_id"]: t for t in client.get("/api/v1/floor").json()["tables"]}

@@ -28,7 +28,7 @@ import pytest
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections.reviews import ReviewDue
+from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 from schemas.findings import Finding, finding_id_for
 

@@ -25,7 +25,7 @@ import pytest
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import SecurityPolicy
-from projections.reviews import ReviewDue
+from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 from tests.integration.test_console_browser import ARGS, CHROMIUM, _free_port, _need
 

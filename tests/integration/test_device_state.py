@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dealtrail.audit import audit_file
-from projections.device_state import table_device_state
+from projections.models.device_state import table_device_state
 from projections.store.store import Store
 from schemas import events as ev
 from schemas.codec import encode
@@ -79,7 +79,7 @@ def test_the_latest_state_of_each_table_is_its_highest_seq_a_file_end_state_befo
 
     import duckdb
 
-    from projections.device_state import latest_states
+    from projections.models.device_state import latest_states
 
     db = tmp_path / "states.duckdb"
     shutil.copy(audited_shift, db)
@@ -119,7 +119,7 @@ def test_the_floor_says_since_when_a_fault_is_shown_near_the_latest_event_or_lon
 ) -> None:
     """The floor's ``since`` of a shown fault is its event's time, looked for within a day of the
     floor's latest event first and in the whole history when the fault is older than that."""
-    from projections import device_state
+    from projections.models import device_state
 
     events = trail()
     jam = next(e for e in events if isinstance(e, ev.ShufflerFaulted))
@@ -141,7 +141,7 @@ def test_a_state_read_by_a_row_id_that_no_longer_names_the_chosen_row_is_read_by
 
     import duckdb
 
-    from projections.device_state import latest_states
+    from projections.models.device_state import latest_states
 
     db = tmp_path / "states.duckdb"
     shutil.copy(audited_shift, db)
@@ -170,7 +170,7 @@ def test_the_floor_reads_a_state_again_whenever_its_text_changes_and_lists_no_re
     that changes what it was given changes no later reading."""
     import json
 
-    from projections import device_state
+    from projections.models import device_state
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -198,7 +198,7 @@ def test_the_floor_reads_no_state_again_while_each_tables_latest_state_row_is_th
     request is not read again (a month's states are 1.5 MB); a later state of it is."""
     from typing import Any
 
-    from projections import device_state
+    from projections.models import device_state
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -20,10 +20,11 @@ from fastapi.testclient import TestClient
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections import access, incidents, reviews
+from projections import access
+from projections.models import incidents, reviews
+from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
 from projections.projector import _review_row
 from projections.report import write_report
-from projections.reviews import DispositionNeeds, FindingFilter, ReviewDue
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingApproved, FindingDispositionProposed, FindingRejected
 

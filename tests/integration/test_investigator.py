@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections.reviews import ReviewDue
+from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 
 PASSWORD = "ivy-investigates"
@@ -335,8 +335,8 @@ def test_a_findings_case_read_once_equals_its_row_and_case_read_apart(store: Sto
     case, as read apart before, for every finding of the store."""
     from dealtrail.console.deps import Console
     from dealtrail.replay_view import case_members
-    from projections import reviews
-    from projections.reviews import FindingFilter
+    from projections.models import reviews
+    from projections.models.reviews import FindingFilter
 
     now = datetime(2026, 12, 1, tzinfo=UTC)
     console = Console(store, ConsoleConfig(DUE, "w" * 48, clock=lambda: now), None, threading.Lock())

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from dealtrail.audit import audit_file
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections.late_remedies import late_remedies
-from projections.reviews import ReviewDue
+from projections.models.late_remedies import late_remedies
+from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 from schemas.codec import encode
 from streams.engine import Plausibility

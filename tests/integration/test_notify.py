@@ -211,7 +211,7 @@ def test_undelivered_notifications_are_shown_on_the_floor(store: Store, receiver
 
     from dealtrail.console import auth
     from dealtrail.console.app import ConsoleConfig, create_app
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
 
     receiver.status = 500
     clock = Clock()
@@ -261,7 +261,7 @@ def _digest(targets: tuple[str, ...], at: str = "08:00") -> Any:
     from zoneinfo import ZoneInfo
 
     from dealtrail.notify import DigestConfig
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
 
     return DigestConfig(
         wall.fromisoformat(at), ZoneInfo("America/New_York"), targets, ReviewDue(24, 24, 72), "Riverfront"
@@ -272,7 +272,7 @@ def test_the_daily_digest_of_late_reviews_goes_to_each_target_once_a_local_day(
     store: Store, receiver: Receiver, smtp: tuple[SmtpConfig, list[Any]], new_york: None
 ) -> None:
     from dealtrail.notify import digest_target
-    from projections import reviews
+    from projections.models import reviews
     from schemas.reviews import FindingAssigned, FindingDisposed
 
     config, mails = smtp
@@ -368,7 +368,7 @@ def test_a_failing_digest_is_retried_with_backoff_and_shown_when_given_up(store:
 
     from dealtrail.console import auth
     from dealtrail.console.app import ConsoleConfig, create_app
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
 
     auth.add_user(store.con, "vic", "viewer", "vic-viewer-pass", clock())
     client = TestClient(create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "n" * 48, clock=clock)))

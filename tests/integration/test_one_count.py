@@ -23,10 +23,10 @@ from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.notify import DigestConfig, digest_text, late_reviews
-from projections import reviews
+from projections.models import reviews
+from projections.models.reviews import ReviewDue
 from projections.report import incidents as report_incidents
 from projections.report import query
-from projections.reviews import ReviewDue
 from projections.store.store import Store
 from schemas.reviews import Cause, FindingAcknowledged, FindingAssigned, FindingDisposed
 
@@ -229,8 +229,8 @@ def test_every_surface_gives_the_same_incident_open_and_late_counts(
 def test_the_read_model_counts_reviews_made_up_to_its_as_of_and_judges_lateness_then(
     audited_shift: Path, tmp_path: Path
 ) -> None:
-    from projections import incidents
-    from projections.reviews import FindingFilter
+    from projections.models import incidents
+    from projections.models.reviews import FindingFilter
 
     db = tmp_path / "as-of.duckdb"
     shutil.copy(audited_shift, db)
@@ -261,8 +261,8 @@ def test_the_read_model_counts_reviews_made_up_to_its_as_of_and_judges_lateness_
 
 
 def test_a_page_of_the_read_model_counts_every_record_that_passed_the_filters(audited_shift: Path) -> None:
-    from projections import incidents
-    from projections.reviews import FindingFilter
+    from projections.models import incidents
+    from projections.models.reviews import FindingFilter
 
     con = duckdb.connect(str(audited_shift), read_only=True)
     try:
@@ -282,8 +282,8 @@ def test_a_page_of_the_read_model_counts_every_record_that_passed_the_filters(au
 
 
 def test_a_case_filter_keeps_a_cause_and_its_consequences_only(audited_shift: Path) -> None:
-    from projections import incidents
-    from projections.reviews import FindingFilter
+    from projections.models import incidents
+    from projections.models.reviews import FindingFilter
 
     con = duckdb.connect(str(audited_shift), read_only=True)
     try:
@@ -304,8 +304,8 @@ def test_the_tables_figures_add_up_to_the_stores_and_every_filter_gives_the_live
     """The floor's totals are its tables' figures added up (:func:`incidents.total`): equal to the
     model's own count of the store, reviews of every kind included. And each filter, applied to
     the summary before the model's review joins, keeps the rows the live model keeps."""
-    from projections import incidents
-    from projections.reviews import FindingFilter
+    from projections.models import incidents
+    from projections.models.reviews import FindingFilter
 
     db = tmp_path / "store.duckdb"
     shutil.copy(audited_shift, db)
@@ -350,8 +350,8 @@ def test_a_page_and_its_figures_from_one_run_equal_the_records_and_counts_apart(
     columns, then the page's wide rows) gives the rows of
     :func:`incidents.records` and the figures of :func:`incidents.counts`, reviews included,
     for any filter, sort and page, and a page past the last one still has the figures."""
-    from projections import incidents
-    from projections.reviews import FindingFilter
+    from projections.models import incidents
+    from projections.models.reviews import FindingFilter
 
     db = tmp_path / "store.duckdb"
     shutil.copy(audited_shift, db)

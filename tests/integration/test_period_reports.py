@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from dealtrail.cli import app
 from dealtrail.schedule import ReportWatch, Schedule, run_due
+from projections.models.reviews import append_review
 from projections.period_reports import history, latest
 from projections.report import judge_status, write_report
-from projections.reviews import append_review
 from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged, FindingDisposed
 
@@ -214,7 +214,7 @@ def test_the_reports_page_shows_each_periods_latest_revision_its_status_and_its_
 
     from dealtrail.console import auth
     from dealtrail.console.app import ConsoleConfig, create_app
-    from projections.reviews import ReviewDue
+    from projections.models.reviews import ReviewDue
     from tests.integration.test_console import PASSWORDS, Clock, login
 
     out = tmp_path / "periods"

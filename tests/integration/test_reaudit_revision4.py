@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from dealtrail.audit import audit_file
 from dealtrail.cli import app
-from projections.generations import generation_diff
+from projections.models.generations import generation_diff
 from projections.store.store import Store
 from schemas.codec import encode
 from schemas.findings import Finding

@@ -27,9 +27,9 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.schedule import Schedule, run_due
 from projections import access, access_log
 from projections import property as stored_property
+from projections.models.reviews import ReviewDue
 from projections.period_reports import history
 from projections.report import write_report
-from projections.reviews import ReviewDue
 from projections.signoff import SIGNOFF, SignOffError, sign, verify
 from projections.store.store import Store
 from schemas.access import AccessEntry

@@ -181,8 +181,8 @@ def _model(con: duckdb.DuckDBPyConnection, live: bool) -> list[tuple[Any, ...]]:
     """Every row of the incidents read model, from the summary or computed live from the findings."""
     from datetime import UTC, datetime
 
-    from projections import incidents
-    from projections.reviews import FindingFilter, ReviewDue
+    from projections.models import incidents
+    from projections.models.reviews import FindingFilter, ReviewDue
 
     params = incidents._params(FindingFilter(), ReviewDue(24, 24, 72), datetime(2026, 11, 30, tzinfo=UTC), None)
     rows = con.execute(f"SELECT * FROM ({incidents.model_sql(con, live)}) ORDER BY finding_id", params).fetchall()

@@ -25,10 +25,10 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.evidence import build_package, verify_package
 from dealtrail.video import VideoLinks
-from projections import reviews
+from projections.models import reviews
+from projections.models.reviews import ReviewDue
 from projections.projector import _review_row
 from projections.report import write_report
-from projections.reviews import ReviewDue
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingAcknowledged, VideoReference
 from streams.engine import Plausibility

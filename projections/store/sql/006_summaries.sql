@@ -5,7 +5,7 @@
 -- Grain: table_id (every table with stored events or rounds). Upstream: events, rounds.
 -- The floor's "last state" of a table: the last event, its supervisor on duty (the latest FLOOR
 -- actor) and its rounds dealt with the dealer of the latest. Read by sum_floor.sql. Its devices'
--- state is the engine's own (projections/device_state.py), never recomputed in SQL.
+-- state is the engine's own (projections/models/device_state.py), never recomputed in SQL.
 CREATE TABLE IF NOT EXISTS sum_floor (
     table_id        VARCHAR NOT NULL,
     game            VARCHAR,

@@ -1,7 +1,7 @@
 -- con_floor: the floor, one row per table that has events: game, the dealer of its latest round,
 -- rounds dealt and the last event. Grain: table_id. Upstream: events, rounds. Its incident counts
--- come from the incidents read model (projections/incidents.py); its devices' state from the
--- engine's own stored state (projections/device_state.py, rulebook 10.3.1: not recomputed here).
+-- come from the incidents read model (projections/models/incidents.py); its devices' state from the
+-- engine's own stored state (projections/models/device_state.py, rulebook 10.3.1: not recomputed here).
 WITH t AS (
     SELECT table_id, any_value(game) AS game, max(occurred_at) AS last_event_at FROM events GROUP BY table_id
 ), r AS (

@@ -5,7 +5,7 @@
 -- The period is [$start, $end) (NULL: open): rounds by completion, findings by detection; the
 -- slots are $slot long ('hour', 'day' or 'week', as date_trunc takes them).
 -- Incidents are counted: a consequence is shown under its cause and not counted again (the
--- incidents read model's definition, projections/incidents.py). Their rows (finding_id, rule_id,
+-- incidents read model's definition, projections/models/incidents.py). Their rows (finding_id, rule_id,
 -- severity, observed_at) come from the sum_findings summary, or in a store without it from
 -- fct_detections less the consequences in $consequences (dealtrail/console/pages.py RATES_INCIDENTS).
 WITH r AS (

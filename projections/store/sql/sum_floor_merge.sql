@@ -6,7 +6,7 @@
 -- Idempotent: each figure is merged with the stored row by seq and time (the latest wins), so a
 -- replayed batch changes nothing and a late event with an older seq does not undo a later state;
 -- rounds are added by count, and only rounds that were actually inserted arrive here.
--- Devices are not here: the floor takes their state from the engine's (projections/device_state.py).
+-- Devices are not here: the floor takes their state from the engine's (projections/models/device_state.py).
 WITH ea AS (
     SELECT table_id, any_value(game) AS game, max(occurred_at) AS last_event_at, max(seq) AS last_seq,
            arg_max(actor_id, seq) FILTER (WHERE actor_role = 'FLOOR') AS supervisor_id,

@@ -121,7 +121,7 @@ class FindingFilter:
     """The filters of the findings page, the CSV export and ``GET /api/v1/findings``.
 
     Every field None means "any". ``start``/``end`` bound the detection time, [start, end);
-    ``incident`` True keeps the incidents, False the consequences (see :mod:`projections.incidents`);
+    ``incident`` True keeps the incidents, False the consequences (see :mod:`projections.models.incidents`);
     ``assignee`` keeps the findings assigned (latest assignment) to that user; ``not_disposed``
     True keeps the findings whose review is not ``disposed`` (a pending proposal is not);
     ``case_of`` keeps that finding and the consequences whose cause it is (a case).
@@ -165,7 +165,7 @@ def find(
     reviews_until: datetime | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The finding records that pass ``filters``, with cause, review status, due time and late flag:
-    :func:`projections.incidents.records` (the incidents read model), kept under this name for
+    :func:`projections.models.incidents.records` (the incidents read model), kept under this name for
     its callers.
 
     Args:
@@ -294,7 +294,7 @@ def summary(
     reviews_until: datetime | None = None,
 ) -> dict[str, Any]:
     """Review figures of the incidents detected in [start, end) for reports and ``summary.json``,
-    from the incidents read model (:mod:`projections.incidents`).
+    from the incidents read model (:mod:`projections.models.incidents`).
 
     Args:
         con: any connection (a store without review tables counts every incident unreviewed).

@@ -31,7 +31,7 @@ from typing import Any
 
 import duckdb
 
-from projections.reviews import FAR_FUTURE, FAR_PAST, SORTS, FindingFilter, ReviewDue, has_console_tables
+from projections.models.reviews import FAR_FUTURE, FAR_PAST, SORTS, FindingFilter, ReviewDue, has_console_tables
 from projections.store import summaries
 from schemas.reviews import ReviewStatus
 
@@ -113,10 +113,10 @@ def records(
 
     Args:
         con: any connection to the store (read-only included).
-        filters: see :class:`projections.reviews.FindingFilter` (``incident=True``: incidents only).
+        filters: see :class:`projections.models.reviews.FindingFilter` (``incident=True``: incidents only).
         due: review due times per severity (hours, from the settings).
         as_of: the instant an undisposed finding is late against (timezone-aware).
-        sort: a key of :data:`projections.reviews.SORTS` (anything else: detection time).
+        sort: a key of :data:`projections.models.reviews.SORTS` (anything else: detection time).
         descending: newest / highest first.
         limit: rows per page (None: all).
         offset: rows to skip.
@@ -325,10 +325,10 @@ def page(
 
     Args:
         con: any connection to the store (read-only included).
-        filters: see :class:`projections.reviews.FindingFilter`.
+        filters: see :class:`projections.models.reviews.FindingFilter`.
         due: review due times per severity (hours, from the settings).
         as_of: the instant an undisposed finding is late against (timezone-aware).
-        sort: a key of :data:`projections.reviews.SORTS` (anything else: detection time).
+        sort: a key of :data:`projections.models.reviews.SORTS` (anything else: detection time).
         descending: newest / highest first.
         limit: rows per page (at least 1).
         offset: rows to skip (a page past the last one has no rows and still its counts).
