@@ -5,8 +5,8 @@ A period is closed once its end has passed (wall clock). Each closed period that
 of the trail (a period starting after the last stored event is not reported until events
 arrive) gets a folder ``<out>/<period>/`` with one revision folder per report written
 (``rev-0001/``: ``report.html``, ``findings.csv``, ``findings.parquet``, ``summary.json``) and a
-``manifest.json`` (``projections.period_reports``). A report is *final* or *provisional*
-(``projections.report.judge_status``: every table that dealt in the period has an event past its
+``manifest.json`` (``projections.reports.periods``). A report is *final* or *provisional*
+(``projections.reports.report.judge_status``: every table that dealt in the period has an event past its
 end, or the newest stored event is ``grace`` past it, in event time). A period already written
 gets a new revision when its latest one is stale: its status, or what it covers (per table the
 last event, the review watermark, finding revisions, rounds, dead letters, the generation),
@@ -31,8 +31,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from projections.models.reviews import ReviewDue
-from projections.period_reports import add_revision, latest
-from projections.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
+from projections.reports.periods import add_revision, latest
+from projections.reports.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.store.archive import reading_archive
 from projections.store.store import connect_read_only
 
@@ -292,7 +292,7 @@ def run_due(
             the previous call can change and at those not final yet (:class:`ReportWatch`);
             None: every period is looked at (``schedule --once``).
         max_listed: how many voiding and integrity incidents each report lists (resolved
-            ``DEALTRAIL_REPORTS__MAX_LISTED``, see :func:`projections.report.write_report`);
+            ``DEALTRAIL_REPORTS__MAX_LISTED``, see :func:`projections.reports.report.write_report`);
             None: every one.
         archive: the folder of the store's archived months (resolved ``--archive`` /
             ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows as ``write_report`` reads

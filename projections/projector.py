@@ -167,7 +167,7 @@ def project(
             settings); None: lateness not judged.
         console_url: the console's address the scheduled reports link to; None: no links.
         report_grace: the scheduled reports' grace time (event time, resolved settings
-            ``DEALTRAIL_REPORTS__GRACE_MINUTES``; see ``projections.report.judge_status``);
+            ``DEALTRAIL_REPORTS__GRACE_MINUTES``; see ``projections.reports.report.judge_status``);
             None: ``dealtrail.schedule.DEFAULT_GRACE``.
         report_check_seconds: seconds between two looks for closed periods and stale reports
             (resolved ``DEALTRAIL_REPORTS__CHECK_SECONDS``).

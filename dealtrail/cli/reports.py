@@ -381,7 +381,7 @@ def report(
     With --to, the report says whether it is final or provisional (see DEALTRAIL_REPORTS__GRACE_MINUTES).
     Archived months (dealtrail archive) are read from their Parquet files with the live rows.
     """
-    from projections.report import write_report
+    from projections.reports.report import write_report
     from projections.store.archive import ArchiveError
 
     settings = load()

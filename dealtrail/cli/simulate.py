@@ -54,7 +54,7 @@ def demo(
     from dealtrail.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections.models import incidents
-    from projections.report import write_report
+    from projections.reports.report import write_report
     from projections.store.private import make_private_dirs
     from projections.store.store import Store
 

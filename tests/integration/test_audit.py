@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from dealtrail.audit import AuditSummary, AuditWorkerError, audit_file
 from dealtrail.cli import app
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.codec import decode, encode
 

@@ -24,8 +24,8 @@ from dealtrail.console.app import ConsoleConfig, card_face, create_app
 from projections import access, staff
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.report import incidents as report_incident_rows
-from projections.report import query, write_report
+from projections.reports.report import incidents as report_incident_rows
+from projections.reports.report import query, write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, Cause, FindingDisposed
 

@@ -24,7 +24,7 @@ from projections import access
 from projections.models import incidents, reviews
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
 from projections.projector import _review_row
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingApproved, FindingDispositionProposed, FindingRejected
 

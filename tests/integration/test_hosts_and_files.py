@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from dealtrail.cli import app
 from dealtrail.schedule import Schedule, run_forever
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store, connect_read_only
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)

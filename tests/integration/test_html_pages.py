@@ -46,7 +46,7 @@ from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from dealtrail.simulator.builder import TableWriter
 from dealtrail.simulator.run import write_simulation
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas import events as ev
 from schemas.base import ActorRole, Envelope, Game

@@ -365,7 +365,7 @@ def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the
 
     from dealtrail.cli import app
     from dealtrail.replay import Window, replay, stored_events, stored_findings
-    from projections.incident import write_incident
+    from projections.reports.incident_page import write_incident
     from projections.store.store import connect_read_only
 
     con = connect_read_only(workbench_db)
@@ -570,7 +570,7 @@ def test_replay_html_of_a_whole_demo_sized_table_keeps_every_page_under_1_mb(
     from dealtrail.audit import audit_file
     from dealtrail.replay import Window, replay, stored_events, stored_findings
     from dealtrail.simulator.run import write_simulation
-    from projections.incident import write_incident
+    from projections.reports.incident_page import write_incident
     from projections.store.store import connect_read_only
 
     folder = tmp_path_factory.mktemp("demo-table")

@@ -277,7 +277,7 @@ def test_the_daily_digest_of_late_reviews_goes_to_each_target_once_a_local_day(
 
     config, mails = smtp
     targets = (digest_target(receiver.url), digest_target("compliance@casino.test"))
-    from projections.report import incidents, query
+    from projections.reports.report import incidents, query
 
     # the digest lists incidents, as the report counts them: a consequence goes with its cause
     ids = sorted(f["finding_id"] for f in incidents(query(store.con.cursor(), "rpt_findings").to_pylist()))

@@ -25,8 +25,8 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.notify import DigestConfig, digest_text, late_reviews
 from projections.models import reviews
 from projections.models.reviews import ReviewDue
-from projections.report import incidents as report_incidents
-from projections.report import query
+from projections.reports.report import incidents as report_incidents
+from projections.reports.report import query
 from projections.store.store import Store
 from schemas.reviews import Cause, FindingAcknowledged, FindingAssigned, FindingDisposed
 

@@ -21,7 +21,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.simulator.run import write_simulation
 from projections.display.spreadsheet import FORMULA_STARTS
 from projections.models.reviews import ReviewDue, append_review
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from dealtrail.cli import app
 from dealtrail.schedule import ReportWatch, Schedule, run_due
 from projections.models.reviews import append_review
-from projections.period_reports import history, latest
-from projections.report import judge_status, write_report
+from projections.reports.periods import history, latest
+from projections.reports.report import judge_status, write_report
 from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged, FindingDisposed
 

@@ -199,7 +199,7 @@ def test_each_refused_record_is_one_data_quality_incident_in_the_report_never_a_
 ) -> None:
     from datetime import UTC, datetime
 
-    from projections.report import query
+    from projections.reports.report import query
 
     at = len(trail) // 3
     first = json.loads(trail[at])

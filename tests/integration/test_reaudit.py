@@ -15,7 +15,7 @@ from dealtrail.audit import audit_file
 from dealtrail.cli import app
 from dealtrail.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store
 from streams.engine import engine
 from streams.engine.rules import three_card_prime

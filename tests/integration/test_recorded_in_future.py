@@ -15,7 +15,7 @@ import pytest
 
 from dealtrail.audit import audit_file
 from dealtrail.simulator.run import write_simulation
-from projections.report import judge_status
+from projections.reports.report import judge_status
 from projections.store.store import Store
 from streams.clock import FixedClock
 from streams.engine import Plausibility

@@ -135,7 +135,7 @@ def test_schedule_rejects_a_bad_expression() -> None:
 
 
 def test_summary_figures_match_the_injected_errors(small_shift: tuple[Path, Path], store: Path, tmp_path: Path) -> None:
-    from projections.report import write_report
+    from projections.reports.report import write_report
 
     _, truth_path = small_shift
     truth = [json.loads(line) for line in truth_path.read_text().splitlines()]

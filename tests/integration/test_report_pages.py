@@ -10,7 +10,7 @@ import duckdb
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from projections.report import write_report
+from projections.reports.report import write_report
 from streams.engine.catalog import RULEBOOK_REVISION
 
 STAMP = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)
@@ -114,7 +114,7 @@ def test_report_gives_findings_per_1000_rounds_by_game_table_and_dealer(audited_
 
 
 def test_report_rule_chart_is_grouped_by_game_with_readable_rule_names(audited_shift: Path, tmp_path: Path) -> None:
-    from projections.report import rule_label
+    from projections.reports.report import rule_label
 
     html = write_report(audited_shift, tmp_path / "r", generated_at=STAMP).html.read_text()
     chart = html[html.index("Findings by rule, per game") : html.index("Regulation findings by rule")]

@@ -28,8 +28,8 @@ from dealtrail.schedule import Schedule, run_due
 from projections import access, access_log
 from projections import property as stored_property
 from projections.models.reviews import ReviewDue
-from projections.period_reports import history
-from projections.report import write_report
+from projections.reports.periods import history
+from projections.reports.report import write_report
 from projections.signoff import SIGNOFF, SignOffError, sign, verify
 from projections.store.store import Store
 from schemas.access import AccessEntry

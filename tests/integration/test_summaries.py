@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from projections import staff
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store import summaries
 from projections.store.store import ROUNDS_SCHEMA, Store, connect_read_only
 
@@ -260,7 +260,7 @@ def test_findings_summary_is_rebuilt_once_for_an_older_store_and_kept_per_genera
 
 
 def test_each_device_fault_names_the_findings_that_cite_it(audited_shift: Path) -> None:
-    from projections.report import query
+    from projections.reports.report import query
 
     con = connect_read_only(audited_shift)
     try:

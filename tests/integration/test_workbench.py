@@ -28,7 +28,7 @@ from dealtrail.video import VideoLinks
 from projections.models import reviews
 from projections.models.reviews import ReviewDue
 from projections.projector import _review_row
-from projections.report import write_report
+from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingAcknowledged, VideoReference
 from streams.engine import Plausibility

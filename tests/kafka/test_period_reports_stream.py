@@ -17,8 +17,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections.period_reports import history
-from projections.report import coverage
+from projections.reports.periods import history
+from projections.reports.report import coverage
 from schemas.reviews import FindingAcknowledged, FindingDisposed
 from tests.kafka.conftest import Cluster, stop
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from projections.executive import css_string, print_header, summary
+from projections.reports.executive import css_string, print_header, summary
 
 
 def test_a_property_name_cannot_end_the_css_string_or_the_style_element() -> None:

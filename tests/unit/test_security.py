@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dealtrail.settings import Settings
-from projections.report import query, write_report
+from projections.reports.report import query, write_report
 from projections.store.store import connect_read_only
 from streams.kafka import client_config
 

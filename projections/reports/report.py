@@ -26,13 +26,14 @@ import jinja2
 import pyarrow as pa
 from markupsafe import Markup
 
-from projections import executive, signoff, staff
 from projections import property as stored_property
+from projections import signoff, staff
 from projections.display.spreadsheet import neutralise_table
 from projections.display.timefmt import iso_utc, show, zone_name
 from projections.models import incidents as incident_model
 from projections.models import reviews
 from projections.models.generations import generation_diff, generation_info
+from projections.reports import executive
 from projections.store.archive import event_sources, reading_archive
 from projections.store.private import make_private, make_private_dirs, open_private, write_private_text
 from projections.store.store import connect_read_only
@@ -158,7 +159,7 @@ def _chart_svg(rows: list[dict[str, Any]], tz: tzinfo = UTC) -> str:
 
 def _env(tz: tzinfo = UTC) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("projections", "templates"),
+        loader=jinja2.PackageLoader("projections.reports", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

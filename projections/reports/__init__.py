@@ -1,0 +1,1 @@
+"""Reports: the compliance report, its executive summary, period revisions, the incident page and their templates."""
