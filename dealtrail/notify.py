@@ -32,9 +32,9 @@ from zoneinfo import ZoneInfo
 import duckdb
 import httpx
 
-from projections import staff
 from projections.display.timefmt import show
 from projections.models import incidents, reviews
+from projections.records import staff
 from streams.engine.catalog import RULES_BY_ID
 
 NOTIFY_SQL = """
@@ -188,7 +188,7 @@ def digest_text(
 ) -> str:
     """The digest's text (the webhook's ``text``, the email's body): one line per late review,
     most overdue first, with the finding, rule, table, dealer (``Name (ID)`` when the roster
-    ``names`` it, :func:`projections.staff.label`), due time, how late and the assignee."""
+    ``names`` it, :func:`projections.records.staff.label`), due time, how late and the assignee."""
     where = f" at {config.property_name}" if config.property_name else ""
     head = f"dealtrail: late reviews{where} for {day.isoformat()}, as of {show(now, config.zone)}"
     if not late:
@@ -224,7 +224,7 @@ def late_reviews(con: duckdb.DuckDBPyConnection, due: reviews.ReviewDue, now: da
 
 def message(finding: Mapping[str, Any], console_url: str | None, dealer: str | None = None) -> str:
     """The one-paragraph text of a notification (the webhook's ``text``, the email's body);
-    ``dealer`` is the round's dealer as shown everywhere (``Name (ID)``, :func:`projections.staff.label`)."""
+    ``dealer`` is the round's dealer as shown everywhere (``Name (ID)``, :func:`projections.records.staff.label`)."""
     spec = RULES_BY_ID.get(str(finding["rule_id"]))
     when = finding["observed_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
     lines = [

@@ -85,7 +85,7 @@ def plan_import(
 
     Args:
         data: the file's bytes.
-        current: the roster in force keyed by ID (``projections.staff.current``).
+        current: the roster in force keyed by ID (``projections.records.staff.current``).
         source: where the rows come from, stored with each event (``import:<file name>``).
         recorded_by: who imports (``cli``, or the console user).
         recorded_at: the instant stamped on every event of this import (timezone-aware).
@@ -97,7 +97,7 @@ def plan_import(
         RosterFileError: the file has no header, lacks a required column, names an unknown
             one, or is not text.
     """
-    from projections.staff import revision
+    from projections.records.staff import revision
 
     text = _text(data)
     first = text.split("\n", 1)[0]

@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from projections import staff
 from projections.models.reviews import review_row
+from projections.records import staff
 from projections.store.store import BatchCounts, Store
 from schemas.access import ACCESS_ADAPTER, AccessEntry
 from schemas.codec import DecodeError, decode, encode

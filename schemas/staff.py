@@ -2,7 +2,7 @@
 
 The roster is the stream of :class:`StaffMemberRecorded` events keyed by ``staff_id``; each
 event is a full revision of one person's entry (name, role, active), and the roster in force is
-the latest revision per ID (``dim_staff``, ``projections/staff.py``). Nothing is updated or
+the latest revision per ID (``dim_staff``, ``projections/records/staff.py``). Nothing is updated or
 deleted: a deactivated dealer keeps their name beside the rounds they dealt, and every earlier
 revision stays in the history with who recorded it and when.
 

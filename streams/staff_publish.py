@@ -62,7 +62,7 @@ class StaffPublisher(AckedPublisher):
 
 def read_roster(kafka: KafkaSettings, topics: Topics, timeout: float = 10.0) -> dict[str, dict[str, Any]]:
     """The roster in force as the staff topic holds it (its latest event per staff ID, keyed by
-    ID, as ``projections.staff.current`` gives it from a store), read from the beginning of the
+    ID, as ``projections.records.staff.current`` gives it from a store), read from the beginning of the
     topic: ``dealtrail staff import --publish`` compares a file with it while the projector holds
     the store. A record that is no roster event is skipped (the projector dead-letters it).
 

@@ -299,7 +299,7 @@ def users_list(db: Annotated[Path | None, typer.Option(help="DuckDB file.", show
     """List the users (name, role, state) and, first, any names that are one person (``rita``
     and ``RITA`` in a store from before names were unique in case-folded form): exit code 3 while
     such twins remain, for an admin to resolve (deactivate all but one of each)."""
-    from projections import access
+    from projections.records import access
     from projections.store.store import connect_read_only
 
     settings = load()
@@ -367,7 +367,7 @@ def users_token(
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, new_token, verify_password
-    from projections import access
+    from projections.records import access
     from projections.store.store import Store
 
     settings = load()
@@ -395,7 +395,7 @@ def _log(store: object, kind: str, detail: str, outcome: Literal["ok", "refused"
     """Record a change made from the command line in the access log (user ``cli``)."""
     from ulid import ULID
 
-    from projections import access_log
+    from projections.records import access_log
     from schemas.access import AccessEntry
 
     entry = AccessEntry(

@@ -160,7 +160,7 @@ def _access_log(db: Path, saved: dict[str, Any] | None = None) -> int:
 
     from dealtrail.cli.common import _busy
     from dealtrail.verify import check_access_head
-    from projections.access_log import check_chain, hash_at
+    from projections.records.access_log import check_chain, hash_at
     from projections.store.store import connect_read_only
 
     try:
@@ -231,7 +231,7 @@ def _access_head(db: Path) -> dict[str, object] | None:
     said) when the log is empty or its chain is broken."""
     import duckdb
 
-    from projections.access_log import check_chain, head
+    from projections.records.access_log import check_chain, head
     from projections.store.store import connect_read_only
 
     try:

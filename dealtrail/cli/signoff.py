@@ -17,7 +17,7 @@ from schemas.access import Outcome
 
 if TYPE_CHECKING:
     from dealtrail.console.guard import LoginGuard
-    from projections.signoff import Anchor
+    from projections.records.signoff import Anchor
 
 
 def _revision_folder(folder: Path) -> Path:
@@ -62,9 +62,9 @@ def sign_report(
 
     from dealtrail.console.auth import verify_password
     from dealtrail.console.totp import code_ok
-    from projections import access, access_log
-    from projections.models.reviews import role_at_least
-    from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
+    from projections.records import access, access_log
+    from projections.records.access import role_at_least
+    from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
     from projections.store.store import Store
 
     settings = load()
@@ -179,7 +179,7 @@ def _log(store: object, kind: str, user: str, outcome: Outcome, detail: str) -> 
     """Append one entry to the store's access log (client ``cli``), as the console's recorder does."""
     from ulid import ULID
 
-    from projections import access_log
+    from projections.records import access_log
     from schemas.access import AccessEntry, clean_name
 
     entry = AccessEntry(
@@ -199,7 +199,7 @@ def _print_signed(folder: Path, chromium: str | None) -> None:
     import tempfile
 
     from dealtrail.pdf import PdfError, print_pdf
-    from projections.signoff import SIGNED_PDF, block_html, with_block
+    from projections.records.signoff import SIGNED_PDF, block_html, with_block
 
     html = with_block((folder / "report.html").read_text(encoding="utf-8"), block_html(folder))
     with tempfile.TemporaryDirectory(prefix="dealtrail-signed-") as tmp:
@@ -230,7 +230,7 @@ def verify_signoff(
     With ``--db``, also check that ``signoff.json`` is the one the store's access log recorded at
     signing (its SHA-256) and that the log's chain is intact (exit 1 otherwise); without it, the
     sign-off record itself is not checked."""
-    from projections.signoff import SignOffError, verify
+    from projections.records.signoff import SignOffError, verify
 
     target = _revision_folder(folder)
     try:
@@ -266,10 +266,10 @@ def verify_signoff(
 
 
 def _anchor(target: Path, db: Path) -> Anchor:
-    """:func:`projections.signoff.check_anchor` over the store at ``db`` opened read-only."""
+    """:func:`projections.records.signoff.check_anchor` over the store at ``db`` opened read-only."""
     import duckdb
 
-    from projections.signoff import check_anchor
+    from projections.records.signoff import check_anchor
     from projections.store.store import connect_read_only
 
     try:

@@ -98,7 +98,7 @@ def _roster_target(
         yield current, send
         return
     from dealtrail.cli.console import _open_writer
-    from projections import staff
+    from projections.records import staff
     from projections.store.store import Store
 
     store = _open_writer(db, settings)

@@ -15,9 +15,8 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from projections import access
-from projections.models import reviews
-from projections.models.reviews import role_at_least
+from projections.records import access
+from projections.records.access import role_at_least
 from schemas.reviews import identity_key
 
 
@@ -63,7 +62,7 @@ def router(console: Console) -> APIRouter:
             status_code,
             users=access.users(con),
             tokens=access.tokens(con),
-            roles=reviews.ROLES,
+            roles=access.ROLES,
             token=token,
             message=None if failed else message,
             failed=failed or {},
@@ -115,8 +114,8 @@ def router(console: Console) -> APIRouter:
                     if current is None:
                         raise auth.AccessError(f"no user {name!r}")
                     if op == "role":
-                        if role not in reviews.ROLES:
-                            raise auth.AccessError(f"role must be one of {', '.join(reviews.ROLES)}")
+                        if role not in access.ROLES:
+                            raise auth.AccessError(f"role must be one of {', '.join(access.ROLES)}")
                         _last_admin_guard(store.con, user.name, name, role, bool(current["active"]))
                         access.put_user(store.con, name, role, None, bool(current["active"]), now, user.name)
                         logged = ("role_changed", user.name, f"{name}: {current['role']} -> {role}")

@@ -15,8 +15,8 @@ import duckdb
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from projections import access
-from projections.models.reviews import ROLES
+from projections.records import access
+from projections.records.access import ROLES
 
 _HASHER = PasswordHasher()
 _DUMMY = _HASHER.hash("dealtrail: equalises the time of a login for an unknown user")
@@ -146,7 +146,7 @@ def revoke_tokens(con: duckdb.DuckDBPyConnection, name: str, at: datetime, by: s
 def password_reset_note(con: duckdb.DuckDBPyConnection, name: str, at: datetime, by: str) -> str:
     """After a new password was set for an existing user: remove the one-time code (a lost phone)
     and revoke the user's API tokens; the words the access entry adds (empty if neither)."""
-    from projections import access_log
+    from projections.records import access_log
 
     words = "; one-time code removed" if access_log.drop_totp(con, name, at) else ""
     revoked = revoke_tokens(con, name, at, by)

@@ -16,8 +16,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser, invalid, query_string
 from dealtrail.console.models import ReviewRequest
-from projections import access
-from projections.models.reviews import REVIEWER_ROLES
+from projections.records import access
+from projections.records.access import REVIEWER_ROLES
 
 MAX_BULK = 500
 """The most findings one bulk form may name (the findings page lists 50 a page)."""

@@ -29,10 +29,11 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.settings import ReviewSettings
 from dealtrail.video import VideoLinks
-from projections import access, access_log, staff
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
-from projections.models.reviews import MANAGER_ROLES, REVIEWER_ROLES, DispositionNeeds, FindingFilter, ReviewDue
+from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
+from projections.records import access, access_log, staff
+from projections.records.access import MANAGER_ROLES, REVIEWER_ROLES
 from projections.store import summaries
 from projections.store.store import Store
 from schemas.access import AccessEntry
@@ -333,7 +334,7 @@ def _env() -> jinja2.Environment:
 @jinja2.pass_context
 def _person(ctx: jinja2.runtime.Context, staff_id: str | None) -> str:
     """The template filter ``person``: ``Name (ID)`` from the roster the page was rendered with
-    (:func:`projections.staff.label`), the ID alone without a name."""
+    (:func:`projections.records.staff.label`), the ID alone without a name."""
     return staff.label(staff_id, ctx.get("staff_names") or {})
 
 
@@ -447,8 +448,8 @@ class Console:
 
     def property_name(self) -> str | None:
         """The property's name: recorded in the store by an admin, else ``DEALTRAIL_PROPERTY``,
-        else None (:func:`projections.property.resolve`)."""
-        from projections import property as stored_property
+        else None (:func:`projections.records.property.resolve`)."""
+        from projections.records import property as stored_property
 
         cur = self.store.con.cursor()
         try:
@@ -461,7 +462,7 @@ class Console:
     ) -> list[dict[str, Any]]:
         """Each table's row: its dealer and supervisor on duty (the ``sum_floor`` summary,
         :mod:`projections.store.summaries`; in a store without it ``con_floor.sql`` and
-        :func:`projections.staff.supervisors_by_table`), its devices' state as the engine holds it
+        :func:`projections.records.staff.supervisors_by_table`), its devices' state as the engine holds it
         (``device_state`` and ``device_since``: :func:`projections.models.device_state.floor_device_states`)
         with its incidents not yet disposed, by severity, its overdue remedies and late reviews
         (the incidents read model; ``per_table``: its figures by table, when already read)."""

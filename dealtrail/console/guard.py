@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from projections import access, access_log
+from projections.records import access, access_log
 from schemas.access import AccessEntry, Outcome, clean_name
 from schemas.reviews import identity_key
 

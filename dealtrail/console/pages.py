@@ -27,12 +27,12 @@ from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, 
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
 from dealtrail.replay import round_seqs
-from projections import staff
 from projections.display.cards import area_name, card_face
 from projections.display.spreadsheet import neutralise_cell
 from projections.models import incidents, reviews
 from projections.models.late_remedies import late_remedies
 from projections.models.reviews import FindingFilter, ReviewDue
+from projections.records import staff
 from projections.store import summaries
 from schemas.reviews import Cause, ReviewStatus
 from streams.engine.catalog import RULES_BY_ID
@@ -567,7 +567,7 @@ def _bars(points: list[tuple[str, float, int, int]]) -> dict[str, Any]:
 
 
 def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> str:
-    """The findings export; ``names`` (the roster's, :func:`projections.staff.names`) fill the
+    """The findings export; ``names`` (the roster's, :func:`projections.records.staff.names`) fill the
     ``dealer_name`` column beside ``dealer_id`` (blank for an ID the roster does not name)."""
     known = names or {}
     rows = [{**r, "dealer_name": known.get(r.get("dealer_id") or "")} for r in rows]

@@ -17,8 +17,8 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
-from projections.models.reviews import role_at_least
-from projections.signoff import (
+from projections.records.access import role_at_least
+from projections.records.signoff import (
     SIGNER_ROLE,
     SIGNOFF,
     SignOffError,

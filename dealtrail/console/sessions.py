@@ -19,7 +19,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from dealtrail.console import auth, guard, totp
 from dealtrail.console.deps import Console, Cursor
-from projections import access
+from projections.records import access
 from schemas.access import clean_name
 
 

@@ -12,9 +12,9 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
-from projections import property as stored_property
-from projections.models.reviews import role_at_least
-from projections.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
+from projections.records import property as stored_property
+from projections.records.access import role_at_least
+from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
 
 
 def router(console: Console) -> APIRouter:

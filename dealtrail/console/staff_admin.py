@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ulid import ULID
 
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from projections import staff
+from projections.records import staff
 from schemas.staff import StaffMemberRecorded
 
 StaffSink = Callable[[Sequence[StaffMemberRecorded]], None]

@@ -24,7 +24,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from dealtrail.console import auth, guard
 from dealtrail.console.deps import Console, Cursor, User, _session_user
-from projections import access, access_log
+from projections.records import access, access_log
 from schemas.access import Outcome
 
 ENROL_SECONDS = 600

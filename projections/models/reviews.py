@@ -1,10 +1,11 @@
-"""Reviews, users and API tokens in the store, and the read model the console, the API and the
-reports share: each finding with its review status, due time and late flag.
+"""Reviews in the store, and the read model the console, the API and the reports share: each
+finding with its review status, due time and late flag (users, roles and API tokens are in
+:mod:`projections.records.access`).
 
 Writes go through the store's one writer connection (the console in embedded mode, the projector
-in the streaming deployment) and are append-only: a review is a new row, a user's change of role
-or password a new revision, a revoked token a new row. Reads take any connection (read-only
-included) and are parameterised; a sort key is picked from a fixed list, never spliced from input.
+in the streaming deployment) and are append-only: a review is a new row. Reads take any
+connection (read-only included) and are parameterised; a sort key is picked from a fixed list,
+never spliced from input.
 """
 
 from __future__ import annotations
@@ -21,22 +22,6 @@ import pyarrow as pa
 from schemas.reviews import AnyReview, FindingApproved, FindingAssigned, FindingDisposed, FindingDispositionProposed
 
 ReviewEvent = AnyReview
-ROLES = ("viewer", "reviewer", "manager", "admin")
-"""Console roles, least to most: a viewer reads, a reviewer also reviews, a manager also signs
-reports and approves or rejects a proposed disposition (four eyes), an admin can do what a
-manager can and manages users."""
-REVIEWER_ROLES = ("reviewer", "manager", "admin")
-"""The roles that review findings (and so may be assigned one)."""
-MANAGER_ROLES = ("manager", "admin")
-"""The roles that approve or reject a proposed disposition."""
-
-
-def role_at_least(role: str, least: str) -> bool:
-    """Whether ``role`` is ``least`` or above it in :data:`ROLES` (viewer < reviewer < manager <
-    admin); an unknown role is below every role, and an unknown ``least`` is reached by none."""
-    return role in ROLES and least in ROLES and ROLES.index(role) >= ROLES.index(least)
-
-
 FOUR_EYES_SEVERITIES = ("voiding", "integrity")
 """Severities whose ``NOT_A_VIOLATION`` disposition is only proposed until a second person, a
 manager, approves it."""

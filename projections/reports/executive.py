@@ -158,7 +158,7 @@ def print_header(
 ) -> dict[str, Markup]:
     """The running header of each printed page as CSS strings: ``property`` (its name, or
     "property not named") and ``period`` (its start and end in ``tz``, or "whole trail")."""
-    from projections.property import NOT_NAMED
+    from projections.records.property import NOT_NAMED
 
     span = f"{show(start, tz) if start else 'first event'} to {show(end, tz) if end else 'last event'}"
     return {"property": css_string(property_name or NOT_NAMED), "period": css_string(span)}

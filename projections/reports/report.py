@@ -26,13 +26,13 @@ import jinja2
 import pyarrow as pa
 from markupsafe import Markup
 
-from projections import property as stored_property
-from projections import signoff, staff
 from projections.display.spreadsheet import neutralise_table
 from projections.display.timefmt import iso_utc, show, zone_name
 from projections.models import incidents as incident_model
 from projections.models import reviews
 from projections.models.generations import generation_diff, generation_info
+from projections.records import property as stored_property
+from projections.records import signoff, staff
 from projections.reports import executive
 from projections.store.archive import event_sources, reading_archive
 from projections.store.private import make_private, make_private_dirs, open_private, write_private_text

@@ -447,9 +447,11 @@ class Store:
         self.con.execute(_sql("002_views.sql"))
         self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/models/reviews.py)
         self.con.execute(_sql("004_console_views.sql"))
-        self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/access_log.py)
-        self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/staff.py)
-        self.con.execute(_sql("006_property_names.sql"))  # the property's recorded names (projections/property.py)
+        self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/records/access_log.py)
+        self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/records/staff.py)
+        self.con.execute(
+            _sql("006_property_names.sql")
+        )  # the property's recorded names (projections/records/property.py)
         summaries.ensure(self.con)  # the console's summaries; built once for a store written before them
 
     def check_held(self) -> None:
@@ -560,7 +562,7 @@ class Store:
                 ``payload_hash``; appended by DuckDB's Arrow scan, without parsing the payloads
                 again. Rows already stored are skipped.
             access: access-log entries from the access-log topic, chained in this order after the
-                stored ones (``projections.access_log.append``); an entry ID already stored is
+                stored ones (``projections.records.access_log.append``); an entry ID already stored is
                 skipped (a redelivery).
             dead_letters_new: the store held no dead letter of these rows' ``source`` when the
                 run that makes them began (the audit asks once): they are appended without
@@ -662,7 +664,7 @@ class Store:
                        USING (review_id)"""
                 )
             if access:
-                from projections import access_log
+                from projections.records import access_log
 
                 access_log.append(con, access)
             if counts.events or counts.rounds:

@@ -353,10 +353,10 @@ def generation_findings(con: duckdb.DuckDBPyConnection) -> str:
 
 def supervisor_now(con: duckdb.DuckDBPyConnection, table_id: str) -> str | None:
     """The table's supervisor on duty now (the latest ``FLOOR`` actor in its events), from
-    ``sum_floor``, or from the events in a store without it (:func:`projections.staff.supervisors_by_table`)."""
+    ``sum_floor``, or from the events in a store without it (:func:`projections.records.staff.supervisors_by_table`)."""
     if has_summary(con, "sum_floor"):
         row = con.execute("SELECT supervisor_id FROM sum_floor WHERE table_id = ?", [table_id]).fetchone()
         return str(row[0]) if row and row[0] is not None else None
-    from projections import staff
+    from projections.records import staff
 
     return staff.supervisors_by_table(con).get(table_id)

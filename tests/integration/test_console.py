@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, card_face, create_app
-from projections import access, staff
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
+from projections.records import access, staff
 from projections.reports.report import incidents as report_incident_rows
 from projections.reports.report import query, write_report
 from projections.store.store import Store

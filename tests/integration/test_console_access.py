@@ -26,10 +26,10 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
 from dealtrail.console.totp import resolve_totp_key
-from projections import access_log
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
 from projections.projector import ProjectSummary, _write
+from projections.records import access_log
 from projections.store.store import BatchCounts, Store
 from schemas.access import AccessEntry
 from streams.topics import Topics

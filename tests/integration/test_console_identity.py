@@ -19,9 +19,9 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import SecurityPolicy
 from dealtrail.console.totp import key_file_beside, resolve_totp_key
-from projections import access, access_log
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
+from projections.records import access, access_log
 from projections.store.store import Store
 from schemas.access import AccessEntry
 from schemas.reviews import identity_key

@@ -20,10 +20,10 @@ from fastapi.testclient import TestClient
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections import access
 from projections.models import incidents, reviews
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
 from projections.projector import _review_row
+from projections.records import access
 from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingApproved, FindingDispositionProposed, FindingRejected
@@ -382,11 +382,11 @@ def test_new_review_kinds_round_trip_and_old_ones_still_decode() -> None:
 
 
 def test_the_manager_role_is_between_reviewer_and_admin(store: Store) -> None:
-    assert reviews.ROLES == ("viewer", "reviewer", "manager", "admin")
+    assert access.ROLES == ("viewer", "reviewer", "manager", "admin")
     assert access.user(store.con, "max")["role"] == "manager"  # type: ignore[index]
     from dealtrail.console.deps import User
 
-    roles = {r: (User("u", r).can_review, User("u", r).can_approve, User("u", r).is_admin) for r in reviews.ROLES}
+    roles = {r: (User("u", r).can_review, User("u", r).can_approve, User("u", r).is_admin) for r in access.ROLES}
     assert roles == {
         "viewer": (False, False, False),
         "reviewer": (True, False, False),
@@ -426,7 +426,7 @@ def test_a_disposition_with_a_video_reference_meets_the_same_rules(client: TestC
 
 
 def test_every_refused_review_action_is_in_the_access_log_with_its_reason(client: TestClient, store: Store) -> None:
-    from projections import access_log
+    from projections.records import access_log
 
     fid, other = finding_of(store, "voiding"), finding_of(store, "procedural")
     assert review(client, store, fid, "max", action="dispose", cause="NOT_A_VIOLATION", **FULL).status_code == 201

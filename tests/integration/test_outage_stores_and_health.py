@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from dealtrail.cli import app
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.health import health_app
-from projections import access
 from projections.models.reviews import ReviewDue
 from projections.projector import KafkaUnreachableError
+from projections.records import access
 from projections.store.discard import remove_if_empty
 from projections.store.store import Store
 from streams.link import KafkaLink

@@ -25,12 +25,12 @@ from dealtrail.cli import app
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.schedule import Schedule, run_due
-from projections import access, access_log
-from projections import property as stored_property
 from projections.models.reviews import ReviewDue
+from projections.records import access, access_log
+from projections.records import property as stored_property
+from projections.records.signoff import SIGNOFF, SignOffError, sign, verify
 from projections.reports.periods import history
 from projections.reports.report import write_report
-from projections.signoff import SIGNOFF, SignOffError, sign, verify
 from projections.store.store import Store
 from schemas.access import AccessEntry
 

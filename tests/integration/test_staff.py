@@ -24,8 +24,8 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.pages import fill_slots, period_bounds, slot_of
 from dealtrail.staff import RosterFileError, plan_import
-from projections import staff
 from projections.models.reviews import ReviewDue
+from projections.records import staff
 from projections.reports.report import time_slots, write_report
 from projections.store.store import Store, connect_read_only
 from schemas.staff import STAFF_ADAPTER

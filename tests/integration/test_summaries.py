@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections import staff
+from projections.records import staff
 from projections.reports.report import write_report
 from projections.store import summaries
 from projections.store.store import ROUNDS_SCHEMA, Store, connect_read_only

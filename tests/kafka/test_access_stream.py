@@ -68,7 +68,7 @@ def test_access_entries_travel_through_their_topic_into_the_projectors_store(clu
         browser.close()
         assert stop(projector, signal.SIGINT) in (0, 130), log.read_text()
 
-    from projections import access_log
+    from projections.records import access_log
     from projections.store.store import connect_read_only
 
     con = connect_read_only(db)

@@ -19,7 +19,7 @@ def test_a_roster_published_to_the_staff_topic_reaches_the_projectors_store(clus
     from kafka import KafkaProducer
 
     from dealtrail.cli.stream import _publish_staff
-    from projections import staff
+    from projections.records import staff
 
     roster = tmp_path / "staff.csv"
     roster.write_bytes(b'\xef\xbb\xbfstaff_id,name,role\r\nD-1,"Lee, Ann",dealer\r\nFLOOR-1,Sam Okafor,supervisor\r\n')

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from projections.models.reviews import role_at_least
+from projections.records.access import role_at_least
 from projections.reports.periods import REVISION, history
 
 if TYPE_CHECKING:
@@ -364,12 +364,12 @@ def check_anchor(con: duckdb.DuckDBPyConnection, folder: Path, chain: bool = Tru
     Args:
         con: any connection of the store that holds the access log.
         folder: the revision folder (``<period>/rev-NNNN``).
-        chain: also recompute the access log's whole chain (:func:`projections.access_log.check_chain`).
+        chain: also recompute the access log's whole chain (:func:`projections.records.access_log.check_chain`).
 
     Returns:
         What was found (:attr:`Anchor.ok`, :meth:`Anchor.problems`).
     """
-    from projections import access_log
+    from projections.records import access_log
 
     sha = record_sha256(folder)
     seq: int | None = None

@@ -1,4 +1,4 @@
-"""Console users and API tokens in the store (append-only revisions; the latest row is in force).
+"""Console users, their roles and API tokens in the store (append-only revisions; the latest row is in force).
 
 Only hashes are stored: passwords as argon2id hashes, API tokens as their SHA-256 (a token is a
 random 256-bit secret, so a fast hash is enough). The hashing itself is the caller's
@@ -13,6 +13,21 @@ from typing import Any
 import duckdb
 
 from schemas.reviews import identity_key
+
+ROLES = ("viewer", "reviewer", "manager", "admin")
+"""Console roles, least to most: a viewer reads, a reviewer also reviews, a manager also signs
+reports and approves or rejects a proposed disposition (four eyes), an admin can do what a
+manager can and manages users."""
+REVIEWER_ROLES = ("reviewer", "manager", "admin")
+"""The roles that review findings (and so may be assigned one)."""
+MANAGER_ROLES = ("manager", "admin")
+"""The roles that approve or reject a proposed disposition."""
+
+
+def role_at_least(role: str, least: str) -> bool:
+    """Whether ``role`` is ``least`` or above it in :data:`ROLES` (viewer < reviewer < manager <
+    admin); an unknown role is below every role, and an unknown ``least`` is reached by none."""
+    return role in ROLES and least in ROLES and ROLES.index(role) >= ROLES.index(least)
 
 
 def user(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
