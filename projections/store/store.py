@@ -445,13 +445,11 @@ class Store:
         """Create what is missing: the tables, views and summaries of this version."""
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
-        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (projections/models/reviews.py)
+        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (models/reviews.py, records/access.py)
         self.con.execute(_sql("004_console_views.sql"))
         self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/records/access_log.py)
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/records/staff.py)
-        self.con.execute(
-            _sql("006_property_names.sql")
-        )  # the property's recorded names (projections/records/property.py)
+        self.con.execute(_sql("006_property_names.sql"))  # the property's names (projections/records/property.py)
         summaries.ensure(self.con)  # the console's summaries; built once for a store written before them
 
     def check_held(self) -> None:
