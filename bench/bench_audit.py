@@ -76,7 +76,7 @@ def audit_in_subprocess(path: Path, workers: int | None = None, db: Path | None 
     code = f"""
 import json, resource, time
 from pathlib import Path
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from dealtrail.settings import Settings
 from projections.store.store import Store
 t0 = time.perf_counter()
@@ -99,7 +99,7 @@ print(json.dumps(out))
 def engine_and_store(path: Path) -> tuple[float, float, float]:
     """Microseconds of CPU per event of the engine alone, of the DuckDB write alone and of
     staging (building the Arrow rows), same events."""
-    from dealtrail.audit import Auditor
+    from dealtrail.ingest.audit import Auditor
     from projections.store.event_rows import EventRowsFile, read_event_rows
     from projections.store.store import Store
     from schemas.codec import decode, encode
@@ -174,7 +174,7 @@ def replay_ms(db: Path) -> float:
     `dealtrail replay --table T --round R` does it, in a fresh process, start-up excluded)."""
     code = f"""
 import time
-from dealtrail.replay import Window, replay, snapshot_start, stored_events, stored_findings
+from dealtrail.investigate.replay import Window, replay, snapshot_start, stored_events, stored_findings
 from projections.store.store import connect_read_only
 con = connect_read_only({str(db)!r})
 table, = con.execute("SELECT table_id FROM events LIMIT 1").fetchone()
@@ -201,7 +201,7 @@ def reaudit_rate(db: Path) -> float:
     code = f"""
 import time
 from pathlib import Path
-from dealtrail.reaudit import reaudit
+from dealtrail.ingest.reaudit import reaudit
 from projections.store.store import Store
 with Store(Path({str(db)!r}), "200MB") as store:
     t0 = time.perf_counter()
@@ -213,7 +213,7 @@ with Store(Path({str(db)!r}), "200MB") as store:
 
 
 def main() -> None:
-    from dealtrail.audit import default_workers
+    from dealtrail.ingest.audit import default_workers
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=None, help="events audited (default 1,000,000)")

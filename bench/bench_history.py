@@ -8,7 +8,7 @@ or ``.cache/bench-history/``, git-ignored), one sub-folder per store named by a 
 that shape it (tables, hours, seed, error rate, start) and of the code that shapes a store (the
 schemas, the engine, the simulator, the audit, the store's DDL): a change of any of them builds a
 new store; ``--rebuild`` builds again anyway. A store is built the way a user builds one: the floor
-is simulated to an event file, which is audited (:func:`dealtrail.audit.audit_file`, the workers
+is simulated to an event file, which is audited (:func:`dealtrail.ingest.audit.audit_file`, the workers
 ``dealtrail audit`` picks, the settings' memory limit, snapshot interval, plausibility limits and
 remedy window) into the store; nothing is shifted or copied between days, so every store is a
 real, chain-valid store. The
@@ -82,8 +82,9 @@ sys.path.insert(0, str(ROOT))
 STAGES = ("build", "report", "pages", "replica", "archive")
 BOUNDARY = datetime(2026, 11, 1, tzinfo=UTC)
 """Every store is centred on this instant: its first half is in October, its second in November."""
-SHAPING = ("schemas", "streams/engine", "dealtrail/simulator", "dealtrail/audit.py", "projections/store/store.py",
-           "projections/store/event_rows.py", "projections/store/summaries.py", "projections/store/sql")  # fmt: skip
+SHAPING = ("schemas", "streams/engine", "dealtrail/simulator", "dealtrail/ingest/audit.py",
+           "projections/store/store.py", "projections/store/event_rows.py", "projections/store/summaries.py",
+           "projections/store/sql")  # fmt: skip
 """The code that decides what a store holds (its key; the DDL files are the numbered ones)."""
 SIMULATING = ("schemas", "dealtrail/simulator", "projections/store/private.py")
 """The code that decides what the simulated event file holds (besides :func:`simulate_floor`)."""
@@ -226,7 +227,7 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
     ``events.jsonl`` is audited instead of simulating again when it is there, and where the
     simulated file is kept (``--keep-events``; a month of 8 tables is 12.4 GB) when it is not.
     """
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.settings import Settings
     from dealtrail.simulator.floor import FloorSpec
     from projections.store.private import make_private_dirs, write_private_text

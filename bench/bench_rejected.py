@@ -58,7 +58,7 @@ def child(path: Path, workers: int) -> None:
     import resource
     import time
 
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.settings import Settings
     from projections.store.store import Store
 

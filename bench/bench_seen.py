@@ -44,7 +44,7 @@ with tempfile.TemporaryDirectory() as tmp:
 AUDIT = """
 import json, resource, sys, time
 from pathlib import Path
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from projections.store.store import Store
 t = time.perf_counter()
 with Store(sys.argv[2]) as store:

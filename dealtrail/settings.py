@@ -279,7 +279,7 @@ class VideoSettings(BaseModel):
     def _template(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        from dealtrail.video import check_template
+        from dealtrail.investigate.video import check_template
 
         check_template(value)
         return value
@@ -413,7 +413,7 @@ class NotifySettings(BaseModel):
     @field_validator("digest_to")
     @classmethod
     def _targets(cls, value: list[str]) -> list[str]:
-        from dealtrail.notify import digest_target
+        from dealtrail.reporting.notify import digest_target
 
         for v in value:
             digest_target(v)

@@ -3,7 +3,7 @@
 In the streaming deployment the console does not write access-log entries into the store: it
 publishes each to ``<ns>.access-log.v1`` (one partition, keyed ``access-log``, so the entries keep
 the order the console made them in), and the projector chains and stores them with its offsets
-(``projections/projector.py``). Each send waits for ``acks=all`` from an idempotent producer; the
+(``dealtrail/ingest/projector.py``). Each send waits for ``acks=all`` from an idempotent producer; the
 entry's ULID (``entry_id``) makes a redelivery add nothing to the store.
 """
 

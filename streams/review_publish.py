@@ -2,7 +2,7 @@
 
 In the streaming deployment the console does not write a review into the store: it publishes the
 review event to ``<ns>.reviews.v1``, keyed by finding ID, and the projector stores it with its
-offsets (``projections/projector.py``). Each send waits for ``acks=all`` from an idempotent
+offsets (``dealtrail/ingest/projector.py``). Each send waits for ``acks=all`` from an idempotent
 producer, so a review the console answered 201 for is in the topic; the review's ULID
 (``review_id``) makes a redelivery add nothing to the store.
 """

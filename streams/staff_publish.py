@@ -2,7 +2,7 @@
 
 In the streaming deployment the projector is the store's one writer: a roster change made on the
 console's admin page, or loaded with ``dealtrail staff import --publish``, is published to
-``<ns>.staff.v1``, keyed by staff ID, and the projector stores it (``projections/projector.py``),
+``<ns>.staff.v1``, keyed by staff ID, and the projector stores it (``dealtrail/ingest/projector.py``),
 as reviews travel. Each send waits for ``acks=all`` from an idempotent producer, so a change the
 console or the command reported as recorded is in the topic; the event's ``change_id`` makes a
 redelivery add nothing to the store.

@@ -21,7 +21,7 @@ def small_shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def audited_shift(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The small shift audited into a DuckDB store (read it; copy it before changing it)."""
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from projections.store.store import Store
 
     events, _ = small_shift

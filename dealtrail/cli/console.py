@@ -95,7 +95,7 @@ def _console_config(
     ``DEALTRAIL_CONSOLE__REPORTS_DIR`` is unset (a projector's own ``--reports``)."""
     from dealtrail.console.app import ConsoleConfig, new_session_secret
     from dealtrail.console.deps import disposition_needs_of
-    from dealtrail.video import VideoLinks
+    from dealtrail.investigate.video import VideoLinks
 
     secret = settings.console.session_secret
     policy = security_policy(settings)
@@ -225,14 +225,14 @@ class _NotifyLoop:
 def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> _NotifyLoop | None:
     """Send notifications (and the daily digest of late reviews) from a background thread of the
     console's process, if rules or a digest are set."""
-    from dealtrail.notify import Notifier, NotifyRule, SmtpConfig
+    from dealtrail.reporting.notify import Notifier, NotifyRule, SmtpConfig
 
     n = settings.notify
     digest = None
     if n.digest_at is not None and n.digest_to:
         from zoneinfo import ZoneInfo
 
-        from dealtrail.notify import DigestConfig, digest_target
+        from dealtrail.reporting.notify import DigestConfig, digest_target
 
         digest = DigestConfig(
             n.digest_at,

@@ -1,4 +1,4 @@
-"""The command line: evidence packages (``evidence``, ``verify-package``), see :mod:`dealtrail.evidence`."""
+"""The command line: evidence packages (``evidence``, ``verify-package``), see :mod:`dealtrail.investigate.evidence`."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def evidence(
 
     import duckdb
 
-    from dealtrail.evidence import EvidenceError, build_package
-    from dealtrail.verify import load_digest
+    from dealtrail.ingest.verify import load_digest
+    from dealtrail.investigate.evidence import EvidenceError, build_package
     from projections.store.private import make_private_dirs, open_private
     from projections.store.store import connect_read_only
 
@@ -81,8 +81,8 @@ def verify_package(
     finding re-derived by the engine, field by field (exit 4 if not); says what it does not prove."""
     from rich.markup import escape
 
-    from dealtrail.evidence import EvidenceError
-    from dealtrail.evidence import verify_package as check
+    from dealtrail.investigate.evidence import EvidenceError
+    from dealtrail.investigate.evidence import verify_package as check
 
     try:
         report = check(package)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import typer
 
 if TYPE_CHECKING:
-    from dealtrail.verify import ChainReport
+    from dealtrail.ingest.verify import ChainReport
 
 from dealtrail.cli.common import _BOOTSTRAP, _DB, _busy, _fail, _output_file, _unreachable, app, console, err, load
 from dealtrail.cli.copies import ARCHIVE_DEFAULT, ARCHIVE_HELP, announce, read_archive
@@ -32,8 +32,8 @@ def _chains(
 ) -> _Checked:
     import duckdb
 
-    from dealtrail.replay import kafka_events, stored_events
-    from dealtrail.verify import check_chain, column_mismatches, tables
+    from dealtrail.ingest.verify import check_chain, column_mismatches, tables
+    from dealtrail.investigate.replay import kafka_events, stored_events
     from projections.store.store import connect_read_only
 
     settings = load()
@@ -41,7 +41,7 @@ def _chains(
     if source == "kafka":
         if table is None:
             raise _fail("--source kafka needs --table")
-        from dealtrail.replay import ReplayError
+        from dealtrail.investigate.replay import ReplayError
         from streams.kafka import unreachable_errors
 
         try:
@@ -98,7 +98,7 @@ def verify(
     Exit 1 with one line when there is nothing to check (an empty store, a table the store or
     topic does not hold, a digest without tables or without the --table asked for).
     """
-    from dealtrail.verify import check_against, load_access_head, load_digest
+    from dealtrail.ingest.verify import check_against, load_access_head, load_digest
 
     saved = None
     access_head = None
@@ -159,7 +159,7 @@ def _access_log(db: Path, saved: dict[str, Any] | None = None) -> int:
     import duckdb
 
     from dealtrail.cli.common import _busy
-    from dealtrail.verify import check_access_head
+    from dealtrail.ingest.verify import check_access_head
     from projections.records.access_log import check_chain, hash_at
     from projections.store.store import connect_read_only
 
@@ -203,7 +203,7 @@ def digest(
     rewritten trail and a truncated access log)."""
     import json
 
-    from dealtrail.verify import digest as make
+    from dealtrail.ingest.verify import digest as make
     from projections.store.private import make_private_dirs, write_private_text
 
     _output_file(out, "--out")

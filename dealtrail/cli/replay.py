@@ -63,7 +63,7 @@ def replay(
     """Replay one table's stored events through the engine; show each event, state and finding."""
     import duckdb
 
-    from dealtrail.replay import (
+    from dealtrail.investigate.replay import (
         ReplayError,
         SnapshotStart,
         Window,
@@ -72,7 +72,7 @@ def replay(
         stored_events,
         stored_findings,
     )
-    from dealtrail.replay import replay as run
+    from dealtrail.investigate.replay import replay as run
     from streams.kafka import unreachable_errors
 
     if round_ and (from_ or to):
@@ -131,7 +131,7 @@ def replay(
 def _print_replay(result: object, tz: tzinfo) -> None:
     from rich.markup import escape
 
-    from dealtrail.replay import ReplayResult, describe_state, layout
+    from dealtrail.investigate.replay import ReplayResult, describe_state, layout
     from projections.display.timefmt import clock, show, zone_name
 
     assert isinstance(result, ReplayResult)

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColum
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from dealtrail.audit import AuditSummary
+    from dealtrail.ingest.audit import AuditSummary
     from dealtrail.settings import Settings
     from projections.models.incidents import Counts as IncidentCounts
     from projections.store.replica import ReplicaTimer
@@ -62,7 +62,7 @@ def _advance(progress: Progress, task: TaskID, n: int, store: object, copies: Re
 
 
 def _summary_table(summary: object) -> Table:
-    from dealtrail.audit import AuditSummary
+    from dealtrail.ingest.audit import AuditSummary
 
     assert isinstance(summary, AuditSummary)
     t = Table(title="Findings detected (by game, rule, severity)")
@@ -116,7 +116,7 @@ def _audit_into(
     events: Path, db: Path, dl_path: Path, settings: Settings, chain: bool, copies: ReplicaTimer | None
 ) -> tuple[AuditSummary, IncidentCounts]:
     """Audit ``events`` into the store ``db`` (its writer closed on return, also on an error)."""
-    from dealtrail.audit import AuditWorkerError, audit_file
+    from dealtrail.ingest.audit import AuditWorkerError, audit_file
     from projections.models import incidents
     from projections.store.private import make_private_dirs
     from projections.store.store import Store
@@ -237,8 +237,8 @@ def reaudit(
     it kept and how to resume."""
     from rich.markup import escape
 
-    from dealtrail.reaudit import ReauditError
-    from dealtrail.reaudit import reaudit as run
+    from dealtrail.ingest.reaudit import ReauditError
+    from dealtrail.ingest.reaudit import reaudit as run
 
     settings = load()
     db = db or settings.db
@@ -414,7 +414,7 @@ def report(
         raise _busy(db, exc) from None
     console.print(f"report: {files.html} ({files.findings:,} findings); data: {files.csv}, {files.parquet}")
     if pdf:
-        from dealtrail.pdf import PdfError, print_pdf
+        from dealtrail.reporting.pdf import PdfError, print_pdf
 
         try:
             console.print(f"printed: {print_pdf(files.html, out / 'report.pdf', settings.reports.chromium)}")

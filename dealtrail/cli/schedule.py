@@ -58,7 +58,7 @@ def schedule(
     """
     import duckdb
 
-    from dealtrail.schedule import Schedule, ScheduleError, run_due, run_forever
+    from dealtrail.reporting.schedule import Schedule, ScheduleError, run_due, run_forever
     from projections.store.archive import ArchiveError
 
     settings = load()

@@ -198,7 +198,7 @@ def _print_signed(folder: Path, chromium: str | None) -> None:
     """Print the revision's report with its sign-off block to ``report-signed.pdf``."""
     import tempfile
 
-    from dealtrail.pdf import PdfError, print_pdf
+    from dealtrail.reporting.pdf import PdfError, print_pdf
     from projections.records.signoff import SIGNED_PDF, block_html, with_block
 
     html = with_block((folder / "report.html").read_text(encoding="utf-8"), block_html(folder))

@@ -51,7 +51,7 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the simulated shift.")] = 2026,
 ) -> None:
     """Simulate a shift (24 tables, 8 of each game, 8 hours), audit it and write the report."""
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections.models import incidents
     from projections.reports.report import write_report

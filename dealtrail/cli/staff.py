@@ -40,7 +40,7 @@ def staff_import(
     record nothing. A bad row gets one line on stderr; without --partial nothing is stored while
     any row is bad (exit code 1).
     """
-    from dealtrail.staff import RosterFileError, plan_import
+    from dealtrail.ingest.roster import RosterFileError, plan_import
 
     settings = load()
     try:

@@ -198,8 +198,8 @@ def _project(
     replica_every: str | None,
 ) -> None:
     """The projector run of :func:`project` into the store ``db`` (its writer closed on return)."""
-    from projections.projector import KafkaUnreachableError
-    from projections.projector import project as run
+    from dealtrail.ingest.projector import KafkaUnreachableError
+    from dealtrail.ingest.projector import project as run
     from projections.store.discard import remove_if_empty
     from projections.store.failures import write_failure
     from projections.store.store import Store
@@ -207,7 +207,7 @@ def _project(
 
     spec = None
     if report_every is not None:
-        from dealtrail.schedule import Schedule, ScheduleError
+        from dealtrail.reporting.schedule import Schedule, ScheduleError
 
         try:
             spec = Schedule(report_every, tz)

@@ -27,8 +27,8 @@ from ulid import ULID
 
 from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
+from dealtrail.investigate.video import VideoLinks
 from dealtrail.settings import ReviewSettings
-from dealtrail.video import VideoLinks
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
@@ -76,7 +76,7 @@ class ConsoleConfig:
         clock: the current time (timezone-aware); tests pass a fixed one.
         property_name: the casino property report headers name (resolved settings); None: none.
         video: the tables' cameras and the clip links of the video management system
-            (:class:`dealtrail.video.VideoLinks`, from ``settings.video``); default: none.
+            (:class:`dealtrail.investigate.video.VideoLinks`, from ``settings.video``); default: none.
         plausibility: the limits of rulebook 10.3.4 the audit applies (``settings.plausibility``),
             for the evidence packages the finding page downloads; None: none checked.
         security: sessions, sign-in throttle, token lifetime (resolved ``DEALTRAIL_SECURITY__*``).

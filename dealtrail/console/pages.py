@@ -26,7 +26,7 @@ from dealtrail.console import replay_pages
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
-from dealtrail.replay import round_seqs
+from dealtrail.investigate.replay import round_seqs
 from projections.display.cards import area_name, card_face
 from projections.display.spreadsheet import neutralise_cell
 from projections.models import incidents, reviews
@@ -433,7 +433,7 @@ def fill_slots(rows: list[dict[str, Any]], slot: str = "hour") -> list[dict[str,
 
 def _undelivered(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Notifications still failing or given up (none when notifications never ran on this store)."""
-    from dealtrail.notify import failures
+    from dealtrail.reporting.notify import failures
 
     views = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'dim_notifications'").fetchall()
     return failures(con) if views and views[0][0] else []
@@ -513,15 +513,15 @@ def _round_replay(
     near: datetime | None,
     bounds: tuple[int, int] | None,
 ) -> tuple[Any, str | None]:
-    """The finding's round replayed from the nearest snapshot (``dealtrail.replay.ReplayResult``),
-    at most :data:`dealtrail.replay_view.PAGE_REPLAY_EVENTS` events; ``(None, why)`` when it
+    """The finding's round replayed from the nearest snapshot (``dealtrail.investigate.replay.ReplayResult``),
+    at most :data:`dealtrail.investigate.replay_view.PAGE_REPLAY_EVENTS` events; ``(None, why)`` when it
     lies further from a usable snapshot than that, ``(None, None)`` without a round or without a
-    stored event of it. ``near``: the finding's detection (see :class:`dealtrail.replay.Window`);
-    ``bounds``: the round's first and last seq (:func:`dealtrail.replay.round_seqs`)."""
+    stored event of it. ``near``: the finding's detection (see :class:`dealtrail.investigate.replay.Window`);
+    ``bounds``: the round's first and last seq (:func:`dealtrail.investigate.replay.round_seqs`)."""
     if round_id is None or bounds is None:
         return None, None
-    from dealtrail.replay import ReplayError, Window
-    from dealtrail.replay_view import PAGE_REPLAY_EVENTS, ReplayTooLong, replay_window
+    from dealtrail.investigate.replay import ReplayError, Window
+    from dealtrail.investigate.replay_view import PAGE_REPLAY_EVENTS, ReplayTooLong, replay_window
 
     try:
         window = Window(round_id=round_id, near=near)
@@ -537,7 +537,7 @@ def _round_layout(result: Any) -> dict[str, Any] | None:
     replay, or no card laid)."""
     if result is None:
         return None
-    from dealtrail.replay import layout
+    from dealtrail.investigate.replay import layout
 
     rows: list[dict[str, Any]] = []
     dealer = None
@@ -593,7 +593,7 @@ def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> 
 
 
 def table_layout(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Layout rows (from ``dealtrail.replay.layout``) placed as on the felt: the dealer's side
+    """Layout rows (from ``dealtrail.investigate.replay.layout``) placed as on the felt: the dealer's side
     (dealer, bank), the middle (community cards, burns, stacks) and the players' seats."""
     placed: dict[str, list[dict[str, Any]]] = {"dealer": [], "middle": [], "seats": []}
     for row in rows:

@@ -5,7 +5,7 @@ The replay page is a small shell: its script (``/replay-assets/replay.js``, serv
 after login, as the CSP wants: no inline script) fetches the steps from
 ``GET /api/v1/tables/{table_id}/replay`` a page at a time, so the page stays small whatever the
 window. The steps come from the pure engine replayed from the store's nearest checked snapshot
-(:mod:`dealtrail.replay_view`), never from SQL that repeats a rule.
+(:mod:`dealtrail.investigate.replay_view`), never from SQL that repeats a rule.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import ApiUser, Console, Cursor, PageUser, invalid, known_query
 from dealtrail.console.models import ApiTime, ErrorMessage
-from dealtrail.replay import ReplayError, Window
-from dealtrail.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
+from dealtrail.investigate.replay import ReplayError, Window
+from dealtrail.investigate.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
 from projections.models import reviews
 from streams.engine.catalog import RULES_BY_ID
 
@@ -148,7 +148,7 @@ def investigation(
     """What the finding page's investigation partials need: the picture of the breach and the
     case the finding belongs to (its cause, its consequences), and the replay window of a finding
     between rounds (two minutes either side of its detection, UTC ISO 8601). ``replayed``: the
-    finding's round as the page replayed it (``dealtrail.replay.ReplayResult``; None: replayed
+    finding's round as the page replayed it (``dealtrail.investigate.replay.ReplayResult``; None: replayed
     for the picture); ``not_drawn``: why the page could not replay the round (the picture is then
     not attempted again, and the page says why instead of drawing nothing); ``case_rows``: the
     rows of the finding's case (:meth:`Console.finding_case`)."""

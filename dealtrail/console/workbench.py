@@ -1,13 +1,13 @@
 """The finding page's video clips, video references in reviews, and the evidence package download.
 
 - The clips of a finding's evidence window, one link per camera of its table
-  (:class:`dealtrail.video.VideoLinks`, from ``DEALTRAIL_VIDEO__*``), drawn by the partial
+  (:class:`dealtrail.investigate.video.VideoLinks`, from ``DEALTRAIL_VIDEO__*``), drawn by the partial
   ``_finding_video.html.j2`` through the template function ``video_clips``.
 - ``POST /findings/{id}/video-references``: a review (acknowledge, dispose or reopen) carrying
   one video reference (camera, clip ID, URL, note), recorded like any review (to the store, or
   to the reviews topic in the streaming deployment).
 - ``GET /findings/{id}/evidence.zip``: the finding's evidence package
-  (:func:`dealtrail.evidence.build_package`), for any logged-in user; each download is logged
+  (:func:`dealtrail.investigate.evidence.build_package`), for any logged-in user; each download is logged
   (user, finding, the zip's SHA-256) on the ``dealtrail.console.evidence`` logger, which writes
   to standard error.
 """
@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from dealtrail.console.deps import Console, Cursor, PageUser, invalid
 from dealtrail.console.models import ReviewRequest
-from dealtrail.video import Clip
+from dealtrail.investigate.video import Clip
 
 log = logging.getLogger("dealtrail.console.evidence")
 
@@ -99,7 +99,7 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/findings/{finding_id}/evidence.zip", include_in_schema=False)
     def evidence_zip(finding_id: str, user: PageUser, con: Cursor) -> Response:
-        from dealtrail.evidence import EvidenceError, build_package
+        from dealtrail.investigate.evidence import EvidenceError, build_package
 
         console.finding(con, finding_id)  # 404 for an unknown finding
         try:

@@ -200,7 +200,7 @@ def supervisor_on_duty(
 
     A table's seq and time go together, so the latest one up to that seq is found among the
     events within :data:`SUPERVISOR_NEAR` of ``at`` whenever any is there. ``through_seq``: the
-    round's last seq when the caller has read it (:func:`dealtrail.replay.round_seqs`); looked
+    round's last seq when the caller has read it (:func:`dealtrail.investigate.replay.round_seqs`); looked
     for here otherwise."""
     upto = (
         "$through"

@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from dealtrail.replay import ReplayResult, describe_state, layout, rule_summary
+from dealtrail.investigate.replay import ReplayResult, describe_state, layout, rule_summary
 from projections.display.cards import area_name, card_face
 from projections.display.timefmt import clock, show, zone_name
 from projections.store.private import make_private_dirs, write_private_text

@@ -748,7 +748,7 @@ def write_report(
         grace: judge the report final or provisional (:func:`judge_status`) with this grace
             time (event time); None, or an unbounded ``end``: not judged.
         revision: the revision number of a scheduled period's report, shown in its header
-            (``dealtrail.schedule`` writes each in its own folder); None: not a revision.
+            (``dealtrail.reporting.schedule`` writes each in its own folder); None: not a revision.
         max_listed: list at most this many individual voiding and integrity incidents on the
             page (by severity, then time: the most serious first; the resolved
             ``DEALTRAIL_REPORTS__MAX_LISTED``); the page says how many more there are and links

@@ -110,7 +110,7 @@ def record_late(con: duckdb.DuckDBPyConnection, new_events: pa.Table) -> int:
     order); every such event is late by this definition (the event at S was stored first), so
     the replay compares how many late events up to S the table has with how many it had when
     the snapshot was written (``table_snapshots.late_through``) instead of counting the table's
-    whole history (:func:`dealtrail.replay.snapshot_start`). The definition is the order the
+    whole history (:func:`dealtrail.investigate.replay.snapshot_start`). The definition is the order the
     store keeps, so :func:`ensure` builds the same record again from the events alone.
 
     Args:
@@ -160,7 +160,7 @@ def late_record_current(con: duckdb.DuckDBPyConnection) -> bool:
     the store's events are as many as when a writer of this version last brought it up to date.
     False after a writer of an older version stored events (it records none), after an archive
     moved events out (until the next writer builds the record again), or in a store without the
-    record; a replay then counts the history (:func:`dealtrail.replay.snapshot_start`). Reads
+    record; a replay then counts the history (:func:`dealtrail.investigate.replay.snapshot_start`). Reads
     the count of the store's own ``events`` table (its metadata, not its rows), also where an
     archive's view stands in front of it."""
     if not has_summary(con, "sum_late_events"):

@@ -13,7 +13,7 @@ import duckdb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from projections.store.store import Store
 
 CASES: Counter[str] = Counter()

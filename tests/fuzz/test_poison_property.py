@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from schemas.codec import _BOUNDED

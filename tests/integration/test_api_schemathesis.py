@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from dealtrail.audit import audit_file
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store

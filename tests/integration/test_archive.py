@@ -14,9 +14,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
-from dealtrail.schedule import Schedule, run_due
+from dealtrail.ingest.audit import audit_file
+from dealtrail.reporting.schedule import Schedule, run_due
 from dealtrail.simulator.floor import FloorSpec, simulate
 from projections.store.archive import reads_archive
 from projections.store.store import Store, connect_read_only

@@ -17,8 +17,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import AuditSummary, AuditWorkerError, audit_file
 from dealtrail.cli import app
+from dealtrail.ingest.audit import AuditSummary, AuditWorkerError, audit_file
 from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.codec import decode, encode
@@ -264,7 +264,7 @@ def test_the_workers_of_a_killed_parallel_audit_exit_too(long_file: Path, tmp_pa
     big = long_file
     code = (
         "from pathlib import Path\n"
-        "from dealtrail.audit import audit_file\n"
+        "from dealtrail.ingest.audit import audit_file\n"
         "from projections.store.store import Store\n"
         "if __name__ == '__main__':\n"
         f"    with Store(Path({str(tmp_path / 'orphan.duckdb')!r})) as s:\n"
@@ -344,7 +344,7 @@ def test_a_parallel_audit_of_dev_stdin_reads_the_file_behind_it(small_shift: tup
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from dealtrail.audit import audit_file\n"
+        "from dealtrail.ingest.audit import audit_file\n"
         "from projections.store.store import Store\n"
         "if __name__ == '__main__':\n"
         "    with Store(Path(sys.argv[1])) as s:\n"
@@ -368,7 +368,7 @@ def test_a_parallel_audit_of_dev_stdin_reads_the_file_behind_it(small_shift: tup
 
 
 def test_a_large_file_is_audited_by_one_worker_per_usable_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dealtrail.audit as audit_module
+    import dealtrail.ingest.audit as audit_module
 
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
     small.write_bytes(b"{}\n")

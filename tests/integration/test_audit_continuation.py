@@ -10,8 +10,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
+from dealtrail.ingest.audit import AuditSummary, audit_file
 from projections.store.store import Store
 from tests.helpers import write_unchained
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
+from dealtrail.ingest.audit import audit_file
 from projections.store.store import Store
 from streams.engine.catalog import RULEBOOK_REVISION
 

@@ -15,7 +15,7 @@ import duckdb
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from dealtrail.replay import replay, stored_events, stored_findings
+from dealtrail.investigate.replay import replay, stored_events, stored_findings
 from projections.store.store import connect_read_only
 
 

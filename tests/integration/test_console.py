@@ -594,7 +594,7 @@ def test_a_json_body_with_a_key_twice_or_nested_too_deep_is_refused_with_a_reaso
 def test_a_finding_page_replays_its_round_once_and_within_a_bound_it_names(
     client: TestClient, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dealtrail.replay_view as replay_view
+    import dealtrail.investigate.replay_view as replay_view
 
     login(client, "vic")
     fid = store.con.execute(
@@ -643,7 +643,7 @@ def _evidence_ids(html: str) -> list[str]:
 
 
 def test_a_rounds_first_and_last_seq_are_the_same_looked_for_near_it_or_anywhere(store: Store) -> None:
-    from dealtrail.replay import round_seqs
+    from dealtrail.investigate.replay import round_seqs
 
     rows = store.con.execute(
         """SELECT table_id, round_id, min(seq), max(seq), min(occurred_at) FROM events WHERE round_id IS NOT NULL
@@ -659,7 +659,7 @@ def test_a_rounds_first_and_last_seq_are_the_same_looked_for_near_it_or_anywhere
 def test_the_supervisor_on_duty_is_the_same_given_the_rounds_last_seq_or_looking_for_it(store: Store) -> None:
     """The finding page hands the round's last seq it read for the replay to the supervisor on
     duty: the answer is the one the supervisor's own look gives, near the detection or far from it."""
-    from dealtrail.replay import round_seqs
+    from dealtrail.investigate.replay import round_seqs
 
     rows = store.con.execute(
         """SELECT table_id, round_id, max(observed_at) FROM findings WHERE round_id IS NOT NULL

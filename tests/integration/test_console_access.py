@@ -26,9 +26,9 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
 from dealtrail.console.totp import resolve_totp_key
+from dealtrail.ingest.projector import ProjectSummary, _write
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.projector import ProjectSummary, _write
 from projections.records import access_log
 from projections.store.store import BatchCounts, Store
 from schemas.access import AccessEntry
@@ -322,7 +322,7 @@ def test_the_access_log_chain_stores_a_redelivery_once_and_names_an_altered_entr
 
 
 def test_dealtrail_verify_checks_the_access_log_and_names_the_altered_entry(tmp_path: Path) -> None:
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
 
     events, db = tmp_path / "clean.jsonl", tmp_path / "verify.duckdb"
@@ -644,7 +644,7 @@ def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path)
 
 
 def test_a_digest_keeps_the_access_logs_head_and_verify_against_it_names_a_truncated_tail(tmp_path: Path) -> None:
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
 
     events, db, digest = tmp_path / "clean.jsonl", tmp_path / "verify.duckdb", tmp_path / "digest.json"

@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.ingest.projector import ProjectSummary, _write
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.projector import ProjectSummary, _write
 from projections.records import access
 from projections.store.store import BatchCounts, Store
 from schemas.reviews import Cause, FindingDisposed

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from projections.models.device_state import table_device_state
 from projections.store.store import Store
 from schemas import events as ev

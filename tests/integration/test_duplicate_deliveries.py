@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import AuditSummary, audit_file
 from dealtrail.cli import app
-from dealtrail.reaudit import reaudit
+from dealtrail.ingest.audit import AuditSummary, audit_file
+from dealtrail.ingest.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
 from projections.store.event_rows import EventRowsFile, read_event_rows
 from projections.store.store import Store

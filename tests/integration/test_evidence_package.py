@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from dealtrail import evidence
 from dealtrail.cli import app as cli
-from dealtrail.evidence import FILES, Package, build_package, verify_package
+from dealtrail.investigate import evidence
+from dealtrail.investigate.evidence import FILES, Package, build_package, verify_package
 from streams.engine import Plausibility
 
 LIMITS = Plausibility(100_000, timedelta(hours=1))

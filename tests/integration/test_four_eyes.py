@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.ingest.projector import _review_row
 from projections.models import incidents, reviews
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
-from projections.projector import _review_row
 from projections.records import access
 from projections.reports.report import write_report
 from projections.store.store import Store

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from dealtrail.schedule import Schedule, run_forever
+from dealtrail.reporting.schedule import Schedule, run_forever
 from projections.reports.report import write_report
 from projections.store.store import Store, connect_read_only
 
@@ -48,7 +48,7 @@ def _run(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def flawed_store(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The small shift plus rejected lines of three kinds (two dated in the shift, one undated)."""
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
 
     events, _ = small_shift
     folder = tmp_path_factory.mktemp("flawed")

@@ -42,8 +42,8 @@ import pytest
 from matplotlib import image as mpimg
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.builder import TableWriter
 from dealtrail.simulator.run import write_simulation
 from projections.reports.report import write_report

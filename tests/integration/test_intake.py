@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
+from dealtrail.ingest.audit import audit_file
 from projections.store.store import Store
 
 BOM = b"\xef\xbb\xbf"
@@ -120,7 +120,7 @@ def test_cat_of_two_days_the_second_with_a_byte_order_mark_loses_no_event(
         code = (
             "import sys\n"
             "from pathlib import Path\n"
-            "from dealtrail.audit import audit_file\n"
+            "from dealtrail.ingest.audit import audit_file\n"
             "from projections.store.store import Store\n"
             "if __name__ == '__main__':\n"
             "    with Store(Path(sys.argv[1])) as s:\n"

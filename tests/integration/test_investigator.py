@@ -41,7 +41,7 @@ LIMIT = 1_000_000
 
 @pytest.fixture(scope="module")
 def workbench_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
 
     folder = tmp_path_factory.mktemp("workbench")
@@ -155,9 +155,9 @@ def test_replay_api_leaves_out_decks_removed_before_the_window_and_shows_one_rem
 def test_a_deck_brought_back_with_the_same_id_is_listed_again_in_a_replay(workbench_db: Path, tmp_path: Path) -> None:
     """A deck removed before the window and introduced again inside it (the same deck ID) is at
     the table again: the steps list it from its DeckIntroduced on, not only the removed count."""
-    from dealtrail.audit import audit_file
-    from dealtrail.replay import Window
-    from dealtrail.replay_view import replay_page
+    from dealtrail.ingest.audit import audit_file
+    from dealtrail.investigate.replay import Window
+    from dealtrail.investigate.replay_view import replay_page
     from schemas.chain import Chainer
     from schemas.codec import decode
 
@@ -334,7 +334,7 @@ def test_a_findings_case_read_once_equals_its_row_and_case_read_apart(store: Sto
     and twice for a consequence; the rows must be those of the finding alone and of its cause's
     case, as read apart before, for every finding of the store."""
     from dealtrail.console.deps import Console
-    from dealtrail.replay_view import case_members
+    from dealtrail.investigate.replay_view import case_members
     from projections.models import reviews
     from projections.models.reviews import FindingFilter
 
@@ -364,7 +364,7 @@ def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the
     from typer.testing import CliRunner
 
     from dealtrail.cli import app
-    from dealtrail.replay import Window, replay, stored_events, stored_findings
+    from dealtrail.investigate.replay import Window, replay, stored_events, stored_findings
     from projections.reports.incident_page import write_incident
     from projections.store.store import connect_read_only
 
@@ -539,8 +539,8 @@ def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each
 
 
 def test_replay_steps_from_the_nearest_snapshot_equal_those_from_the_first_event(workbench_db: Path) -> None:
-    from dealtrail.replay import Window, replay, stored_events
-    from dealtrail.replay_view import replay_page, step_json
+    from dealtrail.investigate.replay import Window, replay, stored_events
+    from dealtrail.investigate.replay_view import replay_page, step_json
     from projections.store.store import connect_read_only
 
     con = connect_read_only(workbench_db)
@@ -567,8 +567,8 @@ def test_replay_html_of_a_whole_demo_sized_table_keeps_every_page_under_1_mb(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """One table over the demo's 8-hour shift (about 29,000 events: a 15.7 MB page before)."""
-    from dealtrail.audit import audit_file
-    from dealtrail.replay import Window, replay, stored_events, stored_findings
+    from dealtrail.ingest.audit import audit_file
+    from dealtrail.investigate.replay import Window, replay, stored_events, stored_findings
     from dealtrail.simulator.run import write_simulation
     from projections.reports.incident_page import write_incident
     from projections.store.store import connect_read_only

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from dealtrail.audit import audit_file
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.ingest.audit import audit_file
 from projections.models.late_remedies import late_remedies
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store

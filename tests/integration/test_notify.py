@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dealtrail.notify import Notifier, NotifyRule, SmtpConfig, failures
+from dealtrail.reporting.notify import Notifier, NotifyRule, SmtpConfig, failures
 from projections.store.store import Store
 from schemas.findings import Finding, finding_id_for
 
@@ -260,7 +260,7 @@ def _digest(targets: tuple[str, ...], at: str = "08:00") -> Any:
     from datetime import time as wall
     from zoneinfo import ZoneInfo
 
-    from dealtrail.notify import DigestConfig
+    from dealtrail.reporting.notify import DigestConfig
     from projections.models.reviews import ReviewDue
 
     return DigestConfig(
@@ -271,7 +271,7 @@ def _digest(targets: tuple[str, ...], at: str = "08:00") -> Any:
 def test_the_daily_digest_of_late_reviews_goes_to_each_target_once_a_local_day(
     store: Store, receiver: Receiver, smtp: tuple[SmtpConfig, list[Any]], new_york: None
 ) -> None:
-    from dealtrail.notify import digest_target
+    from dealtrail.reporting.notify import digest_target
     from projections.models import reviews
     from schemas.reviews import FindingAssigned, FindingDisposed
 
@@ -316,7 +316,7 @@ def test_the_daily_digest_of_late_reviews_goes_to_each_target_once_a_local_day(
 def test_the_digest_follows_local_time_across_the_spring_dst_change_and_says_when_none_is_late(
     store: Store, receiver: Receiver, new_york: None
 ) -> None:
-    from dealtrail.notify import digest_target
+    from dealtrail.reporting.notify import digest_target
 
     clock = Clock()
     n = Notifier(
@@ -341,7 +341,7 @@ def test_the_digest_follows_local_time_across_the_spring_dst_change_and_says_whe
 
 
 def test_a_failing_digest_is_retried_with_backoff_and_shown_when_given_up(store: Store, receiver: Receiver) -> None:
-    from dealtrail.notify import digest_target
+    from dealtrail.reporting.notify import digest_target
 
     receiver.status = 500
     clock = Clock()
@@ -382,7 +382,7 @@ def test_a_failing_digest_is_retried_with_backoff_and_shown_when_given_up(store:
 def test_digest_settings_are_read_from_the_environment_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic import ValidationError
 
-    from dealtrail.notify import digest_target
+    from dealtrail.reporting.notify import digest_target
     from dealtrail.settings import Settings
 
     monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_AT", "08:00")

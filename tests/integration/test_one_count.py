@@ -22,7 +22,7 @@ import dealtrail.cli.reports as cli_module  # where `audit` reads the clock
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.notify import DigestConfig, digest_text, late_reviews
+from dealtrail.reporting.notify import DigestConfig, digest_text, late_reviews
 from projections.models import reviews
 from projections.models.reviews import ReviewDue
 from projections.reports.report import incidents as report_incidents

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from dealtrail.cli import app
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.health import health_app
+from dealtrail.ingest.projector import KafkaUnreachableError
 from projections.models.reviews import ReviewDue
-from projections.projector import KafkaUnreachableError
 from projections.records import access
 from projections.store.discard import remove_if_empty
 from projections.store.store import Store
@@ -72,9 +72,9 @@ def _failing_run(write: bool) -> Any:
 def test_project_keeps_the_store_it_made_once_it_holds_something(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: bool
 ) -> None:
-    import projections.projector
+    import dealtrail.ingest.projector
 
-    monkeypatch.setattr(projections.projector, "project", _failing_run(write))
+    monkeypatch.setattr(dealtrail.ingest.projector, "project", _failing_run(write))
     db = tmp_path / "p.duckdb"
     result = CliRunner().invoke(app, ["project", "--db", str(db), "--once"], env={"COLUMNS": "200"})
     assert result.exit_code == 2, result.output
@@ -83,11 +83,11 @@ def test_project_keeps_the_store_it_made_once_it_holds_something(
 
 
 def test_project_never_removes_a_store_it_did_not_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import projections.projector
+    import dealtrail.ingest.projector
 
     db = tmp_path / "p.duckdb"
     Store(db).close()  # empty, but made before this run
-    monkeypatch.setattr(projections.projector, "project", _failing_run(False))
+    monkeypatch.setattr(dealtrail.ingest.projector, "project", _failing_run(False))
     result = CliRunner().invoke(app, ["project", "--db", str(db), "--once"])
     assert result.exit_code == 2
     assert db.exists()

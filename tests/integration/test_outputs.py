@@ -14,10 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.display.spreadsheet import FORMULA_STARTS
 from projections.models.reviews import ReviewDue, append_review

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from dealtrail.schedule import ReportWatch, Schedule, run_due
+from dealtrail.reporting.schedule import ReportWatch, Schedule, run_due
 from projections.models.reviews import append_review
 from projections.reports.periods import history, latest
 from projections.reports.report import judge_status, write_report
@@ -163,7 +163,7 @@ def test_a_trail_that_arrives_in_two_halves_ends_with_a_final_revision_equal_to_
     halves[0].write_bytes(b"".join(lines[:cut]))
     halves[1].write_bytes(b"".join(lines[cut:]))
     db, out = tmp_path / "s.duckdb", tmp_path / "periods"
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
 
     with Store(db) as s:
         audit_file(halves[0], s)
@@ -251,7 +251,7 @@ def test_the_reports_page_shows_each_periods_latest_revision_its_status_and_its_
 def test_a_watching_caller_looks_again_only_at_the_periods_that_rows_added_since_can_change(
     store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dealtrail.schedule as sched
+    import dealtrail.reporting.schedule as sched
 
     looked: list[datetime] = []
     real = sched.coverage

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from streams.clock import FixedClock
@@ -146,7 +146,7 @@ def _stored_counts(db: Path) -> dict[str, int]:
 def test_a_round_the_store_cannot_hold_is_dead_lettered_and_the_run_goes_on(
     trail: list[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dealtrail.audit as audit
+    import dealtrail.ingest.audit as audit
 
     clean = audited(tmp_path, "clean", trail)
     real = audit.round_row

@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
-from dealtrail.reaudit import reaudit
+from dealtrail.ingest.audit import audit_file
+from dealtrail.ingest.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
 from projections.reports.report import write_report
 from projections.store.store import Store
@@ -79,7 +79,7 @@ def test_reaudit_exported_in_many_seq_ranges_gives_the_same_generation(
 ) -> None:
     """A share cut into several sorted export files (seq ranges) is applied in seq order per
     table, across the files: the same findings as the audit (the store's sort stays small)."""
-    import dealtrail.reaudit as reaudit_module
+    import dealtrail.ingest.reaudit as reaudit_module
 
     monkeypatch.setattr(reaudit_module, "SORT_ROWS", 300)
     exported: list[list[str]] = []
@@ -225,7 +225,7 @@ def test_a_store_from_before_generations_gets_generation_1(tmp_path: Path) -> No
 
 
 def test_reaudit_keeps_snapshots_of_its_engine_for_the_replays_after_it(db: Path) -> None:
-    from dealtrail.replay import Window, replay, snapshot_start, stored_events, stored_findings
+    from dealtrail.investigate.replay import Window, replay, snapshot_start, stored_events, stored_findings
 
     con = duckdb.connect(str(db))
     con.execute("DELETE FROM table_snapshots")  # as after a rule change: none of this engine

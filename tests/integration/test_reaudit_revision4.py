@@ -17,8 +17,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
+from dealtrail.ingest.audit import audit_file
 from projections.models.generations import generation_diff
 from projections.store.store import Store
 from schemas.codec import encode

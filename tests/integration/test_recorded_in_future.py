@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.reports.report import judge_status
 from projections.store.store import Store

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dealtrail.audit import Batch, audit_file, scan
+from dealtrail.ingest.audit import Batch, audit_file, scan
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from streams.engine import Plausibility

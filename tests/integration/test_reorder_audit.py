@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dealtrail.audit import audit_file
-from dealtrail.reaudit import reaudit
+from dealtrail.ingest.audit import audit_file
+from dealtrail.ingest.reaudit import reaudit
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from streams.engine.reorder import ReorderLimits

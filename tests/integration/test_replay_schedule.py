@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from dealtrail.replay import Window, replay, stored_events, stored_findings
-from dealtrail.schedule import Schedule, run_due, run_forever
+from dealtrail.investigate.replay import Window, replay, stored_events, stored_findings
+from dealtrail.reporting.schedule import Schedule, run_due, run_forever
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from ulid import ULID
 from dealtrail.cli import app
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.schedule import Schedule, run_due
+from dealtrail.reporting.schedule import Schedule, run_due
 from projections.models.reviews import ReviewDue
 from projections.records import access, access_log
 from projections.records import property as stored_property
@@ -66,7 +66,7 @@ def periods(db: Path, tmp_path: Path) -> Path:
 def _late_event(db: Path | Store, tmp_path: Path) -> None:
     """Audit one more event dated inside the 18:00 hour (a copy of one of its events with a new
     ID) into the store at ``db`` (or the open one): the period's events change."""
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
 
     s = Store(db) if isinstance(db, Path) else db
     try:
@@ -383,7 +383,7 @@ def _pdf_text(pdf: Path) -> list[str]:
 def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a_new_revision_is_unsigned(
     db: Path, periods: Path, console: TestClient, tmp_path: Path
 ) -> None:
-    from dealtrail.pdf import PdfError, print_pdf
+    from dealtrail.reporting.pdf import PdfError, print_pdf
 
     csrf = _login(console, "meg")
     console.post(f"/reports/scheduled/{LABEL}/rev-0001/sign", data={"statement": STATEMENT, "csrf": csrf})

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from schemas.codec import encode

@@ -15,9 +15,17 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
-from dealtrail.replay import ReplayResult, SnapshotStart, Window, replay, snapshot_start, stored_events, stored_findings
+from dealtrail.ingest.audit import audit_file
+from dealtrail.investigate.replay import (
+    ReplayResult,
+    SnapshotStart,
+    Window,
+    replay,
+    snapshot_start,
+    stored_events,
+    stored_findings,
+)
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from schemas.findings import Finding

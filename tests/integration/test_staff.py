@@ -23,7 +23,7 @@ from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.pages import fill_slots, period_bounds, slot_of
-from dealtrail.staff import RosterFileError, plan_import
+from dealtrail.ingest.roster import RosterFileError, plan_import
 from projections.models.reviews import ReviewDue
 from projections.records import staff
 from projections.reports.report import time_slots, write_report
@@ -165,7 +165,7 @@ def _dealers_of(store: Store) -> list[str]:
 
 
 def test_notifications_name_the_dealer_beside_the_id() -> None:
-    from dealtrail.notify import DigestConfig, digest_text, message
+    from dealtrail.reporting.notify import DigestConfig, digest_text, message
 
     finding = {
         "severity": "voiding",
@@ -322,7 +322,7 @@ def test_in_the_streaming_deployment_the_admin_page_publishes_the_change(named: 
 
 
 def test_the_projector_reads_a_staff_record_keyed_by_its_id_and_refuses_another_key() -> None:
-    from projections.projector import _staff_event
+    from dealtrail.ingest.projector import _staff_event
 
     event = staff.revision(
         None,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import dealtrail.audit
+import dealtrail.ingest.audit
 from dealtrail.cli import app
 from dealtrail.cli.common import STORE_WRITE_FAILED
 from dealtrail.simulator.floor import FloorSpec, simulate
@@ -52,14 +52,16 @@ def whole(trail: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trail audited on a roomy disk, never interrupted."""
     db = tmp_path_factory.mktemp("whole") / "store.duckdb"
     with Store(db) as store:
-        dealtrail.audit.audit_file(trail, store, batch_lines=BATCH)
+        dealtrail.ingest.audit.audit_file(trail, store, batch_lines=BATCH)
     return db
 
 
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's audit writes batches of :data:`BATCH` events."""
-    monkeypatch.setattr(dealtrail.audit, "audit_file", functools.partial(dealtrail.audit.audit_file, batch_lines=BATCH))
+    monkeypatch.setattr(
+        dealtrail.ingest.audit, "audit_file", functools.partial(dealtrail.ingest.audit.audit_file, batch_lines=BATCH)
+    )
 
 
 def _run(*args: str) -> tuple[int, str]:
@@ -145,10 +147,10 @@ def test_an_audit_past_a_file_size_limit_says_what_it_kept_and_a_rerun_completes
     db = tmp_path / "store.duckdb"
     script = f"""
 import functools, resource, signal, sys
-import dealtrail.audit
+import dealtrail.ingest.audit
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (2_500_000, 2_500_000))
-dealtrail.audit.audit_file = functools.partial(dealtrail.audit.audit_file, batch_lines={BATCH})
+dealtrail.ingest.audit.audit_file = functools.partial(dealtrail.ingest.audit.audit_file, batch_lines={BATCH})
 from dealtrail.cli import main
 sys.argv = ["dealtrail", "audit", {str(trail)!r}, "--db", {str(db)!r}]
 main()
@@ -204,7 +206,7 @@ def half_stored(trail: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         folder.mkdir(exist_ok=True)
         db = folder / "store.duckdb"
         with Store(db) as store:
-            dealtrail.audit.audit_file(half, store, batch_lines=BATCH)
+            dealtrail.ingest.audit.audit_file(half, store, batch_lines=BATCH)
         yield db, half
 
 

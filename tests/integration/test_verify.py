@@ -10,11 +10,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from dealtrail.audit import audit_file
 from dealtrail.cli import app
-from dealtrail.replay import stored_events
+from dealtrail.ingest.audit import audit_file
+from dealtrail.ingest.verify import check_chain, tables
+from dealtrail.investigate.replay import stored_events
 from dealtrail.simulator.run import write_simulation
-from dealtrail.verify import check_chain, tables
 from projections.store.store import Store
 from schemas.chain import chain_hash
 from schemas.codec import decode, encode
@@ -220,7 +220,7 @@ def test_verify_names_an_event_whose_stored_columns_were_edited(store: Path, tmp
 
 
 def test_an_untouched_store_has_no_column_mismatch(store: Path) -> None:
-    from dealtrail.verify import column_mismatches
+    from dealtrail.ingest.verify import column_mismatches
 
     con = duckdb.connect(str(store), read_only=True)
     try:

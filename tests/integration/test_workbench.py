@@ -23,11 +23,11 @@ from typer.testing import CliRunner
 from dealtrail.cli import app as cli
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.evidence import build_package, verify_package
-from dealtrail.video import VideoLinks
+from dealtrail.ingest.projector import _review_row
+from dealtrail.investigate.evidence import build_package, verify_package
+from dealtrail.investigate.video import VideoLinks
 from projections.models import reviews
 from projections.models.reviews import ReviewDue
-from projections.projector import _review_row
 from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingAcknowledged, VideoReference

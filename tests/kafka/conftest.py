@@ -241,7 +241,7 @@ def cluster(kafka_bootstrap: str) -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def shift(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A simulated shift (6 tables, all three games, errors and redeliveries) and its audit."""
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections.store.store import Store
 

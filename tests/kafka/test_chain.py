@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dealtrail.audit import audit_file
-from dealtrail.verify import check_chain
+from dealtrail.ingest.audit import audit_file
+from dealtrail.ingest.verify import check_chain
 from projections.store.store import Store
 from streams.publish import Publisher, publish_file
 from tests.helpers import unchained_lines

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dealtrail.audit import audit_file
+from dealtrail.ingest.audit import audit_file
 from projections.store.store import Store
 from tests.helpers import write_unchained
 from tests.kafka.conftest import Cluster, consume_all, findings_of, project_all

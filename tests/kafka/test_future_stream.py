@@ -26,7 +26,7 @@ def test_an_event_stamped_2099_is_dead_lettered_by_publish_and_worker_and_the_pe
 ) -> None:
     from kafka import KafkaProducer
 
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections.reports.report import judge_status
     from projections.store.store import Store

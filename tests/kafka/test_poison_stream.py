@@ -77,7 +77,7 @@ def test_the_issues_bad_records_through_publish_worker_and_projector_with_no_res
 ) -> None:
     from kafka import KafkaProducer
 
-    from dealtrail.audit import audit_file
+    from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.run import write_simulation
     from projections.store.store import Store
 

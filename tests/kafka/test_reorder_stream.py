@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dealtrail.audit import audit_file
-from dealtrail.reaudit import reaudit
+from dealtrail.ingest.audit import audit_file
+from dealtrail.ingest.reaudit import reaudit
 from projections.store.store import Store
 from streams.engine.reorder import ReorderLimits
 from tests.kafka.conftest import Cluster, count_rows, findings_of, project_all, stop

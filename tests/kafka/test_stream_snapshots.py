@@ -10,7 +10,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dealtrail.replay import ReplayResult, SnapshotStart, Window, replay, snapshot_start, stored_events, stored_findings
+from dealtrail.investigate.replay import (
+    ReplayResult,
+    SnapshotStart,
+    Window,
+    replay,
+    snapshot_start,
+    stored_events,
+    stored_findings,
+)
 from tests.kafka.conftest import Cluster, assert_stream_equals_replay, project_all, stop
 
 pytestmark = pytest.mark.kafka

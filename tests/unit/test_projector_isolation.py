@@ -10,9 +10,9 @@ from typing import Any
 
 import duckdb
 
-from dealtrail.audit import Auditor
+from dealtrail.ingest.audit import Auditor
+from dealtrail.ingest.projector import ProjectSummary, _write
 from dealtrail.simulator.run import write_simulation
-from projections.projector import ProjectSummary, _write
 from projections.store.store import BatchCounts, Store
 from schemas.codec import decode
 from streams.app import round_json
@@ -89,7 +89,7 @@ def test_the_projector_does_not_store_an_event_the_worker_refuses_as_implausible
     import json
     from datetime import timedelta
 
-    from projections.projector import Heads
+    from dealtrail.ingest.projector import Heads
     from streams.engine import Plausibility
 
     path = tmp_path / "events.jsonl"

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from dealtrail.schedule import Period, Schedule, ScheduleError
+from dealtrail.reporting.schedule import Period, Schedule, ScheduleError
 
 NY = ZoneInfo("America/New_York")
 SPRING = datetime(2026, 3, 8, tzinfo=UTC)

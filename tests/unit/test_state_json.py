@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dealtrail.audit import Auditor
+from dealtrail.ingest.audit import Auditor
 from schemas.codec import decode
 from streams.engine.state import dump_state, load_state
 
@@ -36,7 +36,7 @@ def test_the_same_state_dumps_to_the_same_text_whatever_the_hash_seed(small_shif
     events, _ = small_shift
     script = (
         "import sys, hashlib\n"
-        "from dealtrail.audit import Auditor\n"
+        "from dealtrail.ingest.audit import Auditor\n"
         "from schemas.codec import decode\n"
         "from streams.engine.state import dump_state\n"
         "a = Auditor()\n"

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from dealtrail.investigate.video import VideoLinks, check_template
 from dealtrail.settings import Settings
-from dealtrail.video import VideoLinks, check_template
 from schemas.reviews import VideoReference
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dealtrail.ingest.projector import SnapshotGate
 from dealtrail.simulator.run import write_simulation
-from projections.projector import SnapshotGate
 from projections.store.store import snapshot_row
 from schemas.codec import decode
 from schemas.snapshots import TableSnapshot

@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS sum_findings (
 -- event, the second of two events with one seq, an event the reorder window had given up on).
 -- Upstream: events (projections/store/summaries.py record_late). A trail in seq order adds no row. A
 -- replay compares the count up to a snapshot's seq with the snapshot's late_through instead of
--- counting the table's events (dealtrail/replay.py).
+-- counting the table's events (dealtrail/investigate/replay.py).
 CREATE TABLE IF NOT EXISTS sum_late_events (
     table_id  VARCHAR NOT NULL,
     seq       BIGINT NOT NULL,

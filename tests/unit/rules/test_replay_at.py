@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
-from dealtrail.replay import describe_state, layout, replay
+from dealtrail.investigate.replay import describe_state, layout, replay
 from schemas import events as ev
 from schemas.codec import encode
 from tests.unit.rules.conftest import Trail

@@ -388,7 +388,7 @@ def test_every_finding_and_every_revision_of_it_carries_the_rulebook_revision(tc
 
 
 def _suspect_rounds(t) -> dict[str, bool]:
-    from dealtrail.audit import Auditor
+    from dealtrail.ingest.audit import Auditor
 
     auditor = Auditor()
     for event in t.events:

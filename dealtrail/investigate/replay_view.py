@@ -3,7 +3,7 @@ as it lay after each event (for the console's step-through replay), and the pict
 finding is about (for its page).
 
 Everything here is read from the pure engine's own state, replayed from the stored trail by
-:mod:`dealtrail.replay` (from the nearest checked snapshot before the window); nothing repeats a
+:mod:`dealtrail.investigate.replay` (from the nearest checked snapshot before the window); nothing repeats a
 rule in SQL. A step's layout is JSON-ready and small (a card is ``[code, face_up, event_id]``),
 and the steps of a long window come in pages, so no answer grows with the table's history.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from dealtrail.replay import (
+from dealtrail.investigate.replay import (
     ReplayError,
     ReplayResult,
     Window,
@@ -137,7 +137,7 @@ def replay_window(
         max_events: the most events to replay (from the snapshot to the window's last event,
             counted by seq); None: no bound.
         round_bounds: the first and last seq of the window's round
-            (:func:`dealtrail.replay.round_seqs`), when the caller has read them; read here
+            (:func:`dealtrail.investigate.replay.round_seqs`), when the caller has read them; read here
             otherwise (once, for both ends).
 
     Raises:
@@ -163,7 +163,7 @@ def replay_window(
 
 def _last_seq(con: duckdb.DuckDBPyConnection, table_id: str, window: Window) -> int | None:
     """The highest seq of an event inside ``window``'s time span: the replay need not read past
-    it (None: no bound; a round's is its :func:`dealtrail.replay.round_seqs`)."""
+    it (None: no bound; a round's is its :func:`dealtrail.investigate.replay.round_seqs`)."""
     if window.start is not None or window.end is not None:
         rows = con.execute(
             """SELECT max(seq) FROM events WHERE table_id = ?
@@ -179,7 +179,7 @@ def _events_between(
     con: duckdb.DuckDBPyConnection, table_id: str, after_seq: int, last_seq: int | None
 ) -> Iterator[tuple[str, str]]:
     """The stored events of the table with ``after_seq < seq <= last_seq`` (no upper bound for
-    None), as :func:`dealtrail.replay.stored_events` gives them."""
+    None), as :func:`dealtrail.investigate.replay.stored_events` gives them."""
     if last_seq is None:
         yield from stored_events(con, table_id, after_seq)
         return

@@ -191,7 +191,7 @@ def build_package(
             store does not hold; the trail is not chained, or its chain is broken (without a
             digest); the digest's head lies before the finding's last event.
     """
-    from dealtrail.replay import Window, snapshot_start
+    from dealtrail.investigate.replay import Window, snapshot_start
     from projections.models import reviews
 
     revisions = _finding_revisions(con, finding_id)

@@ -42,7 +42,7 @@ from streams.kafka import client_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
 
 if TYPE_CHECKING:
-    from dealtrail.schedule import Schedule
+    from dealtrail.reporting.schedule import Schedule
     from dealtrail.settings import Settings
     from projections.models.reviews import ReviewDue
     from projections.store.replica import ReplicaTimer
@@ -152,7 +152,7 @@ def project(
         poll_ms: how long one poll waits for records (milliseconds).
         max_records: records per batch at most.
         schedule: write each closed period's report, and a new revision of each stale one
-            (``dealtrail.schedule.run_due``), into ``reports``, from this process's own
+            (``dealtrail.reporting.schedule.run_due``), into ``reports``, from this process's own
             connection, every ``report_check_seconds`` and once more when ``once`` has caught up.
         reports: the folder of the scheduled reports.
         clock: the current time (tests pass their own).
@@ -168,7 +168,7 @@ def project(
         console_url: the console's address the scheduled reports link to; None: no links.
         report_grace: the scheduled reports' grace time (event time, resolved settings
             ``DEALTRAIL_REPORTS__GRACE_MINUTES``; see ``projections.reports.report.judge_status``);
-            None: ``dealtrail.schedule.DEFAULT_GRACE``.
+            None: ``dealtrail.reporting.schedule.DEFAULT_GRACE``.
         report_check_seconds: seconds between two looks for closed periods and stale reports
             (resolved ``DEALTRAIL_REPORTS__CHECK_SECONDS``).
         link: the connection state to report to (the health endpoints read it); None: a new
@@ -267,7 +267,7 @@ class KafkaUnreachableError(RuntimeError):
 
 class _Reporting:
     """The projector's scheduled reports: writes the closed periods' reports that are due and new
-    revisions of stale ones (:func:`dealtrail.schedule.run_due`), looking at most every
+    revisions of stale ones (:func:`dealtrail.reporting.schedule.run_due`), looking at most every
     ``check_seconds`` and whenever the projector has caught up; keeps ``run_due``'s memory
     between looks, so that a look reads only what the rows added since can change."""
 
@@ -295,7 +295,7 @@ class _Reporting:
         self.grace, self.check_seconds = grace, check_seconds
         self.max_listed: int | None = None  # the reports' listing cap (DEALTRAIL_REPORTS__MAX_LISTED)
         self.archive: Path | None = None  # the archived months' folder (DEALTRAIL_ARCHIVE__DIR)
-        self.watch: Any = None  # dealtrail.schedule.ReportWatch
+        self.watch: Any = None  # dealtrail.reporting.schedule.ReportWatch
         self.next_look = 0.0
         self.dirty = False  # batches stored since the last look
         self.last_write = 0.0
@@ -318,7 +318,7 @@ class _Reporting:
         idle = self.dirty and now - self.last_write >= IDLE_LOOK
         if not (caught_up or idle or now >= self.next_look):
             return
-        from dealtrail.schedule import ReportWatch, run_due
+        from dealtrail.reporting.schedule import ReportWatch, run_due
 
         self.watch = self.watch or ReportWatch()
         with self.lock if self.lock is not None else contextlib.nullcontext():

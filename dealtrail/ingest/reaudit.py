@@ -114,9 +114,9 @@ def _apply_part(
     Returns:
         Events applied, events refused (event ID, reason), the snapshots of this engine
         taken on the way (every ``snapshot_every`` events of a table, see
-        :class:`dealtrail.audit.Snapshots`), and the exact copies skipped.
+        :class:`dealtrail.ingest.audit.Snapshots`), and the exact copies skipped.
     """
-    from dealtrail.audit import Snapshots
+    from dealtrail.ingest.audit import Snapshots
 
     snaps = Snapshots(snapshot_every) if snapshot_every else None
     taken: list[dict[str, Any]] = []
@@ -254,7 +254,7 @@ def reaudit(
     Raises:
         ReauditError: ``table`` has no stored event, or no stored event falls in the period.
     """
-    from dealtrail.replay import Window, snapshot_start
+    from dealtrail.investigate.replay import Window, snapshot_start
 
     con = store.con
     counts = [

@@ -1,0 +1,1 @@
+"""Reports on a schedule, their PDF print and the notifications of findings."""
