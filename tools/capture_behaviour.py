@@ -106,7 +106,9 @@ def capture_demo(out: Path, work: Path, env: dict[str, str]) -> None:
         ["report", "--db", "demo.duckdb", "--out", "report", "--as-of", AS_OF],
     ]
     for step in steps:
-        subprocess.run([exe, *step], cwd=work, env=env, check=True, capture_output=True, text=True)
+        run = subprocess.run([exe, *step], cwd=work, env=env, capture_output=True, text=True, check=False)
+        if run.returncode:
+            raise SystemExit(f"dealtrail {' '.join(step)} failed (exit {run.returncode}):\n{run.stdout}{run.stderr}")
     folder = out / "demo"
     folder.mkdir()
     for name in ("summary.json", "findings.csv"):

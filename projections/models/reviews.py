@@ -168,7 +168,7 @@ def find(
         ``(rows, total)``: the page's rows as dicts (the columns of ``inc_findings.sql``) and how
         many rows pass the filters in all.
     """
-    from projections import incidents  # it builds on this module's filter and due times
+    from projections.models import incidents  # it builds on this module's filter and due times
 
     return incidents.records(con, filters, due, as_of, sort, descending, limit, offset, reviews_until)
 
@@ -295,7 +295,7 @@ def summary(
         consequence is reviewed under its cause): ``not_a_violation`` incidents are counted in
         ``disposed`` and shown apart, never removed.
     """
-    from projections import incidents  # it builds on this module's filter and due times
+    from projections.models import incidents  # it builds on this module's filter and due times
 
     c = incidents.counts(con, due, as_of, FindingFilter(start=start, end=end), reviews_until)
     rows, _ = incidents.records(
