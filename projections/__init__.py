@@ -1,1 +1,1 @@
-"""dealtrail projections: the DuckDB store (single writer), report queries and the compliance report."""
+"""The read side over DuckDB: store, models, records, reports, display; imports schemas, streams.engine only."""

@@ -118,7 +118,7 @@ def replay(
             con.close()
     _print_replay(result, zone)
     if html is not None:
-        from projections.reports.incident_page import write_incident
+        from dealtrail.investigate.incident_page import write_incident
 
         written = write_incident(result, html, f"Incident replay: table {table}", zone, stored or ())
         console.print(f"incident report: {html}")

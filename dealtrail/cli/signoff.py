@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def _revision_folder(folder: Path) -> Path:
     """``folder`` itself when it is a revision (``rev-NNNN``); for a period's folder its latest
     revision."""
-    from projections.reports.periods import LEGACY, REVISION, latest
+    from projections.records.report_revisions import LEGACY, REVISION, latest
 
     if REVISION.match(folder.name):
         return folder

@@ -117,7 +117,7 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/reports/scheduled/{label}/{revision}/{name}", include_in_schema=False)
     def scheduled_revision_file(label: str, revision: str, name: str, user: PageUser, con: Cursor) -> Response:
-        from projections.reports.periods import REVISION
+        from projections.records.report_revisions import REVISION
 
         folder = config.reports_dir
         ok = folder is not None and _LABEL.match(label) and REVISION.match(revision) and name in _REPORT_FILES
@@ -136,10 +136,10 @@ def router(console: Console) -> APIRouter:
 
 
 def _scheduled(config: ConsoleConfig, con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Each period's revisions (``projections.reports.periods.history``), latest first, newest
+    """Each period's revisions (``projections.records.report_revisions.history``), latest first, newest
     period first; a revision's ``base`` is the path its files are served under; the latest
     revision's sign-off is checked against its access-log entry in the store (``con``)."""
-    from projections.reports.periods import LEGACY, history
+    from projections.records.report_revisions import LEGACY, history
 
     folder = config.reports_dir
     if folder is None or not folder.is_dir():

@@ -32,7 +32,7 @@ def router(console: Console) -> APIRouter:
         csrf: Annotated[str, Form()],
     ) -> Response:
         from dealtrail.console.reports_pages import _LABEL, _inside
-        from projections.reports.periods import REVISION
+        from projections.records.report_revisions import REVISION
 
         check_csrf(request, csrf)
         if not role_at_least(user.role, SIGNER_ROLE):

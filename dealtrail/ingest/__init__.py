@@ -1,1 +1,1 @@
-"""Getting events in and judged: the file audit, the projector (Kafka to the store), re-audit, verify, roster import."""
+"""Events in: file audit, projector (Kafka to store), re-audit, verify, roster CSV; imports projections, streams."""

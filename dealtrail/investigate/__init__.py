@@ -1,1 +1,1 @@
-"""Investigating a finding: replay, its step-through views, evidence packages, video clip links."""
+"""A finding investigated: replay, its views, incident page, evidence, video; imports projections, streams."""

@@ -1,1 +1,1 @@
-"""Reports on a schedule, their PDF print and the notifications of findings."""
+"""Reports on a schedule, their PDF, notifications of findings; imports projections, streams, settings."""

@@ -5,7 +5,7 @@ A period is closed once its end has passed (wall clock). Each closed period that
 of the trail (a period starting after the last stored event is not reported until events
 arrive) gets a folder ``<out>/<period>/`` with one revision folder per report written
 (``rev-0001/``: ``report.html``, ``findings.csv``, ``findings.parquet``, ``summary.json``) and a
-``manifest.json`` (``projections.reports.periods``). A report is *final* or *provisional*
+``manifest.json`` (``projections.records.report_revisions``). A report is *final* or *provisional*
 (``projections.reports.report.judge_status``: every table that dealt in the period has an event past its
 end, or the newest stored event is ``grace`` past it, in event time). A period already written
 gets a new revision when its latest one is stale: its status, or what it covers (per table the
@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from projections.models.reviews import ReviewDue
-from projections.reports.periods import add_revision, latest
+from projections.records.report_revisions import add_revision, latest
 from projections.reports.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.store.archive import reading_archive
 from projections.store.store import connect_read_only

@@ -1,1 +1,1 @@
-"""How pages and files show things to people: times, cards, spreadsheet-safe cells; imports pyarrow only."""
+"""How pages and files show things to people: times, cards, spreadsheet-safe cells; imports no project package."""

@@ -1,1 +1,1 @@
-"""Read models the console, the API and the reports share: incidents, review status, device state, generations."""
+"""Read models the console, API and reports share: incidents, reviews, device state; imports store, display, schemas."""

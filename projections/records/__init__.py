@@ -1,1 +1,1 @@
-"""Records people rely on: sign-offs, the access log, users, roles and API tokens, the staff roster, the property."""
+"""Records people rely on: report revisions, sign-offs, access log, users, staff; imports models, store, display."""

@@ -1,6 +1,6 @@
 """A manager's sign-off of a period report's revision: a record written once beside the revision.
 
-A revision folder (``<reports>/<period>/rev-NNNN/``, see :mod:`projections.reports.periods`) is
+A revision folder (``<reports>/<period>/rev-NNNN/``, see :mod:`projections.records.report_revisions`) is
 signed by writing ``signoff.json`` into it: who signed (name and role), when (UTC), the statement
 they signed, the report's digest and status, and the SHA-256 of every file of the revision as it
 was at signing. The record is written once (owner-only, put in place with a hard link, which
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from projections.records.access import role_at_least
-from projections.reports.periods import REVISION, history
+from projections.records.report_revisions import REVISION, history
 
 if TYPE_CHECKING:
     import duckdb
@@ -142,7 +142,7 @@ def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> di
 
 
 def _revision(folder: Path) -> dict[str, Any]:
-    """The :func:`projections.reports.periods.history` entry of the revision in ``folder``."""
+    """The :func:`projections.records.report_revisions.history` entry of the revision in ``folder``."""
     if not REVISION.match(folder.name) or not folder.is_dir():
         raise SignOffError(f"{folder} is not a report revision folder (rev-NNNN of a period's folder)")
     for r in history(folder.parent):

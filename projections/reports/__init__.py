@@ -1,1 +1,1 @@
-"""Reports: the compliance report, its executive summary, period revisions, the incident page and their templates."""
+"""The compliance report, executive summary, template; imports records, models, store, display, schemas, engine."""

@@ -1,1 +1,1 @@
-"""The store: the DuckDB writer, its SQL, summaries, archive, replica, owner-only files; imports schemas, streams."""
+"""The store: DuckDB writer, its SQL, summaries, archive, replica; imports schemas, streams.engine, display."""

@@ -364,8 +364,8 @@ def test_replay_html_of_a_long_trail_is_an_index_and_linked_parts_each_under_the
     from typer.testing import CliRunner
 
     from dealtrail.cli import app
+    from dealtrail.investigate.incident_page import write_incident
     from dealtrail.investigate.replay import Window, replay, stored_events, stored_findings
-    from projections.reports.incident_page import write_incident
     from projections.store.store import connect_read_only
 
     con = connect_read_only(workbench_db)
@@ -568,9 +568,9 @@ def test_replay_html_of_a_whole_demo_sized_table_keeps_every_page_under_1_mb(
 ) -> None:
     """One table over the demo's 8-hour shift (about 29,000 events: a 15.7 MB page before)."""
     from dealtrail.ingest.audit import audit_file
+    from dealtrail.investigate.incident_page import write_incident
     from dealtrail.investigate.replay import Window, replay, stored_events, stored_findings
     from dealtrail.simulator.run import write_simulation
-    from projections.reports.incident_page import write_incident
     from projections.store.store import connect_read_only
 
     folder = tmp_path_factory.mktemp("demo-table")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from dealtrail.cli import app
 from dealtrail.reporting.schedule import ReportWatch, Schedule, run_due
 from projections.models.reviews import append_review
-from projections.reports.periods import history, latest
+from projections.records.report_revisions import history, latest
 from projections.reports.report import judge_status, write_report
 from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged, FindingDisposed

@@ -28,8 +28,8 @@ from dealtrail.reporting.schedule import Schedule, run_due
 from projections.models.reviews import ReviewDue
 from projections.records import access, access_log
 from projections.records import property as stored_property
+from projections.records.report_revisions import history
 from projections.records.signoff import SIGNOFF, SignOffError, sign, verify
-from projections.reports.periods import history
 from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.access import AccessEntry

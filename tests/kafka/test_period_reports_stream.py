@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from projections.reports.periods import history
+from projections.records.report_revisions import history
 from projections.reports.report import coverage
 from schemas.reviews import FindingAcknowledged, FindingDisposed
 from tests.kafka.conftest import Cluster, stop

@@ -144,7 +144,7 @@ def write_incident(
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder, not a file for the incident page")
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("projections.reports", "templates"),
+        loader=jinja2.PackageLoader("dealtrail.investigate", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
