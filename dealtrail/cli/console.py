@@ -299,7 +299,7 @@ def users_list(db: Annotated[Path | None, typer.Option(help="DuckDB file.", show
     """List the users (name, role, state) and, first, any names that are one person (``rita``
     and ``RITA`` in a store from before names were unique in case-folded form): exit code 3 while
     such twins remain, for an admin to resolve (deactivate all but one of each)."""
-    from projections.records import access
+    from projections.records import users
     from projections.store.store import connect_read_only
 
     settings = load()
@@ -311,7 +311,7 @@ def users_list(db: Annotated[Path | None, typer.Option(help="DuckDB file.", show
     except (OSError, ValueError, duckdb.Error) as exc:
         raise _fail(str(exc), code=2) from None
     try:
-        rows, twins = access.users(con), access.twins(con)
+        rows, twins = users.users(con), users.twins(con)
     finally:
         con.close()
     for group in twins:
@@ -367,7 +367,7 @@ def users_token(
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, new_token, verify_password
-    from projections.records import access
+    from projections.records import users
     from projections.store.store import Store
 
     settings = load()
@@ -376,7 +376,7 @@ def users_token(
     store = _open_writer(db, settings, users=True)
     assert isinstance(store, Store)
     with store:
-        u = access.user(store.con, name)
+        u = users.user(store.con, name)
         if u is not None and u["active"] and not verify_password(u["password_hash"], password):
             _log(store, "token_issued", f"refused for {name}: wrong password", outcome="refused")
             raise _fail(f"wrong password of {name}: a token is made by its user, with their password", code=1)

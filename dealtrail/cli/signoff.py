@@ -62,9 +62,9 @@ def sign_report(
 
     from dealtrail.console.auth import verify_password
     from dealtrail.console.totp import code_ok
-    from projections.records import access, access_log
-    from projections.records.access import role_at_least
+    from projections.records import access_log, users
     from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
+    from projections.records.users import role_at_least
     from projections.store.store import Store
 
     settings = load()
@@ -79,7 +79,7 @@ def sign_report(
             _log(store, kind, user, outcome, f"{ref}: {message}" if kind == "report_signed" else message)
             return _fail(message, code=1)
 
-        found = access.user(store.con, user)
+        found = users.user(store.con, user)
         if found is None:
             raise refuse(f"no console user {user!r} in {db}")
         if not found["active"]:

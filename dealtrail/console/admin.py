@@ -15,8 +15,8 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
-from projections.records import access
-from projections.records.access import role_at_least
+from projections.records import users
+from projections.records.users import role_at_least
 from schemas.reviews import identity_key
 
 
@@ -27,7 +27,7 @@ def _last_admin_guard(con: duckdb.DuckDBPyConnection, actor: str, name: str, rol
         auth.AccessError: the change would leave no active admin (:func:`auth.keep_an_admin`), or
             it is the admin's own.
     """
-    current = access.user(con, name)
+    current = users.user(con, name)
     if current is None or not (current["active"] and role_at_least(str(current["role"]), "admin")):
         return
     if active and role_at_least(role, "admin"):
@@ -54,15 +54,15 @@ def router(console: Console) -> APIRouter:
     ) -> HTMLResponse:
         """The admin page: every user and token, a new token shown once, the outcome of a change;
         ``failed`` (op, name, role, error) puts a refusal beside the form it came from."""
-        twins = access.twins(con)
+        twins = users.twins(con)
         return render(
             request,
             "admin.html.j2",
             user,
             status_code,
-            users=access.users(con),
-            tokens=access.tokens(con),
-            roles=access.ROLES,
+            users=users.users(con),
+            tokens=users.tokens(con),
+            roles=users.ROLES,
             token=token,
             message=None if failed else message,
             failed=failed or {},
@@ -110,14 +110,14 @@ def router(console: Console) -> APIRouter:
                         logged = ("password_reset", user.name, f"{name}, role {role}{ended}")
                     message = f"user {name} saved with role {role}"
                 else:
-                    current = access.user(store.con, name)
+                    current = users.user(store.con, name)
                     if current is None:
                         raise auth.AccessError(f"no user {name!r}")
                     if op == "role":
-                        if role not in access.ROLES:
-                            raise auth.AccessError(f"role must be one of {', '.join(access.ROLES)}")
+                        if role not in users.ROLES:
+                            raise auth.AccessError(f"role must be one of {', '.join(users.ROLES)}")
                         _last_admin_guard(store.con, user.name, name, role, bool(current["active"]))
-                        access.put_user(store.con, name, role, None, bool(current["active"]), now, user.name)
+                        users.put_user(store.con, name, role, None, bool(current["active"]), now, user.name)
                         logged = ("role_changed", user.name, f"{name}: {current['role']} -> {role}")
                         message = f"{name} is now {role}"
                     elif op == "password":
@@ -129,17 +129,17 @@ def router(console: Console) -> APIRouter:
                         )
                         message = f"password of {name} reset"
                     elif op == "revoke":
-                        held = [t for t in access.tokens(store.con) if t["token_hash"] == token_hash]
+                        held = [t for t in users.tokens(store.con) if t["token_hash"] == token_hash]
                         if not held or held[0]["user_name"] != name:
                             raise auth.AccessError(f"no active token {token_hash[:12]} of {name}")
-                        access.put_token(store.con, token_hash, name, False, now, by=user.name)
+                        users.put_token(store.con, token_hash, name, False, now, by=user.name)
                         logged = ("token_revoked", user.name, f"token {token_hash[:12]} of {name}")
                         message = f"token {token_hash[:12]} of {name} revoked: it no longer opens the API"
                     elif op == "deactivate":
                         if name == user.name:
                             raise auth.AccessError("you cannot deactivate yourself")
                         _last_admin_guard(store.con, user.name, name, str(current["role"]), False)
-                        access.put_user(store.con, name, current["role"], None, False, now, user.name)
+                        users.put_user(store.con, name, current["role"], None, False, now, user.name)
                         logged = ("user_deactivated", user.name, name)
                         message = f"{name} can no longer sign in or use a token"
                     else:

@@ -15,8 +15,8 @@ import duckdb
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from projections.records import access
-from projections.records.access import ROLES
+from projections.records import users
+from projections.records.users import ROLES
 
 _HASHER = PasswordHasher()
 _DUMMY = _HASHER.hash("dealtrail: equalises the time of a login for an unknown user")
@@ -58,12 +58,12 @@ def keep_an_admin(con: duckdb.DuckDBPyConnection, name: str, role: str, active: 
     """
     from schemas.reviews import identity_key
 
-    current = access.user(con, name)
+    current = users.user(con, name)
     if current is None or not (current["active"] and current["role"] == "admin"):
         return
     if active and role == "admin":
         return
-    others = {identity_key(u["name"]) for u in access.users(con) if u["active"] and u["role"] == "admin"}
+    others = {identity_key(u["name"]) for u in users.users(con) if u["active"] and u["role"] == "admin"}
     others.discard(identity_key(name))
     if not others:
         raise AccessError(f"{name} is the last active admin: make another admin first")
@@ -103,15 +103,15 @@ def add_user(
         raise AccessError(f"role must be one of {', '.join(ROLES)} (got {role!r})")
     if len(password) < MIN_PASSWORD:
         raise AccessError(f"the password must have at least {MIN_PASSWORD} characters")
-    new = access.user(con, name) is None
-    others = [n for n in access.same_person(con, name) if n != name]
+    new = users.user(con, name) is None
+    others = [n for n in users.same_person(con, name) if n != name]
     if new and others:
         raise AccessError(
             f"{name!r} is the same name as the user {others[0]!r} (names that differ only in case or "
             "character form are one person): change that user instead"
         )
     keep_an_admin(con, name, role, True)
-    access.put_user(con, name, role, hash_password(password), True, at, by)
+    users.put_user(con, name, role, hash_password(password), True, at, by)
     return new
 
 
@@ -126,20 +126,20 @@ def new_token(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
     Raises:
         AccessError: no active user of that name.
     """
-    u = access.user(con, name)
+    u = users.user(con, name)
     if u is None or not u["active"]:
         raise AccessError(f"no active user {name!r} (add one with: dealtrail users add {name} --role ROLE)")
     token = "dt_" + secrets.token_urlsafe(32)
-    access.put_token(con, token_hash(token), name, True, at, by=name)
+    users.put_token(con, token_hash(token), name, True, at, by=name)
     return token
 
 
 def revoke_tokens(con: duckdb.DuckDBPyConnection, name: str, at: datetime, by: str) -> int:
     """Revoke every active token of ``name`` (a password reset ends the user's tokens as it ends
     the sessions); returns how many were revoked."""
-    held = access.tokens_of(con, name)
+    held = users.tokens_of(con, name)
     for digest in held:
-        access.put_token(con, digest, name, False, at, by=by)
+        users.put_token(con, digest, name, False, at, by=by)
     return len(held)
 
 

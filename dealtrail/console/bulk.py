@@ -16,8 +16,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser, invalid, query_string
 from dealtrail.console.models import ReviewRequest
-from projections.records import access
-from projections.records.access import REVIEWER_ROLES
+from projections.records import users
+from projections.records.users import REVIEWER_ROLES
 
 MAX_BULK = 500
 """The most findings one bulk form may name (the findings page lists 50 a page)."""
@@ -58,7 +58,7 @@ def router(console: Console) -> APIRouter:
             if not ids:
                 raise invalid(("body", "finding_id"), "tick at least one finding")
             if action == "assign":
-                target = access.user(con, assignee)
+                target = users.user(con, assignee)
                 if target is None or not target["active"] or target["role"] not in REVIEWER_ROLES:
                     raise invalid(("body", "assignee"), "assign needs an active user who can review (not a viewer)")
             for fid in ids:  # every finding known before anything is recorded

@@ -32,8 +32,8 @@ from dealtrail.settings import ReviewSettings
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
-from projections.records import access, access_log, staff
-from projections.records.access import MANAGER_ROLES, REVIEWER_ROLES
+from projections.records import access_log, staff, users
+from projections.records.users import MANAGER_ROLES, REVIEWER_ROLES
 from projections.store import summaries
 from projections.store.store import Store
 from schemas.access import AccessEntry
@@ -196,7 +196,7 @@ def _api_user(request: Request, con: Cursor) -> User:
         scheme, _, token = header.partition(" ")
         if scheme.lower() == "bearer" and token:
             digest = auth.token_hash(token.strip())
-            found = access.token_user(con, digest)
+            found = users.token_user(con, digest)
             if found is not None and _token_expired(request, con, digest):
                 found = None
             if found is not None:
@@ -258,7 +258,7 @@ def _token_expired(request: Request, con: duckdb.DuckDBPyConnection, digest: str
     """True if the token has outlived ``token_lifetime`` (never, when that is None)."""
     config: ConsoleConfig = request.app.state.config
     lifetime = config.security.token_lifetime
-    issued = access.token_issued_at(con, digest) if lifetime is not None else None
+    issued = users.token_issued_at(con, digest) if lifetime is not None else None
     return lifetime is not None and (issued is None or config.clock() - issued >= lifetime)
 
 
@@ -600,7 +600,7 @@ class Console:
         if body.action == "acknowledge":
             event = FindingAcknowledged.model_validate(common)
         elif body.action == "assign":
-            target = access.user(con, body.assignee or "")
+            target = users.user(con, body.assignee or "")
             if target is None or not target["active"] or target["role"] not in REVIEWER_ROLES:
                 raise invalid(
                     ("body", "assignee"), "assign needs the name of an active user who can review (not a viewer)"

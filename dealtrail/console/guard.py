@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from ulid import ULID
 
-from projections.records import access, access_log
+from projections.records import access_log, users
 from schemas.access import AccessEntry, Outcome, clean_name
 from schemas.reviews import identity_key
 
@@ -215,7 +215,7 @@ class LoginGuard:
         """Rebuild the counts from the access log's recent sign-in entries (at start)."""
         start = now - self.policy.lock_for - self.policy.max_delay - timedelta(days=1)
         kinds = ("login_failed", "login_succeeded", "user_unlocked")
-        shared = {identity_key(names[0]) for names in access.twins(con)}
+        shared = {identity_key(names[0]) for names in users.twins(con)}
         for e in access_log.since(con, start, kinds):
             if e.kind == "login_failed" and e.outcome == "refused":
                 self.failed(e.user, e.client, e.at)

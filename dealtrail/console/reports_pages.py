@@ -17,7 +17,6 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
 from dealtrail.console.filters import parse_time
-from projections.records.access import role_at_least
 from projections.records.signoff import (
     SIGNER_ROLE,
     SIGNOFF,
@@ -27,6 +26,7 @@ from projections.records.signoff import (
     verify,
     with_block,
 )
+from projections.records.users import role_at_least
 
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'"
 """The compliance report is a self-contained page with its own inline styles and no script."""

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dealtrail.console.deps import Console, Cursor, PageUser, User, query_string
 from projections.records import access_log
-from projections.records.access import role_at_least
+from projections.records.users import role_at_least
 
 PAGE = 100
 """Entries per page of the access log."""

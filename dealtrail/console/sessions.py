@@ -19,7 +19,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from dealtrail.console import auth, guard, totp
 from dealtrail.console.deps import Console, Cursor
-from projections.records import access
+from projections.records import users
 from schemas.access import clean_name
 
 
@@ -58,10 +58,10 @@ def router(console: Console) -> APIRouter:
         if refusal is not None:
             console.access.record("login_failed", typed, "locked" if refusal.locked else "throttled", refusal.message)
             return again(429, refusal.message, {"Retry-After": str(refusal.retry_after)})
-        u = access.user(con, typed)
+        u = users.user(con, typed)
         if u is None:  # "RITA" signs in as rita: one person, one account (schemas.reviews.identity_key)
-            same = access.same_person(con, typed)
-            u = access.user(con, same[0]) if len(same) == 1 else None
+            same = users.same_person(con, typed)
+            u = users.user(con, same[0]) if len(same) == 1 else None
         ok = auth.verify_password(u["password_hash"] if u and u["active"] else None, password)
         if not ok or u is None:
             console.access.record("login_failed", typed, "refused", "wrong name or password")
@@ -79,7 +79,7 @@ def router(console: Console) -> APIRouter:
             if console.guard.failed(typed, client, now):
                 console.access.record("login_locked", typed, "locked", "failed sign-ins in a row")
             return again(401, "Type the one-time code your authenticator app shows for dealtrail.")
-        console.guard.succeeded(typed, client, reset_account=len(access.same_person(con, u["name"])) == 1)
+        console.guard.succeeded(typed, client, reset_account=len(users.same_person(con, u["name"])) == 1)
         if secret is None and required:  # the role needs a second factor: enrol one before the session
             request.session.clear()
             request.session.update({"enrol": [u["name"], now.timestamp()], "csrf": secrets.token_urlsafe(32)})

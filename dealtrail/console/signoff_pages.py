@@ -13,8 +13,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
 from projections.records import property as stored_property
-from projections.records.access import role_at_least
 from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
+from projections.records.users import role_at_least
 
 
 def router(console: Console) -> APIRouter:

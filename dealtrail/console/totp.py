@@ -24,7 +24,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from dealtrail.console import auth, guard
 from dealtrail.console.deps import Console, Cursor, User, _session_user
-from projections.records import access, access_log
+from projections.records import access_log, users
 from schemas.access import Outcome
 
 ENROL_SECONDS = 600
@@ -200,7 +200,7 @@ def router(console: Console) -> APIRouter:
                 console.access.record("totp_enrolled", name, outcome, refusal.message)
                 return page(request, con, name, user, 429, refusal.message, {"Retry-After": str(refusal.retry_after)})
         if user is not None:
-            u = access.user(con, name)
+            u = users.user(con, name)
             if not auth.verify_password(u["password_hash"] if u and u["active"] else None, password):
                 message = "That is not your password: type it to change your one-time code."
                 return refused(401, "wrong password", message, True)

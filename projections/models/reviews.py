@@ -1,6 +1,6 @@
 """Reviews in the store, and the read model the console, the API and the reports share: each
 finding with its review status, due time and late flag (users, roles and API tokens are in
-:mod:`projections.records.access`).
+:mod:`projections.records.users`).
 
 Writes go through the store's one writer connection (the console in embedded mode, the projector
 in the streaming deployment) and are append-only: a review is a new row. Reads take any

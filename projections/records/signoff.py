@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from projections.records.access import role_at_least
 from projections.records.report_revisions import REVISION, history
+from projections.records.users import role_at_least
 
 if TYPE_CHECKING:
     import duckdb

@@ -23,7 +23,7 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, card_face, create_app
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.records import access, staff
+from projections.records import staff, users
 from projections.reports.report import incidents as report_incident_rows
 from projections.reports.report import query, write_report
 from projections.store.store import Store
@@ -523,7 +523,7 @@ def test_users_commands_store_hashes_print_the_token_last_and_refuse_a_held_stor
     tok = r.output.split()[-1]
     assert tok.startswith("dt_") and len(tok) > 40
     with Store(db) as s:
-        found = access.token_user(s.con, auth.token_hash(tok))
+        found = users.token_user(s.con, auth.token_hash(tok))
         assert found == {"name": "rita", "role": "reviewer", "issued_by": "rita"}
         text = (
             s.con.execute("SELECT * FROM api_tokens").fetchall().__repr__()

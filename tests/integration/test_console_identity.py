@@ -21,7 +21,7 @@ from dealtrail.console.guard import SecurityPolicy
 from dealtrail.console.totp import key_file_beside, resolve_totp_key
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.records import access, access_log
+from projections.records import access_log, users
 from projections.store.store import Store
 from schemas.access import AccessEntry
 from schemas.reviews import identity_key
@@ -89,7 +89,7 @@ def log_rows(store: Store, **where: object) -> list[dict[str, object]]:
 
 
 def names(store: Store) -> list[str]:
-    return [str(u["name"]) for u in access.users(store.con)]
+    return [str(u["name"]) for u in users.users(store.con)]
 
 
 # -- 1. one identity per person -------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_a_name_typed_in_another_case_signs_in_as_the_one_user(store: Store, clo
 
 def _old_store_with_twins(store: Store) -> None:
     """What an older dealtrail let in: ``Rita`` (a manager) beside ``rita``."""
-    access.put_user(store.con, "Rita", "manager", auth.hash_password("Rita-manager-pass"), True, T0, "cli")
+    users.put_user(store.con, "Rita", "manager", auth.hash_password("Rita-manager-pass"), True, T0, "cli")
 
 
 def test_in_an_old_store_a_twins_good_sign_in_does_not_clear_the_others_failures(store: Store, clock: Clock) -> None:
@@ -228,7 +228,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def test_four_eyes_refuses_a_twin_of_the_proposer_in_an_old_store(shift: Store) -> None:
-    access.put_user(shift.con, "Rita", "manager", auth.hash_password("Rita-long-password"), True, T0, "cli")
+    users.put_user(shift.con, "Rita", "manager", auth.hash_password("Rita-long-password"), True, T0, "cli")
     client, fid = shift_client(shift), voiding_finding(shift)
     r = client.post(
         f"/api/v1/findings/{fid}/reviews",
@@ -263,7 +263,7 @@ def test_the_token_trick_an_admin_cannot_mint_a_token_for_another_user_on_the_us
     csrf = shift_login(client, "rita")
     r = client.post("/admin/users", data={"csrf": csrf, "op": "token", "name": "max"})
     assert r.status_code == 422 and "a token acts only as the user who made it" in r.text
-    assert 'id="new-token"' not in r.text and access.tokens_of(shift.con, "max") == []
+    assert 'id="new-token"' not in r.text and users.tokens_of(shift.con, "max") == []
     assert log_rows(shift, kind="admin_token")[-1]["outcome"] == "refused"
     own = client.post("/admin/users", data={"csrf": csrf, "op": "token", "name": "rita"})
     assert own.status_code == 200 and 'id="new-token"' in own.text  # her own, for herself
@@ -277,7 +277,7 @@ def test_the_token_trick_a_token_an_admin_made_for_another_user_cannot_approve_4
     client, fid = shift_client(shift), voiding_finding(shift)
     _propose(client, shift, fid)
     minted = "dt_minted-by-rita-for-max-before-tokens-were-each-users-own"
-    access.put_token(shift.con, auth.token_hash(minted), "max", True, T0, by="rita")  # as an older console did
+    users.put_token(shift.con, auth.token_hash(minted), "max", True, T0, by="rita")  # as an older console did
     r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=bearer(minted))
     assert r.status_code == 403
     assert r.json()["detail"] == (
@@ -315,7 +315,7 @@ def test_a_token_of_an_older_store_without_its_issuer_is_judged_by_the_access_lo
             )
         ],
     )
-    assert access.token_issuer(shift.con, digest) == "ada"
+    assert users.token_issuer(shift.con, digest) == "ada"
     r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=bearer(minted))
     assert r.status_code == 403 and "issued by ada, not by max" in r.json()["detail"]
     ok = client.get("/api/v1/findings?limit=1", headers=bearer(minted))
@@ -326,7 +326,7 @@ def test_an_approval_with_a_token_is_recorded_under_its_creator(shift: Store) ->
     client, fid = shift_client(shift), voiding_finding(shift)
     _propose(client, shift, fid)
     own = auth.new_token(shift.con, "max", T0)
-    assert access.token_issuer(shift.con, auth.token_hash(own)) == "max"
+    assert users.token_issuer(shift.con, auth.token_hash(own)) == "max"
     r = client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "approve"}, headers=bearer(own))
     assert r.status_code == 201 and r.json()["type"] == "FindingApproved" and r.json()["user"] == "max"
     entry = log_rows(shift, kind="review")[-1]
@@ -361,7 +361,7 @@ def test_users_token_needs_the_users_own_password_and_users_add_of_an_existing_u
     assert r.exit_code == 0, r.output
     token = r.output.split()[-1]
     with Store(db) as s:
-        assert access.token_user(s.con, auth.token_hash(token)) == {
+        assert users.token_user(s.con, auth.token_hash(token)) == {
             "name": "max",
             "role": "manager",
             "issued_by": "max",
@@ -370,7 +370,7 @@ def test_users_token_needs_the_users_own_password_and_users_add_of_an_existing_u
     r = run(cli, ["users", "add", "max", "--role", "manager", "--db", str(db)], input="max-new-password\n")
     assert r.exit_code == 0, r.output
     with Store(db) as s:
-        assert access.token_user(s.con, auth.token_hash(token)) is None
+        assert users.token_user(s.con, auth.token_hash(token)) is None
         assert log_rows(s, kind="password_reset")[-1]["detail"] == "max as manager; 1 API token revoked"
 
 
@@ -387,7 +387,7 @@ def test_users_add_on_the_command_line_cannot_demote_the_last_admin(tmp_path: Pa
     r = run(cli, ["users", "add", "boss", "--role", "viewer", "--db", str(db)], input="boss-long-password\n")
     assert r.exit_code == 2 and "boss is the last active admin: make another admin first" in r.output, r.output
     with Store(db) as s:
-        assert [(u["name"], u["role"], u["active"]) for u in access.users(s.con)] == [("boss", "admin", True)]
+        assert [(u["name"], u["role"], u["active"]) for u in users.users(s.con)] == [("boss", "admin", True)]
     assert (
         run(cli, ["users", "add", "bea", "--role", "admin", "--db", str(db)], input="bea-long-password\n").exit_code
         == 0
@@ -397,7 +397,7 @@ def test_users_add_on_the_command_line_cannot_demote_the_last_admin(tmp_path: Pa
 
 
 def test_twins_of_an_old_store_count_as_one_admin(store: Store) -> None:
-    access.put_user(store.con, "ADA", "admin", auth.hash_password("ADA-admin-pass"), True, T0, "cli")
+    users.put_user(store.con, "ADA", "admin", auth.hash_password("ADA-admin-pass"), True, T0, "cli")
     with pytest.raises(auth.AccessError, match="last active admin"):
         auth.add_user(store.con, "ada", "viewer", "a-long-password", T0)
 
@@ -405,13 +405,13 @@ def test_twins_of_an_old_store_count_as_one_admin(store: Store) -> None:
 def test_the_console_cannot_demote_or_deactivate_the_last_admin_through_add_role_or_deactivate(
     store: Store, clock: Clock
 ) -> None:
-    access.put_user(store.con, "bea", "admin", auth.hash_password("bea-admin-pass"), True, T0, "cli")
+    users.put_user(store.con, "bea", "admin", auth.hash_password("bea-admin-pass"), True, T0, "cli")
     client = app_for(store, clock)
     csrf = csrf_of(client.get("/login").text)
     client.post("/login", data={"username": "bea", "password": "bea-admin-pass", "csrf": csrf})
     assert admin_post(client, op="deactivate", name="ada").status_code == 200  # type: ignore[attr-defined]
-    access.put_user(store.con, "ada", "admin", None, True, T0 + timedelta(seconds=1), "cli")  # ada back, bea signs out
-    access.put_user(store.con, "bea", "viewer", None, True, T0 + timedelta(seconds=1), "cli")
+    users.put_user(store.con, "ada", "admin", None, True, T0 + timedelta(seconds=1), "cli")  # ada back, bea signs out
+    users.put_user(store.con, "bea", "viewer", None, True, T0 + timedelta(seconds=1), "cli")
     login(client, "ada")
     for data in (
         {"op": "add", "name": "ada", "role": "viewer", "password": "a-long-password"},
@@ -420,7 +420,7 @@ def test_the_console_cannot_demote_or_deactivate_the_last_admin_through_add_role
     ):
         r = admin_post(client, **data)
         assert r.status_code == 422 and ("yourself" in r.text or "last active admin" in r.text)  # type: ignore[attr-defined]
-    assert [u["name"] for u in access.users(store.con) if u["role"] == "admin" and u["active"]] == ["ada"]
+    assert [u["name"] for u in users.users(store.con) if u["role"] == "admin" and u["active"]] == ["ada"]
 
 
 def test_the_api_has_no_way_to_change_a_user(store: Store, clock: Clock) -> None:
@@ -441,7 +441,7 @@ def test_the_api_has_no_way_to_change_a_user(store: Store, clock: Clock) -> None
     for method in ("POST", "PUT", "PATCH", "DELETE"):
         r = client.request(method, "/api/v1/users/ada", headers=bearer(token), json={"role": "viewer"})
         assert r.status_code in (404, 405)
-    assert access.user(store.con, "ada") is not None and access.user(store.con, "ada")["role"] == "admin"  # type: ignore[index]
+    assert users.user(store.con, "ada") is not None and users.user(store.con, "ada")["role"] == "admin"  # type: ignore[index]
 
 
 def test_a_roster_import_leaves_the_console_users_and_their_admin_alone(tmp_path: Path) -> None:
@@ -460,7 +460,7 @@ def test_a_roster_import_leaves_the_console_users_and_their_admin_alone(tmp_path
     roster.write_text("staff_id,name,role\nboss,Boss Himself,dealer\n")  # boss and admin off the roster
     assert run(cli, ["staff", "import", str(roster), "--db", str(db)]).exit_code == 0
     with Store(db) as s:
-        assert [(u["name"], u["role"], u["active"]) for u in access.users(s.con)] == [("boss", "admin", True)]
+        assert [(u["name"], u["role"], u["active"]) for u in users.users(s.con)] == [("boss", "admin", True)]
 
 
 # -- 4. secrets in their place ---------------------------------------------------------------------------
@@ -614,5 +614,5 @@ def test_a_form_posted_from_another_site_is_refused_even_with_the_token(store: S
     csrf = csrf_of(client.get("/admin/users").text)
     data = {"csrf": csrf, "op": "add", "name": "eve", "role": "admin", "password": "eve-long-password"}
     r = client.post("/admin/users", data=data, headers={"Origin": "http://evil.example"})
-    assert r.status_code == 403 and access.user(store.con, "eve") is None
+    assert r.status_code == 403 and users.user(store.con, "eve") is None
     assert client.post("/admin/users", data=data, headers={"Origin": "http://testserver"}).status_code == 200

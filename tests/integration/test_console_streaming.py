@@ -25,7 +25,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.ingest.projector import ProjectSummary, _write
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.records import access
+from projections.records import users
 from projections.store.store import BatchCounts, Store
 from schemas.reviews import Cause, FindingDisposed
 from streams.topics import Topics
@@ -202,7 +202,7 @@ def test_admin_page_resets_a_password_and_revokes_one_token_of_a_user(store: Sto
     csrf = m.group(1)
     tokens = [auth.new_token(store.con, "rita", AT) for _ in range(2)]  # rita's own (an admin makes only his)
     r = client.get("/admin/users")
-    listed = access.tokens(store.con)
+    listed = users.tokens(store.con)
     assert [t["user_name"] for t in listed] == ["rita", "rita"]
     first = auth.token_hash(tokens[0])
     assert first[:12] in r.text and tokens[0] not in r.text  # a token is shown once, when it is made
@@ -219,7 +219,7 @@ def test_admin_page_resets_a_password_and_revokes_one_token_of_a_user(store: Sto
     assert r.status_code == 200 and "password of vic reset" in r.text
     short = client.post("/admin/users", data={"csrf": csrf, "op": "password", "name": "vic", "password": "short"})
     assert short.status_code == 422
-    u = access.user(store.con, "vic")
+    u = users.user(store.con, "vic")
     assert u is not None and u["role"] == "viewer"
     assert auth.verify_password(u["password_hash"], "vic-new-pass-2")
     assert not auth.verify_password(u["password_hash"], PASSWORDS["vic"])

@@ -23,7 +23,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.ingest.projector import _review_row
 from projections.models import incidents, reviews
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
-from projections.records import access
+from projections.records import users
 from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingApproved, FindingDispositionProposed, FindingRejected
@@ -55,7 +55,7 @@ def eyes_db(audited_shift: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
         for name, role in USERS.items():
             auth.add_user(s.con, name, role, f"{name}-long-password", AT)
         auth.add_user(s.con, "gone", "reviewer", "gone-long-password", AT)
-        access.put_user(s.con, "gone", "reviewer", None, False, AT, "ada")  # deactivated
+        users.put_user(s.con, "gone", "reviewer", None, False, AT, "ada")  # deactivated
     return db
 
 
@@ -382,11 +382,11 @@ def test_new_review_kinds_round_trip_and_old_ones_still_decode() -> None:
 
 
 def test_the_manager_role_is_between_reviewer_and_admin(store: Store) -> None:
-    assert access.ROLES == ("viewer", "reviewer", "manager", "admin")
-    assert access.user(store.con, "max")["role"] == "manager"  # type: ignore[index]
+    assert users.ROLES == ("viewer", "reviewer", "manager", "admin")
+    assert users.user(store.con, "max")["role"] == "manager"  # type: ignore[index]
     from dealtrail.console.deps import User
 
-    roles = {r: (User("u", r).can_review, User("u", r).can_approve, User("u", r).is_admin) for r in access.ROLES}
+    roles = {r: (User("u", r).can_review, User("u", r).can_approve, User("u", r).is_admin) for r in users.ROLES}
     assert roles == {
         "viewer": (False, False, False),
         "reviewer": (True, False, False),

@@ -16,7 +16,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.health import health_app
 from dealtrail.ingest.projector import KafkaUnreachableError
 from projections.models.reviews import ReviewDue
-from projections.records import access
+from projections.records import users
 from projections.store.discard import remove_if_empty
 from projections.store.store import Store
 from streams.link import KafkaLink
@@ -25,7 +25,7 @@ AT = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 
 
 def _with_user(store: Store) -> None:
-    access.put_user(store.con, "ada", "admin", "hash", True, AT, "cli")
+    users.put_user(store.con, "ada", "admin", "hash", True, AT, "cli")
 
 
 def test_an_empty_store_is_removed_with_its_log(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.reporting.schedule import Schedule, run_due
 from projections.models.reviews import ReviewDue
-from projections.records import access, access_log
+from projections.records import access_log, users
 from projections.records import property as stored_property
 from projections.records.report_revisions import history
 from projections.records.signoff import SIGNOFF, SignOffError, sign, verify
@@ -216,7 +216,7 @@ def test_sign_report_refuses_a_locked_or_deactivated_user_even_with_the_right_pa
     assert _logged(db)[-1][1:5] == ("login_failed", "meg", "cli", "locked")
     assert CliRunner().invoke(app, ["users", "unlock", "meg", "--db", str(db)]).exit_code == 0
     with Store(db) as s:
-        access.put_user(s.con, "ada", "admin", None, False, datetime.now(UTC), "cli")
+        users.put_user(s.con, "ada", "admin", None, False, datetime.now(UTC), "cli")
     gone = _sign(periods / LABEL, "ada", PASSWORDS["ada"], db)
     assert gone.exit_code == 1 and "console user 'ada' is deactivated" in gone.output, gone.output
     assert _sign(periods / LABEL, "meg", PASSWORDS["meg"], db).exit_code == 0  # unlocked: signs
