@@ -445,7 +445,7 @@ class Store:
         """Create what is missing: the tables, views and summaries of this version."""
         self.con.execute(_sql("001_schema.sql"))
         self.con.execute(_sql("002_views.sql"))
-        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (models/reviews.py, records/access.py)
+        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (models/reviews.py, records/users.py)
         self.con.execute(_sql("004_console_views.sql"))
         self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/records/access_log.py)
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/records/staff.py)
