@@ -37,6 +37,7 @@ REPORTERS = ("report", "demo", "schedule", "project", "serve")
 
 READERS: dict[str, tuple[str, ...]] = {
     "kafka": KAFKA_CLIENTS,
+    "kafka.compression": ("publish", "worker"),
     "db": (
         "audit",
         "reaudit",

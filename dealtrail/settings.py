@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from streams.engine.engine import Plausibility
 
 
+Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
+"""The codecs Kafka defines, as the ``compression`` setting names them."""
+
+
 class KafkaSettings(BaseModel):
     """How to reach the Kafka cluster (both the kafka-python and the aiokafka/Faust clients).
 
@@ -44,6 +48,12 @@ class KafkaSettings(BaseModel):
             when no broker has answered for this long, they stop with one error line. A
             long-running ``project``, the workers and the publisher wait for the cluster instead,
             so that they ride out an outage of any length (the publisher up to 15 minutes).
+        compression: the codec dealtrail's producers compress their record batches with
+            (``publish`` and the worker): zstd (default), lz4, snappy, gzip or none. A batch is
+            compressed as a whole, so the many small events of a batch compress well, and a
+            single record costs a few bytes more. Every
+            consumer of dealtrail reads each of them whatever this says (docs/streaming.md,
+            "Producer contract").
     """
 
     model_config = ConfigDict(frozen=True)
@@ -57,6 +67,7 @@ class KafkaSettings(BaseModel):
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     connect_timeout: float = Field(default=5.0, gt=0, le=600)
+    compression: Compression = "zstd"
 
 
 def default_datadir() -> Path:

@@ -41,7 +41,7 @@ from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.reorder import TableWindow
 from streams.engine.state import dump_state
 from streams.engine.summaries import round_row
-from streams.kafka import faust_credentials, key_mismatch, read_range, unreachable_errors
+from streams.kafka import compression_type, faust_credentials, key_mismatch, read_range, unreachable_errors
 from streams.link import Backoff, KafkaLink
 from streams.publish import dead_letter_value
 from streams.seen import SeenIndex
@@ -335,6 +335,9 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
         # the alert latency); the states are written once per state_interval whatever this is.
         "producer_linger": 0.01,
         "producer_acks": -1,
+        # findings, rounds, snapshots and the states' changelog, compressed per batch as the
+        # publisher's events are (the kafka.compression setting)
+        "producer_compression_type": compression_type(settings.kafka),
         "table_cleanup_interval": 3600.0,
         # A crashed worker's partitions move to the others after this many seconds (Faust's
         # default is 60 s); heartbeats run in the background, so long batches do not matter.

@@ -58,6 +58,12 @@ def client_config(kafka: KafkaSettings, client_id: str, one_shot: bool = False) 
     return cfg
 
 
+def compression_type(kafka: KafkaSettings) -> str | None:
+    """The ``compression_type`` of dealtrail's producers (kafka-python's and Faust's name for
+    the ``kafka.compression`` setting): None for ``none``, else the codec's name."""
+    return None if kafka.compression == "none" else kafka.compression
+
+
 def unreachable_errors() -> tuple[type[Exception], ...]:
     """The exceptions a kafka-python client raises when no broker of the bootstrap list answers
     within ``connect_timeout`` (at its construction or its first request)."""

@@ -25,7 +25,14 @@ from schemas.lines import RAW_KEEP, read_lines
 from streams.clock import IntakeClock, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.engine.reorder import ReorderLimits, TableWindow
-from streams.kafka import client_config, create_topics, partition_for, read_range, unreachable_errors
+from streams.kafka import (
+    client_config,
+    compression_type,
+    create_topics,
+    partition_for,
+    read_range,
+    unreachable_errors,
+)
 from streams.link import Backoff
 from streams.topics import Topics
 
@@ -388,7 +395,7 @@ class Publisher:
             retries=2**31 - 1,
             max_in_flight_requests_per_connection=5,
             batch_size=256 * 1024,
-            compression_type=None,
+            compression_type=compression_type(kafka),
             # ride out a broker outage: records wait in the producer (and a full buffer makes
             # send wait) up to RIDE_OUT seconds, then fail and are reported, never dropped silently
             delivery_timeout_ms=RIDE_OUT * 1000,

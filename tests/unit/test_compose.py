@@ -551,7 +551,8 @@ def test_sasl_and_ssl_settings_reach_every_kafka_client(clean_env: pytest.Monkey
     compose = load_compose()
     kafka_vars = [k for k, path in settings_env_names().items() if path[0].startswith("kafka") and len(path) > 1]
     kafka_vars = [k for k in kafka_vars if not k.endswith(f"{DELIMITER}BOOTSTRAP")] + ["DEALTRAIL_KAFKA_BOOTSTRAP"]
-    numeric = {"DEALTRAIL_KAFKA__CONNECT_TIMEOUT": "7.5"}  # a number, not a name
+    # a number and a codec, not names
+    numeric = {"DEALTRAIL_KAFKA__CONNECT_TIMEOUT": "7.5", "DEALTRAIL_KAFKA__COMPRESSION": "lz4"}
     user = {k: numeric.get(k, f"user-{k.lower()}") for k in kafka_vars}
     for name, svc in dealtrail_services(compose).items():
         seen = resolved_environment(svc, user)
