@@ -159,11 +159,84 @@ def key_mismatch(key: bytes | None, event: DealingEvent) -> str | None:
 
 
 def partition_for(key: bytes, partitions: int) -> int:
-    """The partition the producers' default partitioner gives ``key`` (murmur2, as Kafka's Java
-    client): where a table's events are, and its changelog and chain-head records."""
+    """The partition kafka-python's and aiokafka's default partitioner gives ``key`` (murmur2, as
+    Kafka's Java client): where ``dealtrail publish`` puts a table's events, and where Faust puts
+    its changelog records. Other producers may use another partitioner (see :func:`likely_partitions`):
+    a lookup by table never relies on this alone."""
     from kafka.partitioner.default import murmur2
 
     return int((murmur2(key) & 0x7FFFFFFF) % partitions)
+
+
+def likely_partitions(key: bytes, partitions: int) -> list[int]:
+    """Every partition of a topic of ``partitions`` partitions, those that the common
+    partitioners give ``key`` first: murmur2 (the Java client, kafka-python, aiokafka, dealtrail
+    publish), CRC32 (librdkafka's default ``consistent_random`` and every binding on it:
+    confluent-kafka, kcat, the Go and .NET clients), FNV-1a (Sarama's default), then the others in order.
+
+    A producer may use any partitioner as long as each table's records go to one partition
+    (docs/streaming.md, "Producer contract"); a lookup by table reads them in this order and
+    stops at the first partition that holds the table (:func:`read_table`).
+    """
+    import zlib
+
+    fnv = 0x811C9DC5
+    for byte in key:
+        fnv = ((fnv ^ byte) * 0x01000193) & 0xFFFFFFFF
+    signed = fnv - (1 << 32) if fnv >= 1 << 31 else fnv
+    first = [
+        partition_for(key, partitions),
+        zlib.crc32(key) % partitions,
+        abs(signed) % partitions,  # Go: int32(hash) % n, negated when negative
+    ]
+    order: list[int] = []
+    for p in [*first, *range(partitions)]:
+        if p not in order:
+            order.append(p)
+    return order
+
+
+class TableRecords(NamedTuple):
+    """What :func:`read_table` found.
+
+    Attributes:
+        partition: the partition that holds the table's records, or None if none does.
+        records: the table's records there (kafka-python ``ConsumerRecord``), in offset order.
+        searched: the partitions read, in the order read (the last one holds the table, if any).
+    """
+
+    partition: int | None
+    records: list[Any]
+    searched: list[int]
+
+
+def read_table(kafka: KafkaSettings, topic: str, partitions: int, key: bytes, one_shot: bool = False) -> TableRecords:
+    """The records keyed ``key`` (a table ID) in a topic, found from the data, whatever partitioner
+    its producer used.
+
+    The partitions are read in the order of :func:`likely_partitions` and the search stops at the
+    first that holds a record of the key (a producer keeps each table in one partition), so a
+    trail published by any of the common clients is found in the first read or three; a table
+    the topic does not hold reads every partition once (the scan is bounded by the topic).
+
+    Args:
+        kafka: cluster settings.
+        topic: the topic name.
+        partitions: its number of partitions.
+        key: the table ID as UTF-8 bytes.
+        one_shot: give up after ``kafka.connect_timeout`` when no broker answers.
+
+    Raises:
+        kafka.errors.KafkaError: the cluster cannot be reached.
+        TimeoutError: a partition could not be read in 60 seconds.
+    """
+    searched: list[int] = []
+    for p in likely_partitions(key, partitions):
+        searched.append(p)
+        found = read_range(kafka, topic, p, 0, None, {key}, one_shot=one_shot)
+        if found:
+            return TableRecords(p, found, searched)
+    return TableRecords(None, [], searched)
 
 
 def read_range(

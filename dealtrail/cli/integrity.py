@@ -45,7 +45,9 @@ def _chains(
         from streams.kafka import unreachable_errors
 
         try:
-            report = check_chain(table, kafka_events(settings, table))
+            report = check_chain(
+                table, kafka_events(settings, table, lambda line: err.print(line, markup=False, highlight=False))
+            )
         except unreachable_errors() as exc:
             raise _unreachable(settings, exc) from None
         except (ReplayError, TimeoutError) as exc:
@@ -124,6 +126,8 @@ def verify(
         if r.first_break is None:
             state = "not chained" if r.head_hash is None else f"intact, head seq {r.head_seq}"
             console.print(f"{r.table_id}: {r.chained:,} of {r.events:,} events chained, {state}")
+            if r.copies:
+                err.print(f"{r.table_id}: {r.copies:,} exact copies of chained events read again (redeliveries)")
         else:
             bad += 1
             b = r.first_break

@@ -99,7 +99,9 @@ def replay(
                 err.print(f"note: {line}")
         stored = stored_findings(con, table, begin.last_seq) if con is not None else None
         if source == "kafka":
-            trail = list(kafka_events(settings, table))
+            trail = list(
+                kafka_events(settings, table, lambda line: err.print(f"note: {line}", markup=False, highlight=False))
+            )
         elif source == "db" and con is not None:
             trail = list(stored_events(con, table, begin.last_seq))
         else:

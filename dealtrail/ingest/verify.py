@@ -35,7 +35,9 @@ class Break:
 
 @dataclass
 class ChainReport:
-    """One table's chain: events read, events chained, head, and the first break (if any)."""
+    """One table's chain: events read, events chained, head, and the first break (if any);
+    ``copies``: exact copies of a chained event read again (a producer's redelivery on the topic),
+    which are not links of the chain and not counted in ``events``."""
 
     table_id: str
     events: int = 0
@@ -44,6 +46,7 @@ class ChainReport:
     head_hash: str | None = None
     first_break: Break | None = None
     seen: dict[int, str] | None = None
+    copies: int = 0
 
     @property
     def intact(self) -> bool:
@@ -55,7 +58,10 @@ def check_chain(table_id: str, trail: Iterable[tuple[str, str]]) -> ChainReport:
     """Recompute one table's chain from ``(event_id, payload JSON)`` in seq order.
 
     A re-sent or conflicting copy (a seq not above the head) must link to the head but does
-    not move it, as :class:`schemas.chain.Chainer` stamps it.
+    not move it, as :class:`schemas.chain.Chainer` stamps it. An exact copy of an event already
+    chained (same seq, same hash, its content matching the hash) is a redelivery, as the worker
+    and the projector take it: counted in ``copies``, not a link (a producer other than
+    ``dealtrail publish`` may put such copies on the events topic; the store holds none).
     """
     report = ChainReport(table_id, seen={})
     head_id: str | None = None
@@ -81,6 +87,11 @@ def check_chain(table_id: str, trail: Iterable[tuple[str, str]]) -> ChainReport:
                 table_id, event.seq, event_id, head_id, "content does not match its hash (altered)"
             )
             continue
+        assert report.seen is not None
+        if report.seen.get(event.seq) == event.hash:
+            report.copies += 1
+            report.events -= 1
+            continue
         if report.head_hash is not None and event.prev_hash != report.head_hash:
             report.first_break = Break(
                 table_id,
@@ -93,7 +104,6 @@ def check_chain(table_id: str, trail: Iterable[tuple[str, str]]) -> ChainReport:
         report.chained += 1
         if report.head_seq is None or event.seq > report.head_seq:
             report.head_seq, report.head_hash, head_id = event.seq, event.hash, event.event_id
-            assert report.seen is not None
             report.seen[event.seq] = event.hash
     return report
 

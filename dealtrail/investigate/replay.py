@@ -14,7 +14,7 @@ out is skipped, and said. Without a usable one it starts at the table's first ev
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -368,19 +368,23 @@ def stored_findings(con: duckdb.DuckDBPyConnection, table_id: str, after_seq: in
     return out
 
 
-def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]:
+def kafka_events(
+    settings: Settings, table_id: str, note: Callable[[str], None] | None = None
+) -> Iterator[tuple[str, str]]:
     """The table's events read from the events topic (its partition, from the beginning).
 
-    Only records keyed by the table whose event is the table's are part of its trail, as in the
-    worker and the projector (:func:`streams.kafka.key_mismatch`).
+    The table's partition is found from the data, whatever partitioner its producer used
+    (:func:`streams.kafka.read_table`); ``note`` is told which partition was read, and which were
+    searched first. Only records keyed by the table whose event is the table's are part of its
+    trail, as in the worker and the projector (:func:`streams.kafka.key_mismatch`).
 
     Raises:
         ReplayError: the events topic does not exist.
-        TimeoutError: the partition could not be read in 60 seconds.
+        TimeoutError: a partition could not be read in 60 seconds.
     """
     from kafka import KafkaConsumer
 
-    from streams.kafka import client_config, key_mismatch, partition_for, read_range
+    from streams.kafka import client_config, key_mismatch, read_table
 
     topic = settings.topics.events.name
     consumer = KafkaConsumer(
@@ -393,15 +397,30 @@ def kafka_events(settings: Settings, table_id: str) -> Iterator[tuple[str, str]]
     if not parts:
         raise ReplayError(f"no topic {topic} at {settings.kafka.bootstrap}")
     key = table_id.encode()
-    for r in read_range(settings.kafka, topic, partition_for(key, len(parts)), 0, None, {key}, one_shot=True):
+    found = read_table(settings.kafka, topic, len(parts), key, one_shot=True)
+    if note is not None:
+        if found.partition is None:
+            note(f"no record keyed {table_id!r} in any of the {len(parts)} partitions of {topic}")
+        else:
+            before = ", ".join(str(p) for p in found.searched[:-1])
+            note(
+                f"table {table_id}: read {topic}[{found.partition}], {len(found.records):,} record(s) keyed by it"
+                + (f" (partitions {before} read first hold none)" if before else "")
+            )
+    for r in found.records:
         if not r.value:
             continue
+        # headers are read and ignored (the producer contract): the event ID is the event's own;
+        # only an event that does not decode is named by an ``event_id`` header, if it has one
+        event_id = dict(r.headers or []).get("event_id", b"").decode("utf-8", "replace")
         try:
-            if key_mismatch(r.key, decode(r.value)) is not None:
+            event = decode(r.value)
+            if key_mismatch(r.key, event) is not None:
                 continue  # keyed as this table, but another table's event: not part of this trail
+            event_id = event.event_id
         except DecodeError:
             pass  # kept: the replay lists it as unreadable
-        yield dict(r.headers or []).get("event_id", b"").decode(), r.value.decode("utf-8", "replace")
+        yield event_id, r.value.decode("utf-8", "replace")
 
 
 def _at_matcher(at: str | None) -> tuple[str, Any] | None:
