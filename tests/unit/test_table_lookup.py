@@ -51,7 +51,10 @@ def test_an_exact_copy_on_the_topic_is_a_redelivery_not_a_chain_break(tmp_path: 
     report = check_chain("T", again)
     assert report.intact, report.first_break
     assert (report.copies, report.events, report.chained, report.head_hash) == (
-        2, clean.events, clean.chained, clean.head_hash
+        2,
+        clean.events,
+        clean.chained,
+        clean.head_hash,
     )
 
 
