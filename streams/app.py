@@ -52,7 +52,46 @@ if TYPE_CHECKING:
     from dealtrail.settings import Settings
 
 log = logging.getLogger("dealtrail.worker")
+says = logging.getLogger("dealtrail.worker.lifecycle")
+"""The worker's lifecycle lines (start, assignment, revocation, stop): shown at every
+``worker.loglevel`` (:func:`say_lifecycle`), never a line per event."""
 TABLE_NAME = "table-states"
+
+
+@dataclass
+class WorkCounts:
+    """What a worker process did since it started, for its stop line.
+
+    Attributes:
+        applied: events applied by the engine (copies skipped and refused events not counted).
+        findings: finding revisions sent to the findings topic.
+        dead_letters: records sent to the dead-letter topic.
+    """
+
+    applied: int = 0
+    findings: int = 0
+    dead_letters: int = 0
+
+
+def say_lifecycle() -> None:
+    """Let the lifecycle lines through whatever ``worker.loglevel`` is: an operator reading the
+    compose logs at ``warning`` (the compose file's level) still sees them. They go to stderr
+    through their own handler, in the format of Faust's lines (idempotent)."""
+    import sys
+
+    says.setLevel(logging.INFO)
+    says.propagate = False
+    if not says.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s"))
+        says.addHandler(handler)
+
+
+def partitions_line(tps: Any, topic: str) -> str:
+    """``topic[0, 2]`` for the partitions of ``topic`` among the ``TP`` set ``tps`` (``none``
+    when there are none)."""
+    mine = sorted(tp.partition for tp in tps if tp.topic == topic)
+    return f"{topic}[{', '.join(map(str, mine))}]" if mine else f"no partition of {topic}"
 
 
 def round_json(row: dict[str, Any]) -> bytes:
@@ -421,6 +460,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     states.value_serializer = "raw"  # type: ignore[attr-defined]
     cache = StateCache()
     outbox = Outbox()
+    counts = WorkCounts()
+    app.work_counts = counts  # type: ignore[attr-defined]  # read by run_worker's stop line
     batch, within = settings.worker.batch, settings.worker.within
 
     async def send(key: bytes, is_finding: bool, value: bytes) -> None:
@@ -428,6 +469,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         outbox.add(key, is_finding, value, await topic.send(key=key, value=value))
 
     async def dead_letter(topic: str, key: Any, position: str, reason: str, detail: str, raw: bytes) -> None:
+        counts.dead_letters += 1
         await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
 
     max_record = settings.max_record_bytes
@@ -564,6 +606,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             duplicates[0] += 1  # an exact copy the engine recognised
         else:
             seen.note(dealing, data, applied=before is None or dealing.seq > before.last_seq)
+            counts.applied += 1
+        counts.findings += len(found)
         for f in found:
             await send(key, True, f.model_dump_json().encode())
         if (
@@ -740,6 +784,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     async def drained(sender: Any, *args: Any, **kwargs: Any) -> None:
         """The rebalance is over: states are written every ``interval`` again."""
         draining[0] = False
+        assigned = args[0] if args else kwargs.get("assigned", ())
+        says.info("assigned %s", partitions_line(assigned, source_name))
         # the tables' windows are rebuilt from their stored entries (this worker may have lost
         # some partitions, or got back one whose tables another worker moved on)
         windows.clear()
@@ -747,6 +793,14 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         partition_taken.clear()
         table_partition.clear()
         runs.clear()
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as returning None
+    async def revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+        """Say which partitions this worker gives up (their windows are applied and their states
+        written before the rebalance goes on: see ``drain``)."""
+        given = args[0] if args else kwargs.get("revoked", ())
+        if any(tp.topic == source_name for tp in given):
+            says.info("revoked %s", partitions_line(given, source_name))
 
     @app.agent(source)
     async def audit(stream: Any) -> None:
@@ -903,7 +957,14 @@ def _worker_class() -> type[faust.Worker]:
     return StoppingWorker
 
 
-def _exit_when_stuck(settings: Settings, watch: LinkWatch) -> None:
+def _stopped_line(counts: WorkCounts) -> None:
+    says.info(
+        "worker stopped: %d events applied, %d findings sent, %d dead letters",
+        counts.applied, counts.findings, counts.dead_letters,
+    )  # fmt: skip
+
+
+def _exit_when_stuck(settings: Settings, watch: LinkWatch, counts: WorkCounts | None = None) -> None:
     """Started by the stop signal: after :data:`STOP_WITHIN` seconds, once the cluster does not
     answer, say so in one line, remove the worker's own folder and alive file, and exit (0).
 
@@ -932,6 +993,8 @@ def _exit_when_stuck(settings: Settings, watch: LinkWatch) -> None:
         shutil.rmtree(worker_datadir(settings), ignore_errors=True)
         if settings.worker.alive_file is not None:
             settings.worker.alive_file.unlink(missing_ok=True)
+        if counts is not None:
+            _stopped_line(counts)
         logging.shutdown()
         os._exit(0)
 
@@ -951,12 +1014,21 @@ def run_worker(settings: Settings) -> None:
     """
     app = create_app(settings)
     watch = watch_link(app, settings)
+    counts: WorkCounts = app.work_counts  # type: ignore[attr-defined]
+    say_lifecycle()
+    topics = settings.topics
+    says.info(
+        "worker starting: group %s, reading %s, writing %s, %s, %s, %s; Kafka at %s; compression %s",
+        topics.app_id, topics.events.name, topics.findings.name, topics.rounds.name, topics.snapshots.name,
+        topics.dead_letter.name, settings.kafka.bootstrap, settings.kafka.compression,
+    )  # fmt: skip
     try:
         worker = _worker_class()(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
-        worker.on_stop_signal = lambda: _exit_when_stuck(settings, watch)  # type: ignore[attr-defined]
+        worker.on_stop_signal = lambda: _exit_when_stuck(settings, watch, counts)  # type: ignore[attr-defined]
         worker.spinner = None
         worker.execute_from_commandline()
     finally:
+        _stopped_line(counts)
         shutil.rmtree(worker_datadir(settings), ignore_errors=True)
         if settings.worker.alive_file is not None:
             settings.worker.alive_file.unlink(missing_ok=True)

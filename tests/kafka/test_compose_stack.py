@@ -310,6 +310,11 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
             assert stop(w, signal.SIGTERM) == 0, [log.read_text() for log in logs.iterdir()]
         # compose's stop signal for the projector (SIGTERM): it closes the DuckDB file and exits 0
         assert stop(projector, signal.SIGTERM) == 0, (logs / "projector.log").read_text()
+    # the workers said what they did at the compose file's log level: start, assignment, stop
+    for i in range(replicas):
+        said = (logs / f"worker-{i}.log").read_text()
+        for line in ("worker starting: group", "; Kafka at ", "assigned ", "worker stopped: "):
+            assert line in said, said
 
     db = data / "dealtrail.duckdb"
     assert db.is_file(), (logs / "projector.log").read_text()

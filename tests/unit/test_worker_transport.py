@@ -124,3 +124,13 @@ def test_only_one_shot_clients_give_up_after_the_connect_timeout(monkeypatch: py
     kafka = Settings().kafka
     assert client_config(kafka, "project", one_shot=True)["bootstrap_timeout_ms"] == 2500
     assert "bootstrap_timeout_ms" not in client_config(kafka, "publisher")  # rides out a broker restart
+
+
+def test_the_assignment_line_names_the_events_topics_partitions_only() -> None:
+    from faust.types import TP
+
+    from streams.app import partitions_line
+
+    tps = {TP("ns.dealing-events.v1", 2), TP("ns.dealing-events.v1", 0), TP("ns-worker-table-states-changelog", 1)}
+    assert partitions_line(tps, "ns.dealing-events.v1") == "ns.dealing-events.v1[0, 2]"
+    assert partitions_line(set(), "ns.dealing-events.v1") == "no partition of ns.dealing-events.v1"
