@@ -32,12 +32,18 @@ class LinkStatus:
         lag_seconds: how long ago the process had read every record then on the topics
             (seconds; 0 when caught up); None until first measured.
         down_seconds: seconds since the connection was lost (seconds); None when connected.
+        consumption_errors: record batches the process could not read and stored as dead letters
+            (a corrupt batch, a codec it cannot decompress) since it started; they are not
+            outages: consumption went on past each.
+        last_consumption_error: where and what the latest of them was; None if none.
     """
 
     connected: bool
     lag_messages: int | None
     lag_seconds: float | None
     down_seconds: float | None
+    consumption_errors: int = 0
+    last_consumption_error: str | None = None
 
     def ready(self, max_lag_seconds: float) -> bool:
         """Connected and caught up: nothing left to read, or behind by at most ``max_lag_seconds``."""
@@ -54,6 +60,8 @@ class LinkStatus:
             "lag_seconds": None if self.lag_seconds is None else round(self.lag_seconds, 1),
             "max_lag_seconds": max_lag_seconds,
             "down_seconds": None if self.down_seconds is None else round(self.down_seconds, 1),
+            "consumption_errors": self.consumption_errors,
+            "last_consumption_error": self.last_consumption_error,
         }
 
 
@@ -78,6 +86,8 @@ class KafkaLink:
         self._lag: int | None = None
         self._behind = 0.0
         self._measured_at: float | None = None
+        self._errors = 0
+        self._last_error: str | None = None
 
     @property
     def connected(self) -> bool:
@@ -133,6 +143,13 @@ class KafkaLink:
                 )
         self._say(line)
 
+    def consumption_error(self, what: str) -> None:
+        """A record batch could not be read and was dead-lettered (``what``: where, and the
+        error's kind): counted for ``/readyz``, apart from the connection, which it says nothing about."""
+        with self._lock:
+            self._errors += 1
+            self._last_error = what[:300]
+
     def lag(self, messages: int, seconds: float) -> None:
         """The lag, as just measured: records left to read on the topics (messages), and how long
         ago the process had read everything there was (seconds; 0 when caught up)."""
@@ -153,6 +170,8 @@ class KafkaLink:
                 lag_messages=self._lag,
                 lag_seconds=behind,
                 down_seconds=None if self._down_since is None else now - self._down_since,
+                consumption_errors=self._errors,
+                last_consumption_error=self._last_error,
             )
 
 

@@ -436,7 +436,14 @@ class _Run:
         probe = Backoff(first=1.0, cap=RETRY_CAP)
         next_probe = 0.0
         while not stop.is_set():
-            polled = consumer.poll(timeout_ms=poll_ms, max_records=self.max_records)
+            try:
+                polled = consumer.poll(timeout_ms=poll_ms, max_records=self.max_records)
+            except Exception as exc:
+                # a record batch that cannot be read (corrupt, or a codec it cannot decompress) is
+                # a dead letter, not an outage: found, stored with its partition and offsets, passed
+                if not unreadable_error(exc) or not self.skip_unreadable(consumer, exc):
+                    raise
+                continue
             if polled:
                 with self.lock:
                     added = _write(
@@ -474,6 +481,56 @@ class _Run:
                 return True
         return True
 
+    def skip_unreadable(self, consumer: Any, exc: BaseException) -> bool:
+        """Find the record batch a poll failed on (``exc``), store it as a dead letter (reason
+        ``unreadable_batch``, its partition and offsets, the error) with the partition's next
+        offset in the same transaction, and move the consumer past it.
+
+        The batch is found by reading each partition that has records left from the consumer's
+        position with a probe consumer (no group): the one that fails there holds it; its end is
+        the first offset after the position that reads (a binary search, a few reads).
+
+        Returns:
+            True if a batch was found and passed; False if every partition reads (the error
+            was not a batch's: the caller raises it).
+        """
+        ends = consumer.end_offsets(self.parts, timeout_ms=REQUEST_MS)
+        probe = Probe(self.settings)
+        try:
+            for tp in self.parts:
+                start, end = int(consumer.position(tp)), int(ends.get(tp, 0))
+                if start >= end or probe.reads(tp, start):
+                    continue
+                low, high = start + 1, end
+                while low < high:
+                    mid = (low + high) // 2
+                    if probe.reads(tp, mid):
+                        high = mid
+                    else:
+                        low = mid + 1
+                where = f"{tp.topic}[{tp.partition}]@{start}" + (f"..{low - 1}" if low - 1 > start else "")
+                row = {
+                    "source": tp.topic,
+                    "position": where,
+                    "reason": "unreadable_batch",
+                    "detail": f"{type(exc).__name__}: {exc}"[:500],
+                    "raw": "",
+                }
+                offset = {"consumer": self.group, "topic": tp.topic, "partition": tp.partition, "next_offset": low}
+                with self.lock:
+                    self.summary.written.add(self.store.write_batch((), dead_letters=[row], offsets=[offset]))
+                self.summary.bad_records += 1
+                consumer.seek(tp, low)
+                self.link.consumption_error(f"{where}: {type(exc).__name__}")
+                log.warning(
+                    "%s cannot be read (%s): stored as a dead letter (unreadable_batch); reading on from offset %d",
+                    where, row["detail"][:200], low,
+                )  # fmt: skip
+                return True
+        finally:
+            probe.close()
+        return False
+
     def lag(self, consumer: Any) -> int | None:
         """Records left to read on every partition (messages), or None when the cluster did not
         answer within :data:`REQUEST_MS` (the link is then marked down). The lag in seconds is
@@ -496,6 +553,54 @@ class _Run:
         self.link.up()
         self.link.lag(lag, now - self.reached_at if lag else 0.0)
         return lag
+
+
+def unreadable_error(exc: BaseException) -> bool:
+    """True if ``exc``, raised by a poll, may come from a record batch the client cannot read
+    (a CRC mismatch, a codec it lacks, a decompression or parse failure) rather than from the
+    connection: kafka-python's ``CorruptRecordError`` and ``UnsupportedCodecError``, or an
+    error of no Kafka kind (the codec libraries raise their own)."""
+    from kafka.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
+
+    if isinstance(exc, CorruptRecordError | UnsupportedCodecError):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, KafkaError)
+
+
+class Probe:
+    """A consumer without a group that tells whether a partition reads from an offset.
+
+    Args:
+        settings: the cluster settings.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            **client_config(settings.kafka, "dealtrail-projector-probe", one_shot=True), enable_auto_commit=False
+        )
+
+    def reads(self, tp: Any, offset: int, within: float = 5.0) -> bool:
+        """True if a fetch of ``tp`` from ``offset`` returns records (or none within ``within``
+        seconds); False if it fails as an unreadable batch does (:func:`unreadable_error`)."""
+        self.consumer.assign([tp])
+        self.consumer.seek(tp, offset)
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                if self.consumer.poll(timeout_ms=500, max_records=1):
+                    return True
+            except Exception as exc:
+                if unreadable_error(exc):
+                    return False
+                raise
+        return True
+
+    def close(self) -> None:
+        """Close the probe's consumer."""
+        with contextlib.suppress(Exception):
+            self.consumer.close(autocommit=False, timeout_ms=CLOSE_MS)
 
 
 class SnapshotGate:

@@ -68,7 +68,10 @@ def test_readiness_needs_the_connection_and_a_lag_within_the_bound() -> None:
     body = link.status().as_json(60)
     assert body["ready"] is False
     assert body["kafka"] == "disconnected"
-    assert set(body) == {"ready", "kafka", "lag_messages", "lag_seconds", "max_lag_seconds", "down_seconds"}
+    assert set(body) == {
+        "ready", "kafka", "lag_messages", "lag_seconds", "max_lag_seconds", "down_seconds",
+        "consumption_errors", "last_consumption_error",
+    }  # fmt: skip
 
 
 def test_the_backoff_doubles_up_to_its_cap_and_starts_again_after_a_success() -> None:
@@ -133,3 +136,26 @@ def test_an_ordinary_client_warning_is_not_taken_for_an_outage(message: str) -> 
     link.up()
     assert LinkWatch(link, clock).filter(_record(message, logging.WARNING))
     assert link.connected and lines == []
+
+
+def test_a_consumption_error_is_counted_apart_from_the_connection_and_says_no_line() -> None:
+    said: list[str] = []
+    link = KafkaLink("k:1", said.append)
+    link.up()
+    link.lag(0, 0.0)
+    link.consumption_error("ns.dealing-events.v1[0]@5..44: CorruptRecordError")
+    body = link.status().as_json(30.0)
+    assert body["kafka"] == "connected" and body["ready"] is True
+    assert body["consumption_errors"] == 1
+    assert body["last_consumption_error"] == "ns.dealing-events.v1[0]@5..44: CorruptRecordError"
+    assert said == [], "a batch that cannot be read is not an outage"
+
+
+def test_a_batch_error_is_told_from_a_connection_error() -> None:
+    from kafka.errors import CorruptRecordError, KafkaConnectionError, NodeNotReadyError, UnsupportedCodecError
+
+    from projections.projector import unreadable_error
+
+    assert unreadable_error(CorruptRecordError("crc")) and unreadable_error(UnsupportedCodecError("zstd"))
+    assert unreadable_error(IndexError("bytearray index out of range"))  # a codec library's own
+    assert not unreadable_error(KafkaConnectionError("refused")) and not unreadable_error(NodeNotReadyError())

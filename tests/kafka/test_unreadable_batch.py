@@ -1,0 +1,112 @@
+"""A record batch that cannot be read (its compressed payload corrupted on the broker's disk, its
+CRC made to match, so that only decompression fails) is a dead letter with its partition and
+offsets, not an outage: the projector stores it, reads on past it and ``/readyz`` counts it
+apart from the connection."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.kafka.conftest import Cluster, stop
+
+pytestmark = pytest.mark.kafka
+
+HEADER = 61
+"""Bytes of a v2 record batch's header: the records (compressed as one) follow it."""
+
+
+def broker_data() -> Path:
+    """The test broker's data folder (ops/kafka/broker: ``$DEALTRAIL_KAFKA_STATE/data``)."""
+    home = Path(os.environ.get("DEALTRAIL_KAFKA_HOME", Path.home() / ".cache" / "dealtrail" / "kafka"))
+    return Path(os.environ.get("DEALTRAIL_KAFKA_STATE", home / "run")) / "data"
+
+
+def corrupt_batch(topic: str, partition: int, base_offset: int) -> int:
+    """Overwrite the compressed records of the batch at ``base_offset`` in the partition's log with
+    other bytes and give it the CRC-32C of its new content; returns its last offset."""
+    from kafka.record._crc32c import crc as crc32c
+
+    folder = broker_data() / f"{topic}-{partition}"
+    for log in sorted(folder.glob("*.log")):
+        data = bytearray(log.read_bytes())
+        at = 0
+        while at + HEADER <= len(data):
+            base, length = struct.unpack_from(">qi", data, at)
+            end = at + 12 + length
+            if base == base_offset:
+                (delta,) = struct.unpack_from(">i", data, at + 23)
+                body = range(at + HEADER + 8, end)  # keep the codec's frame magic: fail inside it
+                for i in body:
+                    data[i] = (data[i] * 7 + 13) % 256
+                struct.pack_into(">I", data, at + 17, crc32c(bytes(data[at + 21 : end])))
+                with log.open("r+b") as fh:
+                    fh.seek(at)
+                    fh.write(bytes(data[at:end]))
+                return base + delta
+            at = end
+    raise AssertionError(f"no batch at offset {base_offset} in {folder}")
+
+
+def test_a_batch_that_does_not_decompress_is_a_dead_letter_and_the_projector_reads_on(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    import duckdb
+    import httpx
+    from confluent_kafka import Producer
+
+    from dealtrail.simulator.run import write_simulation
+
+    topic = cluster.settings().topics.events.name
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": "zstd", "linger.ms": 200})
+    offsets: list[int] = []
+    for n in range(40):
+        value = b'{"note": "a vendor record that will not decompress", "n": %d, "pad": "%s"}' % (n, b"x" * 200)
+        producer.produce(topic, key=b"VENDOR-1", value=value, partition=0,
+                         on_delivery=lambda err, msg: offsets.append(msg.offset()))  # fmt: skip
+    assert producer.flush(30) == 0
+    first, last = min(offsets), max(offsets)
+    assert corrupt_batch(topic, 0, first) == last, "the 40 records should form one batch"
+
+    events = tmp_path / "after.jsonl"  # good events after it, in every partition
+    write_simulation(events, tables=4, hours=0.05, seed=8, error_rate=0.0, duplicate_rate=0.0)
+    cluster.cli("publish", str(events))
+
+    db, log = tmp_path / "stream.duckdb", tmp_path / "projector.log"
+    port = 18000 + os.getpid() % 1000
+    projector = cluster.start(log, "project", "--db", str(db), "--serve", f"127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 120
+        ready = None
+        while time.monotonic() < deadline:
+            time.sleep(2)
+            assert projector.poll() is None, log.read_text()
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()
+            except httpx.HTTPError:
+                continue
+            if ready.get("consumption_errors") and ready.get("lag_messages") == 0:
+                break
+        assert ready is not None and ready["consumption_errors"] == 1, (ready, log.read_text())
+        assert ready["kafka"] == "connected" and ready["ready"], ready
+        assert f"{topic}[0]@{first}..{last}" in ready["last_consumption_error"], ready
+    finally:
+        assert stop(projector) == 0, log.read_text()
+    said = log.read_text()
+    assert "lost the connection" not in said, said
+    assert f"{topic}[0]@{first}..{last} cannot be read" in said, said
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        dead = con.execute(
+            "SELECT position, reason, detail FROM dead_letters WHERE reason = 'unreadable_batch'"
+        ).fetchall()
+        stored = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+    assert [(p, r) for p, r, _ in dead] == [(f"{topic}[0]@{first}..{last}", "unreadable_batch")], dead
+    published = sum(1 for line in events.read_bytes().splitlines() if line.strip())
+    assert stored == published, "every event after the batch is stored"
