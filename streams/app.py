@@ -35,6 +35,7 @@ from pydantic import TypeAdapter
 from schemas import events as ev
 from schemas.codec import DecodeError, decode, encode
 from schemas.snapshots import TableSnapshot
+from streams.batches import guard_aiokafka
 from streams.clock import IntakeClock, utc_now
 from streams.engine import EventRejected, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
@@ -750,10 +751,23 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             log.info("%d duplicate deliveries skipped (exact copies of events judged before)", duplicates[0])
             reported[0] = duplicates[0]
 
+    # record batches the consumer cannot read are passed over (streams.batches) and dead-lettered here
+    unreadable = guard_aiokafka()
+
+    async def report_unreadable() -> None:
+        while unreadable:
+            bad = unreadable.popleft()
+            log.warning(
+                "%s cannot be read (%s): sent to the dead-letter topic (unreadable_batch); reading on from offset %d",
+                bad.position, bad.error[:200], bad.last + 1,
+            )  # fmt: skip
+            await dead_letter(bad.topic, None, bad.position, "unreadable_batch", bad.error, b"")
+
     @app.timer(interval)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped
     async def write_states_on_time() -> None:
         """Write the changed states every ``interval`` even when no batch comes (a rebalance
-        waits for every held event to be acknowledged)."""
+        waits for every held event to be acknowledged), and dead-letter the batches passed over."""
+        await report_unreadable()
         async with lock:
             if windows and not draining[0]:
                 await release_idle(time.monotonic())

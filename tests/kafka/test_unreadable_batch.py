@@ -1,7 +1,7 @@
 """A record batch that cannot be read (its compressed payload corrupted on the broker's disk, its
 CRC made to match, so that only decompression fails) is a dead letter with its partition and
 offsets, not an outage: the projector stores it, reads on past it and ``/readyz`` counts it
-apart from the connection."""
+apart from the connection; the worker sends it to the dead-letter topic and consumes on."""
 
 from __future__ import annotations
 
@@ -52,11 +52,13 @@ def corrupt_batch(topic: str, partition: int, base_offset: int) -> int:
     raise AssertionError(f"no batch at offset {base_offset} in {folder}")
 
 
-def test_a_batch_that_does_not_decompress_is_a_dead_letter_and_the_projector_reads_on(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    import duckdb
-    import httpx
+def inject_unreadable_batch(cluster: Cluster, tmp_path: Path) -> tuple[int, int, Path]:
+    """Put a zstd batch of 40 records on partition 0 of the events topic (librdkafka) and corrupt
+    it on the broker's disk, then publish good events of 4 tables after it.
+
+    Returns:
+        The batch's first and last offsets, and the file of the good events.
+    """
     from confluent_kafka import Producer
 
     from dealtrail.simulator.run import write_simulation
@@ -75,6 +77,17 @@ def test_a_batch_that_does_not_decompress_is_a_dead_letter_and_the_projector_rea
     events = tmp_path / "after.jsonl"  # good events after it, in every partition
     write_simulation(events, tables=4, hours=0.05, seed=8, error_rate=0.0, duplicate_rate=0.0)
     cluster.cli("publish", str(events))
+    return first, last, events
+
+
+def test_a_batch_that_does_not_decompress_is_a_dead_letter_and_the_projector_reads_on(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    import duckdb
+    import httpx
+
+    topic = cluster.settings().topics.events.name
+    first, last, events = inject_unreadable_batch(cluster, tmp_path)
 
     db, log = tmp_path / "stream.duckdb", tmp_path / "projector.log"
     port = 18000 + os.getpid() % 1000
@@ -110,3 +123,30 @@ def test_a_batch_that_does_not_decompress_is_a_dead_letter_and_the_projector_rea
     assert [(p, r) for p, r, _ in dead] == [(f"{topic}[0]@{first}..{last}", "unreadable_batch")], dead
     published = sum(1 for line in events.read_bytes().splitlines() if line.strip())
     assert stored == published, "every event after the batch is stored"
+
+
+def test_the_worker_dead_letters_a_batch_it_cannot_read_and_consumes_on(cluster: Cluster, tmp_path: Path) -> None:
+    import json
+
+    from streams.kafka import read_range
+
+    s = cluster.settings()
+    topic = s.topics.events.name
+    first, last, _ = inject_unreadable_batch(cluster, tmp_path)
+    log = tmp_path / "worker.log"
+    worker = cluster.start_worker(log)
+    try:
+        cluster.wait_consumed(timeout=120)  # every offset, the batch's included: committed past it
+        assert worker.poll() is None, log.read_text()
+    finally:
+        assert stop(worker) == 0, log.read_text()
+    said = log.read_text()
+    assert f"{topic}[0]@{first}..{last} cannot be read" in said, said
+    dead = [
+        json.loads(r.value)
+        for p in range(s.topics.dead_letter.partitions)
+        for r in read_range(s.kafka, s.topics.dead_letter.name, p, 0, None, None)
+    ]
+    batches = [d for d in dead if d["reason"] == "unreadable_batch"]
+    assert [d["position"] for d in batches] == [f"{topic}[0]@{first}..{last}"], dead
+    assert "DecompressionError" in batches[0]["detail"], batches
