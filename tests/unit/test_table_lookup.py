@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dealtrail.verify import check_chain
+from dealtrail.ingest.verify import check_chain
 from streams.kafka import likely_partitions, partition_for
 
 
