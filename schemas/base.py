@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -128,6 +128,12 @@ SCHEMA_VERSION = 2
 Version 1 events are still read (:mod:`schemas.codec`); an omitted ``schema_version`` is 1."""
 
 
+def _absent(value: Any) -> bool:
+    """True for a field value left out of the JSON (an optional field added later: events
+    written before it serialise, and so hash, as they did)."""
+    return value is None
+
+
 class Frozen(BaseModel):
     """Base of every schema model: immutable, unknown fields rejected."""
 
@@ -165,6 +171,10 @@ class Envelope(Frozen):
         prev_hash: the ``hash`` of the previous event of the table (None for the first, or when
             the source does not chain its events).
         hash: SHA-256 of this event's canonical JSON without ``hash`` (see :mod:`schemas.chain`).
+        hash_version: which canonical JSON ``hash`` is computed over: 2 for RFC 8785
+            (:mod:`schemas.canonical`, every event chained now); absent (None, and then left out
+            of the JSON) for the encoding of dealtrail 0.2.0 (pydantic's compact JSON in schema
+            order), which stored events keep and ``verify`` still reads.
     """
 
     event_id: Identifier
@@ -181,3 +191,4 @@ class Envelope(Frozen):
     corrects: Identifier | None = None
     prev_hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
     hash: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
+    hash_version: Literal[2] | None = Field(default=None, exclude_if=_absent)

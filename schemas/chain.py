@@ -1,9 +1,12 @@
 """The per-table hash chain: every event carries the SHA-256 of the table's previous event.
 
-``hash`` = SHA-256 over the event's canonical JSON (pydantic's serialisation, field order
-fixed by the schema) with the ``hash`` field left out and ``prev_hash`` included, so altering,
-inserting or deleting any stored event breaks the chain at that event. Pure: standard library
-and pydantic only.
+``hash`` = SHA-256 over the event's canonical JSON with the ``hash`` field left out and
+``prev_hash`` included, so altering, inserting or deleting any stored event breaks the chain at
+that event. The event's ``hash_version`` says which canonical JSON: 2 (what :func:`stamped`
+writes) is RFC 8785 (:func:`schemas.canonical.canonical_json`) of the event's JSON, so anyone
+can recompute it from a standard; absent is dealtrail 0.2.0's encoding (pydantic's compact JSON
+in the schema's field order), which stored events keep and :func:`chain_hash` still reads.
+``hash_version`` is itself inside what the hash covers. Pure: standard library and pydantic only.
 """
 
 from __future__ import annotations
@@ -12,30 +15,31 @@ import hashlib
 from typing import TypeVar
 
 from schemas.base import Envelope
+from schemas.canonical import JCS, canonical_sha256
 
 E = TypeVar("E", bound=Envelope)
 
 
+HASH_VERSION = JCS
+"""The ``hash_version`` :func:`stamped` writes (RFC 8785)."""
+
+
 def chain_hash(event: Envelope) -> str:
-    """The SHA-256 (64 hex characters) of ``event`` without its ``hash`` field."""
-    return hashlib.sha256(event.model_dump_json(exclude={"hash"}).encode()).hexdigest()
-
-
-_NULL_HASH = b',"hash":null'
+    """The SHA-256 (64 hex characters) of ``event`` without its ``hash`` field, in the encoding
+    its ``hash_version`` names (RFC 8785 for 2; 0.2.0's pydantic JSON when absent)."""
+    if event.hash_version is None:
+        return hashlib.sha256(event.model_dump_json(exclude={"hash"}).encode()).hexdigest()
+    return canonical_sha256(event.model_dump(mode="json", exclude={"hash"}))
 
 
 def stamped(event: E, prev_hash: str | None) -> tuple[E, bytes]:
-    """``event`` with ``prev_hash`` set and its own ``hash``, and its canonical JSON bytes.
-
-    Serialises once: the canonical JSON without the ``hash`` field (what :func:`chain_hash`
-    hashes) is the JSON with ``"hash":null`` taken out, which is the first such key in it (the
-    envelope's fields come first, and no event has a free-form object that could hold one).
+    """``event`` with ``prev_hash``, ``hash_version`` (:data:`HASH_VERSION`) and its own
+    ``hash`` set, and the JSON bytes it is stored and sent as (pydantic's, in schema order).
     """
-    base = event.model_copy(update={"prev_hash": prev_hash, "hash": None})
-    data = base.__pydantic_serializer__.to_json(base)
-    digest = hashlib.sha256(data.replace(_NULL_HASH, b"", 1)).hexdigest()
+    base = event.model_copy(update={"prev_hash": prev_hash, "hash": None, "hash_version": HASH_VERSION})
+    digest = canonical_sha256(base.model_dump(mode="json", exclude={"hash"}))
     linked = base.model_copy(update={"hash": digest})
-    return linked, data.replace(b'"hash":null', b'"hash":"' + digest.encode() + b'"', 1)
+    return linked, linked.__pydantic_serializer__.to_json(linked)
 
 
 class Chainer:
@@ -144,7 +148,11 @@ class Chainer:
         if head is None or event.seq > head[0]:
             self.heads[event.table_id] = (event.seq, event.hash)
         recent = self._recent.setdefault(event.table_id, {})
-        recent[event.seq] = (event.model_copy(update={"prev_hash": None, "hash": None}), event, None)
+        recent[event.seq] = (
+            event.model_copy(update={"prev_hash": None, "hash": None, "hash_version": None}),
+            event,
+            None,
+        )
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]
 
@@ -164,6 +172,7 @@ class Chainer:
 
 _PREV_KEY = b',"prev_hash":'
 _HASH_KEY = b',"hash":'
+_VERSION_KEY = b',"hash_version":'
 _NULL = b"null"
 _HASH_VALUE = 66
 """Bytes of a hash value in canonical JSON: 64 hex digits and two quotes."""
@@ -182,7 +191,7 @@ def copy_key(data: bytes, event_hash: str | None) -> CopyKey:
 
     ``content`` is a 64-bit digest of the event's canonical JSON (``data``, as
     :func:`schemas.codec.encode` or :func:`stamped` wrote it) with its chain fields
-    (``prev_hash``, ``hash``) left out: everything the event says, its ``event_id`` included.
+    (``prev_hash``, ``hash``, ``hash_version``) left out: everything the event says, its ``event_id`` included.
     ``chain`` is a digest of its ``hash``, 0 without one. Two events are the same fact when
     their contents are equal and, if the later one carries a hash, their chains too
     (:func:`same_fact`): an event re-sent without its chain fields is a copy of the stamped
@@ -208,6 +217,8 @@ def copy_key(data: bytes, event_hash: str | None) -> CopyKey:
     if not data.startswith(_HASH_KEY, mid):
         raise ValueError("not an event's canonical JSON: prev_hash is not followed by hash")
     end = _value_end(data, mid + len(_HASH_KEY))
+    if data.startswith(_VERSION_KEY, end):  # hash_version, a chain field too (one digit)
+        end += len(_VERSION_KEY) + 1
     content = hash(data[:start] + data[end:]) or 1
     return content, 0 if event_hash is None else hash(event_hash) or 1
 

@@ -79,7 +79,11 @@ def _content_digest(event: DealingEvent) -> bytes:
     """A digest of an event's content without its chain fields (``prev_hash``, ``hash``)."""
     import hashlib
 
-    bare = event.model_copy(update={"prev_hash": None, "hash": None}) if event.hash is not None else event
+    bare = (
+        event.model_copy(update={"prev_hash": None, "hash": None, "hash_version": None})
+        if event.hash is not None
+        else event
+    )
     return hashlib.blake2b(encode(bare), digest_size=16).digest()
 
 

@@ -161,7 +161,7 @@ and a parallel insert left them in hash order: 500 events of one table spread ov
 whose payloads were all decompressed to read them)."""
 
 
-_NO_CHAIN = """'{"prev_hash":null,"hash":null}'"""
+_NO_CHAIN = """'{"prev_hash":null,"hash":null,"hash_version":null}'"""
 SAME_FACT_SQL = (
     f"(json_merge_patch(b.payload, {_NO_CHAIN})::VARCHAR = json_merge_patch(e.payload, {_NO_CHAIN})::VARCHAR"
     " AND (b.payload->>'hash' IS NULL OR b.payload->>'hash' = e.payload->>'hash'))"
@@ -450,6 +450,7 @@ class Store:
         self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/records/access_log.py)
         self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/records/staff.py)
         self.con.execute(_sql("006_property_names.sql"))  # the property's names (projections/records/property.py)
+        self.con.execute(_sql("007_signing_keys.sql"))  # the public keys signatures are checked with (issue 35)
         summaries.ensure(self.con)  # the console's summaries; built once for a store written before them
 
     def check_held(self) -> None:

@@ -3,7 +3,9 @@ with (the engine before its hot path was reworked, commit 16be15b; refreshed on 
 revision 3, whose verdicts differ, and for revision 4, whose verdicts on this floor are revision 3's
 but carry revision 4, with each state's pending device faults; and refreshed once more when the
 simulator began dealing the floor events of 10.4, a new trail: with ``floor_events=False`` the trail,
-findings and states were the fixture's before, byte for byte), on a simulated floor with injected
+findings and states were the fixture's before, byte for byte; and when the chain's hashes became
+RFC 8785's (issue 35: every finding the same, the states differing only in the hashes and the
+digests of the events' bytes they hold)), on a simulated floor with injected
 errors, exact and conflicting duplicates, sequence gaps and broken hash links.
 
 The fixture (``tests/fixtures/engine-sameness.jsonl.gz``) holds, in order, every finding and
