@@ -92,6 +92,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "video": ("serve", "project"),
     "replica": ("audit", "project"),
     "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve"),
+    "signing": ("evidence", "keys", "serve", "project", "sign-report"),
     "remedy_window": ("audit", "demo", "simulate", "worker", "reaudit", "replay", "serve", "project", "evidence"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that

@@ -225,6 +225,22 @@ class ReportSettings(BaseModel):
     max_listed: int = Field(default=2_000, ge=1, le=1_000_000)
 
 
+class SigningSettings(BaseModel):
+    """The property's signing key (issue 35): evidence packages and sign-offs are signed with it.
+
+    Attributes:
+        key_file: the file holding the property's Ed25519 private key (PEM, PKCS #8), readable
+            by its owner only (``dealtrail keys create`` writes it 0600 and a key file others
+            can read is refused); unset: nothing is signed, and packages and sign-offs say so.
+            The key never goes into the store or a log; its public key is recorded in the store
+            with its validity period (``dealtrail keys show``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    key_file: Path | None = None
+
+
 class ConsoleSettings(BaseModel):
     """The compliance console (``dealtrail serve``).
 
@@ -494,6 +510,7 @@ class Settings(BaseSettings):
         video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
         replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
         archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
+        signing: see :class:`SigningSettings` (``DEALTRAIL_SIGNING__KEY_FILE``).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``1GB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -562,6 +579,7 @@ class Settings(BaseSettings):
     video: VideoSettings = VideoSettings()
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()
+    signing: SigningSettings = SigningSettings()
     duckdb_memory_limit: str = Field(default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 

@@ -3,7 +3,8 @@
 Each command is a few lines over one library function: :mod:`.simulate` (simulate, demo),
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
-:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff); :mod:`.common` holds what they share.
+:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key);
+:mod:`.common` holds what they share.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dealtrail.cli import (  # noqa: F401
     copies,
     evidence,
     integrity,
+    keys,
     replay,
     reports,
     schedule,

@@ -115,6 +115,7 @@ def _console_config(
         report_max_listed=settings.reports.max_listed,
         archive=settings.archive.dir,
         totp_key=totp_key(settings, db),
+        signing_key=settings.signing.key_file,
     )
 
 

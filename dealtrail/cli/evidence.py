@@ -23,12 +23,15 @@ def evidence(
 ) -> None:
     """Write a finding's evidence package for a regulator: the finding, its reviews, its events,
     their hash-chain links to the table's digest, and a README (check it with verify-package)."""
+    import getpass
     from datetime import UTC, datetime
 
     import duckdb
 
     from dealtrail.ingest.verify import load_digest
     from dealtrail.investigate.evidence import EvidenceError, build_package
+    from projections.records import property as stored_property
+    from projections.records.signing import SigningError, load_key
     from projections.store.private import make_private_dirs, open_private
     from projections.store.store import connect_read_only
 
@@ -52,8 +55,18 @@ def evidence(
     except duckdb.IOException as exc:
         raise _busy(db, exc) from None
     try:
-        package = build_package(con, finding, settings.plausibility, datetime.now(UTC), saved)
-    except EvidenceError as exc:
+        key = load_key(settings.signing.key_file) if settings.signing.key_file is not None else None
+        package = build_package(
+            con,
+            finding,
+            settings.plausibility,
+            datetime.now(UTC),
+            saved,
+            signer=key,
+            property_name=stored_property.resolve(con, settings.property_name),
+            made_by=f"{getpass.getuser()} (dealtrail evidence)",
+        )
+    except (EvidenceError, SigningError) as exc:
         raise _fail(str(exc)) from None
     finally:
         con.close()
@@ -66,15 +79,20 @@ def evidence(
             package.write(target)
         except EvidenceError as exc:
             raise _fail(str(exc)) from None
+    signed = f"signed by key {package.key_id}" if package.key_id else "NOT signed (no DEALTRAIL_SIGNING__KEY_FILE)"
     console.print(
-        f"evidence package of finding {finding} written to {target}: {package.events} events, "
-        f"{package.links} chain links (check it with: dealtrail verify-package {target})"
+        f"evidence package of finding {finding} written to {target}: a BagIt bag, {package.events} events, "
+        f"{package.links} chain links, {signed} (check it with: dealtrail verify-package {target})"
     )
 
 
 @app.command("verify-package")
 def verify_package(
     package: Annotated[Path, typer.Argument(help="The package's folder or zip.")],
+    public_key: Annotated[
+        Path | None,
+        typer.Option(help="The property's registered public key (PEM): the package must be signed with it."),
+    ] = None,
 ) -> None:
     """Check an evidence package without the store: its files (exactly the package's, none too
     large), every event against its hash and chain link, the links up to the digest head, and the
@@ -85,7 +103,9 @@ def verify_package(
     from dealtrail.investigate.evidence import verify_package as check
 
     try:
-        report = check(package)
+        report = check(package, public_key.read_bytes() if public_key is not None else None)
+    except OSError as exc:
+        raise _fail(f"cannot read --public-key {public_key}: {exc.strerror}") from None
     except EvidenceError as exc:
         raise _fail(escape(str(exc))) from None
     for note in report.notes:

@@ -92,6 +92,8 @@ class ConsoleConfig:
         totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
             its key file, resolved); None: the key file beside the store, as the settings'
             default (``dealtrail.console.totp.resolve_totp_key``).
+        signing_key: the file of the property's signing key (``DEALTRAIL_SIGNING__KEY_FILE``):
+            evidence packages and sign-offs made in the console are signed with it; None: not signed.
     """
 
     review_due: ReviewDue
@@ -110,6 +112,7 @@ class ConsoleConfig:
     report_max_listed: int | None = None
     archive: Path | None = None
     totp_key: bytes | None = field(default=None, repr=False)
+    signing_key: Path | None = None
 
 
 class LoginRequiredError(Exception):

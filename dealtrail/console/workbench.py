@@ -100,11 +100,21 @@ def router(console: Console) -> APIRouter:
     @routes.get("/findings/{finding_id}/evidence.zip", include_in_schema=False)
     def evidence_zip(finding_id: str, user: PageUser, con: Cursor) -> Response:
         from dealtrail.investigate.evidence import EvidenceError, build_package
+        from projections.records.signing import SigningError, load_key
 
         console.finding(con, finding_id)  # 404 for an unknown finding
         try:
-            package = build_package(con, finding_id, console.config.plausibility, console.config.clock())
-        except EvidenceError as exc:
+            key = load_key(console.config.signing_key) if console.config.signing_key is not None else None
+            package = build_package(
+                con,
+                finding_id,
+                console.config.plausibility,
+                console.config.clock(),
+                signer=key,
+                property_name=console.property_name(),
+                made_by=user.name,
+            )
+        except (EvidenceError, SigningError) as exc:
             raise HTTPException(409, f"no evidence package can be made: {exc}") from None
         data = package.zip_bytes(f"evidence-{finding_id}")
         log.info(

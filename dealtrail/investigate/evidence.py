@@ -45,6 +45,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dealtrail.investigate.bag import TAG_FILES, TAGMANIFEST, BagError, check_bag, make_bag
+from dealtrail.investigate.bag import info as bag_info
+from projections.records.signing import SIGNATURE_SUFFIX, SigningError, key_id, public_pem, sign
+from projections.records.signing import verify as verify_signature
+from schemas.canonical import JCS, canonical_sha256
 from schemas.chain import chain_hash
 from schemas.codec import DecodeError, decode
 from schemas.findings import Finding
@@ -54,9 +59,21 @@ from streams.engine.state import dump_state, load_state
 
 if TYPE_CHECKING:
     import duckdb
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-FORMAT = "dealtrail-evidence-1"
-"""The package format's name and version (``manifest.json``'s ``format``)."""
+FORMAT = "dealtrail-evidence-2"
+"""The package format's name and version (``manifest.json``'s ``format``): a BagIt bag whose
+payload (``data/``) holds :data:`FILES`, hashed in RFC 8785 form, signed when a key is set."""
+LEGACY_FORMAT = "dealtrail-evidence-1"
+"""The format of dealtrail 0.2.0's packages (:data:`FILES` at the top, no bag, no signature):
+still verified."""
+SIGNATURE = TAGMANIFEST + SIGNATURE_SUFFIX
+"""The detached Ed25519 signature over the bag's tag manifest (which covers ``bag-info.txt``
+and the payload manifest, and through it every payload file)."""
+PUBLIC_KEY = "signing-key.pem"
+"""The public key the signature verifies with (compare its ID with the property's registered key)."""
+BAG_TAGS = (*TAG_FILES, SIGNATURE, PUBLIC_KEY)
+"""The files a bag may hold at its top."""
 
 FILES = (
     "README.md",
@@ -83,15 +100,23 @@ class EvidenceError(ValueError):
 
 @dataclass
 class Package:
-    """A package's files (name -> bytes) and what the caller reports about it."""
+    """A package: its payload files (name -> bytes), the whole bag, and what the caller reports.
+
+    Attributes:
+        files: the payload, :data:`FILES` by name (``data/`` of the bag).
+        bag: every file of the BagIt bag by relative path (tag files, signature, ``data/...``).
+        key_id: the ID of the key that signed it (None: not signed).
+    """
 
     finding_id: str
     files: dict[str, bytes]
     events: int
     links: int
+    bag: dict[str, bytes] = field(default_factory=dict)
+    key_id: str | None = None
 
     def write(self, out: Path) -> Path:
-        """Write the files into the folder ``out`` (created owner-only, files 0600).
+        """Write the bag into the folder ``out`` (created owner-only, folders 0700, files 0600).
 
         Raises:
             EvidenceError: ``out`` exists and is not an empty folder (a package is never
@@ -101,22 +126,22 @@ class Package:
 
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise EvidenceError(f"{out} exists and is not an empty folder: choose a new --out")
-        make_private_dirs(out)
-        for name in FILES:
-            with open_private(out / name, binary=True) as fh:
-                fh.write(self.files[name])
+        make_private_dirs(out / "data")
+        for rel, data in self.bag.items():
+            with open_private(out / rel, binary=True) as fh:
+                fh.write(data)
         return out
 
     def zip_bytes(self, folder: str) -> bytes:
-        """The package as a zip whose entries lie in ``folder/`` (fixed entry times: the same
+        """The bag as a zip whose entries lie in ``folder/`` (fixed entry times: the same
         package gives the same bytes)."""
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name in FILES:
-                info = zipfile.ZipInfo(f"{folder}/{name}", date_time=(2000, 1, 1, 0, 0, 0))
+            for rel, data in self.bag.items():
+                info = zipfile.ZipInfo(f"{folder}/{rel}", date_time=(2000, 1, 1, 0, 0, 0))
                 info.external_attr = 0o600 << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, self.files[name])
+                zf.writestr(info, data)
         return buf.getvalue()
 
 
@@ -171,6 +196,9 @@ def build_package(
     limits: Plausibility | None,
     generated_at: datetime,
     digest: dict[str, Any] | None = None,
+    signer: Ed25519PrivateKey | None = None,
+    property_name: str | None = None,
+    made_by: str = "dealtrail evidence",
 ) -> Package:
     """Gather the evidence package of one finding from the store.
 
@@ -182,6 +210,10 @@ def build_package(
         generated_at: when the package is made (timezone-aware), written to the manifest.
         digest: a saved digest's ``tables`` (``dealtrail digest --out``); None: the table's
             chain head now, computed as ``dealtrail digest`` does.
+        signer: the property's signing key (:func:`projections.records.signing.load_key`): the bag's tag
+            manifest is signed with it; None: the package is not signed.
+        property_name: the property (``bag-info.txt``'s ``Source-Organization``); None: not named.
+        made_by: who made the package (a console user's name, or the command).
 
     Returns:
         The :class:`Package` (nothing written yet).
@@ -306,7 +338,8 @@ def build_package(
     ).fetchall()[0][0]
     head = given if given is not None else {"head_seq": last[0], "head_hash": last[2], "events": int(chained)}
     for s in states:
-        s["state_sha256"] = hashlib.sha256(json.dumps(s["state"], sort_keys=True).encode()).hexdigest()
+        s["hash_version"] = JCS
+        s["state_sha256"] = canonical_sha256(s["state"])
     review_rows = reviews.history(con, finding_id) if reviews.has_console_tables(con) else []
     finding_doc = {
         "finding_id": finding_id,
@@ -349,7 +382,26 @@ def build_package(
         "start-states.json": _dumps(states),
     }
     files["README.md"] = readme(manifest, first).encode()
-    return Package(finding_id, files, len(lines), len(links))
+    info: dict[str, str] = {
+        "Source-Organization": property_name or "property not named",
+        "External-Identifier": f"finding {finding_id}",
+        "External-Description": f"{first.rule_id} ({first.citation}) at table {table_id}, round {first.round_id}",
+        "Bagging-Date": generated_at.astimezone(UTC).date().isoformat(),
+        "Bagging-Time": generated_at.astimezone(UTC).isoformat(),
+        "Contact-Name": made_by,
+        "Bag-Software-Agent": f"dealtrail (engine {ENGINE_VERSION}, rulebook revision {RULEBOOK_REVISION})",
+        "Dealtrail-Format": FORMAT,
+    }
+    kid = None
+    if signer is not None:
+        pem = public_pem(signer)
+        kid = key_id(pem)
+        info["Dealtrail-Signing-Key"] = kid
+    bag = make_bag({name: files[name] for name in FILES}, info)
+    if signer is not None:
+        bag[SIGNATURE] = sign(signer, bag[TAGMANIFEST])
+        bag[PUBLIC_KEY] = pem
+    return Package(finding_id, files, len(lines), len(links), bag, kid)
 
 
 def readme(manifest: dict[str, Any], finding: Finding) -> str:
@@ -522,10 +574,19 @@ def _check_directory(path: Path) -> None:
 class _Folder:
     """Read a package from a folder or a zip (whose files lie in one folder, or none).
 
-    Its layout is checked first, before any content: exactly the files of :data:`FILES`, each
+    Its layout is checked first, before any content. A package of :data:`FORMAT` is a BagIt bag:
+    the tag files (:data:`dealtrail.investigate.bag.TAG_FILES`, and the signature and public key when
+    signed) at its top and the payload as plain files in ``data/`` (which files the payload
+    holds is the bag's manifest's to say: :func:`dealtrail.investigate.bag.check_bag`). A package of
+    :data:`LEGACY_FORMAT` (0.2.0) holds exactly :data:`FILES` at its top. Either way: each file
     once, none larger than :data:`MAX_FILE_BYTES` (:data:`MAX_TOTAL_BYTES` together); in a zip,
-    no member twice (by its file name), nested, absolute or with ``..``; in a folder, nothing else
-    (no subfolder, no link).
+    no member twice, nested deeper, absolute or with ``..``, none outside the package's folder;
+    in a folder, no link and no other subfolder.
+
+    Attributes:
+        files: relative path (``data/events.jsonl``, ``bagit.txt``; ``events.jsonl`` in a 0.2.0
+            package) -> bytes.
+        bag: True for a BagIt bag.
 
     Raises:
         EvidenceError: no package at the path, or neither a folder nor a zip.
@@ -535,24 +596,33 @@ class _Folder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.files: dict[str, bytes] = {}
+        self.bag = False
         if path.is_file():
             self._read_zip(path)
         elif path.is_dir():
+            self.bag = (path / "bagit.txt").exists()
             self._read_folder(path)
         else:
             raise EvidenceError(f"no package at {path}")
-        missing = [name for name in FILES if name not in self.files]
-        if missing:
-            raise PackageRefused(f"the package has no {missing[0]}")
+        if not self.bag:
+            missing = [name for name in FILES if name not in self.files]
+            if missing:
+                raise PackageRefused(f"the package has no {missing[0]}")
 
-    def _take(self, name: str, what: str) -> None:
-        """Refuse ``name`` (shown as ``what``) unless it is a package file not yet seen."""
-        if name not in FILES:
+    def _take(self, rel: str, what: str) -> None:
+        """Refuse the file at ``rel`` (shown as ``what``) unless the layout has a place for it, not yet taken."""
+        parts = rel.split("/")
+        if self.bag:
+            fits = (len(parts) == 1 and parts[0] in BAG_TAGS) or (len(parts) == 2 and parts[0] == "data")
+            allowed = f"{', '.join(BAG_TAGS)} and data/"
+        else:
+            fits, allowed = len(parts) == 1 and parts[0] in FILES, ", ".join(FILES)
+        if not fits:
             raise PackageRefused(
-                f"{what} is not a file of an evidence package: refused (a package holds only {', '.join(FILES)})"
+                f"{what} is not a file of an evidence package: refused (a package holds only {allowed})"
             )
-        if name in self.files:
-            raise PackageRefused(f"{what}: the package holds {name} twice: refused")
+        if rel in self.files:
+            raise PackageRefused(f"{what}: the package holds {rel} twice: refused")
 
     def _read_zip(self, path: Path) -> None:
         _check_directory(path)
@@ -568,8 +638,20 @@ class _Folder:
             # in a way this reader does not read
             raise PackageRefused(f"{path}: a member cannot be read ({type(exc).__name__}: {exc}): refused") from None
 
+    def _top(self, zf: zipfile.ZipFile) -> str:
+        """The zip's package folder ('' for none): where its first ``bagit.txt`` lies (a bag),
+        else its first ``manifest.json`` (a 0.2.0 package)."""
+        names = [i.filename for i in zf.infolist()]
+        for marker in ("bagit.txt", "manifest.json"):
+            for name in names:
+                parts = name.split("/")
+                if parts[-1] == marker and len(parts) <= 2:
+                    self.bag = marker == "bagit.txt"
+                    return parts[0] if len(parts) == 2 else ""
+        return ""
+
     def _read_members(self, zf: zipfile.ZipFile) -> None:
-        top: str | None = None
+        top = self._top(zf)
         total = 0
         for info in zf.infolist():
             raw = info.filename
@@ -577,31 +659,35 @@ class _Folder:
             parts = raw.rstrip("/").split("/")
             if raw.startswith("/") or "\\" in raw or ":" in parts[0] or any(p in ("", ".", "..") for p in parts):
                 raise PackageRefused(f"{what}: an absolute, empty or '..' path: refused")
-            if len(parts) > 2 or (info.is_dir() and len(parts) > 1):
-                raise PackageRefused(f"{what}: nested deeper than the package's one folder: refused")
-            folder = parts[0] if info.is_dir() or len(parts) == 2 else ""
-            if top is None:
-                top = folder
-            elif folder != top:
-                raise PackageRefused(
-                    f"{what} lies outside the package's folder {top + '/' if top else '(none)'}: refused"
-                )
+            if top:
+                if parts[0] != top or (len(parts) == 1 and not info.is_dir()):
+                    raise PackageRefused(f"{what} lies outside the package's folder {top}/: refused")
+                parts = parts[1:]
             if info.is_dir():
+                if (parts and parts != ["data"]) or (parts == ["data"] and not self.bag):
+                    raise PackageRefused(f"{what}: nested deeper than the package's one folder: refused")
                 continue
-            name = parts[-1]
-            self._take(name, what)
+            if len(parts) > (2 if self.bag and parts[0] == "data" else 1):
+                raise PackageRefused(f"{what}: nested deeper than the package's one folder: refused")
+            if len(parts) == 2 and not top and not self.bag:
+                raise PackageRefused(f"{what} lies outside the package's folder (none): refused")
+            rel = "/".join(parts)
+            self._take(rel, what)
             if info.file_size > MAX_FILE_BYTES or total + info.file_size > MAX_TOTAL_BYTES:
                 raise _too_large(what, info.file_size, total)
             with zf.open(info) as fh:
                 data = _read_bounded(fh, what, total)
             total += len(data)
-            self.files[name] = data
+            self.files[rel] = data
 
-    def _read_folder(self, path: Path) -> None:
-        total = 0
+    def _read_folder(self, path: Path, prefix: str = "", total: int = 0) -> int:
         for entry in sorted(path.iterdir()):
-            what = f"{entry.name!r} in the package folder"
-            self._take(entry.name, what)
+            rel = prefix + entry.name
+            what = f"{rel!r} in the package folder"
+            if self.bag and not prefix and entry.name == "data" and entry.is_dir() and not entry.is_symlink():
+                total = self._read_folder(entry, "data/", total)
+                continue
+            self._take(rel, what)
             if entry.is_symlink() or not entry.is_file():
                 raise PackageRefused(f"{what} is not a regular file (a folder or a link): refused")
             size = entry.stat().st_size
@@ -610,10 +696,19 @@ class _Folder:
             with entry.open("rb") as fh:
                 data = _read_bounded(fh, what, total)
             total += len(data)
-            self.files[entry.name] = data
+            self.files[rel] = data
+        return total
 
     def read(self, name: str) -> bytes:
-        return self.files[name]
+        """The payload file ``name`` (in ``data/`` of a bag).
+
+        Raises:
+            PackageRefused: the package holds no such file.
+        """
+        rel = f"data/{name}" if self.bag else name
+        if rel not in self.files:
+            raise PackageRefused(f"the package has no {rel}")
+        return self.files[rel]
 
 
 def _json(folder: _Folder, name: str) -> Any:
@@ -630,11 +725,14 @@ def _jsonl(folder: _Folder, name: str) -> Iterator[tuple[int, str]]:
             yield n, line
 
 
-def verify_package(path: Path) -> PackageReport:
+def verify_package(path: Path, public_key: bytes | None = None) -> PackageReport:
     """Check an evidence package without the store (see the module docstring for the checks).
 
     Args:
         path: the package's folder, or its zip.
+        public_key: the property's registered public key (PEM): the package must be signed
+            with it. None: a signature is checked with the key the package carries, and its
+            ID reported for the recipient to compare with the registered one.
 
     Returns:
         The :class:`PackageReport`: ``ok`` (its notes end with :data:`NOT_PROVEN`), or the
@@ -648,7 +746,7 @@ def verify_package(path: Path) -> PackageReport:
     report = PackageReport()
     try:
         folder = _Folder(path)
-        _verify(folder, report)
+        _verify(folder, report, public_key)
     except PackageRefused as exc:
         report.fail(str(exc))
     except OSError as exc:  # a file that cannot be read (permissions, a disk error)
@@ -670,11 +768,56 @@ class _Failed(Exception):
         self.problem, self.event_id = problem, event_id
 
 
-def _verify(folder: _Folder, report: PackageReport) -> None:
+def _check_bag(folder: _Folder, report: PackageReport, public_key: bytes | None) -> None:
+    """The bag's completeness and fixity (as ``bagit.py --validate``), then its signature."""
+    try:
+        check_bag(folder.files)
+    except BagError as exc:
+        raise _Failed(f"the BagIt check fails: {exc}") from None
+    for name in FILES:
+        if f"data/{name}" not in folder.files:
+            raise _Failed(f"the bag's payload has no data/{name} (removed, with its line of manifest-sha256.txt)")
+    labels = bag_info(folder.files)
+    claimed = labels.get("Dealtrail-Signing-Key")
+    signature, pem = folder.files.get(SIGNATURE), folder.files.get(PUBLIC_KEY)
+    if signature is None or pem is None:
+        if claimed is not None or public_key is not None:
+            raise _Failed(f"the package is not signed: {SIGNATURE} or {PUBLIC_KEY} is missing")
+        report.notes.append("WARNING: the package is not signed (no signing key was set when it was made)")
+        return
+    try:
+        kid = key_id(pem)
+        ok = verify_signature(pem, folder.files[TAGMANIFEST], signature)
+    except SigningError as exc:
+        raise _Failed(f"{PUBLIC_KEY}: {exc}") from None
+    if not ok:
+        raise _Failed(f"{SIGNATURE} is not a signature of {TAGMANIFEST} by the key in {PUBLIC_KEY}")
+    if claimed != kid:
+        raise _Failed(f"bag-info.txt names signing key {claimed}, the package carries key {kid}")
+    if public_key is not None and key_id(public_key) != kid:
+        raise _Failed(f"the package is signed by key {kid}, not by the registered key {key_id(public_key)}")
+    report.notes.append(
+        f"the bag is complete and every file matches its SHA-256; signed by key {kid}"
+        + (
+            " (the registered key given)"
+            if public_key is not None
+            else " (compare it with the property's registered key)"
+        )
+    )
+
+
+def _verify(folder: _Folder, report: PackageReport, public_key: bytes | None = None) -> None:
     """The checks of :func:`verify_package`, in the README's order; raises :class:`_Failed` at the first that fails."""
+    if folder.bag:
+        _check_bag(folder, report, public_key)
+    elif public_key is not None:
+        raise _Failed("the package is not signed: it is no BagIt bag (made by dealtrail 0.2.0)")
     manifest = _json(folder, "manifest.json")
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise EvidenceError(f"manifest.json is not a {FORMAT} manifest")
+    expected = FORMAT if folder.bag else LEGACY_FORMAT
+    if not isinstance(manifest, dict) or manifest.get("format") != expected:
+        if not folder.bag and isinstance(manifest, dict) and manifest.get("format") == FORMAT:
+            raise PackageRefused(f"a {FORMAT} package is a BagIt bag: this one has no bagit.txt (refused)")
+        raise EvidenceError(f"manifest.json is not a {expected} manifest")
     revision = manifest.get("rulebook_revision")
     if revision != RULEBOOK_REVISION:
         report.notes.append(
@@ -762,9 +905,7 @@ def _verify(folder: _Folder, report: PackageReport) -> None:
         _, event = events[line_no]
         if line_no in by_line:
             start = by_line[line_no]
-            if hashlib.sha256(json.dumps(start["state"], sort_keys=True).encode()).hexdigest() != start.get(
-                "state_sha256"
-            ):
+            if _state_sha256(start) != start.get("state_sha256"):
                 raise _Failed(f"the engine state before line {line_no} does not match its SHA-256", event.event_id)
             try:
                 state = load_state(json.dumps(start["state"])) if start["state"] is not None else None
@@ -824,6 +965,14 @@ def _verify(folder: _Folder, report: PackageReport) -> None:
         f"{finding_id} ({manifest.get('rule_id')}) again from the packaged events, every field as in finding.json"
     )
     report.notes.append(NOT_PROVEN)
+
+
+def _state_sha256(start: dict[str, Any]) -> str:
+    """A packaged start state's SHA-256 in the encoding its ``hash_version`` names: RFC 8785 (2),
+    or, without one (packages of 0.2.0), ``json.dumps(state, sort_keys=True)``."""
+    if start.get("hash_version") == JCS:
+        return canonical_sha256(start["state"])
+    return hashlib.sha256(json.dumps(start["state"], sort_keys=True).encode()).hexdigest()
 
 
 NOT_PROVEN = (

@@ -17,7 +17,9 @@ from typer.testing import CliRunner, Result
 
 from dealtrail.cli import app as cli
 from dealtrail.investigate import evidence
-from dealtrail.investigate.evidence import FILES, Package, build_package, verify_package
+from dealtrail.investigate.bag import info as bag_info
+from dealtrail.investigate.bag import make_bag
+from dealtrail.investigate.evidence import Package, build_package, verify_package
 from streams.engine import Plausibility
 
 LIMITS = Plausibility(100_000, timedelta(hours=1))
@@ -47,7 +49,19 @@ def _zip(path: Path, members: list[tuple[str, bytes]]) -> Path:
 
 
 def _genuine(package: Package, folder: str = "pkg") -> list[tuple[str, bytes]]:
-    return [(f"{folder}/{name}" if folder else name, package.files[name]) for name in FILES]
+    """The package's bag as zip members (in ``folder/``, or at the top)."""
+    return [(f"{folder}/{rel}" if folder else rel, data) for rel, data in package.bag.items()]
+
+
+def _rewrite(out: Path, name: str, text: str) -> None:
+    """Edit a payload file of a written (unsigned) package, and make the bag's manifests anew,
+    as anyone can: what the re-derivation then checks."""
+    (out / "data" / name).write_text(text)
+    payload = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
+    labels = bag_info({"bag-info.txt": (out / "bag-info.txt").read_bytes()})
+    labels.pop("Payload-Oxum")
+    for rel, data in make_bag(payload, labels).items():
+        (out / rel).write_bytes(data)
 
 
 def _forged_events(package: Package) -> bytes:
@@ -61,7 +75,7 @@ def _refused(r: Result, code: int = 4) -> str:
     """The one line ``verify-package`` printed on stderr (no traceback, nothing on stdout), checked."""
     assert r.exit_code == code, r.output
     assert not isinstance(r.exception, Exception) or isinstance(r.exception, SystemExit), r.exception
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    lines = [x for x in r.stderr.splitlines() if x.strip() and not x.startswith("WARNING: the package is not signed")]
     assert "Traceback" not in r.output, r.output
     assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("first event that does not verify")), r.output
     assert "verified:" not in r.stdout
@@ -91,7 +105,7 @@ def test_a_forged_file_with_the_genuine_one_behind_it_in_another_folder_is_refus
 @pytest.mark.parametrize(
     ("member", "said"),
     [
-        ("pkg/events.jsonl", "twice"),
+        ("pkg/data/events.jsonl", "twice"),
         ("../../x", "'..' path"),
         ("/tmp/x", "absolute"),
         ("pkg/sub/events.jsonl", "nested"),
@@ -105,7 +119,7 @@ def test_zip_members_outside_a_package_layout_are_refused_naming_the_member(
 ) -> None:
     path = tmp_path / "bad.zip"
     with (
-        pytest.warns(UserWarning) if member == "pkg/events.jsonl" else contextlib.nullcontext()
+        pytest.warns(UserWarning) if member == "pkg/data/events.jsonl" else contextlib.nullcontext()
     ):  # zipfile: duplicate name
         _zip(path, [*_genuine(package), (member, package.files["events.jsonl"])])
     report = verify_package(path)
@@ -128,12 +142,14 @@ def test_a_missing_file_and_extra_files_in_a_package_folder_are_refused(package:
     (out2 / "events.jsonl.d").mkdir()
     assert "'events.jsonl.d'" in (verify_package(out2).problem or "")
     out3 = package.write(tmp_path / "link")
-    (out3 / "reviews.json").unlink()
-    (out3 / "reviews.json").symlink_to(out2 / "reviews.json")
+    (out3 / "data" / "reviews.json").unlink()
+    (out3 / "data" / "reviews.json").symlink_to(out2 / "data" / "reviews.json")
     assert "not a regular file" in (verify_package(out3).problem or "")
     out4 = package.write(tmp_path / "missing")
-    (out4 / "reviews.json").unlink()
-    assert verify_package(out4).problem == "the package has no reviews.json"
+    (out4 / "data" / "reviews.json").unlink()
+    assert "data/reviews.json is listed in manifest-sha256.txt but not in the bag (removed)" in str(
+        verify_package(out4).problem
+    )
 
 
 def test_a_zip_bomb_is_refused_unread_in_one_line(package: Package, tmp_path: Path) -> None:
@@ -143,7 +159,7 @@ def test_a_zip_bomb_is_refused_unread_in_one_line(package: Package, tmp_path: Pa
     del big
     assert path.stat().st_size < 1_000_000
     line = _refused(CliRunner().invoke(cli, ["verify-package", str(path)]))
-    assert "'pkg/events.jsonl' holds more than 64 MiB" in line
+    assert "'pkg/data/events.jsonl' holds more than 64 MiB" in line
 
 
 def test_a_zip_listing_too_many_members_is_refused_before_its_directory_is_read(
@@ -151,7 +167,7 @@ def test_a_zip_listing_too_many_members_is_refused_before_its_directory_is_read(
 ) -> None:
     path = _zip(tmp_path / "many.zip", [*_genuine(package), *((f"pkg/{n}", b"") for n in range(100))])
     line = _refused(CliRunner().invoke(cli, ["verify-package", str(path)]))
-    assert "lists 108 members" in line and "refused unread" in line
+    assert f"lists {len(package.bag) + 100} members" in line and "refused unread" in line
 
 
 def test_a_zip_whose_recorded_size_lies_or_is_over_the_limit_is_refused(
@@ -164,7 +180,7 @@ def test_a_zip_whose_recorded_size_lies_or_is_over_the_limit_is_refused(
     # the sizes of pkg/events.jsonl rewritten to 10 bytes in its local header and the central directory:
     # read no further than that, its CRC does not match: refused naming the member
     data = bytearray(path.read_bytes())
-    name = b"pkg/events.jsonl"
+    name = b"pkg/data/events.jsonl"
     for signature, size_at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
         at = 0
         while (at := data.find(signature, at)) >= 0:
@@ -174,14 +190,14 @@ def test_a_zip_whose_recorded_size_lies_or_is_over_the_limit_is_refused(
             at += 4
     path.write_bytes(bytes(data))
     report = verify_package(path)
-    assert not report.ok and "'pkg/events.jsonl'" in (report.problem or ""), report.problem
+    assert not report.ok and "'pkg/data/events.jsonl'" in (report.problem or ""), report.problem
     _refused(CliRunner().invoke(cli, ["verify-package", str(path)]))
     # a member whose size is told truly but over the limit, and the files' total over its limit
     honest = _zip(tmp_path / "big.zip", [(n, big if n.endswith("events.jsonl") else d) for n, d in _genuine(package)])
-    assert "'pkg/events.jsonl' holds more than" in (verify_package(honest).problem or "")
+    assert "'pkg/data/events.jsonl' holds more than" in (verify_package(honest).problem or "")
     out = package.write(tmp_path / "big-folder")
-    (out / "chain.jsonl").write_bytes(big)
-    assert "'chain.jsonl' in the package folder holds more than" in (verify_package(out).problem or "")
+    (out / "data" / "chain.jsonl").write_bytes(big)
+    assert "'data/chain.jsonl' in the package folder holds more than" in (verify_package(out).problem or "")
     monkeypatch.setattr(evidence, "MAX_FILE_BYTES", 2**20)
     monkeypatch.setattr(evidence, "MAX_TOTAL_BYTES", len(package.files["chain.jsonl"]) + 100)
     assert "hold more than" in (verify_package(package.write(tmp_path / "total")).problem or "")
@@ -206,11 +222,11 @@ def test_a_finding_edited_in_finding_json_fails_naming_the_field(
     package: Package, tmp_path: Path, field: str, value: object
 ) -> None:
     out = package.write(tmp_path / "p")
-    doc = json.loads((out / "finding.json").read_text())
+    doc = json.loads((out / "data" / "finding.json").read_text())
     if doc["revisions"][0][field] == value:
         value = {"severity": "integrity"}.get(field, "something-else")
     doc["revisions"][0][field] = value
-    (out / "finding.json").write_text(json.dumps(doc))
+    _rewrite(out, "finding.json", json.dumps(doc))
     report = verify_package(out)
     assert not report.ok and f"its {field} in finding.json" in (report.problem or ""), report.problem
     line = _refused(CliRunner().invoke(cli, ["verify-package", str(out)]))
@@ -219,12 +235,12 @@ def test_a_finding_edited_in_finding_json_fails_naming_the_field(
 
 def test_finding_json_must_agree_with_the_manifest_and_hold_a_revision(package: Package, tmp_path: Path) -> None:
     out = package.write(tmp_path / "p")
-    doc = json.loads((out / "finding.json").read_text())
-    (out / "finding.json").write_text(json.dumps({**doc, "rule_id": "DT-other"}))
+    doc = json.loads((out / "data" / "finding.json").read_text())
+    _rewrite(out, "finding.json", json.dumps({**doc, "rule_id": "DT-other"}))
     assert "finding.json's rule_id" in (verify_package(out).problem or "")
-    (out / "finding.json").write_text(json.dumps({**doc, "citation": "58 Pa. Code 0.0"}))
+    _rewrite(out, "finding.json", json.dumps({**doc, "citation": "58 Pa. Code 0.0"}))
     assert "finding.json's citation" in (verify_package(out).problem or "")
-    (out / "finding.json").write_text(json.dumps({**doc, "revisions": []}))
+    _rewrite(out, "finding.json", json.dumps({**doc, "revisions": []}))
     assert "holds no revision" in (verify_package(out).problem or "")
 
 
@@ -232,12 +248,12 @@ def test_what_the_chain_does_not_prove_is_said_by_verify_package_and_the_readme(
     package: Package, tmp_path: Path
 ) -> None:
     out = package.write(tmp_path / "p")
-    (out / "reviews.json").write_text('[{"kind": "disposed", "actor": "someone-else"}]\n')
+    _rewrite(out, "reviews.json", '[{"kind": "disposed", "actor": "someone-else"}]\n')
     r = CliRunner().invoke(cli, ["verify-package", str(out)])
     assert r.exit_code == 0 and "verified:" in r.stdout, r.output
     said = next(x for x in r.stdout.splitlines() if x.startswith("not proven by the chain:"))
     assert "reviews.json" in said and "start-states.json" in said
-    readme = " ".join((out / "README.md").read_text().split())
+    readme = " ".join((out / "data" / "README.md").read_text().split())
     assert (
         "not proven by the chain" in readme.lower() and "`reviews.json`" in readme and "`start-states.json`" in readme
     )

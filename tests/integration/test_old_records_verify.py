@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from dealtrail.cli import app as cli
-from dealtrail.evidence import verify_package
+from dealtrail.investigate.evidence import verify_package
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "v0.2.0"
 
