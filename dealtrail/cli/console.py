@@ -116,6 +116,7 @@ def _console_config(
         archive=settings.archive.dir,
         totp_key=totp_key(settings, db),
         signing_key=settings.signing.key_file,
+        chromium=settings.reports.chromium,
     )
 
 

@@ -16,6 +16,8 @@ from dealtrail.settings import Settings
 from schemas.access import Outcome
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from dealtrail.console.guard import LoginGuard
     from projections.records.signoff import Anchor
 
@@ -48,7 +50,12 @@ def sign_report(
         ),
     ] = None,
     pdf: Annotated[
-        bool, typer.Option("--pdf", help="Also print the signed report to <revision>/report-signed.pdf.")
+        bool,
+        typer.Option(
+            "--pdf",
+            help="Also print the report to <revision>/report-signed.pdf, signed inside the PDF with the property's "
+            "key (DEALTRAIL_SIGNING__KEY_FILE); signoff.json lists it.",
+        ),
     ] = False,
 ) -> None:
     """Sign a final period report's revision as a console manager or admin: their password (and
@@ -70,6 +77,7 @@ def sign_report(
     settings = load()
     db = db or settings.db
     target = _revision_folder(folder)
+    key = _signing_key(settings) if pdf else None
     store = _open_for_signing(db, settings)
     assert isinstance(store, Store)
     with store:
@@ -112,10 +120,20 @@ def sign_report(
             if locked:
                 _log(store, "login_locked", user, "locked", "failed sign-ins in a row (sign-report)")
             raise refuse(f"wrong or missing one-time code for {user!r}: not signed")
+        from dealtrail.reporting.pdfsign import PdfNotMadeError, signed_pdf_maker
+
+        maker = None
+        if key is not None:
+            from projections.records import property as stored_property
+
+            name = stored_property.resolve(store.con, settings.property_name) or "property not named"
+            maker = signed_pdf_maker(target, key, name, settings.reports.chromium)
         try:
-            record = sign(target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC))
+            record = sign(target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC), maker)
         except SignOffError as exc:
             raise refuse(str(exc)) from None
+        except PdfNotMadeError as exc:
+            raise refuse(f"not signed: the signed PDF could not be made: {exc}") from None
         digest = record_sha256(target)
         assert digest is not None
         _log(store, "report_signed", str(found["name"]), "ok", logged_detail(target, digest))
@@ -126,7 +144,7 @@ def sign_report(
         soft_wrap=True,
     )
     if pdf:
-        _print_signed(target, settings.reports.chromium)
+        console.print(f"printed and signed: {escape(str(target / 'report-signed.pdf'))}", soft_wrap=True)
 
 
 def _open_for_signing(db: Path, settings: Settings) -> object:
@@ -194,22 +212,14 @@ def _log(store: object, kind: str, user: str, outcome: Outcome, detail: str) -> 
     access_log.append(store.con, [entry])  # type: ignore[attr-defined]
 
 
-def _print_signed(folder: Path, chromium: str | None) -> None:
-    """Print the revision's report with its sign-off block to ``report-signed.pdf``."""
-    import tempfile
+def _signing_key(settings: Settings) -> Ed25519PrivateKey:
+    """The property's key, or one clear line (exit 1) before anything is signed."""
+    from projections.records.signing import SigningError, load_key
 
-    from dealtrail.reporting.pdf import PdfError, print_pdf
-    from projections.records.signoff import SIGNED_PDF, block_html, with_block
-
-    html = with_block((folder / "report.html").read_text(encoding="utf-8"), block_html(folder))
-    with tempfile.TemporaryDirectory(prefix="dealtrail-signed-") as tmp:
-        page = Path(tmp) / "report.html"
-        page.write_text(html, encoding="utf-8")
-        try:
-            out = print_pdf(page, folder / SIGNED_PDF, chromium)
-        except PdfError as exc:
-            raise _fail(f"signed, but the PDF was not written: {exc}", code=1) from None
-    console.print(f"printed: {escape(str(out))}", soft_wrap=True)
+    try:
+        return load_key(settings.signing.key_file)
+    except SigningError as exc:
+        raise _fail(f"--pdf signs the PDF with the property's key: {exc}", code=1) from None
 
 
 @app.command("verify-signoff")

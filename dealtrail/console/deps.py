@@ -93,7 +93,10 @@ class ConsoleConfig:
             its key file, resolved); None: the key file beside the store, as the settings'
             default (``dealtrail.console.totp.resolve_totp_key``).
         signing_key: the file of the property's signing key (``DEALTRAIL_SIGNING__KEY_FILE``):
-            evidence packages and sign-offs made in the console are signed with it; None: not signed.
+            evidence packages made in the console are signed with it, and its Sign button then
+            also makes the report's signed PDF; None: not signed, no PDF.
+        chromium: the Chromium that prints the signed PDF (``settings.reports.chromium``);
+            None: the first found on ``PATH``.
     """
 
     review_due: ReviewDue
@@ -113,6 +116,7 @@ class ConsoleConfig:
     archive: Path | None = None
     totp_key: bytes | None = field(default=None, repr=False)
     signing_key: Path | None = None
+    chromium: str | None = None
 
 
 class LoginRequiredError(Exception):

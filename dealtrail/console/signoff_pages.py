@@ -5,14 +5,17 @@ casino property (``/admin/property``), each name a new record in the store."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
+from dealtrail.reporting.pdfsign import PdfNotMadeError, signed_pdf_maker
 from projections.records import property as stored_property
+from projections.records.signing import SigningError, load_key
 from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
 from projections.records.users import role_at_least
 
@@ -43,8 +46,10 @@ def router(console: Console) -> APIRouter:
         if report is None:
             raise HTTPException(404)
         try:
-            sign(report.parent, user.name, user.role, statement, config.clock())
-        except SignOffError as exc:
+            sign(report.parent, user.name, user.role, statement, config.clock(), _pdf_maker(console, report.parent))
+        except (SignOffError, SigningError, PdfNotMadeError) as exc:
+            if isinstance(exc, PdfNotMadeError):
+                exc = SignOffError(f"not signed: the signed PDF could not be made: {exc}")
             reason = _relative(str(exc), folder)  # the reports folder's place on disk is nobody's business
             console.access.record("report_signed", user.name, "refused", f"{label}/{revision}: {reason}")
             return render(request, "signoff_refused.html.j2", user, status_code=409, reason=reason)
@@ -80,6 +85,19 @@ def router(console: Console) -> APIRouter:
         return RedirectResponse("/admin/property", status_code=303)
 
     return routes
+
+
+def _pdf_maker(console: Console, folder: Path) -> Callable[[dict[str, Any]], bytes] | None:
+    """The maker of the revision's signed PDF when the property's key is set (None: no PDF).
+
+    Raises:
+        SigningError: the key file is set but cannot be used (missing, readable by others).
+    """
+    if console.config.signing_key is None:
+        return None
+    key = load_key(console.config.signing_key)
+    name = console.property_name() or stored_property.NOT_NAMED
+    return signed_pdf_maker(folder, key, name, console.config.chromium)
 
 
 def _relative(text: str, root: Path | None) -> str:

@@ -27,6 +27,7 @@ import html
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,9 +42,17 @@ if TYPE_CHECKING:
 SIGNOFF = "signoff.json"
 """The sign-off record's file name in a revision folder."""
 SIGNED_PDF = "report-signed.pdf"
-"""A printed copy of the report with its sign-off block, made after signing (not in the record)."""
-NOT_HASHED = frozenset({SIGNOFF, SIGNED_PDF})
-"""Files of a revision folder the record does not cover: itself and the copy printed from it."""
+"""The printed report with its sign-off block, signed inside the PDF with the property's key
+(:mod:`dealtrail.reporting.pdfsign`), made while signing: the record lists it with the other files."""
+SIGNOFF_SIGNATURE = "signoff.json.sig"
+"""A detached signature of ``signoff.json`` (reserved; not covered by the record, as the record itself)."""
+NOT_HASHED = frozenset({SIGNOFF, SIGNOFF_SIGNATURE})
+"""Files of a revision folder the record does not cover: itself (and its signature)."""
+NOT_HASHED_V1 = frozenset({SIGNOFF, SIGNED_PDF})
+"""What a record of schema version 1 (dealtrail 0.2.0) did not cover: itself and the PDF printed
+after it."""
+SCHEMA_VERSION = 2
+"""The sign-off record's schema: 2 lists the signed PDF among its files (1 did not)."""
 BLOCK_START = "<!-- dealtrail:signoff -->"
 BLOCK_END = "<!-- /dealtrail:signoff -->"
 SIGNER_ROLE = "manager"
@@ -57,12 +66,12 @@ class SignOffError(ValueError):
     or a bad signer or statement; the message says which."""
 
 
-def file_hashes(folder: Path) -> dict[str, str]:
-    """The SHA-256 (hex) of every regular file directly in ``folder`` but :data:`NOT_HASHED`
-    and hidden files, by name, sorted."""
+def file_hashes(folder: Path, skip: frozenset[str] = NOT_HASHED) -> dict[str, str]:
+    """The SHA-256 (hex) of every regular file directly in ``folder`` but those in ``skip``
+    (:data:`NOT_HASHED`) and hidden files, by name, sorted."""
     out: dict[str, str] = {}
     for path in sorted(folder.iterdir()):
-        if path.name in NOT_HASHED or path.name.startswith(".") or not path.is_file() or path.is_symlink():
+        if path.name in skip or path.name.startswith(".") or not path.is_file() or path.is_symlink():
             continue
         digest = hashlib.sha256()
         with path.open("rb") as f:
@@ -90,7 +99,14 @@ def read(folder: Path) -> dict[str, Any] | None:
     return record
 
 
-def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> dict[str, Any]:
+def sign(
+    folder: Path,
+    user: str,
+    role: str,
+    statement: str,
+    at: datetime,
+    pdf: Callable[[dict[str, Any]], bytes] | None = None,
+) -> dict[str, Any]:
     """Sign the report revision in ``folder``: write its ``signoff.json`` once.
 
     Args:
@@ -99,6 +115,9 @@ def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> di
         role: their role; a manager or above signs (:func:`role_at_least`).
         statement: what they state by signing (1 to :data:`MAX_STATEMENT` characters).
         at: when (timezone-aware; stored in UTC).
+        pdf: makes the signed PDF (:data:`SIGNED_PDF`) from the record (who, when, the
+            statement; no files yet): written once into the folder before the record, which then
+            lists it with its SHA-256. None: no PDF.
 
     Returns:
         The record written.
@@ -124,9 +143,9 @@ def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> di
     if revision["superseded_by"] is not None:
         raise SignOffError(f"{folder} is superseded by revision {revision['superseded_by']}: sign the latest revision")
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    record = {
+    record: dict[str, Any] = {
         "kind": "ReportSignedOff",
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "period": folder.parent.name,
         "revision": revision["revision"],
         "status": revision["status"],
@@ -135,9 +154,13 @@ def sign(folder: Path, user: str, role: str, statement: str, at: datetime) -> di
         "role": role,
         "signed_at": at.astimezone(UTC).isoformat(),
         "statement": statement,
-        "files": file_hashes(folder),
     }
-    _write_once(folder / SIGNOFF, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    if (folder / SIGNOFF).exists():
+        raise SignOffError(f"{folder} is signed already; a sign-off is never replaced")
+    if pdf is not None:
+        _write_once(folder / SIGNED_PDF, pdf(dict(record)))
+    record["files"] = file_hashes(folder)
+    _write_once(folder / SIGNOFF, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
     return record
 
 
@@ -151,14 +174,14 @@ def _revision(folder: Path) -> dict[str, Any]:
     raise SignOffError(f"{folder} holds no readable report (report.html and summary.json)")
 
 
-def _write_once(path: Path, text: str) -> None:
+def _write_once(path: Path, text: bytes) -> None:
     """Write ``text`` to ``path`` (mode 0600) only if no file is there: written to a temporary
     file first and hard-linked into place, which fails when ``path`` exists (on a file system
     without hard links, created with ``O_EXCL`` instead)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -171,7 +194,7 @@ def _write_once(path: Path, text: str) -> None:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:
                 raise SignOffError(f"{path.parent} is signed already; a sign-off is never replaced") from None
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "wb") as f:
                 f.write(text)
     finally:
         tmp.unlink(missing_ok=True)
@@ -217,7 +240,7 @@ def verify(folder: Path) -> Verification:
     if record is None:
         return Verification(None)
     signed: dict[str, str] = record["files"]
-    now = file_hashes(folder)
+    now = file_hashes(folder, NOT_HASHED_V1 if record.get("schema_version") == 1 else NOT_HASHED)
     return Verification(
         record,
         changed=sorted(n for n in signed if n in now and now[n] != signed[n]),
@@ -247,17 +270,8 @@ def block_html(folder: Path | None, unanchored: list[str] | None = None) -> str:
     if r is None:
         body = "<p><strong>Not signed.</strong> No manager has signed this revision of the report.</p>"
         return _section(body, "unsigned")
+    rows = _rows(r)
     e = html.escape
-    rows = [
-        ("Signed by", f"{e(str(r.get('signed_by')))} ({e(str(r.get('role')))})"),
-        ("When", e(_shown(r.get("signed_at")))),
-        ("Statement", e(str(r.get("statement")))),
-        (
-            "Revision",
-            f"{e(str(r.get('revision')))}, {e(str(r.get('status')))}; report digest "
-            f"<code>{e(str(r.get('report_digest') or '')[:16])}</code>",
-        ),
-    ]
     if check.intact:
         state = f"Verified: the {len(r['files'])} files of this revision are as they were signed (SHA-256)."
     else:
@@ -267,6 +281,32 @@ def block_html(folder: Path | None, unanchored: list[str] | None = None) -> str:
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     body = f'<table class="meta">{table}</table><p class="note">{state}</p>'
     return _section(body, "signed" if check.intact and not unanchored else "broken")
+
+
+def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The block's rows of a sign-off record (escaped HTML)."""
+    e = html.escape
+    return [
+        ("Signed by", f"{e(str(r.get('signed_by')))} ({e(str(r.get('role')))})"),
+        ("When", e(_shown(r.get("signed_at")))),
+        ("Statement", e(str(r.get("statement")))),
+        (
+            "Revision",
+            f"{e(str(r.get('revision')))}, {e(str(r.get('status')))}; report digest "
+            f"<code>{e(str(r.get('report_digest') or '')[:16])}</code>",
+        ),
+    ]
+
+
+def signing_block(record: dict[str, Any]) -> str:
+    """The sign-off block printed into the signed PDF while signing (``record`` as
+    :func:`sign` hands it to its ``pdf`` maker: who, when, the statement; no files yet)."""
+    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in _rows(record))
+    state = (
+        f"Signed. This PDF carries the signature of the property's key (check it with pdfsig); "
+        f"{SIGNOFF} beside it lists the SHA-256 of every file of this revision, this PDF included."
+    )
+    return _section(f'<table class="meta">{table}</table><p class="note">{state}</p>', "signed")
 
 
 def _section(body: str, state: str) -> str:

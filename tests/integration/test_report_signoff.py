@@ -452,3 +452,108 @@ def test_an_unnamed_property_is_never_printed_as_casino(db: Path, tmp_path: Path
     html = files.html.read_text()
     assert "property not named" in html and "Casino" not in html
     assert 'content: "property not named"' in html  # the printed pages' running header
+
+
+# -- the signed PDF (issue 35, item 4) -------------------------------------------------------------
+
+needs_pdf_tools = pytest.mark.skipif(
+    shutil.which("pdfsig") is None or shutil.which("chromium") is None, reason="pdfsig or chromium not installed"
+)
+
+
+def _pdfsig(pdf: Path) -> str:
+    r = subprocess.run(["pdfsig", str(pdf)], capture_output=True, text=True, check=False)
+    return r.stdout + r.stderr
+
+
+def _valid(report: str) -> bool:
+    """pdfsig says: one signature, valid, over the whole document."""
+    return "Signature Validation: Signature is Valid." in report and "- Total document signed" in report
+
+
+@pytest.fixture
+def signing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from dealtrail.signing import create_key
+
+    key = tmp_path / "keys" / "property.pem"
+    create_key(key)
+    monkeypatch.setenv("DEALTRAIL_SIGNING__KEY_FILE", str(key))
+    return key
+
+
+def _check_tampering(rev: Path) -> None:
+    """Appending one byte or changing one word of the signed PDF fails pdfsig and verify-signoff."""
+    pdf = rev / "report-signed.pdf"
+    original = pdf.read_bytes()
+    for altered in (original + b"\n", original.replace(b"Skia/PDF", b"Skib/PDF", 1)):
+        assert altered != original
+        pdf.write_bytes(altered)
+        assert not _valid(_pdfsig(pdf))
+        r = CliRunner().invoke(app, ["verify-signoff", str(rev)])
+        assert r.exit_code == 1 and "report-signed.pdf changed since signing" in r.output, r.output
+    pdf.write_bytes(original)
+
+
+@needs_pdf_tools
+def test_sign_report_pdf_is_signed_inside_the_pdf_listed_in_signoff_json_and_any_change_breaks_it(
+    db: Path, periods: Path, signing_key: Path
+) -> None:
+    args = ["sign-report", str(periods / LABEL), "--user", "meg", "--statement", STATEMENT, "--db", str(db), "--pdf"]
+    done = CliRunner().invoke(app, args, input=PASSWORDS["meg"] + "\n")
+    assert done.exit_code == 0, done.output
+    rev = periods / LABEL / "rev-0001"
+    record = json.loads((rev / SIGNOFF).read_text())
+    pdf = rev / "report-signed.pdf"
+    assert record["schema_version"] == 2 and "report-signed.pdf" in record["files"]
+    assert record["files"]["report-signed.pdf"] == hashlib.sha256(pdf.read_bytes()).hexdigest()
+    said = _pdfsig(pdf)
+    assert _valid(said), said
+    assert "report signing" in said  # the certificate the property's key issued
+    ok = CliRunner().invoke(app, ["verify-signoff", str(rev)])
+    assert ok.exit_code == 0 and "5 files as signed" in ok.output, ok.output
+    assert stat.S_IMODE(pdf.stat().st_mode) == 0o600
+    _check_tampering(rev)
+
+
+def test_sign_report_pdf_without_a_signing_key_signs_nothing(
+    db: Path, periods: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEALTRAIL_SIGNING__KEY_FILE", raising=False)
+    args = ["sign-report", str(periods / LABEL), "--user", "meg", "--statement", STATEMENT, "--db", str(db), "--pdf"]
+    r = CliRunner().invoke(app, args, input=PASSWORDS["meg"] + "\n")
+    assert r.exit_code == 1 and "DEALTRAIL_SIGNING__KEY_FILE" in r.output, r.output
+    assert not (periods / LABEL / "rev-0001" / SIGNOFF).exists()
+
+
+@needs_pdf_tools
+def test_the_console_sign_button_makes_a_signed_pdf_listed_in_signoff_json_and_offers_it(
+    db: Path, periods: Path, signing_key: Path
+) -> None:
+    store = Store(db)
+    clock = lambda: NOW + timedelta(minutes=10)  # noqa: E731
+    config = ConsoleConfig(DUE, "s" * 48, reports_dir=periods, clock=clock, signing_key=signing_key)
+    try:
+        client = TestClient(create_app(store, config))
+        csrf = _login(client, "meg")
+        url = f"/reports/scheduled/{LABEL}/rev-0001/sign"
+        done = client.post(url, data={"statement": STATEMENT, "csrf": csrf}, follow_redirects=False)
+        assert done.status_code == 303, done.text
+        rev = periods / LABEL / "rev-0001"
+        assert "report-signed.pdf" in json.loads((rev / SIGNOFF).read_text())["files"]
+        assert _valid(_pdfsig(rev / "report-signed.pdf"))
+        assert f"/reports/scheduled/{quote(LABEL)}/rev-0001/report-signed.pdf" in client.get("/reports").text
+        got = client.get(f"/reports/scheduled/{LABEL}/rev-0001/report-signed.pdf")
+        assert got.status_code == 200 and got.content == (rev / "report-signed.pdf").read_bytes()
+    finally:
+        store.close()
+    _check_tampering(rev)
+
+
+def test_a_sign_off_written_by_0_2_0_with_its_pdf_beside_it_still_verifies(periods: Path) -> None:
+    rev = periods / LABEL / "rev-0001"
+    record = sign(rev, "meg", "manager", STATEMENT, NOW)
+    old = {**record, "schema_version": 1}  # as 0.2.0 wrote it: the PDF printed after, not listed
+    (rev / SIGNOFF).chmod(0o600)
+    (rev / SIGNOFF).write_text(json.dumps(old, indent=2, sort_keys=True) + "\n")
+    (rev / "report-signed.pdf").write_bytes(b"%PDF-1.4 printed after signing\n")
+    assert verify(rev).intact
