@@ -16,6 +16,7 @@ may reach 2^62) is written as its exact decimal digits, as ``json.dumps`` writes
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from typing import Any
 
@@ -128,6 +129,36 @@ def canonical_json(value: Any) -> bytes:
         return "".join(out).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"a string holds a lone surrogate, which RFC 8785 cannot encode: {exc}") from None
+
+
+class _Fraction(Exception):
+    """A fractional number in JSON handed to :func:`canonical_json_of`: take the exact path."""
+
+
+def _no_fraction(text: str) -> float:
+    raise _Fraction(text)
+
+
+def canonical_json_of(data: bytes) -> bytes:
+    """:func:`canonical_json` of the JSON document ``data`` (UTF-8), fast where it can be.
+
+    For a document without fractional numbers whose bytes are ASCII (every event, state and link
+    dealtrail hashes: member names are field names and identifiers), RFC 8785 is exactly what the
+    standard library's C encoder writes sorted and compact: one parse and one write in C, about a
+    tenth of the pure-Python path's time. Anything else takes :func:`canonical_json`.
+
+    Raises:
+        ValueError: ``data`` is not JSON; as :func:`canonical_json`.
+        TypeError: as :func:`canonical_json`.
+    """
+    if data.isascii():
+        try:
+            value = json.loads(data, parse_float=_no_fraction)
+        except _Fraction:
+            pass
+        else:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return canonical_json(json.loads(data))
 
 
 def canonical_sha256(value: Any) -> str:

@@ -15,11 +15,12 @@ import hashlib
 from typing import TypeVar
 
 from schemas.base import Envelope
-from schemas.canonical import JCS, canonical_sha256
+from schemas.canonical import JCS, canonical_json_of
 
 E = TypeVar("E", bound=Envelope)
 
 
+_NULL_HASH = b',"hash":null'
 HASH_VERSION = JCS
 """The ``hash_version`` :func:`stamped` writes (RFC 8785)."""
 
@@ -27,9 +28,10 @@ HASH_VERSION = JCS
 def chain_hash(event: Envelope) -> str:
     """The SHA-256 (64 hex characters) of ``event`` without its ``hash`` field, in the encoding
     its ``hash_version`` names (RFC 8785 for 2; 0.2.0's pydantic JSON when absent)."""
+    data = event.__pydantic_serializer__.to_json(event, exclude={"hash"})
     if event.hash_version is None:
-        return hashlib.sha256(event.model_dump_json(exclude={"hash"}).encode()).hexdigest()
-    return canonical_sha256(event.model_dump(mode="json", exclude={"hash"}))
+        return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(canonical_json_of(data)).hexdigest()
 
 
 def stamped(event: E, prev_hash: str | None) -> tuple[E, bytes]:
@@ -37,9 +39,12 @@ def stamped(event: E, prev_hash: str | None) -> tuple[E, bytes]:
     ``hash`` set, and the JSON bytes it is stored and sent as (pydantic's, in schema order).
     """
     base = event.model_copy(update={"prev_hash": prev_hash, "hash": None, "hash_version": HASH_VERSION})
-    digest = canonical_sha256(base.model_dump(mode="json", exclude={"hash"}))
+    data = base.__pydantic_serializer__.to_json(base)
+    # without "hash": the first "hash":null is the envelope's (its fields come first, and no event
+    # has a free-form object that could hold one)
+    digest = hashlib.sha256(canonical_json_of(data.replace(_NULL_HASH, b"", 1))).hexdigest()
     linked = base.model_copy(update={"hash": digest})
-    return linked, linked.__pydantic_serializer__.to_json(linked)
+    return linked, data.replace(b'"hash":null', b'"hash":"' + digest.encode() + b'"', 1)
 
 
 class Chainer:

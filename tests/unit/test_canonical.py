@@ -113,3 +113,15 @@ def test_an_unchained_copy_of_a_chained_event_has_its_copy_key() -> None:
     assert copy_key(encode(event), None)[0] == copy_key(encode(bare), None)[0]
     other = bare.model_copy(update={"event_id": "OTHER"})
     assert copy_key(encode(other), None)[0] != copy_key(encode(bare), None)[0]
+
+
+@given(json_values)
+def test_the_fast_path_from_json_bytes_is_canonical_json(value: Any) -> None:
+    from schemas.canonical import canonical_json_of
+
+    data = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    try:
+        expected = canonical_json(json.loads(data))
+    except ValueError:
+        return  # a lone surrogate
+    assert canonical_json_of(data) == expected
