@@ -77,7 +77,7 @@ def sign_report(
     settings = load()
     db = db or settings.db
     target = _revision_folder(folder)
-    key = _signing_key(settings) if pdf else None
+    key = _signing_key(settings) if pdf or settings.signing.key_file is not None else None
     store = _open_for_signing(db, settings)
     assert isinstance(store, Store)
     with store:
@@ -123,13 +123,15 @@ def sign_report(
         from dealtrail.reporting.pdfsign import PdfNotMadeError, signed_pdf_maker
 
         maker = None
-        if key is not None:
+        if key is not None and pdf:
             from projections.records import property as stored_property
 
             name = stored_property.resolve(store.con, settings.property_name) or "property not named"
             maker = signed_pdf_maker(target, key, name, settings.reports.chromium)
         try:
-            record = sign(target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC), maker)
+            record = sign(
+                target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC), maker, signer=key
+            )
         except SignOffError as exc:
             raise refuse(str(exc)) from None
         except PdfNotMadeError as exc:
@@ -219,7 +221,7 @@ def _signing_key(settings: Settings) -> Ed25519PrivateKey:
     try:
         return load_key(settings.signing.key_file)
     except SigningError as exc:
-        raise _fail(f"--pdf signs the PDF with the property's key: {exc}", code=1) from None
+        raise _fail(f"signing with the property's key (--pdf needs it): {exc}", code=1) from None
 
 
 @app.command("verify-signoff")
@@ -231,8 +233,12 @@ def verify_signoff(
         Path | None,
         typer.Option(
             help="Also check signoff.json against the report_signed entry of this store's access log, and "
-            "the log's hash chain (opened read-only)."
+            "the log's hash chain (opened read-only), and signoff.json's signature with the keys it records."
         ),
+    ] = None,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(help="Check signoff.json's signature with this registered public key (PEM)."),
     ] = None,
 ) -> None:
     """Check a report revision's sign-off: recompute the SHA-256 of each of its files and name
@@ -255,6 +261,9 @@ def verify_signoff(
         for line in check.problems():
             console.print(f"  {escape(line)}", soft_wrap=True)
         raise _fail(f"{target}: NOT as signed ({who})", code=1)
+    said = _signature(target, db, public_key)
+    if said is not None:
+        console.print(escape(said), soft_wrap=True)
     if db is None:
         console.print(f"{escape(str(target))}: {len(r['files'])} files as signed; {escape(who)}", soft_wrap=True)
         console.print(
@@ -273,6 +282,36 @@ def verify_signoff(
         f"the access log of {escape(str(db))} at entry {anchor.seq} (chain intact)",
         soft_wrap=True,
     )
+
+
+def _signature(target: Path, db: Path | None, public_key: Path | None) -> str | None:
+    """The line about ``signoff.json``'s signature, checked with ``public_key`` or the keys the
+    store at ``db`` records (None: neither given); one clear line and exit 1 when it fails."""
+    from projections.records.signing import SigningError, key_id
+    from projections.records.signoff import SignOffError, check_signature
+
+    keys: dict[str, bytes] = {}
+    try:
+        if public_key is not None:
+            pem = public_key.read_bytes()
+            keys[key_id(pem)] = pem
+        if db is not None:
+            from projections.records import signing_keys
+            from projections.store.store import connect_read_only
+
+            con = connect_read_only(db)
+            try:
+                keys |= {k["key_id"]: k["public_key_pem"].encode() for k in signing_keys.history(con)}
+            finally:
+                con.close()
+    except (OSError, SigningError) as exc:
+        raise _fail(f"cannot read the public key: {exc}", code=1) from None
+    if public_key is None and db is None:
+        return None
+    try:
+        return check_signature(target, keys)
+    except SignOffError as exc:
+        raise _fail(f"{target}: NOT as signed: {exc}", code=1) from None
 
 
 def _anchor(target: Path, db: Path) -> Anchor:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
@@ -46,7 +47,9 @@ def router(console: Console) -> APIRouter:
         if report is None:
             raise HTTPException(404)
         try:
-            sign(report.parent, user.name, user.role, statement, config.clock(), _pdf_maker(console, report.parent))
+            key = load_key(config.signing_key) if config.signing_key is not None else None
+            maker = _pdf_maker(console, report.parent, key)
+            sign(report.parent, user.name, user.role, statement, config.clock(), maker, signer=key)
         except (SignOffError, SigningError, PdfNotMadeError) as exc:
             if isinstance(exc, PdfNotMadeError):
                 exc = SignOffError(f"not signed: the signed PDF could not be made: {exc}")
@@ -87,15 +90,12 @@ def router(console: Console) -> APIRouter:
     return routes
 
 
-def _pdf_maker(console: Console, folder: Path) -> Callable[[dict[str, Any]], bytes] | None:
-    """The maker of the revision's signed PDF when the property's key is set (None: no PDF).
-
-    Raises:
-        SigningError: the key file is set but cannot be used (missing, readable by others).
-    """
-    if console.config.signing_key is None:
+def _pdf_maker(
+    console: Console, folder: Path, key: Ed25519PrivateKey | None
+) -> Callable[[dict[str, Any]], bytes] | None:
+    """The maker of the revision's signed PDF when the property's key is set (None: no PDF)."""
+    if key is None:
         return None
-    key = load_key(console.config.signing_key)
     name = console.property_name() or stored_property.NOT_NAMED
     return signed_pdf_maker(folder, key, name, console.config.chromium)
 

@@ -34,10 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from projections.records.report_revisions import REVISION, history
+from projections.records.signing import key_id, public_pem
+from projections.records.signing import sign as sign_bytes
+from projections.records.signing import verify as verify_bytes
 from projections.records.users import role_at_least
 
 if TYPE_CHECKING:
     import duckdb
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 SIGNOFF = "signoff.json"
 """The sign-off record's file name in a revision folder."""
@@ -45,7 +49,8 @@ SIGNED_PDF = "report-signed.pdf"
 """The printed report with its sign-off block, signed inside the PDF with the property's key
 (:mod:`dealtrail.reporting.pdfsign`), made while signing: the record lists it with the other files."""
 SIGNOFF_SIGNATURE = "signoff.json.sig"
-"""A detached signature of ``signoff.json`` (reserved; not covered by the record, as the record itself)."""
+"""The detached Ed25519 signature of ``signoff.json`` by the property's key (not covered by the
+record, as the record itself is not)."""
 NOT_HASHED = frozenset({SIGNOFF, SIGNOFF_SIGNATURE})
 """Files of a revision folder the record does not cover: itself (and its signature)."""
 NOT_HASHED_V1 = frozenset({SIGNOFF, SIGNED_PDF})
@@ -106,6 +111,7 @@ def sign(
     statement: str,
     at: datetime,
     pdf: Callable[[dict[str, Any]], bytes] | None = None,
+    signer: Ed25519PrivateKey | None = None,
 ) -> dict[str, Any]:
     """Sign the report revision in ``folder``: write its ``signoff.json`` once.
 
@@ -118,6 +124,9 @@ def sign(
         pdf: makes the signed PDF (:data:`SIGNED_PDF`) from the record (who, when, the
             statement; no files yet): written once into the folder before the record, which then
             lists it with its SHA-256. None: no PDF.
+        signer: the property's key: the record names it (``signing_key``, its ID) and
+            ``signoff.json.sig`` beside it is its detached Ed25519 signature of ``signoff.json``
+            (:func:`check_signature`). None: the record is not signed.
 
     Returns:
         The record written.
@@ -160,8 +169,46 @@ def sign(
     if pdf is not None:
         _write_once(folder / SIGNED_PDF, pdf(dict(record)))
     record["files"] = file_hashes(folder)
-    _write_once(folder / SIGNOFF, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    if signer is not None:
+        record["signing_key"] = key_id(public_pem(signer))
+    text = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+    if signer is not None:  # the signature first: a record that names a key is never there without it
+        _write_once(folder / SIGNOFF_SIGNATURE, sign_bytes(signer, text))
+    _write_once(folder / SIGNOFF, text)
     return record
+
+
+def check_signature(folder: Path, public_keys: dict[str, bytes]) -> str:
+    """Check the detached signature of the revision's ``signoff.json``.
+
+    Args:
+        folder: a signed revision folder.
+        public_keys: key ID -> public key (PEM) the property registered (``dealtrail keys show``;
+            :func:`projections.records.signing_keys.history`).
+
+    Returns:
+        One line: which key signed it, or that the record is not signed (0.2.0 or no key set).
+
+    Raises:
+        SignOffError: the record names a key but the signature is missing or does not verify,
+            or the key is not among ``public_keys``.
+    """
+    record = read(folder)
+    if record is None:
+        raise SignOffError(f"{folder} is not signed")
+    kid = record.get("signing_key")
+    sig = folder / SIGNOFF_SIGNATURE
+    if kid is None:
+        if sig.exists():
+            raise SignOffError(f"{SIGNOFF_SIGNATURE} is there but {SIGNOFF} names no key (altered)")
+        return f"{SIGNOFF} carries no signature of the property's key (signed without one)"
+    if str(kid) not in public_keys:
+        raise SignOffError(f"{SIGNOFF} names signing key {kid}, which is not a registered key")
+    if not sig.exists():
+        raise SignOffError(f"{SIGNOFF} names signing key {kid} but {SIGNOFF_SIGNATURE} is missing")
+    if not verify_bytes(public_keys[str(kid)], (folder / SIGNOFF).read_bytes(), sig.read_bytes()):
+        raise SignOffError(f"{SIGNOFF_SIGNATURE} is not key {kid}'s signature of {SIGNOFF} (altered)")
+    return f"{SIGNOFF} signed by the property's key {kid}"
 
 
 def _revision(folder: Path) -> dict[str, Any]:

@@ -473,7 +473,7 @@ def _valid(report: str) -> bool:
 
 @pytest.fixture
 def signing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from dealtrail.signing import create_key
+    from projections.records.signing import create_key
 
     key = tmp_path / "keys" / "property.pem"
     create_key(key)
@@ -557,3 +557,37 @@ def test_a_sign_off_written_by_0_2_0_with_its_pdf_beside_it_still_verifies(perio
     (rev / SIGNOFF).write_text(json.dumps(old, indent=2, sort_keys=True) + "\n")
     (rev / "report-signed.pdf").write_bytes(b"%PDF-1.4 printed after signing\n")
     assert verify(rev).intact
+
+
+def test_a_sign_off_made_with_the_property_key_carries_a_detached_signature_openssl_and_verify_signoff_check(
+    db: Path, periods: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = tmp_path / "keys" / "property.pem"
+    monkeypatch.setenv("DEALTRAIL_SIGNING__KEY_FILE", str(key))
+    assert CliRunner().invoke(app, ["keys", "create", "--db", str(db)]).exit_code == 0
+    from projections.records.signing import key_id, load_key, public_pem
+
+    first = public_pem(load_key(key))
+    done = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
+    assert done.exit_code == 0, done.output
+    rev = periods / LABEL / "rev-0001"
+    assert json.loads((rev / SIGNOFF).read_text())["signing_key"] == key_id(first)
+    registered = tmp_path / "registered.pem"
+    registered.write_bytes(first)
+    cmd = ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(registered), "-rawin"]
+    cmd += ["-in", str(rev / SIGNOFF), "-sigfile", str(rev / "signoff.json.sig")]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and "Signature Verified Successfully" in r.stdout, r.stderr
+    # a rotation later: the sign-off still verifies with the key the store records for then
+    assert CliRunner().invoke(app, ["keys", "rotate", "--db", str(db)]).exit_code == 0
+    ok = CliRunner().invoke(app, ["verify-signoff", str(rev), "--db", str(db)])
+    assert ok.exit_code == 0 and f"signed by the property's key {key_id(first)}" in ok.output, ok.output
+    ok = CliRunner().invoke(app, ["verify-signoff", str(rev), "--public-key", str(registered)])
+    assert ok.exit_code == 0, ok.output
+    # signoff.json edited (who signed): the signature no longer verifies
+    text = (rev / SIGNOFF).read_text()
+    (rev / SIGNOFF).chmod(0o600)
+    (rev / SIGNOFF).write_text(text.replace('"signed_by": "meg"', '"signed_by": "ada"'))
+    bad = CliRunner().invoke(app, ["verify-signoff", str(rev), "--public-key", str(registered)])
+    assert bad.exit_code == 1 and "is not key" in bad.output and "(altered)" in bad.output, bad.output
+    assert subprocess.run(cmd, capture_output=True, check=False).returncode != 0
