@@ -418,6 +418,18 @@ Made {manifest["generated_at"]} by dealtrail, engine {manifest["engine_version"]
 
 ## How to check it
 
+This file lies in the payload (`data/`) of a BagIt bag (RFC 8493). Without dealtrail, in the folder
+that holds the bag (called `pkg` here), with the property's registered public key in
+`registered-key.pem`:
+
+    bagit.py --validate pkg
+    openssl pkeyutl -verify -pubin -inkey registered-key.pem -rawin \\
+        -in pkg/tagmanifest-sha256.txt -sigfile pkg/tagmanifest-sha256.txt.sig
+
+The first checks that every file is there and unchanged, the second that the property signed the
+bag (when it is signed: `bag-info.txt` names the key). The hash chain is checked with the short
+standard-library script in dealtrail's docs/integrity.md ("Checking a package without dealtrail").
+
 With dealtrail installed (the same engine version, or one of the same rulebook revision), and no
 access to the casino's database:
 
