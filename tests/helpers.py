@@ -54,3 +54,15 @@ def tmpfs(folder: Path, size: str) -> Iterator[Path]:
 def remount(folder: Path, options: str) -> None:
     """Mount the tmpfs at ``folder`` again with ``options`` (``size=64m``, ``ro``, ``rw``)."""
     subprocess.run(["mount", "-o", f"remount,{options}", str(folder)], check=True)
+
+
+def rebag(out: Path) -> None:
+    """Make the BagIt manifests of a written, unsigned evidence package anew after its payload
+    (``data/``) was edited, as anyone can: what the checks after the bag's then see."""
+    from dealtrail.investigate.bag import info, make_bag
+
+    payload = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
+    labels = info({"bag-info.txt": (out / "bag-info.txt").read_bytes()})
+    labels.pop("Payload-Oxum", None)
+    for rel, data in make_bag(payload, labels).items():
+        (out / rel).write_bytes(data)

@@ -32,6 +32,7 @@ from projections.reports.report import write_report
 from projections.store.store import Store
 from schemas.reviews import REVIEW_ADAPTER, FindingAcknowledged, VideoReference
 from streams.engine import Plausibility
+from tests.helpers import rebag
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
 LIMITS = Plausibility(100_000, timedelta(hours=1))
@@ -225,18 +226,19 @@ def test_evidence_then_verify_package_passes_and_one_altered_byte_fails_naming_t
     r = runner.invoke(cli, ["evidence", "--db", str(audited_shift), "--finding", fid, "--out", str(out)])
     assert r.exit_code == 0, r.output
     for name in ("README.md", "events.jsonl", "chain.jsonl", "digest.json", "finding.json", "start-states.json"):
-        assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
-    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+        assert stat.S_IMODE((out / "data" / name).stat().st_mode) == 0o600, name
+    assert stat.S_IMODE((out / "bag-info.txt").stat().st_mode) == 0o600
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700 and stat.S_IMODE((out / "data").stat().st_mode) == 0o700
     r = runner.invoke(cli, ["verify-package", str(out)])
     assert r.exit_code == 0 and "verified" in r.output, r.output
     # no other round's events in full: only the round's and those the finding cites
-    finding = json.loads((out / "finding.json").read_text())
+    finding = json.loads((out / "data" / "finding.json").read_text())
     cited = {
         e
         for rv in finding["revisions"]
         for e in (rv["trigger_event_id"], *rv["evidence_event_ids"], *rv["remedy_event_ids"])
     }
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in (out / "data" / "events.jsonl").read_text().splitlines()]
     assert all(e["round_id"] == round_id or e["event_id"] in cited for e in events)
     assert any(e["round_id"] != round_id for e in events)  # the overdue's trigger lies in the next round
     # a zip of the same package checks the same
@@ -253,13 +255,16 @@ def test_evidence_then_verify_package_passes_and_one_altered_byte_fails_naming_t
     assert unknown.exit_code == 2 and "no finding" in unknown.output and not (tmp_path / "u").exists()
     assert runner.invoke(cli, ["verify-package", str(tmp_path / "nothing-here")]).exit_code == 2
     # one byte of one event altered (a digit of its time): the event is named, exit 4
-    lines = (out / "events.jsonl").read_bytes().split(b"\n")
+    lines = (out / "data" / "events.jsonl").read_bytes().split(b"\n")
     victim = json.loads(lines[2])
     at = lines[2].index(b'"occurred_at":"') + len(b'"occurred_at":"') + 3
     line = bytearray(lines[2])
     line[at] = ord("7") if line[at] != ord("7") else ord("6")
     lines[2] = bytes(line)
-    (out / "events.jsonl").write_bytes(b"\n".join(lines))
+    (out / "data" / "events.jsonl").write_bytes(b"\n".join(lines))
+    r = runner.invoke(cli, ["verify-package", str(out)])
+    assert r.exit_code == 4 and "data/events.jsonl: its SHA-256 is not the one manifest-sha256.txt lists" in r.output
+    rebag(out)  # the bag's manifests made anew: the event's own hash still names it
     r = runner.invoke(cli, ["verify-package", str(out)])
     assert r.exit_code == 4
     assert f"first event that does not verify: {victim['event_id']}" in r.output
@@ -279,38 +284,44 @@ def test_verify_package_refuses_a_rewritten_event_and_chain_and_warns_of_another
     from schemas.chain import chain_hash
     from schemas.codec import decode
 
-    lines = (out / "events.jsonl").read_text().splitlines()
+    lines = (out / "data" / "events.jsonl").read_text().splitlines()
     event = decode(lines[0])
     forged = event.model_copy(update={"recorded_at": event.recorded_at + timedelta(seconds=1)})
     forged = forged.model_copy(update={"hash": chain_hash(forged)})
     lines[0] = forged.model_dump_json()
-    (out / "events.jsonl").write_text("\n".join(lines) + "\n")
+    (out / "data" / "events.jsonl").write_text("\n".join(lines) + "\n")
+    rebag(out)
     report = verify_package(out)
     assert not report.ok and report.event_id == event.event_id and "chain link" in (report.problem or "")
     # a hash-only link altered breaks the chain at the next link
     out2 = package.write(tmp_path / "p2")
-    links = (out2 / "chain.jsonl").read_text().splitlines()
+    links = (out2 / "data" / "chain.jsonl").read_text().splitlines()
     k = next(i for i, x in enumerate(links) if "line" not in json.loads(x) and i > 0 and i + 1 < len(links))
     link = json.loads(links[k])
     link["hash"] = "0" * 64
     links[k] = json.dumps(link)
-    (out2 / "chain.jsonl").write_text("\n".join(links) + "\n")
+    (out2 / "data" / "chain.jsonl").write_text("\n".join(links) + "\n")
+    rebag(out2)
     report = verify_package(out2)
     assert not report.ok and report.event_id == json.loads(links[k + 1])["event_id"]
     # an engine state this engine cannot load: refused, naming the event it was to start at
     out4 = package.write(tmp_path / "p4")
-    states = json.loads((out4 / "start-states.json").read_text())
+    states = json.loads((out4 / "data" / "start-states.json").read_text())
     assert states[0]["state"] is not None  # the round starts mid-table: the engine resumes from a state
     states[0]["state"] = {"table_id": "T", "unknown": 1}
-    states[0]["state_sha256"] = hashlib.sha256(json.dumps(states[0]["state"], sort_keys=True).encode()).hexdigest()
-    (out4 / "start-states.json").write_text(json.dumps(states))
+    states[0]["state_sha256"] = hashlib.sha256(
+        json.dumps(states[0]["state"], sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()  # RFC 8785 (the state's hash_version 2): no fraction, ASCII
+    (out4 / "data" / "start-states.json").write_text(json.dumps(states))
+    rebag(out4)
     report = verify_package(out4)
     assert not report.ok and "does not load" in (report.problem or "") and report.event_id == event.event_id
     # a package judged under another rulebook revision: said plainly, the engine's rules used
     out3 = package.write(tmp_path / "p3")
-    manifest = json.loads((out3 / "manifest.json").read_text())
+    manifest = json.loads((out3 / "data" / "manifest.json").read_text())
     manifest["rulebook_revision"] = 99
-    (out3 / "manifest.json").write_text(json.dumps(manifest))
+    (out3 / "data" / "manifest.json").write_text(json.dumps(manifest))
+    rebag(out3)
     report = verify_package(out3)
     assert report.ok and any("rulebook revision 99" in n and n.startswith("WARNING") for n in report.notes)
 
@@ -332,8 +343,11 @@ def test_finding_page_downloads_the_same_package_for_a_logged_in_user(
     ]
     expected = build_package(store.con, fid, LIMITS, NOW)
     with zipfile.ZipFile(io.BytesIO(r.content)) as zf:
-        got = {Path(n).name: zf.read(n) for n in zf.namelist()}
-    assert got == expected.files
+        got = {n.split("/", 1)[1]: zf.read(n) for n in zf.namelist()}
+    assert {k: v for k, v in got.items() if k.startswith("data/")} == {
+        f"data/{n}": d for n, d in expected.files.items()
+    }
+    assert b"Contact-Name: vic\n" in got["bag-info.txt"]  # who made it: the user who downloaded it
     path = tmp_path / "download.zip"
     path.write_bytes(r.content)
     assert verify_package(path).ok
