@@ -54,6 +54,7 @@ READERS: dict[str, tuple[str, ...]] = {
     ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,
+    "timezone": ("report", "schedule", "project", "replay", "serve"),
     "namespace": KAFKA_CLIENTS,
     "partitions": ("topics",),
     "replication": ("topics",),
@@ -157,9 +158,8 @@ def readers(field_path: str) -> tuple[str, ...]:
     Raises:
         KeyError: the setting has no entry (a new setting must say who reads it).
     """
-    if field_path in READERS:
-        return READERS[field_path]
-    return READERS[field_path.split(".", maxsplit=1)[0]]
+    found = READERS[field_path] if field_path in READERS else READERS[field_path.split(".", maxsplit=1)[0]]
+    return tuple(dict.fromkeys(found))  # each command once ("serve" is a reporter and a console)
 
 
 def _attributes(model: type) -> dict[str, str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import time, timedelta
+from datetime import time, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -407,7 +407,7 @@ class NotifySettings(BaseModel):
         digest_at: the local time of the daily digest of late reviews
             (``DEALTRAIL_NOTIFY__DIGEST_AT=08:00``); unset: no digest.
         digest_tz: the IANA zone of ``digest_at`` and of the digest's day
-            (``DEALTRAIL_NOTIFY__DIGEST_TZ``, default UTC).
+            (``DEALTRAIL_NOTIFY__DIGEST_TZ``; unset: the casino's ``DEALTRAIL_TIMEZONE``).
         digest_to: where the digest goes, as JSON: webhook URLs and email addresses
             (``DEALTRAIL_NOTIFY__DIGEST_TO='["https://hooks.example/x", "compliance@casino.example"]'``).
     """
@@ -425,12 +425,14 @@ class NotifySettings(BaseModel):
     backoff_seconds: float = Field(default=30, gt=0, le=86_400)
     console_url: str | None = None
     digest_at: time | None = None
-    digest_tz: str = "UTC"
+    digest_tz: str | None = None
     digest_to: list[str] = []
 
     @field_validator("digest_tz")
     @classmethod
-    def _known_zone(cls, value: str) -> str:
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
@@ -527,6 +529,10 @@ class Settings(BaseSettings):
         property_name: the casino property the reports and the console name
             (``DEALTRAIL_PROPERTY``); unset: the name an admin recorded in the console, else
             "property not named". A name recorded in the console wins over this setting.
+        timezone: the casino's time zone (``DEALTRAIL_TIMEZONE``, an IANA name such as
+            ``America/New_York``; default ``UTC``): shift and day boundaries of the scheduled
+            reports, and the times the console, the reports, their PDFs and the CLI's text show,
+            each labelled with the zone. Stored instants stay UTC. A command's ``--tz`` wins.
         snapshot_every: the audit keeps a table's engine state every this many of its events
             (events; ``DEALTRAIL_SNAPSHOT_EVERY``, default 1000), and at each UTC day boundary,
             so that a replay re-applies at most about this many events before its window.
@@ -565,6 +571,7 @@ class Settings(BaseSettings):
         max_length=200,
         validation_alias=AliasChoices("DEALTRAIL_PROPERTY", "property_name"),
     )
+    timezone: str = Field(default="UTC", validation_alias=AliasChoices("DEALTRAIL_TIMEZONE", "timezone"))
     namespace: str = Field(default="dealtrail", pattern=r"^[A-Za-z0-9._-]{1,100}$")
     partitions: int = Field(default=6, ge=1, le=1000)
     replication: int = Field(default=1, ge=1, le=10)
@@ -595,6 +602,21 @@ class Settings(BaseSettings):
         from streams.engine.engine import Plausibility
 
         return Plausibility(self.max_seq_jump, self.max_clock_skew, self.remedy_window)
+
+    @field_validator("timezone")
+    @classmethod
+    def _casino_zone(cls, value: str) -> str:
+        from projections.display.timefmt import zone
+
+        zone(value)  # ValueError: not an IANA name
+        return value
+
+    @property
+    def zone(self) -> tzinfo:
+        """The casino's time zone (``timezone``) as a ``tzinfo``: ``datetime.UTC`` or a ``ZoneInfo``."""
+        from projections.display.timefmt import zone
+
+        return zone(self.timezone)
 
     @property
     def console_url(self) -> str | None:

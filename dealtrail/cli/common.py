@@ -74,14 +74,29 @@ _BOOTSTRAP = f"$DEALTRAIL_KAFKA_BOOTSTRAP, else {Settings.model_fields['kafka'].
 """What a None option falls back to, shown in --help."""
 
 
-def _zone(name: str) -> tzinfo:
-    """``--tz`` as a zone, or a usage error."""
+_TZ = "$DEALTRAIL_TIMEZONE, else UTC"
+"""What ``--tz`` falls back to, shown in --help."""
+
+
+def _zone_name(flag: str | None, settings: Settings) -> str:
+    """The zone a command works in: ``--tz`` when given, else the casino's ``DEALTRAIL_TIMEZONE``
+    (``settings.timezone``, default UTC): the one path every command's zone takes. A usage error
+    for an unknown name."""
     from projections.display.timefmt import zone
 
+    name = flag or settings.timezone
     try:
-        return zone(name)
+        zone(name)
     except ValueError as exc:
         raise _fail(str(exc)) from None
+    return name
+
+
+def _zone(flag: str | None, settings: Settings) -> tzinfo:
+    """:func:`_zone_name` as a ``tzinfo`` (``datetime.UTC`` or a ``ZoneInfo``)."""
+    from projections.display.timefmt import zone
+
+    return zone(_zone_name(flag, settings))
 
 
 def _output_file(path: Path | None, flag: str) -> None:

@@ -117,6 +117,7 @@ def _console_config(
         totp_key=totp_key(settings, db),
         signing_key=settings.signing.key_file,
         chromium=settings.reports.chromium,
+        tz=settings.zone,
     )
 
 
@@ -238,7 +239,7 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
 
         digest = DigestConfig(
             n.digest_at,
-            ZoneInfo(n.digest_tz),
+            ZoneInfo(n.digest_tz or settings.timezone),
             tuple(digest_target(t) for t in n.digest_to),
             review_due(settings),
             settings.property_name,
@@ -278,6 +279,7 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
         n.max_attempts,
         n.backoff_seconds,
         digest=digest,
+        tz=settings.zone,
     )
     return _NotifyLoop(notifier, every)
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 from dealtrail.cli.common import (
     _BOOTSTRAP,
     _DB,
+    _TZ,
     _busy,
     _fail,
     _output_file,
@@ -57,7 +58,9 @@ def replay(
     bootstrap: Annotated[
         str | None, typer.Option(help="Kafka bootstrap servers (with --source kafka).", show_default=_BOOTSTRAP)
     ] = None,
-    tz: Annotated[str, typer.Option(help="Show times in this zone (IANA name), labelled.")] = "UTC",
+    tz: Annotated[
+        str | None, typer.Option(help="Show times in this zone (IANA name), labelled.", show_default=_TZ)
+    ] = None,
     archive: Annotated[Path | None, typer.Option(help=ARCHIVE_HELP, show_default=ARCHIVE_DEFAULT)] = None,
 ) -> None:
     """Replay one table's stored events through the engine; show each event, state and finding."""
@@ -77,9 +80,9 @@ def replay(
 
     if round_ and (from_ or to):
         raise _fail("use --round or --from/--to, not both")
-    zone = _zone(tz)
-    _output_file(html, "--html")
     settings = load()
+    zone = _zone(tz, settings)
+    _output_file(html, "--html")
     settings = settings.with_bootstrap(bootstrap)
     start, end = _period(from_, to)
     window = Window(round_id=round_, start=start, end=end)

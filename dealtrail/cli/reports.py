@@ -21,6 +21,7 @@ from dealtrail.cli.common import (
     _DUCKDB_INTERRUPTED,
     _INTERRUPTED,
     _OUT,
+    _TZ,
     _busy,
     _fail,
     _output_file,
@@ -355,8 +356,11 @@ def report(
         typer.Option("--to", help="End of the period (ISO 8601, exclusive).", show_default="after the last event"),
     ] = None,
     tz: Annotated[
-        str, typer.Option(help="Show times in the HTML in this zone (IANA name); CSV, Parquet and JSON stay UTC.")
-    ] = "UTC",
+        str | None,
+        typer.Option(
+            help="Show times in the HTML in this zone (IANA name); CSV, Parquet and JSON stay UTC.", show_default=_TZ
+        ),
+    ] = None,
     generation: Annotated[
         int | None, typer.Option(min=1, help="Generation of findings to report.", show_default="the latest")
     ] = None,
@@ -388,7 +392,7 @@ def report(
     db, out = db or settings.db, out or settings.out
     import duckdb
 
-    zone = _zone(tz)
+    zone = _zone(tz, settings)
     _output_folder(out, "--out")
     period = _period(from_, to)
     stamp = _when(generated_at, "--as-of") or datetime.now(UTC)

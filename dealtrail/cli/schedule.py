@@ -14,10 +14,12 @@ if TYPE_CHECKING:
 from dealtrail.cli.common import (
     _DB,
     _PERIODS,
+    _TZ,
     _busy,
     _fail,
     _output_folder,
     _when,
+    _zone_name,
     app,
     console,
     err,
@@ -36,8 +38,9 @@ def schedule(
         Path | None, typer.Option(help="Folder for one sub-folder per period.", show_default=_PERIODS)
     ] = None,
     tz: Annotated[
-        str, typer.Option(help="Time zone of the periods (IANA name); the pages show times in it too.")
-    ] = "UTC",
+        str | None,
+        typer.Option(help="Time zone of the periods (IANA name); the pages show times in it too.", show_default=_TZ),
+    ] = None,
     once: Annotated[bool, typer.Option("--once", help="Write the closed periods and exit.")] = False,
     now: Annotated[
         str | None,
@@ -64,7 +67,7 @@ def schedule(
     settings = load()
     db, out = db or settings.db, out or settings.out / "periods"
     try:
-        spec = Schedule(every, tz)
+        spec = Schedule(every, _zone_name(tz, settings))
     except ScheduleError as exc:
         raise _fail(str(exc)) from None
     if not db.exists():

@@ -20,10 +20,12 @@ if TYPE_CHECKING:
 from dealtrail.cli.common import (
     _DB,
     _PERIODS,
+    _TZ,
     _fail,
     _output_file,
     _output_folder,
     _unreachable,
+    _zone_name,
     app,
     command_line,
     console,
@@ -142,7 +144,7 @@ def project(
     reports: Annotated[
         Path | None, typer.Option(help="Folder of the scheduled reports.", show_default=_PERIODS)
     ] = None,
-    tz: Annotated[str, typer.Option(help="Time zone of the report periods.")] = "UTC",
+    tz: Annotated[str | None, typer.Option(help="Time zone of the report periods.", show_default=_TZ)] = None,
     batch: Annotated[
         int, typer.Option(min=1, max=1_000_000, help="Records per DuckDB transaction at most (records).")
     ] = 20_000,
@@ -174,6 +176,7 @@ def project(
     """
     settings = load()
     target = db or settings.db
+    tz = _zone_name(tz, settings)
     resume = command_line(
         "dealtrail", "project", "--db", target, "--once" if once else None,
         *(("--report-every", report_every, "--tz", tz) if report_every else ()),

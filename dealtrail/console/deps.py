@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +29,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.models import ReviewRequest
 from dealtrail.investigate.video import VideoLinks
 from dealtrail.settings import ReviewSettings
+from projections.display.timefmt import zone_name
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
@@ -89,6 +90,8 @@ class ConsoleConfig:
             lists (``settings.reports.max_listed``); None: every one.
         archive: the folder of the store's archived months the Reports page's report reads
             (``settings.archive.dir``); None: the folder the store's manifest names.
+        tz: the casino's time zone the pages show times in, labelled (``settings.zone``, from
+            ``DEALTRAIL_TIMEZONE``); filters typed without an offset stay UTC, as the forms say.
         totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
             its key file, resolved); None: the key file beside the store, as the settings'
             default (``dealtrail.console.totp.resolve_totp_key``).
@@ -117,6 +120,7 @@ class ConsoleConfig:
     totp_key: bytes | None = field(default=None, repr=False)
     signing_key: Path | None = None
     chromium: str | None = None
+    tz: tzinfo = UTC
 
 
 class LoginRequiredError(Exception):
@@ -309,22 +313,30 @@ def invalid(loc: tuple[str | int, ...], message: str) -> RequestValidationError:
     return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message}])
 
 
+def local(value: datetime | None, tz: tzinfo = UTC) -> str:
+    """A time as ``YYYY-MM-DD HH:MM:SS-05:00`` in ``tz`` with its offset (the page labels the
+    zone: the offset alone tells the two 01:30s of a night that falls back apart); ``-`` for None."""
+    if value is None:
+        return "-"
+    shown = value.astimezone(tz)
+    off = shown.strftime("%z")
+    return f"{shown:%Y-%m-%d %H:%M:%S}{off[:3]}:{off[3:]}"
+
+
 def utc(value: datetime | None) -> str:
     """A time as ``YYYY-MM-DD HH:MM:SS+00:00`` (UTC with its offset); ``-`` for None."""
+    return local(value, UTC)
+
+
+def local_short(value: datetime | None, tz: tzinfo = UTC) -> str:
+    """A time as ``MM-DD HH:MM:SS`` in ``tz``, for the floor's narrow columns (the column
+    heads name the zone; the full time with its offset is the cell's title); ``-`` for None."""
     if value is None:
         return "-"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+    return value.astimezone(tz).strftime("%m-%d %H:%M:%S")
 
 
-def utc_short(value: datetime | None) -> str:
-    """A time as ``MM-DD HH:MM:SS`` in UTC, for the floor's narrow columns (the column heads say
-    UTC; the full time is the cell's title); ``-`` for None."""
-    if value is None:
-        return "-"
-    return value.astimezone(UTC).strftime("%m-%d %H:%M:%S")
-
-
-def _env() -> jinja2.Environment:
+def _env(tz: tzinfo = UTC) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("dealtrail.console", "templates"),
         autoescape=True,
@@ -332,8 +344,9 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["utc"] = utc
-    env.filters["utc_short"] = utc_short
+    env.filters["local"] = lambda value: local(value, tz)  # the casino's zone (DEALTRAIL_TIMEZONE)
+    env.filters["local_short"] = lambda value: local_short(value, tz)
+    env.globals["zone_label"] = zone_name(tz)
     env.filters["person"] = _person
     return env
 
@@ -395,7 +408,7 @@ class Console:
         self.config = config
         self.review_sink = review_sink
         self.write_lock = write_lock
-        self.env = _env()
+        self.env = _env(config.tz)
         self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
         self.guard = guard.LoginGuard(config.security)
         self.codes = guard.OneTimeCodes()  # one-time codes used, and secrets being enrolled

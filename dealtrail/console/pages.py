@@ -10,7 +10,7 @@ import io
 import math
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,7 +23,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from pydantic import ValidationError
 
 from dealtrail.console import replay_pages
-from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql, utc
+from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql
 from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.console.models import ReviewRequest
 from dealtrail.investigate.replay import round_seqs
@@ -115,7 +115,7 @@ def router(console: Console) -> APIRouter:
     def findings_csv(user: PageUser, con: Cursor, q: Filters) -> Response:
         rows, _ = reviews.find(con, queue_filter(q, user), config.review_due, config.clock(), q.sort, q.order == "desc")
         return Response(
-            _csv(rows, staff.names(con)),
+            _csv(rows, staff.names(con), config.tz),
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": 'attachment; filename="findings.csv"'},
         )
@@ -156,7 +156,7 @@ def router(console: Console) -> APIRouter:
             remedy_events=[e for e in found if e["event_id"] in remedy_ids],
             late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
             layout=_round_layout(replayed),
-            investigation=replay_pages.investigation(con, f, case_rows, replayed, replay_note),
+            investigation=replay_pages.investigation(con, f, case_rows, replayed, replay_note, config.tz),
             history=reviews.history(con, finding_id),
             revisions=_revisions(con, finding_id),
             causes=[c.value for c in Cause],
@@ -566,9 +566,10 @@ def _bars(points: list[tuple[str, float, int, int]]) -> dict[str, Any]:
     return {"bars": bars, "width": 60 + len(points) * width, "height": 200, "max": top}
 
 
-def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> str:
+def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None, tz: tzinfo = UTC) -> str:
     """The findings export; ``names`` (the roster's, :func:`projections.records.staff.names`) fill the
-    ``dealer_name`` column beside ``dealer_id`` (blank for an ID the roster does not name)."""
+    ``dealer_name`` column beside ``dealer_id`` (blank for an ID the roster does not name); times
+    are ISO 8601 in ``tz`` (the casino's zone) with their offset."""
     known = names or {}
     rows = [{**r, "dealer_name": known.get(r.get("dealer_id") or "")} for r in rows]
     cols = [
@@ -586,7 +587,10 @@ def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None) -> 
             v = r.get(c)
             if c == "cause" and v is None:  # a pending proposal's cause (review_status says so)
                 v = r.get("proposed_cause")
-            text = utc(v) if isinstance(v, datetime) else "" if v is None else str(v)
+            if isinstance(v, datetime):  # ISO 8601 in the casino's zone, with its offset
+                text = v.astimezone(tz).isoformat(timespec="seconds")
+            else:
+                text = "" if v is None else str(v)
             line.append(neutralise_cell(text))  # a cell a spreadsheet would run is quoted as text
         w.writerow(line)
     return buf.getvalue()

@@ -10,7 +10,7 @@ window. The steps come from the pure engine replayed from the store's nearest ch
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -144,6 +144,7 @@ def investigation(
     case_rows: list[dict[str, Any]],
     replayed: Any = None,
     not_drawn: str | None = None,
+    tz: tzinfo = UTC,
 ) -> dict[str, Any]:
     """What the finding page's investigation partials need: the picture of the breach and the
     case the finding belongs to (its cause, its consequences), and the replay window of a finding
@@ -151,12 +152,13 @@ def investigation(
     finding's round as the page replayed it (``dealtrail.investigate.replay.ReplayResult``; None: replayed
     for the picture); ``not_drawn``: why the page could not replay the round (the picture is then
     not attempted again, and the page says why instead of drawing nothing); ``case_rows``: the
-    rows of the finding's case (:meth:`Console.finding_case`)."""
+    rows of the finding's case (:meth:`Console.finding_case`); ``tz``: the zone the picture's
+    times are shown in (the casino's)."""
     cause, consequences = case_members(case_rows, f["finding_id"])
     at = f["detected_at"].astimezone(UTC)
     return {
         "window": ((at - timedelta(minutes=2)).isoformat(), (at + timedelta(minutes=2)).isoformat()),
-        "picture": None if not_drawn else breach_picture(con, f, replayed),
+        "picture": None if not_drawn else breach_picture(con, f, replayed, tz),
         "not_drawn": not_drawn,
         "case": {"cause": cause, "consequences": consequences} if consequences else None,
     }

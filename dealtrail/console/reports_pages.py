@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -15,8 +15,9 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, utc
+from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, local
 from dealtrail.console.filters import parse_time
+from projections.display.timefmt import clock, show, zone_name
 from projections.records.signoff import (
     SIGNER_ROLE,
     SIGNOFF,
@@ -85,7 +86,9 @@ def router(console: Console) -> APIRouter:
         if start is not None and end is not None and start >= end:
             raise invalid(("query", "to"), "from must be before to")
         with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:
-            span = f"{utc(start) if start else 'the first event'} to {utc(end) if end else 'the last event'}"
+            span = f"{show(start, config.tz) if start else 'the first event'} to " + (
+                show(end, config.tz) if end else "the last event"
+            )
             title = f"Compliance report, {span}"
             try:
                 files = write_report(
@@ -94,6 +97,7 @@ def router(console: Console) -> APIRouter:
                     start,
                     end,
                     title,
+                    tz=config.tz,
                     review_due=config.review_due,
                     property_name=config.property_name,
                     generated_at=config.clock(),
@@ -155,23 +159,25 @@ def _scheduled(config: ConsoleConfig, con: duckdb.DuckDBPyConnection) -> list[di
             files = [name for name in _REPORT_ORDER if (where / name).is_file()]
             revisions.append({**r, "base": base, "files": files, "signoff": None})
         for r in revisions:
-            r["as_of_shown"] = _shown(r["as_of"])
+            r["as_of_shown"] = _shown(r["as_of"], config.tz)
         if revisions and revisions[0]["folder"] != LEGACY:
-            revisions[0]["signoff"] = _signoff(sub / revisions[0]["folder"], con)
+            revisions[0]["signoff"] = _signoff(sub / revisions[0]["folder"], con, config.tz)
         if revisions:
             try:
                 manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
-                start = datetime.fromisoformat(manifest["start"]).astimezone(UTC)
-                end = datetime.fromisoformat(manifest["end"]).astimezone(UTC)
+                start = datetime.fromisoformat(manifest["start"]).astimezone(config.tz)
+                end = datetime.fromisoformat(manifest["end"]).astimezone(config.tz)
                 to = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
-                span = f"{start:%Y-%m-%d %H:%M} to {to} UTC"
+                # in the casino's zone, each end with its offset (a night that falls back has two 01:30s)
+                span = f"{start:%Y-%m-%d %H:%M}{clock(start, config.tz)[8:]} to {to}{clock(end, config.tz)[8:]}"
+                span += f" {zone_name(config.tz)}"
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 span = None
             out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
     return out
 
 
-def _signoff(folder: Path, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+def _signoff(folder: Path, con: duckdb.DuckDBPyConnection, tz: tzinfo = UTC) -> dict[str, Any] | None:
     """The sign-off of the revision in ``folder`` for the Reports page: ``record`` (None: not
     signed), ``intact``, ``problems``, ``signed_shown`` and ``anchor_problems`` (why
     ``signoff.json`` is not the one the access log recorded at signing; the chain itself is
@@ -181,7 +187,7 @@ def _signoff(folder: Path, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | N
     except SignOffError:
         return None
     record = check.record
-    shown = _shown(record.get("signed_at")) if record else None
+    shown = _shown(record.get("signed_at"), tz) if record else None
     anchored = check_anchor(con, folder, chain=False).problems() if record else []
     return {
         "record": record,
@@ -192,10 +198,11 @@ def _signoff(folder: Path, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | N
     }
 
 
-def _shown(value: object) -> str | None:
-    """An ISO 8601 time read from a report's files, shown as :func:`utc` does (None if unreadable)."""
+def _shown(value: object, tz: tzinfo = UTC) -> str | None:
+    """An ISO 8601 time read from a report's files, shown in ``tz`` with its offset as
+    :func:`~dealtrail.console.deps.local` does (None if unreadable)."""
     try:
-        return utc(datetime.fromisoformat(str(value))) if value else None
+        return local(datetime.fromisoformat(str(value)), tz) if value else None
     except ValueError:
         return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from dealtrail.investigate.replay import (
@@ -25,6 +25,7 @@ from dealtrail.investigate.replay import (
     stored_events,
 )
 from projections.display.cards import area_name, card_face
+from projections.display.timefmt import clock, show
 from schemas import events as ev
 from schemas.findings import Finding
 from streams.engine import TableState
@@ -413,7 +414,7 @@ def _card(code: str, face_up: bool, mark: str = "", note: str = "") -> dict[str,
 
 
 def breach_picture(
-    con: duckdb.DuckDBPyConnection, finding: dict[str, Any], replayed: ReplayResult | None = None
+    con: duckdb.DuckDBPyConnection, finding: dict[str, Any], replayed: ReplayResult | None = None, tz: tzinfo = UTC
 ) -> dict[str, Any] | None:
     """What a finding is about, drawn: the cards, dice, stacks, counts or device faults its
     evidence events name, each marked, beside what the rule expected where the trail says it.
@@ -428,6 +429,7 @@ def breach_picture(
         replayed: the finding's round already replayed (:func:`replay_window`), so a page that
             also draws the round replays it once; None: replayed here (at most
             :data:`PAGE_REPLAY_EVENTS` events).
+        tz: the zone the panels' times are shown in, with their offset (the casino's).
 
     Returns:
         ``{"title", "panels": [...], "layout"}``, or None when the trail holds none of the
@@ -464,7 +466,7 @@ def breach_picture(
         [s.event for s in cited] + _stored(con, table_id, [e for e in evidence if e not in by_id]),
         key=lambda e: e.seq,
     )
-    panels.extend(_evidence_panel(e) for e in shown)
+    panels.extend(_evidence_panel(e, tz) for e in shown)
     if rule in ("DT-sequence-gap", "DT-chain-broken") and len(shown) == 2:
         before, after = shown
         panels[0]["title"] = f"The last event before the gap: {before.type}"
@@ -475,9 +477,9 @@ def breach_picture(
             ("Chain", "the event after the gap does not link to the one before it" if rule == "DT-chain-broken"
              else "the stored trail skips these sequence numbers")]})  # fmt: skip
     state = trigger or (cited[-1] if cited else None) or (result.steps[-1] if result.steps else None)
-    extra = _rule_panels(rule, [s.event for s in cited], state.state if state else None, result)
+    extra = _rule_panels(rule, [s.event for s in cited], state.state if state else None, result, tz)
     if rule == "DT-remedy-overdue":
-        extra.insert(0, _overdue_panel(finding, [s.event for s in cited]))
+        extra.insert(0, _overdue_panel(finding, [s.event for s in cited], tz))
     panels.extend(extra)
     if not panels and not cited:
         return None
@@ -525,12 +527,12 @@ def _stored(con: duckdb.DuckDBPyConnection, table_id: str, ids: list[str]) -> li
     return out
 
 
-def _overdue_panel(finding: dict[str, Any], cited: list[ev.DealingEvent]) -> dict[str, Any]:
+def _overdue_panel(finding: dict[str, Any], cited: list[ev.DealingEvent], tz: tzinfo = UTC) -> dict[str, Any]:
     """The remedy timeline of a DT-remedy-overdue: what was owed, from when, and that the next
     round started before it was seen (rulebook section 8a)."""
     facts = [("Owed", str(finding.get("required_remedy") or "the cause's remedy"))]
     if cited:
-        facts.append(("Owed from", cited[0].occurred_at.astimezone(UTC).strftime("%H:%M:%S+00:00")))
+        facts.append(("Owed from", clock(cited[0].occurred_at, tz)))
     facts.append(("Seen", "not before the next round started"))
     return {"kind": "timeline", "title": "The remedy that was skipped", "cards": [], "facts": facts}
 
@@ -539,10 +541,10 @@ def _who(event: ev.DealingEvent) -> str:
     return f"{event.actor.role.value.lower()} {event.actor.id}"
 
 
-def _evidence_panel(event: ev.DealingEvent) -> dict[str, Any]:
+def _evidence_panel(event: ev.DealingEvent, tz: tzinfo = UTC) -> dict[str, Any]:
     """A panel for one cited event that carries a card, a count, dice, a stack or a fault."""
     facts: list[tuple[str, str]] = [
-        ("When", event.occurred_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")),
+        ("When", show(event.occurred_at, tz)),
         ("By", _who(event)),
     ]
     panel: dict[str, Any]
@@ -645,7 +647,7 @@ def _evidence_panel(event: ev.DealingEvent) -> dict[str, Any]:
 
 
 def _rule_panels(
-    rule: str, cited: list[ev.DealingEvent], state: TableState | None, result: ReplayResult
+    rule: str, cited: list[ev.DealingEvent], state: TableState | None, result: ReplayResult, tz: tzinfo = UTC
 ) -> list[dict[str, Any]]:
     """What the rule expected, set beside what the evidence shows, where the trail holds it."""
     out: list[dict[str, Any]] = []
@@ -680,7 +682,7 @@ def _rule_panels(
             )
         else:
             text = (
-                f"reset (HandReset at {after[reset].occurred_at.astimezone(UTC):%H:%M:%S}+00:00); the trail does not "
+                f"reset (HandReset at {clock(after[reset].occurred_at, tz)}); the trail does not "
                 "record the hand as reset"
                 if reset is not None
                 else "never reset in this round"

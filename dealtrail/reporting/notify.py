@@ -24,7 +24,7 @@ import smtplib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from email.message import EmailMessage
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -222,11 +222,12 @@ def late_reviews(con: duckdb.DuckDBPyConnection, due: reviews.ReviewDue, now: da
     return [r for r in rows if r["review_late"] and r["review_status"] != "disposed"]
 
 
-def message(finding: Mapping[str, Any], console_url: str | None, dealer: str | None = None) -> str:
+def message(finding: Mapping[str, Any], console_url: str | None, dealer: str | None = None, tz: tzinfo = UTC) -> str:
     """The one-paragraph text of a notification (the webhook's ``text``, the email's body);
-    ``dealer`` is the round's dealer as shown everywhere (``Name (ID)``, :func:`projections.records.staff.label`)."""
+    ``dealer`` is the round's dealer as shown everywhere (``Name (ID)``, :func:`projections.records.staff.label`);
+    ``tz`` the casino's zone its time is shown in, with the offset and the zone's name."""
     spec = RULES_BY_ID.get(str(finding["rule_id"]))
-    when = finding["observed_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+    when = show(finding["observed_at"], tz)
     lines = [
         f"{str(finding['severity']).capitalize()} finding at table {finding['table_id']}"
         + (f", round {finding['round_id']}" if finding.get("round_id") else "")
@@ -255,6 +256,7 @@ class Notifier:
         backoff: the wait after the first failed attempt; it doubles after each (seconds).
         http_timeout: seconds a webhook may take (seconds).
         digest: the daily digest of late reviews, or None.
+        tz: the casino's zone the messages show times in (``DEALTRAIL_TIMEZONE``).
     """
 
     def __init__(
@@ -269,8 +271,10 @@ class Notifier:
         backoff: float,
         http_timeout: float = 5.0,
         digest: DigestConfig | None = None,
+        tz: tzinfo = UTC,
     ) -> None:
         self.con, self.rules, self.smtp, self.console_url = con, list(rules), smtp, console_url
+        self.tz = tz
         self.digest = digest
         self.lock, self.clock = lock, clock
         self.max_attempts, self.backoff, self.http_timeout = max_attempts, backoff, http_timeout
@@ -448,7 +452,7 @@ class Notifier:
 
     def _send(self, finding: Mapping[str, Any], target: str) -> str | None:
         dealer_id, dealer = self._dealer(finding)
-        text = message(finding, self.console_url, dealer)
+        text = message(finding, self.console_url, dealer, self.tz)
         body = {
             "text": text,
             "finding": {

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dealtrail.schedule import Schedule, run_due
+from projections.reviews import ReviewDue
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.schedule import Schedule, run_due
-from projections.reviews import ReviewDue
 from projections.store import Store
 
 pytestmark = pytest.mark.browser

@@ -232,7 +232,7 @@ def test_the_reports_page_shows_each_periods_latest_revision_its_status_and_its_
         rows = page.split("<tr>")
         hour18 = next(r for r in rows if LABEL in r)
         hour19 = next(r for r in rows if "2026-11-27T1900+0000_UTC" in r)
-        assert "2026-11-27 18:00 to 19:00 UTC" in hour18
+        assert "2026-11-27 18:00+00:00 to 19:00+00:00 UTC" in hour18  # each end with its offset, the zone named
         assert "st-final" in hour18 and "revision 2" in hour18 and "1 superseded" in hour18
         assert "revision 1, final, as of 2026-11-27 21:00:00+00:00: superseded by revision 2" in hour18
         assert "st-provisional" in hour19 and "revision 1" in hour19 and "superseded" not in hour19

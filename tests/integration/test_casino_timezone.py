@@ -1,0 +1,172 @@
+"""The casino's time zone as one setting (issue 36): ``DEALTRAIL_TIMEZONE`` (an IANA name,
+default UTC) feeds the one path every command's ``--tz`` takes, the console's times and CSV, and
+the scheduled reports' shift boundaries and pages; stored instants stay UTC. America/New_York,
+with the night of 2026-11-01 when the clocks fall back (a 25-hour day)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from dealtrail.cli import app
+from dealtrail.console import auth
+from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.console.deps import local
+from dealtrail.reporting.schedule import Schedule
+from dealtrail.settings import Settings, load
+from projections.models.reviews import ReviewDue
+from projections.store.store import Store
+
+NY = "America/New_York"
+FALL_BACK = datetime(2026, 11, 1, 4, 0, tzinfo=UTC)  # midnight in New York, the night of the change
+PASSWORD = "nina-night-pass"
+
+
+@pytest.fixture
+def eastern(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No DEALTRAIL_* variable of the shell, and DEALTRAIL_TIMEZONE=America/New_York."""
+    for key in list(os.environ):
+        if key.upper().startswith("DEALTRAIL_") and key != "DEALTRAIL_PYTHON":
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("DEALTRAIL_TIMEZONE", NY)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # the host's own zone never leaks into what is shown
+    return monkeypatch
+
+
+def test_the_timezone_setting_defaults_to_utc_and_refuses_a_name_that_is_not_an_iana_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DEALTRAIL_TIMEZONE", raising=False)
+    assert load().timezone == "UTC" and load().zone is UTC
+    monkeypatch.setenv("DEALTRAIL_TIMEZONE", "Mars/Olympus_Mons")
+    with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus_Mons'"):
+        load()
+
+
+def test_dealtrail_timezone_feeds_the_cli_zone_path_and_the_console_and_a_tz_flag_wins(
+    eastern: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from dealtrail.cli.common import _zone_name
+    from dealtrail.cli.console import _console_config
+
+    settings = load()
+    assert settings.timezone == NY and str(settings.zone) == NY
+    assert _zone_name(None, settings) == NY
+    assert _zone_name("Europe/Malta", settings) == "Europe/Malta"
+    config = _console_config(settings, tmp_path / "s.duckdb")
+    assert isinstance(config, ConsoleConfig) and str(config.tz) == NY
+    bad = CliRunner().invoke(app, ["report", "--db", str(tmp_path / "none.duckdb"), "--tz", "Nowhere/Land"])
+    assert bad.exit_code != 0 and "unknown time zone 'Nowhere/Land'" in bad.output and "Traceback" not in bad.output
+
+
+def test_on_the_night_new_york_falls_back_the_settings_day_has_25_hours_and_times_tell_the_two_0130s_apart(
+    eastern: pytest.MonkeyPatch,
+) -> None:
+    settings = load()
+    days = list(
+        Schedule("day", settings.timezone).periods(FALL_BACK - timedelta(days=1), FALL_BACK + timedelta(days=2))
+    )
+    lengths = {p.label: p.end - p.start for p in days}
+    assert lengths[f"2026-11-01_{NY.replace('/', '-')}"] == timedelta(hours=25)
+    assert lengths[f"2026-10-31_{NY.replace('/', '-')}"] == timedelta(hours=24)
+    day = next(p for p in days if p.label.startswith("2026-11-01"))
+    assert day.start == datetime(2026, 11, 1, 4, tzinfo=UTC) and day.end == datetime(2026, 11, 2, 5, tzinfo=UTC)
+    shifts = list(Schedule("shift", settings.timezone).periods(day.start, day.end + timedelta(hours=8)))
+    night = next(p for p in shifts if p.start == datetime(2026, 11, 1, 2, tzinfo=UTC))  # 22:00 EDT on 10-31
+    assert night.end - night.start == timedelta(hours=9)  # to 06:00 EST: the hour repeated counts
+    assert local(datetime(2026, 11, 1, 5, 30, tzinfo=UTC), settings.zone) == "2026-11-01 01:30:00-04:00"
+    assert local(datetime(2026, 11, 1, 6, 30, tzinfo=UTC), settings.zone) == "2026-11-01 01:30:00-05:00"
+
+
+def test_with_the_setting_schedule_cuts_shifts_on_eastern_hours_and_the_report_shows_eastern_times_with_the_offset(
+    eastern: pytest.MonkeyPatch, audited_shift: Path, tmp_path: Path
+) -> None:
+    db, out = tmp_path / "s.duckdb", tmp_path / "periods"
+    shutil.copy(audited_shift, db)
+    # the small shift runs 18:00 to about 19:30 UTC on 2026-11-27: 13:00 to 14:30 EST
+    run = CliRunner().invoke(
+        app, ["schedule", "--every", "shift", "--db", str(db), "--out", str(out), "--now", "2026-11-28T04:00:00Z"]
+    )
+    assert run.exit_code == 0, run.output
+    labels = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert labels == [
+        "2026-11-27T0600-0500_America-New_York_shift",  # 06:00 to 14:00 EST (11:00 to 19:00 UTC)
+        "2026-11-27T1400-0500_America-New_York_shift",  # 14:00 to 22:00 EST
+    ]
+    html = (out / labels[0] / "rev-0001" / "report.html").read_text(encoding="utf-8")
+    assert "2026-11-27 06:00:00-05:00 America/New_York to 2026-11-27 14:00:00-05:00 America/New_York" in html
+    assert "Times are shown in America/New_York" in html
+    assert not re.search(r"2026-11-27 1[89]:\d\d:\d\d\+00:00 UTC", html.split("Executive summary", 1)[1])
+    with Store(db) as store:  # stored instants stay UTC; the Reports page names the periods in Eastern time
+        first = store.con.execute("SELECT min(occurred_at) FROM events").fetchall()[0][0]
+        auth.add_user(store.con, "nina", "reviewer", PASSWORD, datetime(2026, 11, 1, tzinfo=UTC))
+        config = ConsoleConfig(ReviewDue(24, 24, 72), "n" * 48, reports_dir=out, tz=load().zone)
+        client = TestClient(create_app(store, config))
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+        assert csrf
+        client.post("/login", data={"username": "nina", "password": PASSWORD, "csrf": csrf.group(1), "next": "/"})
+        page = client.get("/reports").text
+    assert first.utcoffset() == timedelta(0) and first.astimezone(UTC).hour == 18
+    assert "2026-11-27 06:00-05:00 to 14:00-05:00 America/New_York" in page
+    assert "as of 2026-11-27 23:00:00-05:00" in page  # --now 04:00 UTC
+
+
+def test_the_console_shows_times_and_exports_its_csv_in_the_casinos_zone_labelled(
+    eastern: pytest.MonkeyPatch, audited_shift: Path, tmp_path: Path
+) -> None:
+    from dealtrail.cli.console import _console_config
+
+    db = tmp_path / "s.duckdb"
+    shutil.copy(audited_shift, db)
+    with Store(db) as store:
+        auth.add_user(store.con, "nina", "reviewer", PASSWORD, datetime(2026, 11, 1, tzinfo=UTC))
+        settings = load()
+        resolved = _console_config(settings, db)
+        assert isinstance(resolved, ConsoleConfig)
+        config = ConsoleConfig(ReviewDue(24, 24, 72), "n" * 48, tz=resolved.tz)
+        client = TestClient(create_app(store, config))
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+        assert csrf
+        client.post("/login", data={"username": "nina", "password": PASSWORD, "csrf": csrf.group(1), "next": "/"})
+        floor = client.get("/").text
+        assert "Latest (America/New_York)" in floor and "times in America/New_York" in floor
+        assert "11-27 14:" in floor and "11-27 19:" not in floor  # 19:xx UTC is 14:xx EST
+        finding_id = store.con.execute("SELECT finding_id FROM dim_findings LIMIT 1").fetchall()[0][0]
+        page = client.get(f"/findings/{finding_id}").text
+        assert re.search(r"2026-11-27 1[34]:\d\d:\d\d-05:00", page) and "+00:00" not in page.split("<main", 1)[1]
+        rows = list(csv.DictReader(io.StringIO(client.get("/findings.csv").text)))
+    assert rows and all(re.fullmatch(r"2026-11-27T1[34]:\d\d:\d\d-05:00", r["detected_at"]) for r in rows)
+
+
+def test_settings_reference_and_compose_name_the_timezone_setting() -> None:
+    assert "timezone" in Settings.model_fields
+    compose = (Path(__file__).parents[2] / "docker-compose.yml").read_text()
+    assert "DEALTRAIL_TIMEZONE: ${DEALTRAIL_TIMEZONE:-UTC}" in compose
+
+
+def test_a_notification_and_the_digest_zone_follow_the_casinos_zone(eastern: pytest.MonkeyPatch) -> None:
+    from dealtrail.reporting.notify import message
+
+    settings = load()
+    assert settings.notify.digest_tz is None  # unset: the digest's day is the casino's
+    finding = {
+        "rule_id": "TCP-679a.9-d-stub-count-due",
+        "severity": "integrity",
+        "table_id": "TCP-01",
+        "round_id": "R-1",
+        "message": "stub not counted",
+        "citation": "58 Pa. Code 679a.9(d)",
+        "observed_at": datetime(2026, 11, 1, 6, 30, tzinfo=UTC),
+        "finding_id": "f" * 32,
+    }
+    text = message(finding, None, None, settings.zone)
+    assert "(2026-11-01 01:30:00-05:00 America/New_York)" in text
