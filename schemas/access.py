@@ -39,7 +39,7 @@ class AccessEntry(Frozen):
             ``session_expired``, ``password_changed``, ``password_reset``, ``user_added``,
             ``role_changed``, ``user_deactivated``, ``user_unlocked``, ``token_issued``,
             ``token_revoked``, ``download``, ``review``, ``totp_enrolled``, ``report_signed``,
-            ``property_named`` (lower case and
+            ``report_revised``, ``property_named`` (lower case and
             ``_``: new kinds may be added).
         outcome: see :data:`Outcome`.
         detail: a few words more (the user changed, the finding reviewed, the file downloaded).

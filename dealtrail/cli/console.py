@@ -15,7 +15,7 @@ from dealtrail.settings import Settings
 if TYPE_CHECKING:
     from dealtrail.console.guard import SecurityPolicy
 
-from dealtrail.cli.common import _DB, _fail, app, console, err, load, review_due
+from dealtrail.cli.common import _DB, _fail, app, console, err, load, report_grace, review_due
 
 
 def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
@@ -118,6 +118,7 @@ def _console_config(
         signing_key=settings.signing.key_file,
         chromium=settings.reports.chromium,
         tz=settings.zone,
+        report_grace=report_grace(settings),
     )
 
 

@@ -92,6 +92,8 @@ class ConsoleConfig:
             (``settings.archive.dir``); None: the folder the store's manifest names.
         tz: the casino's time zone the pages show times in, labelled (``settings.zone``, from
             ``DEALTRAIL_TIMEZONE``); filters typed without an offset stay UTC, as the forms say.
+        report_grace: when a period's report is final (``DEALTRAIL_REPORTS__GRACE_MINUTES``),
+            for the revisions the Reports page writes; None: the schedule's default.
         totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
             its key file, resolved); None: the key file beside the store, as the settings'
             default (``dealtrail.console.totp.resolve_totp_key``).
@@ -121,6 +123,7 @@ class ConsoleConfig:
     signing_key: Path | None = None
     chromium: str | None = None
     tz: tzinfo = UTC
+    report_grace: timedelta | None = None
 
 
 class LoginRequiredError(Exception):

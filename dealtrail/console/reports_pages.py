@@ -142,7 +142,9 @@ def router(console: Console) -> APIRouter:
 def _scheduled(config: ConsoleConfig, con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Each period's revisions (``projections.records.report_revisions.history``), latest first, newest
     period first; a revision's ``base`` is the path its files are served under; the latest
-    revision's sign-off is checked against its access-log entry in the store (``con``)."""
+    revision's sign-off is checked against its access-log entry in the store (``con``), and its
+    ``stale`` says why it is no longer current (None: current; :func:`dealtrail.reporting.schedule.stale_since`)."""
+    from dealtrail.reporting.schedule import stale_since
     from projections.records.report_revisions import LEGACY, history
 
     folder = config.reports_dir
@@ -157,11 +159,12 @@ def _scheduled(config: ConsoleConfig, con: duckdb.DuckDBPyConnection) -> list[di
             where = sub if r["folder"] == LEGACY else sub / r["folder"]
             base = f"/reports/scheduled/{quote(sub.name)}" + ("" if r["folder"] == LEGACY else f"/{r['folder']}")
             files = [name for name in _REPORT_ORDER if (where / name).is_file()]
-            revisions.append({**r, "base": base, "files": files, "signoff": None})
+            revisions.append({**r, "base": base, "files": files, "signoff": None, "stale": None})
         for r in revisions:
             r["as_of_shown"] = _shown(r["as_of"], config.tz)
         if revisions and revisions[0]["folder"] != LEGACY:
             revisions[0]["signoff"] = _signoff(sub / revisions[0]["folder"], con, config.tz)
+            revisions[0]["stale"] = stale_since(con, sub, config.clock())  # an event or review since its as-of
         if revisions:
             try:
                 manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))

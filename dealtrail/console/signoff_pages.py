@@ -34,6 +34,8 @@ def router(console: Console) -> APIRouter:
         user: PageUser,
         statement: Annotated[str, Form(max_length=4000)],
         csrf: Annotated[str, Form()],
+        con: Cursor,
+        stale_ok: Annotated[str | None, Form(max_length=10)] = None,
     ) -> Response:
         from dealtrail.console.reports_pages import _LABEL, _inside
         from projections.records.report_revisions import REVISION
@@ -46,10 +48,20 @@ def router(console: Console) -> APIRouter:
         report = _inside(folder, label, revision, "report.html") if ok and folder is not None else None
         if report is None:
             raise HTTPException(404)
+        from dealtrail.reporting.schedule import stale_since
+
+        stale = stale_since(con, report.parent.parent, config.clock())  # the period's latest revision (older: refused)
+        if stale and stale_ok != "yes":  # a stale revision is signed knowingly, or not at all
+            reason = (
+                f"Revision {revision} of {label} is not current ({stale}): write a new revision, or tick"
+                " the confirmation to sign it knowing that it is stale."
+            )
+            console.access.record("report_signed", user.name, "refused", f"{label}/{revision}: stale, not confirmed")
+            return render(request, "signoff_refused.html.j2", user, status_code=409, reason=reason)
         try:
             key = load_key(config.signing_key) if config.signing_key is not None else None
             maker = _pdf_maker(console, report.parent, key)
-            sign(report.parent, user.name, user.role, statement, config.clock(), maker, signer=key)
+            sign(report.parent, user.name, user.role, statement, config.clock(), maker, signer=key, signed_stale=stale)
         except (SignOffError, SigningError, PdfNotMadeError) as exc:
             if isinstance(exc, PdfNotMadeError):
                 exc = SignOffError(f"not signed: the signed PDF could not be made: {exc}")
@@ -59,6 +71,42 @@ def router(console: Console) -> APIRouter:
         digest = record_sha256(report.parent)  # the record itself, anchored in the access log's chain
         console.access.record("report_signed", user.name, "ok", logged_detail(report.parent, digest or "none"))
         return RedirectResponse(f"/reports#{label}", status_code=303)
+
+    @routes.post("/reports/scheduled/{label}/revise", include_in_schema=False)
+    def revise_period(
+        request: Request, label: str, user: PageUser, csrf: Annotated[str, Form()], con: Cursor
+    ) -> Response:
+        """Write a new revision of a period's report as of now, from this process (which holds
+        the store): a manager's answer to a stale revision."""
+        from dealtrail.console.reports_pages import _LABEL
+        from dealtrail.reporting.schedule import write_revision
+        from projections.store.archive import ArchiveError
+
+        check_csrf(request, csrf)
+        if not role_at_least(user.role, SIGNER_ROLE):
+            raise HTTPException(403, "a new revision is written by a manager or an admin")
+        folder = config.reports_dir
+        if folder is None or not _LABEL.match(label) or not (folder / label / "manifest.json").is_file():
+            raise HTTPException(404)
+        try:
+            made = write_revision(
+                con,
+                folder / label,
+                config.clock(),
+                property_name=console.property_name(),
+                review_due=config.review_due,
+                console_url=None,
+                grace=config.report_grace,
+                max_listed=config.report_max_listed,
+                archive=config.archive,
+            )
+        except ArchiveError as exc:
+            raise HTTPException(503, str(exc)) from None
+        except FileExistsError:
+            raise HTTPException(409, "another writer wrote a revision of this period meanwhile; reload") from None
+        detail = f"{label}/{made.name}" if made is not None else f"{label}: nothing changed"
+        console.access.record("report_revised", user.name, "ok", detail)
+        return RedirectResponse(f"/reports?revised={'yes' if made else 'same'}#{label}", status_code=303)
 
     @routes.get("/admin/property", include_in_schema=False)
     def property_page(request: Request, user: PageUser, con: Cursor) -> HTMLResponse:

@@ -451,3 +451,116 @@ def run_forever(
         n += 1
         if iterations is None or n < iterations:
             sleep(poll_seconds)
+
+
+def stale_since(con: duckdb.DuckDBPyConnection, period: Path, now: datetime) -> str | None:
+    """Why the latest revision of the period in the folder ``period`` no longer says what the
+    store says, or None while it is current (or cannot be judged: no revision, no recorded
+    coverage, no manifest).
+
+    A revision is current while no dealing event, finding revision, round, dead letter or review
+    of the period's findings has been stored since it was written: its recorded coverage (but
+    for the as-of time) equals the store's as of ``now``.
+
+    Args:
+        con: a connection to the store (read; the archived months are not consulted).
+        period: a period's folder (``<reports>/<label>``).
+        now: the current time (timezone-aware).
+
+    Returns:
+        A short reason in words (``"2 reviews since its as-of"``), or None.
+    """
+    last = latest(period)
+    info = _manifest(period)
+    if last is None or info is None or last.get("coverage") is None:
+        return None
+    recorded = last["coverage"]
+    current = coverage(con, info[0], info[1], now)
+    if _unchanged_key(current, None) == _unchanged_key(recorded, None):
+        return None
+    why = []
+    reviews = (current.get("reviews") or {}).get("count", 0) - (recorded.get("reviews") or {}).get("count", 0)
+    if reviews:
+        why.append(f"{reviews} review(s) since its as-of")
+    events = sum(t.get("events", 0) for t in (current.get("tables") or {}).values())
+    events -= sum(t.get("events", 0) for t in (recorded.get("tables") or {}).values())
+    if events:
+        why.append(f"{events} event(s) since its as-of")
+    return "; ".join(why) or "findings or rounds changed since its as-of (a re-audit or a late event)"
+
+
+def _manifest(period: Path) -> tuple[datetime, datetime, str, str] | None:
+    """The period's (start, end, zone, label) from its ``manifest.json``, or None if unreadable."""
+    try:
+        body = json.loads((period / "manifest.json").read_text(encoding="utf-8"))
+        start, end = datetime.fromisoformat(body["start"]), datetime.fromisoformat(body["end"])
+        return start.astimezone(UTC), end.astimezone(UTC), str(body.get("zone") or "UTC"), str(body["label"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_revision(
+    con: duckdb.DuckDBPyConnection,
+    period: Path,
+    now: datetime,
+    property_name: str | None = None,
+    review_due: ReviewDue | None = None,
+    console_url: str | None = None,
+    grace: timedelta | None = None,
+    max_listed: int | None = None,
+    archive: Path | None = None,
+) -> Path | None:
+    """Write a new revision of the written period in the folder ``period`` as of ``now``, as
+    the schedule does, from the process that holds the store (``serve``, ``project --serve``):
+    the console's "Write a new revision" button. Nothing is written when the new report would
+    say what the latest revision says (its digest is the same).
+
+    Args:
+        con: the store's connection (the console's own, or the projector's).
+        period: a period's folder (``<reports>/<label>``) with its ``manifest.json``.
+        now: the report's as-of time (timezone-aware).
+        property_name: as :func:`run_due` (resolved settings).
+        review_due: as :func:`run_due`.
+        console_url: as :func:`run_due`.
+        grace: as :func:`run_due`.
+        max_listed: as :func:`run_due`.
+        archive: as :func:`run_due`.
+
+    Returns:
+        The new revision's folder, or None when nothing changed.
+
+    Raises:
+        LookupError: the folder holds no readable manifest (no period written there).
+        projections.archive.ArchiveError: the archived months' folder is missing.
+    """
+    info = _manifest(period)
+    if info is None:
+        raise LookupError(f"no period report at {period.name}")
+    start, end, zone, label = info
+    last = latest(period)
+    previous = last["digest"] if last is not None else None
+    grace = DEFAULT_GRACE if grace is None else grace
+    with reading_archive(con, archive) as reader:
+
+        def write(tmp: Path, number: int) -> bool:
+            files = write_report(
+                reader,
+                tmp,
+                start,
+                end,
+                f"dealtrail compliance report {label}",
+                tz=ZoneInfo(zone),
+                property_name=property_name,
+                review_due=review_due,
+                generated_at=now,
+                console_url=console_url,
+                grace=grace,
+                revision=number,
+                max_listed=max_listed,
+                archive=archive,
+            )
+            return files.report is None or files.report["digest"] != previous
+
+        return add_revision(
+            period, write, {"label": label, "start": start.isoformat(), "end": end.isoformat(), "zone": zone}
+        )

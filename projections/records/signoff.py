@@ -112,6 +112,7 @@ def sign(
     at: datetime,
     pdf: Callable[[dict[str, Any]], bytes] | None = None,
     signer: Ed25519PrivateKey | None = None,
+    signed_stale: str | None = None,
 ) -> dict[str, Any]:
     """Sign the report revision in ``folder``: write its ``signoff.json`` once.
 
@@ -127,6 +128,9 @@ def sign(
         signer: the property's key: the record names it (``signing_key``, its ID) and
             ``signoff.json.sig`` beside it is its detached Ed25519 signature of ``signoff.json``
             (:func:`check_signature`). None: the record is not signed.
+        signed_stale: the signer confirmed signing a revision that is no longer current, and
+            why it is not (``"1 review(s) since its as-of"``): recorded as ``signed_stale``
+            (absent: it was current, or nobody asked).
 
     Returns:
         The record written.
@@ -164,6 +168,8 @@ def sign(
         "signed_at": at.astimezone(UTC).isoformat(),
         "statement": statement,
     }
+    if signed_stale:
+        record["signed_stale"] = signed_stale
     if (folder / SIGNOFF).exists():
         raise SignOffError(f"{folder} is signed already; a sign-off is never replaced")
     if pdf is not None:
@@ -337,6 +343,7 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("Signed by", f"{e(str(r.get('signed_by')))} ({e(str(r.get('role')))})"),
         ("When", e(_shown(r.get("signed_at")))),
         ("Statement", e(str(r.get("statement")))),
+        *((("Signed knowing it was stale", e(str(r["signed_stale"]))),) if r.get("signed_stale") else ()),
         (
             "Revision",
             f"{e(str(r.get('revision')))}, {e(str(r.get('status')))}; report digest "
