@@ -74,16 +74,22 @@ def headline(
 
     Returns:
         ``{"this": figures or None, "previous": figures or None, "previous_start",
-        "previous_end"}``.
+        "previous_end", "previous_empty"}``; a previous period without any stored dealing
+        event has no figures (``previous`` None, ``previous_empty`` True): "no data", never
+        zeros to compare with.
     """
     if start is None or end is None:
-        return {"this": None, "previous": None, "previous_start": None, "previous_end": None}
+        return {"this": None, "previous": None, "previous_start": None, "previous_end": None, "previous_empty": False}
     before = start - (end - start)
+    events = con.execute(
+        "SELECT count(*) FROM events WHERE occurred_at >= $1 AND occurred_at < $2", [before, start]
+    ).fetchall()[0][0]
     return {
         "this": _figures(con, start, end, due, late_at, as_of),
-        "previous": _figures(con, before, start, due, late_at, as_of),
+        "previous": _figures(con, before, start, due, late_at, as_of) if events else None,
         "previous_start": before,
         "previous_end": start,
+        "previous_empty": not events,
     }
 
 
@@ -119,7 +125,8 @@ def summary(
         ``rows`` (label, this period, previous period, change; None where a figure is not
         judged), ``action`` (the voiding and integrity incidents not disposed, the first
         :data:`ACTION_ROWS`), ``action_total``, ``overdue_remedies``, ``late_reviews``,
-        ``data_quality`` (incidents), ``compared`` (a previous period was read).
+        ``data_quality`` (incidents), ``compared`` (a previous period was read),
+        ``previous_empty`` (the previous period holds no event: its column says "no data").
     """
     this, prev = head.get("this"), head.get("previous")
     rows = []
@@ -142,6 +149,7 @@ def summary(
         "data_quality": figures["data_quality"]["incidents"],
         "previous_start": head.get("previous_start"),
         "previous_end": head.get("previous_end"),
+        "previous_empty": bool(head.get("previous_empty")),
     }
 
 

@@ -699,6 +699,23 @@ def report_digest(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+REVIEW_COLUMNS = ("review_status", "disposed_by", "approved_by")
+"""The review columns ``findings.csv`` and ``findings.parquet`` carry after each finding's own,
+as of the report's as-of time, named as in the console's export."""
+
+
+def _with_review_columns(table: pa.Table, review_rows: Mapping[str, Mapping[str, Any]]) -> pa.Table:
+    """``table`` (the report's finding rows) with :data:`REVIEW_COLUMNS` from ``review_rows``
+    (by finding ID; a finding without a row, or a store without the console's tables, is
+    ``unreviewed`` with no names)."""
+    ids = table.column("finding_id").to_pylist()
+    for name in REVIEW_COLUMNS:
+        default = "unreviewed" if name == "review_status" else None
+        values = [review_rows.get(str(i), {}).get(name, default) for i in ids]
+        table = table.append_column(name, pa.array([None if v is None else str(v) for v in values], pa.string()))
+    return table
+
+
 def write_report(
     db: str | os.PathLike[str] | duckdb.DuckDBPyConnection,
     out: str | os.PathLike[str],
@@ -818,8 +835,12 @@ def write_report(
         video_refs = reviews.video_references(con, start, end, as_of)  # attached in reviews (issue 22)
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
             open_private(p, binary=True).close()
+        exported = _with_review_columns(table, review_rows)  # as the console's export has them
         # the CSV's text cells neutralised (a spreadsheet opens it); the Parquet stays raw
-        for view, path, form in ((neutralise_table(table), csv_path, "csv, HEADER"), (table, parquet_path, "parquet")):
+        for view, path, form in (
+            (neutralise_table(exported), csv_path, "csv, HEADER"),
+            (exported, parquet_path, "parquet"),
+        ):
             con.register("rpt_export", view)
             try:
                 con.execute(f"COPY rpt_export TO '{path}' (FORMAT {form})")
