@@ -136,7 +136,7 @@ def replay(
 def _print_replay(result: object, tz: tzinfo) -> None:
     from rich.markup import escape
 
-    from dealtrail.investigate.replay import ReplayResult, describe_state, layout
+    from dealtrail.investigate.replay import ReplayResult, describe_state, layout, shown_rounds
     from projections.display.timefmt import clock, show, zone_name
 
     assert isinstance(result, ReplayResult)
@@ -150,8 +150,8 @@ def _print_replay(result: object, tz: tzinfo) -> None:
             cards = " ".join(f"{c}{'^' if face == 'UP' else ''}" for _e, c, face in row["cards"])  # type: ignore[attr-defined]
             table.add_row("", "", escape(str(row["area"])), escape(cards))
 
-    for step in result.steps:
-        rid = step.event.round_id or "between rounds"
+    # a shuffle between two events of one round is shown inside it: the round is not split
+    for step, rid in zip(result.steps, shown_rounds([s.event.round_id for s in result.steps]), strict=True):
         if rid != current:
             if table is not None:
                 add_layout()

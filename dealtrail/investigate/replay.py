@@ -14,7 +14,7 @@ out is skipped, and said. Without a usable one it starts at the table's first ev
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -582,3 +582,28 @@ def rule_summary(rule_id: str) -> str:
     """The rule's paraphrase from the catalogue (empty for an unknown ID)."""
     spec = RULES_BY_ID.get(rule_id)
     return spec.summary if spec else ""
+
+
+def shown_rounds(round_ids: Sequence[str | None]) -> list[str]:
+    """The round each replayed event is shown under, one per event: its own round; an event
+    between rounds (``None``, such as a shuffle) that lies between two events of the same round
+    is shown inside that round, so a round is never split in two around it; any other event
+    between rounds is shown under ``"between rounds"``.
+
+    Args:
+        round_ids: the events' ``round_id`` in replay order.
+    """
+    after: list[str | None] = [None] * len(round_ids)  # the next event's round, from the right
+    nxt: str | None = None
+    for i in range(len(round_ids) - 1, -1, -1):
+        after[i] = nxt
+        nxt = round_ids[i] if round_ids[i] is not None else nxt
+    shown: list[str] = []
+    before: str | None = None
+    for i, rid in enumerate(round_ids):
+        if rid is not None:
+            shown.append(rid)
+            before = rid
+        else:
+            shown.append(before if before is not None and before == after[i] else "between rounds")
+    return shown

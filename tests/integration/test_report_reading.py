@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from dealtrail.schedule import Schedule, run_due
-from projections import reviews
-from projections.store import Store
+from dealtrail.reporting.schedule import Schedule, run_due
+from projections.models import reviews
+from projections.store.store import Store
 from schemas.reviews import FindingAcknowledged
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
