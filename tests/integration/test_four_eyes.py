@@ -463,3 +463,14 @@ def test_every_refused_review_action_is_in_the_access_log_with_its_reason(client
     assert details[5].startswith(f"dispose of finding {fid} (422): corrective_action: a disposition")
     assert details[6].startswith(f"assign of 1 finding ({other}) (422): assignee: assign needs")
     assert "seen" not in " ".join(details)  # the reasons, never the typed values
+
+
+def test_a_pending_proposals_note_is_shown_once_and_the_history_says_the_rule_engine_detected_it(
+    client: TestClient, store: Store
+) -> None:
+    fid = finding_of(store, "voiding")
+    assert review(client, store, fid, "rita", action="dispose", cause="NOT_A_VIOLATION", **FULL).status_code == 201
+    login(client, "max")
+    page = client.get(f"/findings/{fid}").text
+    assert 'id="approval"' in page and page.count(FULL["note"]) == 1  # in the history, not again in the box
+    assert "<b>Detected</b> by the rule engine" in page  # the audit and the stream raise findings alike
