@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dealtrail.schedule import Schedule, run_due
-from projections.reviews import ReviewDue
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections.store import Store
+from dealtrail.reporting.schedule import Schedule, run_due
+from projections.models.reviews import ReviewDue
+from projections.store.store import Store
 
 pytestmark = pytest.mark.browser
 
