@@ -207,6 +207,17 @@ def head(con: duckdb.DuckDBPyConnection) -> tuple[int, str] | None:
     return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
+def after(con: duckdb.DuckDBPyConnection, seq: int, limit: int = 500) -> list[AccessRecord]:
+    """The stored entries whose ``seq`` is above ``seq``, in chain order, at most ``limit`` (the
+    access-log forwarder's read: it resumes after the last entry it sent)."""
+    if not has_log(con):
+        return []
+    cur = con.execute(
+        f"SELECT {', '.join(COLUMNS)} FROM access_log WHERE seq > ? ORDER BY seq, entry_id LIMIT ?", [seq, limit]
+    )
+    return [_record(row) for row in cur.fetchall()]
+
+
 def hash_at(con: duckdb.DuckDBPyConnection, seq: int) -> str | None:
     """The hash of the entry at ``seq``; None if the log holds no entry there."""
     if not has_log(con):

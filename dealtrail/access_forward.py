@@ -1,0 +1,416 @@
+"""The access log leaves the building: each stored entry is forwarded, as the log grows, to the
+casino's SIEM as syslog (RFC 5424 over TCP with octet-counting framing, RFC 6587; TLS when
+configured, RFC 5425) and/or as JSON lines appended to a file that any log shipper tails.
+
+Delivery is at-least-once and in chain order, per target: the forwarder reads the entries after
+the last one it sent (``seq`` above its cursor, :func:`projections.access_log.after`), sends them
+in order, and only then moves that target's cursor. The cursor is a small owner-only file (the
+last forwarded ``seq`` and that entry's hash), replaced atomically; the log itself is only read,
+never rewritten. After an outage of the receiver (refused, reset, closed by its peer, a timeout)
+the forwarder says so in one line, retries with a backoff that doubles up to a cap, and resumes
+from the entry after its cursor, so nothing written meanwhile is lost. An entry may be sent twice
+(a crash between a send and the cursor's move, a connection that died under a batch): each
+carries its ``seq`` and ``entry_id``, by which a SIEM de-duplicates. Plain syslog over TCP has no
+acknowledgement: an entry the receiver's kernel accepted and the receiver then lost (a crash
+without a disk queue) is not seen by the sender; a receiver that closes its connection is seen,
+and what was sent after that is sent again.
+
+The forwarder runs as a background thread of the store's writer process (``dealtrail serve``,
+``dealtrail project``), which alone may open the store while it runs, and never blocks a request:
+it reads through its own cursor of the store's connection and holds no write lock. ``dealtrail
+access-log forward`` runs the same loop on its own while no other process holds the store.
+Nothing secret is logged: the lines name the target (host and port, or the file) and the error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import ssl
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Protocol
+
+import duckdb
+
+from projections import access_log
+from schemas.access import AccessRecord
+
+SD_ID = "dealtrail@32473"
+"""The structured-data ID of the entry's fields. 32473 is the private enterprise number that RFC
+5612 reserves for documentation and examples: dealtrail has none of its own, and the name part
+makes the ID unique enough for a SIEM's parser."""
+
+FACILITY = 10
+"""authpriv (RFC 5424 table 1: security/authorization messages): the entries name users."""
+
+SEVERITY = {"ok": 6, "refused": 5, "throttled": 5, "expired": 5, "locked": 4}
+"""RFC 5424 severities by outcome: informational, notice, warning."""
+
+
+class Sender(Protocol):
+    """Where forwarded entries go; :meth:`send` raises ``OSError`` when they did not get there."""
+
+    name: str
+
+    def send(self, records: Sequence[AccessRecord]) -> None:
+        """Send ``records`` in order (all of them, or raise)."""
+
+    def close(self) -> None:
+        """Let go of the connection or file."""
+
+
+def _sd_value(text: str) -> str:
+    """``text`` as an RFC 5424 PARAM-VALUE: backslash, double quote and closing bracket escaped."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("]", "\\]")
+
+
+def _printable(text: str, limit: int) -> str:
+    """``text`` as an RFC 5424 header field: printable US-ASCII, at most ``limit``; ``-`` if empty."""
+    kept = "".join(c for c in text if 33 <= ord(c) <= 126)[:limit]
+    return kept or "-"
+
+
+def syslog_message(record: AccessRecord, hostname: str, app_name: str = "dealtrail") -> bytes:
+    """One entry as an RFC 5424 message (UTF-8), without framing.
+
+    ``<PRI>1 TIMESTAMP HOSTNAME dealtrail - KIND [dealtrail@32473 seq=... entry_id=... user=...
+    client=... outcome=... hash=... prev_hash=...] BOM user kind outcome: detail``: the facility is
+    authpriv, the severity follows the outcome (:data:`SEVERITY`), the time is the entry's in UTC
+    with microseconds, the MSGID its kind. Entries hold no control character (the console replaces
+    them), so one message is one line.
+
+    Args:
+        record: the stored entry (with its ``seq`` and hashes).
+        hostname: the HOSTNAME field (printable ASCII, at most 255; ``-`` when empty).
+        app_name: the APP-NAME field.
+    """
+    pri = FACILITY * 8 + SEVERITY.get(record.outcome, 5)
+    stamp = record.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    params = {
+        "seq": str(record.seq),
+        "entry_id": record.entry_id,
+        "user": record.user,
+        "client": record.client,
+        "outcome": record.outcome,
+        "hash": record.hash or "",
+        "prev_hash": record.prev_hash or "",
+    }
+    sd = "[" + SD_ID + "".join(f' {k}="{_sd_value(v)}"' for k, v in params.items()) + "]"
+    header = f"<{pri}>1 {stamp} {_printable(hostname, 255)} {_printable(app_name, 48)} - {_printable(record.kind, 32)}"
+    text = f"{record.user or '-'} {record.kind} {record.outcome}" + (f": {record.detail}" if record.detail else "")
+    return f"{header} {sd} ".encode() + b"\xef\xbb\xbf" + text.encode("utf-8")
+
+
+def octet_counted(message: bytes) -> bytes:
+    """``message`` framed by octet counting (RFC 6587 3.4.1): its length in bytes, a space, itself."""
+    return str(len(message)).encode() + b" " + message
+
+
+@dataclass(frozen=True)
+class SyslogTarget:
+    """A syslog receiver over TCP (RFC 5424 messages, RFC 6587 octet-counting framing).
+
+    Attributes:
+        host: the receiver's name or address.
+        port: its TCP port (514 is usual without TLS, 6514 with it).
+        tls: wrap the connection in TLS (RFC 5425), the receiver's certificate checked against
+            ``ca`` (else the system's trusted CAs) and its name against ``host``.
+        ca: a PEM file of the CA(s) that sign the receiver's certificate.
+        cert: a PEM client certificate, for a receiver that asks for one (mutual TLS).
+        key: the PEM private key of ``cert`` (unencrypted; keep it owner-only); None: in ``cert``.
+        hostname: the HOSTNAME field of each message; None: this machine's name.
+        timeout: seconds a connection or a send may take before it counts as failed.
+    """
+
+    host: str
+    port: int
+    tls: bool = False
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    hostname: str | None = None
+    timeout: float = 10.0
+
+
+class SyslogSender:
+    """Sends entries to a :class:`SyslogTarget` over one kept-open connection (reconnected when it
+    breaks). Before each batch, and after it, the connection is checked: a receiver that closed it
+    (stopped, restarted) makes :meth:`send` raise, so the batch is not counted as sent."""
+
+    def __init__(self, target: SyslogTarget) -> None:
+        self.target = target
+        self.name = f"syslog {target.host}:{target.port}" + (" (TLS)" if target.tls else "")
+        self._hostname = target.hostname or socket.gethostname()
+        self._sock: socket.socket | None = None
+
+    def _connect(self) -> socket.socket:
+        t = self.target
+        sock = socket.create_connection((t.host, t.port), timeout=t.timeout)
+        if not t.tls:
+            return sock
+        context = ssl.create_default_context(cafile=str(t.ca) if t.ca else None)
+        if t.cert is not None:
+            context.load_cert_chain(str(t.cert), str(t.key) if t.key else None)
+        try:
+            return context.wrap_socket(sock, server_hostname=t.host)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _closed_by_peer(self, sock: socket.socket) -> bool:
+        """True if the receiver closed the connection (or it failed): a syslog receiver never
+        sends, so a readable socket holds an end of file or an error (a TLS 1.3 session ticket
+        is read and ignored)."""
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        sock.setblocking(False)
+        try:
+            return sock.recv(4096) == b""
+        except (ssl.SSLWantReadError, BlockingIOError):
+            return False
+        except OSError:
+            return True
+        finally:
+            sock.settimeout(self.target.timeout)
+
+    def send(self, records: Sequence[AccessRecord]) -> None:
+        """Send ``records`` in order over the connection (opened if need be).
+
+        Raises:
+            OSError: the receiver is unreachable, refused, closed the connection or timed out
+                (``ssl.SSLError`` included); the connection is dropped and made again next time.
+        """
+        if not records:
+            return
+        data = b"".join(octet_counted(syslog_message(r, self._hostname)) for r in records)
+        try:
+            if self._sock is not None and self._closed_by_peer(self._sock):
+                self.close()
+            if self._sock is None:
+                self._sock = self._connect()
+            self._sock.sendall(data)
+            if self._closed_by_peer(self._sock):
+                raise ConnectionResetError("the receiver closed the connection during the batch")
+        except OSError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection, if open."""
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+
+class JsonLinesSender:
+    """Appends entries to a file, one JSON object per line (the stored record: ``seq``,
+    ``entry_id``, ``at``, ``user``, ``client``, ``kind``, ``outcome``, ``detail``, ``prev_hash``,
+    ``hash``, ``schema_version``), flushed to disk before the cursor moves. A file it creates is
+    owner-only (make it beforehand, readable by the shipper's group, to share it: its mode is
+    kept); it is only ever appended to, and a last line cut short by a crash is ended before the
+    next one is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = f"file {path}"
+
+    def send(self, records: Sequence[AccessRecord]) -> None:
+        """Append ``records`` as lines, then fsync.
+
+        Raises:
+            OSError: the file cannot be written (a full disk, no permission).
+        """
+        if not records:
+            return
+        data = "".join(r.model_dump_json() + "\n" for r in records).encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                with open(self.path, "rb") as f:
+                    f.seek(size - 1)
+                    if f.read(1) != b"\n":
+                        data = b"\n" + data  # a line cut short: the next one starts on its own
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Nothing held open."""
+
+
+class CursorError(ValueError):
+    """A cursor that does not belong to this store's log (the hash it recorded differs)."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last entry forwarded to one target, kept in an owner-only file (JSON: ``seq`` and
+    ``hash``), replaced atomically (a new file, fsynced, renamed over the old one)."""
+
+    path: Path
+
+    def read(self) -> tuple[int, str | None]:
+        """``(seq, hash)`` of the last forwarded entry; ``(0, None)`` before the first."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return 0, None
+        except (OSError, ValueError) as exc:
+            raise CursorError(f"the forwarding cursor {self.path} cannot be read: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("seq"), int) or data["seq"] < 0:
+            raise CursorError(f"the forwarding cursor {self.path} is not a cursor")
+        digest = data.get("hash")
+        return int(data["seq"]), str(digest) if digest else None
+
+    def write(self, seq: int, digest: str | None) -> None:
+        """Record ``(seq, hash)`` as the last forwarded entry (mode 0600 whatever the umask)."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, json.dumps({"seq": seq, "hash": digest}).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+
+@dataclass
+class _Route:
+    sender: Sender
+    cursor: Cursor
+    failing: bool = False
+
+
+class AccessForwarder:
+    """Forwards the store's access log to each target after its cursor (see the module text).
+
+    Args:
+        con: a connection of the store (each round reads through its own cursor of it).
+        routes: ``(sender, cursor)`` per target.
+        batch: entries read and sent at a time.
+        say: where the one-line notices go (an outage, a resumption); default standard error.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        routes: Sequence[tuple[Sender, Cursor]],
+        batch: int = 500,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.con, self.batch = con, batch
+        self.routes = [_Route(s, c) for s, c in routes]
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def run_once(self) -> tuple[int, bool]:
+        """Forward every stored entry each target has not had yet.
+
+        Returns:
+            ``(forwarded, ok)``: how many entries were sent (all targets together) and whether
+            every target is caught up (False: one failed, and is retried by the next round).
+        """
+        sent, ok = 0, True
+        cur = self.con.cursor()
+        try:
+            for route in self.routes:
+                try:
+                    sent += self._forward(cur, route)
+                    if route.failing:
+                        route.failing = False
+                        seq, _ = route.cursor.read()
+                        self.say(f"access log: forwarding to {route.sender.name} resumed (up to entry {seq})")
+                except (OSError, CursorError) as exc:
+                    ok = False
+                    if not route.failing:
+                        route.failing = True
+                        seq, _ = _safe_read(route.cursor)
+                        self.say(
+                            f"access log: forwarding to {route.sender.name} failed ({type(exc).__name__}: {exc}); "
+                            f"entries after {seq} are kept in the store and sent when it answers"
+                        )
+        finally:
+            cur.close()
+        return sent, ok
+
+    def _forward(self, cur: duckdb.DuckDBPyConnection, route: _Route) -> int:
+        seq, digest = route.cursor.read()
+        if seq and digest is not None:
+            stored = access_log.hash_at(cur, seq)
+            if stored is not None and stored != digest:
+                raise CursorError(
+                    f"entry {seq} of this store is not the one {route.cursor.path} last forwarded "
+                    "(another store's cursor?): move the cursor file away to forward this log from its start"
+                )
+        sent = 0
+        while records := access_log.after(cur, seq, self.batch):
+            route.sender.send(records)
+            seq, digest = records[-1].seq, records[-1].hash
+            route.cursor.write(seq, digest)
+            sent += len(records)
+        return sent
+
+    def close(self) -> None:
+        """Close every target's connection."""
+        for route in self.routes:
+            route.sender.close()
+
+
+def _safe_read(cursor: Cursor) -> tuple[int, str | None]:
+    try:
+        return cursor.read()
+    except CursorError:
+        return 0, None
+
+
+class ForwardLoop:
+    """Runs an :class:`AccessForwarder` in a daemon thread: a round every ``every`` seconds (at
+    once when :attr:`wake` is set); after a failed round the wait doubles, up to ``retry_max``.
+
+    Args:
+        forwarder: what to run.
+        every: seconds between rounds while the targets answer.
+        retry_max: the longest wait between retries of a failing target (seconds).
+    """
+
+    def __init__(self, forwarder: AccessForwarder, every: float = 1.0, retry_max: float = 30.0) -> None:
+        self.forwarder, self.every, self.retry_max = forwarder, every, retry_max
+        self.wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dealtrail-access-forward", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        wait = self.every
+        while not self._stopped.is_set():
+            try:
+                _, ok = self.forwarder.run_once()
+            except Exception as exc:  # a store read failed: one line, and go on
+                self.forwarder.say(f"access log: forwarding round failed ({type(exc).__name__}: {exc})")
+                ok = False
+            wait = self.every if ok else min(max(wait * 2, self.every), self.retry_max)
+            self.wake.wait(wait)
+            self.wake.clear()
+
+    def stop(self) -> None:
+        """Let the round in progress finish (one more round first: what was written last goes
+        out), then end the thread and close the connections."""
+        self._stopped.set()
+        self.wake.set()
+        self._thread.join(timeout=30)
+        try:
+            self.forwarder.run_once()
+        finally:
+            self.forwarder.close()
