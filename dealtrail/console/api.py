@@ -125,6 +125,7 @@ def router(console: Console) -> APIRouter:
         out = reviews.review_rows_json([f])[0]
         history = reviews.review_rows_json(reviews.history(con, finding_id))
         out["reviews"] = [{"user": r["user_name"], **r} for r in history]  # user_name: deprecated alias
+        console.record_finding_read("finding_viewed", user, f, f" via the API with {user.credential}")
         return out
 
     @routes.post(

@@ -129,9 +129,17 @@ def freeze_startup_heap() -> None:
 
 
 @asynccontextmanager
-async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     freeze_startup_heap()
     yield
+    console = getattr(app.state, "console", None)
+    if console is not None:  # the reads recorded last are stored before the console stops
+        try:
+            console.access.flush()
+        except Exception as exc:
+            import sys
+
+            print(f"access log: reads not stored at shutdown ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def create_app(

@@ -558,6 +558,22 @@ class Console:
             f = next((r for r in rows if r["finding_id"] == finding_id), f)
         return f, [r for r in rows if r["table_id"] == f["table_id"]]  # a case lies within one table
 
+    def record_finding_read(self, kind: str, user: User, f: dict[str, Any], more: str = "") -> None:
+        """Record that ``user`` opened a finding (``finding_viewed``) or its case (``case_viewed``):
+        an access entry naming the finding, its rule, table and round, so that "who looked at this
+        incident?" has an answer; the response does not wait for it
+        (:meth:`guard.AccessLog.record_read`).
+
+        Args:
+            kind: ``finding_viewed`` or ``case_viewed``.
+            user: who opened it.
+            f: the finding's row as the page read it (the case's cause for a case).
+            more: words appended to the detail (the API, the finding a case was opened from).
+        """
+        label = "case of finding" if kind == "case_viewed" else "finding"
+        where = f"{f.get('rule_id')}, table {f.get('table_id')}, round {f.get('round_id') or '-'}"
+        self.access.record_read(kind, user.name, f"{label} {f.get('finding_id')} ({where}){more}")
+
     @contextmanager
     def review_refusals(self, user: User, action: str, what: str) -> Iterator[None]:
         """Record a refused review action in the access log, then let the refusal go on: a 4xx

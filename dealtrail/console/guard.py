@@ -37,6 +37,7 @@ from __future__ import annotations
 import secrets
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -314,6 +315,11 @@ class AccessLog:
         self.store, self.write_lock, self.sink, self.clock, self.echo = store, write_lock, sink, clock, echo
         self._pending: list[AccessEntry] = []
         self._send_lock = threading.Lock()
+        self._reads: list[AccessEntry] = []  # reads recorded, not yet stored (the recorder thread's)
+        self._reads_lock = threading.Lock()  # guards _reads only: a request never waits on the store
+        self._order_lock = threading.RLock()  # held while storing: entries are chained in recorded order
+        self._wake = threading.Event()
+        self._recorder: threading.Thread | None = None
 
     def record(
         self, kind: str, user: str, outcome: Outcome, detail: str = "", client: str | None = None
@@ -330,6 +336,87 @@ class AccessLog:
         Returns:
             The entry (stored, or sent or queued for the topic).
         """
+        entry = self._entry(kind, user, outcome, detail, client)
+        with self._order_lock:  # reads recorded before it are chained before it
+            with self._reads_lock:
+                batch, self._reads = [*self._reads, entry], []
+            try:
+                self._store(batch)
+            except BaseException:
+                with self._reads_lock:  # the reads wait for the next try; the caller hears of its own
+                    self._reads[:0] = batch[:-1]
+                raise
+        return entry
+
+    def record_read(self, kind: str, user: str, detail: str = "", client: str | None = None) -> AccessEntry:
+        """Record that ``user`` read something (a finding, a case, a replay, a report, the access
+        log, a download), without making the request wait for the store or the broker.
+
+        The entry is made now (its time and the request's client address) and stored by the
+        recorder thread within milliseconds, in the order recorded, before any entry recorded
+        after it with :meth:`record`; :meth:`flush` waits for it. An entry the store or the broker
+        did not take is kept and tried again (one line on standard error); one still queued when
+        the process is killed outright is lost (a stop of the console flushes them).
+
+        Args:
+            kind: ``finding_viewed``, ``case_viewed``, ``replay_viewed``, ``report_viewed``,
+                ``access_log_viewed`` or ``download``.
+            user: who read it.
+            detail: what was read (never a secret).
+            client: the client's address; None: the current request's.
+
+        Returns:
+            The entry (queued).
+        """
+        entry = self._entry(kind, user, "ok", detail, client)
+        with self._reads_lock:
+            self._reads.append(entry)
+            if self._recorder is None:
+                self._recorder = threading.Thread(target=self._record_reads, name="dealtrail-access-reads", daemon=True)
+                self._recorder.start()
+        self._wake.set()
+        return entry
+
+    def flush(self) -> None:
+        """Store the reads recorded so far (the recorder thread does it on its own; a test or a
+        stopping console waits for it here).
+
+        Raises:
+            Exception: the store's write failed (the reads stay queued).
+        """
+        with self._order_lock:
+            with self._reads_lock:
+                batch, self._reads = self._reads, []
+            if not batch:
+                return
+            try:
+                self._store(batch)
+            except BaseException:
+                with self._reads_lock:
+                    self._reads[:0] = batch
+                raise
+
+    def _record_reads(self) -> None:
+        """The recorder thread: store queued reads as they come; after a failure, one line and a
+        new try a second later."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception as exc:
+                with self._reads_lock:
+                    n = len(self._reads)
+                print(
+                    f"access log: {n} read{'' if n == 1 else 's'} not yet stored ({type(exc).__name__}: {exc}); "
+                    "trying again",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(1.0)
+                self._wake.set()
+
+    def _entry(self, kind: str, user: str, outcome: Outcome, detail: str, client: str | None) -> AccessEntry:
         entry = AccessEntry(
             entry_id=str(ULID()),
             at=self.clock().astimezone(UTC),
@@ -346,12 +433,29 @@ class AccessLog:
                 file=sys.stderr,
                 flush=True,
             )
+        return entry
+
+    def _store(self, entries: list[AccessEntry]) -> None:
+        """Store ``entries`` in order (embedded), or send them to the sink (streaming: one the
+        broker did not take is kept and sent with the next)."""
         if self.sink is None:
             with self.write_lock:
-                access_log.append(self.store.con, [entry])
-            return entry
+                # its own cursor: a thread that reads through the store's connection is not
+                # refused as "busy"; one transaction for the batch
+                cur = self.store.con.cursor()
+                try:
+                    cur.execute("BEGIN TRANSACTION")
+                    try:
+                        access_log.append(cur, entries)
+                        cur.execute("COMMIT")
+                    except BaseException:
+                        cur.execute("ROLLBACK")
+                        raise
+                finally:
+                    cur.close()
+            return
         with self._send_lock:
-            self._pending.append(entry)
+            self._pending.extend(entries)
             try:
                 while self._pending:
                     self.sink(self._pending[0])
@@ -363,13 +467,14 @@ class AccessLog:
                     file=sys.stderr,
                     flush=True,
                 )
-        return entry
 
 
 class ClientMiddleware:
-    """Pure ASGI middleware: sets :data:`CLIENT` for the request, and records a ``download``
-    access entry for every file a signed-in user takes (a response with
-    ``Content-Disposition: attachment``, or any page under ``/reports/``)."""
+    """Pure ASGI middleware: sets :data:`CLIENT` for the request, and records an access entry
+    for every file a signed-in user takes: ``download`` for a response with
+    ``Content-Disposition: attachment`` and a report's file under ``/reports/`` (PDF, JSON),
+    ``report_viewed`` for a report's page (``/reports/view``, a scheduled ``report.html``);
+    recorded without making the response wait (:meth:`AccessLog.record_read`)."""
 
     def __init__(self, app: Any, log: Callable[[], AccessLog]) -> None:
         self.app, self.log = app, log
@@ -391,7 +496,9 @@ class ClientMiddleware:
                 user = scope.get("state", {}).get("user_name")
                 if user and (attachment or (path.startswith("/reports/") and scope.get("method") == "GET")):
                     query = scope.get("query_string", b"").decode("latin-1")
-                    self.log().record("download", user, "ok", path + (f"?{query}" if query else ""))
+                    page = not attachment and (path == "/reports/view" or path.endswith(".html"))
+                    kind = "report_viewed" if page else "download"
+                    self.log().record_read(kind, user, path + (f"?{query}" if query else ""))
             await send(message)
 
         try:

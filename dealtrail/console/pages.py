@@ -122,7 +122,7 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/findings/{finding_id}", include_in_schema=False)
     def finding_page(request: Request, finding_id: str, user: PageUser, con: Cursor, done: str = "") -> HTMLResponse:
-        return finding_view(request, finding_id, user, con, done)
+        return finding_view(request, finding_id, user, con, done, read=True)
 
     def finding_view(
         request: Request,
@@ -133,8 +133,10 @@ def router(console: Console) -> APIRouter:
         status_code: int = 200,
         form: dict[str, str] | None = None,
         errors: dict[str, str] | None = None,
+        read: bool = False,
     ) -> HTMLResponse:
-        """A finding's page; after a refused review, the form's values and each field's error."""
+        """A finding's page; after a refused review, the form's values and each field's error;
+        ``read``: record the reading in the access log (``finding_viewed``)."""
         f, case_rows = console.finding_case(con, finding_id)  # the read model once for an incident
         spec = RULES_BY_ID.get(f["rule_id"])
         near = f["detected_at"]
@@ -145,7 +147,7 @@ def router(console: Console) -> APIRouter:
         evidence_ids, remedy_ids = list(f["evidence_event_ids"]), list(f["remedy_event_ids"] or [])
         # evidence and remedy events in one read (a conflicting event reusing an ID is listed too)
         found = _events(con, evidence_ids + remedy_ids, f["table_id"], near)
-        return render(
+        page = render(
             request,
             "finding.html.j2",
             user,
@@ -170,6 +172,9 @@ def router(console: Console) -> APIRouter:
             form=form or {},
             errors=errors or {},
         )
+        if read:
+            console.record_finding_read("finding_viewed", user, f)
+        return page
 
     @routes.post("/findings/{finding_id}/reviews", include_in_schema=False)
     def review_form(

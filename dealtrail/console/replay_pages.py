@@ -48,6 +48,17 @@ def _window(round_: str | None, from_: datetime | None, to: datetime | None) -> 
     return Window(start=from_.astimezone(UTC), end=to.astimezone(UTC))
 
 
+def replay_detail(table_id: str, window: Window, finding_id: str | None) -> str:
+    """What a replay showed, for its access-log entry: the table, the round or the UTC window, and
+    the finding it was opened from."""
+    if window.round_id is not None:
+        shown = f"round {window.round_id}"
+    else:
+        start, end = window.start, window.end
+        shown = f"{start.isoformat() if start else '...'} to {end.isoformat() if end else '...'}"
+    return f"replay of table {table_id} {shown}" + (f" for finding {finding_id}" if finding_id else "")
+
+
 def router(console: Console) -> APIRouter:
     """The replay page, its script, its API and the case page."""
     routes = APIRouter()
@@ -75,7 +86,8 @@ def router(console: Console) -> APIRouter:
         known = con.execute("SELECT count(*) FROM events WHERE table_id = ?", [table]).fetchall()[0][0]
         if not known:
             raise HTTPException(404, f"no stored event of table {table}")
-        return render(
+        finding_id = finding if finding and all(c in "0123456789abcdef" for c in finding) else None
+        page = render(
             request,
             "replay.html.j2",
             user,
@@ -83,8 +95,10 @@ def router(console: Console) -> APIRouter:
             round_id=window.round_id,
             start=window.start,
             end=window.end,
-            finding_id=finding if finding and all(c in "0123456789abcdef" for c in finding) else None,
+            finding_id=finding_id,
         )
+        console.access.record_read("replay_viewed", user.name, replay_detail(table, window, finding_id))
+        return page
 
     @routes.get(
         "/api/v1/tables/{table_id}/replay",
@@ -114,9 +128,13 @@ def router(console: Console) -> APIRouter:
         nearest snapshot before the window; ``page_size`` steps a page."""
         window = _window(round_, from_, to)
         try:
-            return replay_page(con, table_id, window, page, page_size).as_json()
+            found = replay_page(con, table_id, window, page, page_size).as_json()
         except ReplayError as exc:
             raise HTTPException(404, str(exc)) from None
+        if page == 1 or user.token is not None:  # the replay page's script reads its pages with the session
+            detail = f"{replay_detail(table_id, window, None)}, API page {page} with {user.credential}"
+            console.access.record_read("replay_viewed", user.name, detail)
+        return found
 
     @routes.get("/cases/{finding_id}", include_in_schema=False)
     def case_page(request: Request, finding_id: str, user: PageUser, con: Cursor) -> HTMLResponse:
@@ -133,7 +151,9 @@ def router(console: Console) -> APIRouter:
                 for h in reviews.history(con, r["finding_id"])
                 for x in h["references"]
             ]
-        return render(request, "case.html.j2", user, cause=cause, consequences=consequences, me=finding_id)
+        page = render(request, "case.html.j2", user, cause=cause, consequences=consequences, me=finding_id)
+        console.record_finding_read("case_viewed", user, cause, f" opened from {finding_id}")
+        return page
 
     return routes
 

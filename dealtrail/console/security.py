@@ -57,6 +57,10 @@ def router(console: Console) -> APIRouter:
         where = selection(user, who, kind, since, until)
         rows, total = access_log.entries(con, where, PAGE, (page - 1) * PAGE)
         params = {"user": who, "kind": kind, "from": since, "to": until}
+        shown = query_string(params)
+        console.access.record_read(
+            "access_log_viewed", user.name, f"access log page {page}" + (f" ({shown})" if shown else "")
+        )
         return console.render(
             request,
             "access.html.j2",
