@@ -94,6 +94,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "replica": ("audit", "project"),
     "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve"),
     "signing": ("evidence", "keys", "serve", "project", "sign-report"),
+    # the store's writers forward its access log as they run; access-log forward while none does
+    "access_forward": ("serve", "project", "access-log"),
     "remedy_window": ("audit", "demo", "simulate", "worker", "reaudit", "replay", "serve", "project", "evidence"),
 }
 """Which ``dealtrail`` commands read each setting: a dotted field path, or a section that

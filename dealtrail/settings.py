@@ -488,6 +488,66 @@ class ArchiveSettings(BaseModel):
     dir: Path | None = None
 
 
+class AccessForwardSettings(BaseModel):
+    """Forwarding of the access log to the casino's SIEM, as it is written, by the store's writer
+    process (``dealtrail serve``, ``dealtrail project``; ``dealtrail access-log forward`` while
+    neither runs). At-least-once and in order per target, resumed after an outage of the receiver
+    from the last entry sent (docs/operating.md, "Forwarding the access log").
+
+    Attributes:
+        syslog_host: the syslog receiver's name or address (RFC 5424 over TCP, octet-counting
+            framing of RFC 6587); unset: no syslog forwarding.
+        syslog_port: its TCP port (514 is usual without TLS, 6514 with it).
+        syslog_tls: connect with TLS (RFC 5425): the receiver's certificate is checked against
+            ``syslog_ca`` (else the system's trusted CAs) and its name against ``syslog_host``.
+        syslog_ca: a PEM file of the CA that signs the receiver's certificate.
+        syslog_cert: a PEM client certificate, for a receiver that asks for one (mutual TLS).
+        syslog_key: the unencrypted PEM key of ``syslog_cert`` (keep it owner-only); unset: in
+            ``syslog_cert``.
+        syslog_hostname: the HOSTNAME field of each message; unset: this machine's name (in a
+            container, set it to the host's name).
+        jsonl_path: a file to which each entry is appended as one JSON line (for a log shipper
+            that tails it); made owner-only if absent (create it beforehand, readable by the
+            shipper's group, to share it); unset: none.
+        cursor_dir: the folder of the forwarding cursors (owner-only files holding the last entry
+            sent to each target: ``<store name>.access-forward.syslog.cursor``,
+            ``...jsonl.cursor``); unset: the store's folder.
+        poll_seconds: how often the writer looks for new entries (seconds).
+        retry_max_seconds: the longest wait between two attempts at a receiver that does not
+            answer; the wait starts at ``poll_seconds`` and doubles (seconds).
+        timeout_seconds: how long a connection or a send to the syslog receiver may take before
+            it counts as failed (seconds).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    syslog_host: str | None = Field(default=None, min_length=1, max_length=253)
+    syslog_port: int = Field(default=514, ge=1, le=65535)
+    syslog_tls: bool = False
+    syslog_ca: Path | None = None
+    syslog_cert: Path | None = None
+    syslog_key: Path | None = None
+    syslog_hostname: str | None = Field(default=None, min_length=1, max_length=255)
+    jsonl_path: Path | None = None
+    cursor_dir: Path | None = None
+    poll_seconds: float = Field(default=1.0, gt=0, le=3600)
+    retry_max_seconds: float = Field(default=30.0, gt=0, le=86_400)
+    timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _tls_files_need_tls(self) -> Self:
+        if not self.syslog_tls and any(p is not None for p in (self.syslog_ca, self.syslog_cert, self.syslog_key)):
+            raise ValueError("syslog_ca, syslog_cert and syslog_key are for TLS: set syslog_tls=true too")
+        if self.syslog_key is not None and self.syslog_cert is None:
+            raise ValueError("syslog_key is the key of syslog_cert: set syslog_cert too")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """True if there is a target (a syslog receiver or a file)."""
+        return self.syslog_host is not None or self.jsonl_path is not None
+
+
 class Settings(BaseSettings):
     """All dealtrail settings.
 
@@ -513,6 +573,7 @@ class Settings(BaseSettings):
         replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
         archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
         signing: see :class:`SigningSettings` (``DEALTRAIL_SIGNING__KEY_FILE``).
+        access_forward: see :class:`AccessForwardSettings` (``DEALTRAIL_ACCESS_FORWARD__SYSLOG_HOST`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
             (``audit``, ``demo``, ``project``), default ``1GB``: DuckDB keeps a cache of the
             file's blocks up to this size (without a limit, up to 80 % of the machine's memory)
@@ -587,6 +648,7 @@ class Settings(BaseSettings):
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()
     signing: SigningSettings = SigningSettings()
+    access_forward: AccessForwardSettings = AccessForwardSettings()
     duckdb_memory_limit: str = Field(default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
     snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 

@@ -3,7 +3,8 @@
 Each command is a few lines over one library function: :mod:`.simulate` (simulate, demo),
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
-:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key);
+:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key),
+:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.access` (access-log forward);
 :mod:`.common` holds what they share.
 """
 
@@ -15,6 +16,7 @@ from typing import NoReturn
 
 # each command group registers its commands on the app when it is imported
 from dealtrail.cli import (  # noqa: F401
+    access,
     console,
     copies,
     evidence,

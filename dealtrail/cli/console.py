@@ -186,6 +186,9 @@ def serve(
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
     console_app = create_app(store, config)
     _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
+    from dealtrail.cli.access import start_access_forward
+
+    forward = start_access_forward(settings.access_forward, store.con, db)  # a thread: requests never wait
     with store:
         server_config = uvicorn_config(
             console_app,
@@ -196,7 +199,11 @@ def serve(
             ssl_keyfile=str(keyfile) if keyfile else None,
         )
         assert isinstance(server_config, uvicorn.Config)
-        uvicorn.Server(server_config).run()
+        try:
+            uvicorn.Server(server_config).run()
+        finally:
+            if forward is not None:  # what was written last goes out before the store closes
+                forward.stop()
 
 
 class _NotifyLoop:

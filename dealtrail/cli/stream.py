@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from schemas.staff import StaffMemberRecorded
     from streams.publish import PublishSummary
 
+from dealtrail.cli.access import start_access_forward
 from dealtrail.cli.common import (
     _DB,
     _PERIODS,
@@ -248,6 +249,8 @@ def _project(
                 hosted = _host_console(settings, store, lock, address, db, link, stop, own)
             elif settings.health.port is not None and not once:
                 health = _serve_health(settings, link)
+            # the access log as the projector stores it, to the SIEM (a thread; a batch never waits)
+            forward = start_access_forward(settings.access_forward, store.con, db)
             try:
                 summary = run(
                     settings,
@@ -276,6 +279,8 @@ def _project(
             finally:
                 if hosted is not None:
                     hosted.stop()
+                if forward is not None:  # its last round, then the store closes
+                    forward.stop()
                 if health is not None:
                     health.should_exit = True  # type: ignore[attr-defined]
         failed = unreachable is not None

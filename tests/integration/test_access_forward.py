@@ -237,3 +237,121 @@ def test_an_unreachable_receiver_is_said_once_and_the_entries_wait_in_the_store(
     assert len(said) == 1 and "forwarding to syslog 127.0.0.1:" in said[0] and "entries after 0 are kept" in said[0]
     assert cursor.read() == (0, None)
     store.close()
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and its key), PEM files in ``folder``."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "siem.test")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "siem.pem", folder / "siem.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_with_tls_the_receiver_is_verified_against_the_ca_and_gets_octet_counted_messages(tmp_path: Path) -> None:
+    import ssl
+    import threading
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    received: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        data = b""
+        try:
+            with server_ctx.wrap_socket(conn, server_side=True) as tls:
+                while chunk := tls.recv(65536):
+                    data += chunk
+        except (ssl.SSLError, OSError):  # the client refused our certificate, or left without close_notify
+            pass
+        while data:  # octet counting: LEN SP MSG
+            size, _, rest = data.partition(b" ")
+            received.append(rest[: int(size)])
+            data = rest[int(size) :]
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    store = Store(tmp_path / "tls.duckdb")
+    access_log.append(store.con, _entries(3, 0))
+    untrusted = AccessForwarder(
+        store.con,
+        [(SyslogSender(SyslogTarget("127.0.0.1", port, tls=True, timeout=5)), Cursor(tmp_path / "u.cursor"))],
+        say=lambda line: None,
+    )
+    assert untrusted.run_once() == (0, False)  # not signed by a CA the system trusts: refused
+    untrusted.close()
+    thread.join(timeout=5)
+    listener.close()
+    # the same with the receiver's CA given
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    sender = SyslogSender(SyslogTarget("127.0.0.1", port, tls=True, ca=cert, timeout=5))
+    forwarder = AccessForwarder(store.con, [(sender, Cursor(tmp_path / "t.cursor"))])
+    assert forwarder.run_once() == (3, True)
+    forwarder.close()
+    thread.join(timeout=5)
+    listener.close()
+    assert [re.search(rb'seq="(\d+)"', m).group(1) for m in received] == [b"1", b"2", b"3"]  # type: ignore[union-attr]
+    assert all(m.startswith(b"<86>1 2026-12-03T17:00:0") for m in received)
+    store.close()
+
+
+def test_access_log_forward_sends_what_the_settings_name_from_the_cursor_and_says_why_it_cannot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from dealtrail.cli import app as cli
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    db = tmp_path / "cli.duckdb"
+    with Store(db) as store:
+        access_log.append(store.con, _entries(4, 0))
+    r = CliRunner().invoke(cli, ["access-log", "forward", "--db", str(db)])
+    assert r.exit_code == 2 and "no target" in r.output
+    out, cursors = tmp_path / "siem.jsonl", tmp_path / "cursors"
+    cursors.mkdir()
+    monkeypatch.setenv("DEALTRAIL_ACCESS_FORWARD__JSONL_PATH", str(out))
+    monkeypatch.setenv("DEALTRAIL_ACCESS_FORWARD__CURSOR_DIR", str(cursors))
+    r = CliRunner().invoke(cli, ["access-log", "forward", "--db", str(db)])
+    assert r.exit_code == 0 and "4 entries forwarded" in r.output, r.output
+    r = CliRunner().invoke(cli, ["access-log", "forward", "--db", str(db)])
+    assert r.exit_code == 0 and "0 entries forwarded" in r.output  # resumed from its cursor
+    assert json.loads(out.read_text().splitlines()[0])["at"] == "2026-12-03T17:00:00Z"  # UTC
+    assert json.loads((cursors / "cli.duckdb.access-forward.jsonl.cursor").read_text())["seq"] == 4
+    monkeypatch.setenv("DEALTRAIL_ACCESS_FORWARD__SYSLOG_HOST", "127.0.0.1")
+    monkeypatch.setenv("DEALTRAIL_ACCESS_FORWARD__SYSLOG_PORT", str(_free_port()))
+    r = CliRunner().invoke(cli, ["access-log", "forward", "--db", str(db)])
+    assert r.exit_code == 1 and "forwarding to syslog 127.0.0.1:" in r.output and "run again" in r.output
+    monkeypatch.setenv("DEALTRAIL_ACCESS_FORWARD__SYSLOG_CA", str(tmp_path / "ca.pem"))
+    r = CliRunner().invoke(cli, ["access-log", "forward", "--db", str(db)])
+    assert r.exit_code != 0 and "set syslog_tls=true too" in " ".join(str(r.output).split()) + str(r.exception)
