@@ -31,6 +31,11 @@ COLUMNS = ("seq", "entry_id", "logged_at", "user_name", "client", "kind", "outco
 """The columns of ``access_log`` in order."""
 
 
+_HEAD = "SELECT seq, hash FROM access_log WHERE seq = (SELECT max(seq) FROM access_log) ORDER BY entry_id LIMIT 1"
+"""The last entry's ``(seq, hash)``: the maximum ``seq`` (a scan of one column), then that row,
+rather than a top-N sort of the whole log (which every reading now makes longer)."""
+
+
 def has_log(con: duckdb.DuckDBPyConnection) -> bool:
     """True if the store has an ``access_log`` table (a store written before it had none)."""
     rows = con.execute(
@@ -57,7 +62,7 @@ def append(con: duckdb.DuckDBPyConnection, entries: Sequence[AccessEntry]) -> in
         return 0
     ids = [e.entry_id for e in entries]
     stored = {r[0] for r in con.execute("SELECT entry_id FROM access_log WHERE entry_id IN ?", [ids]).fetchall()}
-    head = con.execute("SELECT seq, hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchall()
+    head = con.execute(_HEAD).fetchall()
     seq, prev = (int(head[0][0]), str(head[0][1])) if head else (0, None)
     added = 0
     for entry in entries:
@@ -203,7 +208,7 @@ def head(con: duckdb.DuckDBPyConnection) -> tuple[int, str] | None:
     """The log's last entry: ``(seq, hash)``; None for an empty (or absent) log."""
     if not has_log(con):
         return None
-    rows = con.execute("SELECT seq, hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchall()
+    rows = con.execute(_HEAD).fetchall()
     return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
