@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-reads bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 PIP_VERSION := 26.3
 
@@ -65,6 +65,11 @@ bench-engine: $(STAMP)
 
 bench-console: $(STAMP)
 	$(BIN)/python bench/bench_console.py $(BENCH_CONSOLE_ARGS)
+
+# What recording a reading in the access log costs each console page (none, deferred, inline),
+# and the access-log forwarder's idle round; no broker needed.
+bench-reads: $(STAMP)
+	$(BIN)/python bench/bench_reads.py $(BENCH_READS_ARGS)
 
 # Report, console pages, API, replica and archive on stores of 1 and 30 days of 8 tables, built
 # once into .cache/bench-history/ or $DEALTRAIL_BENCH_CACHE (about 35 minutes for the 30 days here);
