@@ -46,14 +46,15 @@ sys.path.insert(0, str(ROOT))
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from dealtrail.access_forward import AccessForwarder, Cursor, JsonLinesSender  # noqa: E402
-from dealtrail.audit import audit_file  # noqa: E402
 from dealtrail.console import auth, guard  # noqa: E402
 from dealtrail.console.app import ConsoleConfig, create_app  # noqa: E402
+from dealtrail.ingest.audit import audit_file  # noqa: E402
+from dealtrail.reporting.access_forward import AccessForwarder, Cursor, JsonLinesSender  # noqa: E402
 from dealtrail.simulator.run import write_simulation  # noqa: E402
-from projections import access_log, reviews  # noqa: E402
-from projections.reviews import FindingFilter, ReviewDue  # noqa: E402
-from projections.store import Store  # noqa: E402
+from projections.models import reviews  # noqa: E402
+from projections.models.reviews import FindingFilter, ReviewDue  # noqa: E402
+from projections.records import access_log  # noqa: E402
+from projections.store.store import Store  # noqa: E402
 from schemas.access import AccessEntry  # noqa: E402
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)

@@ -15,7 +15,7 @@ from dealtrail.settings import AccessForwardSettings
 if TYPE_CHECKING:
     import duckdb
 
-    from dealtrail.access_forward import AccessForwarder, ForwardLoop
+    from dealtrail.reporting.access_forward import AccessForwarder, ForwardLoop
 
 
 def access_forwarder(
@@ -26,7 +26,14 @@ def access_forwarder(
 
     Each target's cursor is ``<cursor_dir or the store's folder>/<store name>.access-forward.<target>.cursor``.
     """
-    from dealtrail.access_forward import AccessForwarder, Cursor, JsonLinesSender, Sender, SyslogSender, SyslogTarget
+    from dealtrail.reporting.access_forward import (
+        AccessForwarder,
+        Cursor,
+        JsonLinesSender,
+        Sender,
+        SyslogSender,
+        SyslogTarget,
+    )
 
     if not forward.enabled:
         return None
@@ -54,7 +61,7 @@ def start_access_forward(
 ) -> ForwardLoop | None:
     """Forward the access log from a background thread of the store's writer process, if a
     target is set (one line says where to); None otherwise. Stop it with ``.stop()``."""
-    from dealtrail.access_forward import ForwardLoop
+    from dealtrail.reporting.access_forward import ForwardLoop
 
     forwarder = access_forwarder(forward, con, db)
     if forwarder is None:
@@ -78,7 +85,7 @@ def forward_command(
     """Forward the access log's entries not yet sent to the targets of DEALTRAIL_ACCESS_FORWARD__*
     (a syslog receiver, a JSON-lines file), from each target's cursor; for a store no console or
     projector holds (they forward it themselves while they run). Exit 1 when a target fails."""
-    from projections.store import Store
+    from projections.store.store import Store
 
     settings = load()
     db = db or settings.db

@@ -22,9 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from dealtrail.access_forward import AccessForwarder, Cursor, ForwardLoop, JsonLinesSender, SyslogSender, SyslogTarget
-from projections import access_log
-from projections.store import Store
+from dealtrail.reporting.access_forward import (
+    AccessForwarder,
+    Cursor,
+    ForwardLoop,
+    JsonLinesSender,
+    SyslogSender,
+    SyslogTarget,
+)
+from projections.records import access_log
+from projections.store.store import Store
 from schemas.access import AccessEntry
 
 T0 = datetime(2026, 12, 3, 17, 0, tzinfo=UTC)

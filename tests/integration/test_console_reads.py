@@ -16,9 +16,10 @@ from fastapi.testclient import TestClient
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from projections import access_log, reviews
-from projections.reviews import FindingFilter, ReviewDue
-from projections.store import Store
+from projections.models import reviews
+from projections.models.reviews import FindingFilter, ReviewDue
+from projections.records import access_log
+from projections.store.store import Store
 
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
 T0 = datetime(2026, 11, 28, 3, 0, tzinfo=UTC)

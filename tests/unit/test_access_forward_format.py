@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from dealtrail.access_forward import octet_counted, syslog_message
+from dealtrail.reporting.access_forward import octet_counted, syslog_message
 from schemas.access import AccessRecord
 
 

@@ -39,7 +39,7 @@ from typing import Protocol
 
 import duckdb
 
-from projections import access_log
+from projections.records import access_log
 from schemas.access import AccessRecord
 
 SD_ID = "dealtrail@32473"
