@@ -1,7 +1,8 @@
 """The access log in the streaming deployment, on the real broker: the console inside the
 projector's process (``project --serve``) publishes each access entry to the access-log topic and
 the projector chains and stores it; the admin reads it on the console's page, and the store's
-chain is intact once the projector has closed the file."""
+chain is intact once the projector has closed the file, and the projector forwarded every entry
+to the JSON-lines file its settings name."""
 
 from __future__ import annotations
 
@@ -24,7 +25,13 @@ pytestmark = pytest.mark.kafka
 def test_access_entries_travel_through_their_topic_into_the_projectors_store(cluster: Cluster, tmp_path: Path) -> None:
     db = tmp_path / "store" / "dealtrail.duckdb"
     port = free_port()
-    env = {**cluster.env, "DEALTRAIL_CONSOLE__SESSION_SECRET": "access-session-secret-" + "x" * 32}
+    siem = tmp_path / "siem" / "access.jsonl"  # the projector forwards the log it stores (issue 34, item 6)
+    siem.parent.mkdir()
+    env = {
+        **cluster.env,
+        "DEALTRAIL_CONSOLE__SESSION_SECRET": "access-session-secret-" + "x" * 32,
+        "DEALTRAIL_ACCESS_FORWARD__JSONL_PATH": str(siem),
+    }
     made = dealtrail(env, "users", "add", "ada", "--role", "admin", "--db", str(db), stdin="ada-long-password\n")
     assert made.returncode == 0, made.stderr
     log = tmp_path / "projector.log"
@@ -77,12 +84,17 @@ def test_access_entries_travel_through_their_topic_into_the_projectors_store(clu
         report = access_log.check_chain(con)
     finally:
         con.close()
-    assert [r[1:] for r in rows] == [
+    assert [r[1:] for r in rows if not r[1].endswith("_viewed")] == [
         ("user_added", "ok", "cli", "cli"),
         ("login_failed", "refused", "ada", "127.0.0.1"),
         ("login_succeeded", "ok", "ada", "127.0.0.1"),
     ]
+    # the polls of the access-log page are readings on record, through the topic like the rest
+    assert ("access_log_viewed", "ok", "ada", "127.0.0.1") in [r[1:] for r in rows]
     assert report.first_break is None and report.entries == len(rows)
+    forwarded = [json.loads(line) for line in siem.read_text(encoding="utf-8").splitlines()]
+    assert [(x["seq"], x["kind"]) for x in forwarded] == [(r[0], r[1]) for r in rows]  # all, in order, once
+    assert "access log: forwarded to file" in log.read_text()
 
     from kafka import KafkaConsumer, TopicPartition
 
@@ -94,5 +106,6 @@ def test_access_entries_travel_through_their_topic_into_the_projectors_store(clu
         records = [(r.key, json.loads(r.value)) for r in consumer]
     finally:
         consumer.close()
-    assert [(k, v["kind"]) for k, v in records] == [(b"access-log", "login_failed"), (b"access-log", "login_succeeded")]
+    security = [(k, v["kind"]) for k, v in records if not v["kind"].endswith("_viewed")]
+    assert security == [(b"access-log", "login_failed"), (b"access-log", "login_succeeded")]
     assert all("not the password" not in json.dumps(v) and "ada-long-password" not in json.dumps(v) for _, v in records)
