@@ -398,7 +398,10 @@ class AccessLog:
 
     def _record_reads(self) -> None:
         """The recorder thread: store queued reads as they come; after a failure, one line and a
-        new try a second later."""
+        new try a second later; once the store is closed (the process is ending), one line naming
+        the reads left unstored, and the thread ends."""
+        import duckdb
+
         while True:
             self._wake.wait()
             self._wake.clear()
@@ -407,12 +410,17 @@ class AccessLog:
             except Exception as exc:
                 with self._reads_lock:
                     n = len(self._reads)
+                closed = isinstance(exc, duckdb.ConnectionException)
                 print(
-                    f"access log: {n} read{'' if n == 1 else 's'} not yet stored ({type(exc).__name__}: {exc}); "
-                    "trying again",
+                    f"access log: {n} read{'' if n == 1 else 's'} not "
+                    + ("stored: the store is closed" if closed else "yet stored")
+                    + f" ({type(exc).__name__}: {exc})"
+                    + ("" if closed else "; trying again"),
                     file=sys.stderr,
                     flush=True,
                 )
+                if closed:
+                    return
                 time.sleep(1.0)
                 self._wake.set()
 

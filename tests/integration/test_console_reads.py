@@ -133,3 +133,20 @@ def test_reads_wait_for_a_broker_that_is_away_and_go_in_order_with_the_next_entr
     app.state.console.access.flush()  # nothing queued: the pending ones go with the next entry
     app.state.console.access.record("logout", "rita", "ok")
     assert sent == ["login_succeeded", "finding_viewed", "logout"]
+
+
+def test_reads_left_when_the_store_closes_are_named_in_one_line_and_the_recorder_ends(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store = Store(tmp_path / "closing.duckdb")
+    app = create_app(store, ConsoleConfig(DUE, "s" * 48, clock=lambda: T0))
+    recorder = app.state.console.access
+    with app.state.write_lock:  # the recorder waits for the writer ...
+        recorder.record_read("finding_viewed", "rita", "finding 0f3a", "10.0.0.7")
+        store.close()  # ... which closes the store (a process ending without the console's stop)
+    thread = recorder._recorder
+    assert thread is not None
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    err = capfd.readouterr().err
+    assert err.count("access log: 1 read not stored: the store is closed") == 1
