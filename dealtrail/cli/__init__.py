@@ -4,7 +4,7 @@ Each command is a few lines over one library function: :mod:`.simulate` (simulat
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
 :mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key),
-:mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.access` (access-log forward);
+:mod:`.access` (access-log forward);
 :mod:`.common` holds what they share.
 """
 
