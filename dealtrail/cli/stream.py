@@ -13,6 +13,7 @@ from dealtrail.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from dealtrail.ingest.projector import ProjectSummary
     from projections.store.store import BatchCounts
     from schemas.staff import StaffMemberRecorded
     from streams.publish import PublishSummary
@@ -292,10 +293,17 @@ def _project(
         if link.ever_connected:
             raise _fail(f"lost Kafka at {settings.kafka.bootstrap} ({unreachable}); {db} keeps what was projected")
         raise _unreachable(settings, unreachable) from None
+    console.print(project_line(summary, db, stop.is_set()))
+
+
+def project_line(summary: ProjectSummary, db: Path, stopped: bool) -> str:
+    """The projector's closing line: records read, duplicate deliveries skipped (as the audit's
+    summary counts them) and the rows each table gained."""
     w = summary.written
-    console.print(
-        ("stopped: " if stop.is_set() else "")
-        + f"projected {summary.records:,} records in {summary.batches} batches into {db}: "
+    return (
+        ("stopped: " if stopped else "")
+        + f"projected {summary.records:,} records in {summary.batches} batches into {db}, "
+        f"{summary.duplicates:,} duplicate deliveries skipped: "
         f"{w.events:,} events, {w.findings:,} finding revisions, {w.rounds:,} rounds, {w.dead_letters:,} dead letters, "
         f"{w.reviews:,} reviews"
     )

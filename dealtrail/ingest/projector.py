@@ -56,13 +56,17 @@ class ProjectSummary:
     """What a projector run wrote (rows added after de-duplication) and read: ``records`` read,
     ``bad_records`` of the findings/rounds/dead-letter topics it could not read (stored as dead
     letters), ``skipped_events`` records of the events topic that are not a valid event of the table they are
-    keyed by, or beyond the plausibility limits of rulebook 10.3.4 (the worker dead-letters those)."""
+    keyed by, or beyond the plausibility limits of rulebook 10.3.4 (the worker dead-letters those),
+    ``duplicates`` valid events of the events topic not stored because the store (or an event
+    before it in the same batch) holds the same fact: duplicate deliveries (a re-sent buffer, a
+    file published twice, a batch read again after a crash; :func:`schemas.chain.same_fact`)."""
 
     written: BatchCounts
     records: int = 0
     batches: int = 0
     bad_records: int = 0
     skipped_events: int = 0
+    duplicates: int = 0
     reports: list[Path] = field(default_factory=list)
 
 
@@ -806,6 +810,8 @@ def _write(
         reviews=review_rows,
         access=access_entries,
     )
+    # every valid event is stored, refused by the store (a dead letter below) or a copy of a stored fact
+    summary.duplicates += len(raw_events) - added.events - sum(1 for kind, *_ in refused if kind == "raw_events")
     if refused:  # rows the store could not hold: dead letters, the batch stored without them, no crash loop
         summary.bad_records += len(refused)
         added.add(store.write_batch((), dead_letters=[_refused_row(names, *r) for r in refused]))

@@ -162,10 +162,21 @@ whose payloads were all decompressed to read them)."""
 
 
 _NO_CHAIN = """'{"prev_hash":null,"hash":null,"hash_version":null}'"""
-SAME_FACT_SQL = (
-    f"(json_merge_patch(b.payload, {_NO_CHAIN})::VARCHAR = json_merge_patch(e.payload, {_NO_CHAIN})::VARCHAR"
-    " AND (b.payload->>'hash' IS NULL OR b.payload->>'hash' = e.payload->>'hash'))"
-)
+
+
+def same_fact_sql(arrived: str, stored: str) -> str:
+    """SQL: the event row ``arrived`` (an alias) is the same fact as the event row ``stored`` of
+    its ID (:func:`schemas.chain.same_fact`): the same payload without its chain fields and, if
+    ``arrived`` carries a hash, the same hash. Not symmetric: a stamped event arriving after an
+    unstamped one of the same content is not its copy."""
+    a, s = arrived, stored
+    return (
+        f"(json_merge_patch({a}.payload, {_NO_CHAIN})::VARCHAR = json_merge_patch({s}.payload, {_NO_CHAIN})::VARCHAR"
+        f" AND ({a}.payload->>'hash' IS NULL OR {a}.payload->>'hash' = {s}.payload->>'hash'))"
+    )
+
+
+SAME_FACT_SQL = same_fact_sql("b", "e")
 """SQL: the batch's event ``b`` is the same fact as the stored event ``e`` of its ID (the rule of
 :func:`schemas.chain.same_fact`): the same payload without its chain fields and, if ``b``
 carries a hash, the same hash. Such a copy is not stored again (an unchained copy of an event
@@ -774,7 +785,7 @@ class Store:
         columns = ", ".join(f"{expr} AS {col}" for col, expr in event_columns_sql("k").items())
         return self.con.sql(
             f"""INSERT INTO events BY NAME
-                WITH b AS (
+                WITH b0 AS (
                     SELECT {columns},
                            md5(j::VARCHAR) AS payload_hash,
                            j AS payload,
@@ -782,7 +793,16 @@ class Store:
                     -- each staged line is parsed once, and each event once for all its columns
                     FROM (SELECT e AS j, a AS arrival, {event_paths_sql("e")} AS k
                           FROM read_json('{path}', format='newline_delimited', columns={{a: 'BIGINT', e: 'JSON'}}))
-                    QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash) = 1
+                    QUALIFY row_number() OVER (PARTITION BY event_id, payload_hash ORDER BY arrival) = 1
+                ),
+                -- an event of the batch that is the same fact as one that arrived before it in the
+                -- same batch (an unstamped copy of a stamped event) is left out, as it would be
+                -- against the stored one in a later batch
+                b AS (
+                    SELECT x.* FROM b0 x ANTI JOIN b0 y
+                    ON x.event_id = y.event_id AND x.payload_hash <> y.payload_hash
+                       AND (y.arrival < x.arrival OR (y.arrival = x.arrival AND y.payload_hash < x.payload_hash))
+                       AND {same_fact_sql("x", "y")}
                 )
                 -- Only stored events of the batch's time span can be copies (the payload hash
                 -- covers occurred_at): the zone maps skip the rest, and the join's hash table

@@ -210,3 +210,35 @@ def test_an_unchained_copy_of_a_stored_chained_event_is_not_stored_again_but_oth
         assert s.write_batch(list(enumerate(bare, 100))).events == 0  # the same facts, sent unchained
         assert s.write_batch(list(enumerate(relinked, 200))).events == len(events)  # another chain: not copies
         assert s.write_batch([(300, encode(other))]).events == 1  # the same ID, other content: kept beside
+
+
+def test_an_unchained_copy_in_the_same_batch_as_its_chained_event_is_not_stored_twice(tmp_path: Path) -> None:
+    from schemas.chain import Chainer
+
+    chainer = Chainer()
+    events = [decode(raw) for raw in _events()]
+    chained = [chainer.stamp_encoded(e)[1] or encode(e) for e in events]
+    bare = [encode(e.model_copy(update={"prev_hash": None, "hash": None})) for e in events]
+    relinked = [encode(e.model_copy(update={"prev_hash": "ab" * 32, "hash": "cd" * 32})) for e in events]
+    batch = [(n, raw) for n, raw in enumerate(chained, 1)] + [(100 + n, raw) for n, raw in enumerate(bare)]
+    with Store(tmp_path / "s.duckdb") as s:
+        assert s.write_batch(batch).events == len(events)  # one row per fact: the chained one
+        stored = s.con.execute("SELECT count(DISTINCT event_id), count(*), count(payload->>'hash') FROM events")
+        assert stored.fetchone() == (len(events), len(events), len(events))
+        # another chain is other content, also within one batch (the rule is the same as across batches)
+        assert s.write_batch([(300 + n, raw) for n, raw in enumerate(relinked)]).events == len(events)
+
+
+def test_an_unchained_event_then_its_chained_copy_in_one_batch_store_as_across_two(tmp_path: Path) -> None:
+    from schemas.chain import Chainer
+
+    chainer = Chainer()
+    events = [decode(raw) for raw in _events()]
+    chained = [chainer.stamp_encoded(e)[1] or encode(e) for e in events]
+    bare = [encode(e.model_copy(update={"prev_hash": None, "hash": None})) for e in events]
+    with Store(tmp_path / "one.duckdb") as one, Store(tmp_path / "two.duckdb") as two:
+        in_one = one.write_batch(list(enumerate(bare, 1)) + list(enumerate(chained, 100))).events
+        in_two = (
+            two.write_batch(list(enumerate(bare, 1))).events + two.write_batch(list(enumerate(chained, 100))).events
+        )
+    assert in_one == in_two
