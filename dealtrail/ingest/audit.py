@@ -162,9 +162,22 @@ class Batch:
     final: bool = False
 
 
-def dead_letter_record(source: str, line_no: int, reason: str, detail: str, raw: bytes) -> dict[str, Any]:
-    """A dead-letter record: where, why, and the raw input (text, or base64 if not UTF-8)."""
-    return {"source": source, "line": line_no, "reason": reason, "detail": detail, **raw_field(raw)}
+def dead_letter_record(
+    source: str,
+    line_no: int,
+    reason: str,
+    detail: str,
+    raw: bytes,
+    offset: int | None = None,
+    length: int | None = None,
+) -> dict[str, Any]:
+    """A dead-letter record: where (line number; ``offset``: the line's first byte in the file,
+    ``length``: its bytes without the line end, when known), why, and the raw input (text, or
+    base64 if not UTF-8)."""
+    where: dict[str, Any] = (
+        {} if offset is None else {"offset": offset, "length": len(raw) if length is None else length}
+    )
+    return {"source": source, "line": line_no, **where, "reason": reason, "detail": detail, **raw_field(raw)}
 
 
 class Auditor:
@@ -333,6 +346,7 @@ def scan(
     staged = 0
     batch_no = 0
     lines = events = bytes_read = 0
+    position = 0  # bytes of the file before the line being read (its offset)
     out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
     def flush(final: bool) -> None:
@@ -404,10 +418,10 @@ def scan(
         dead, dead_bytes = [], 0
         lines = bytes_read = 0
 
-    windows: Reorder[tuple[int, bytes, ev.DealingEvent]] = Reorder(reorder)
+    windows: Reorder[tuple[int, int, bytes, ev.DealingEvent]] = Reorder(reorder)
     seen = SeenIndex(stage_dir)  # every applied event's copy key, to skip exact copies however far back
 
-    def release(line_no: int, raw: bytes, event: ev.DealingEvent) -> None:
+    def release(line_no: int, offset: int, raw: bytes, event: ev.DealingEvent) -> None:
         """Apply one event the reorder window let through, and stage it."""
         nonlocal events, staged
         try:
@@ -438,11 +452,11 @@ def scan(
             if snaps is not None:
                 snaps.seen(event, before, after, found)
         except (DecodeError, EventRejected) as exc:
-            reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+            reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset))
             return
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"[:500]
-            reject(dead_letter_record(source, line_no, "engine_error", detail, raw))
+            reject(dead_letter_record(source, line_no, "engine_error", detail, raw, offset))
             return
         finally:
             st = auditor.states.get(event.table_id)
@@ -460,6 +474,8 @@ def scan(
             check.head(fh.peek(64)[:64])
             for line in read_lines(fh, max_record_bytes):
                 line_no, raw = line.number, line.data
+                offset = position
+                position += line.read
                 bytes_read += line.read
                 if not raw.strip():
                     continue
@@ -472,7 +488,7 @@ def scan(
                         continue
                 lines += 1
                 if line.too_large:
-                    reject(too_large_record(source, line, max_record_bytes))
+                    reject(too_large_record(source, line, max_record_bytes, offset))
                     continue
                 try:
                     event = decode(raw)
@@ -492,11 +508,11 @@ def scan(
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
                 except (DecodeError, EventRejected) as exc:
-                    reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                    reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset))
                     continue
                 except Exception as exc:
                     detail = f"{type(exc).__name__}: {exc}"[:500]
-                    reject(dead_letter_record(source, line_no, "engine_error", detail, raw))
+                    reject(dead_letter_record(source, line_no, "engine_error", detail, raw, offset))
                     continue
                 window = windows.windows.get(event.table_id)
                 if window is None:
@@ -507,9 +523,9 @@ def scan(
                         intake.check(event)
                         check_plausible(window.last, event, limits)
                     except EventRejected as exc:
-                        reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw))
+                        reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset))
                         continue
-                for held in window.push(event.seq, event.occurred_at, (line_no, raw, event)):
+                for held in window.push(event.seq, event.occurred_at, (line_no, offset, raw, event)):
                     release(*held)
             for table_windows in windows.windows.values():
                 for held in table_windows.flush():
@@ -534,16 +550,17 @@ def _verdict(line: Line, max_record_bytes: int) -> tuple[str | None, str]:
     return None, ""
 
 
-def too_large_record(source: str, line: Line, max_record_bytes: int) -> dict[str, Any]:
+def too_large_record(source: str, line: Line, max_record_bytes: int, offset: int | None = None) -> dict[str, Any]:
     """The dead-letter record of a line over the record limit: its first bytes
-    (:data:`schemas.lines.RAW_KEEP`), its whole length (``raw_bytes``) and SHA-256 (``raw_sha256``)."""
+    (:data:`schemas.lines.RAW_KEEP`), its whole length (``raw_bytes``) and SHA-256 (``raw_sha256``);
+    ``offset``: the line's first byte in the file (bytes), when known."""
     detail = (
         f"the line is {line.size:,} bytes, over the record limit of {max_record_bytes:,} "
         f"(DEALTRAIL_MAX_RECORD_BYTES); its first {len(line.data):,} bytes are kept here, "
         f"with its length and SHA-256 {line.sha256}"
     )
     return {
-        **dead_letter_record(source, line.number, "too_large", detail, line.data),
+        **dead_letter_record(source, line.number, "too_large", detail, line.data, offset, line.size),
         "raw_bytes": line.size,
         "raw_sha256": line.sha256,
     }
@@ -867,13 +884,17 @@ def _parallel(
 
 
 def _dead_row(d: dict[str, Any]) -> dict[str, Any]:
-    """The ``dead_letters`` row of a dead-letter record."""
+    """The ``dead_letters`` row of a dead-letter record, stored ``compact``: its raw input goes to
+    the store's dead-letter log, not into DuckDB (see :meth:`projections.store.Store.write_batch`)."""
     return {
         "source": d["source"],
         "position": f"line {d['line']}",
         "reason": d["reason"],
         "detail": d["detail"],
         "raw": d.get("raw", d.get("raw_base64", "")),
+        "byte_offset": d.get("offset"),
+        "byte_length": d.get("length"),
+        "compact": True,
     }
 
 

@@ -197,8 +197,7 @@ _ADDED: dict[str, str] = {
                    JOIN findings d ON d.finding_id = f.finding_id AND d.revision = 0 WHERE f.rowid >= $mark""",
     "reviews": """SELECT min(d.observed_at), max(d.observed_at) FROM reviews r
                   JOIN findings d ON d.finding_id = r.finding_id AND d.revision = 0 WHERE r.rowid >= $mark""",
-    "dead_letters": """SELECT min(t), max(t) FROM (SELECT TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON),
-                       '$.occurred_at') AS TIMESTAMPTZ) AS t FROM dead_letters WHERE rowid >= $mark)""",
+    "dead_letters": "SELECT min(stated_at), max(stated_at) FROM stg_dead_letters WHERE row_no >= $mark",
     "generations": "SELECT TIMESTAMPTZ '1970-01-01 00:00:00+00', TIMESTAMPTZ '9999-01-01 00:00:00+00'"
     " FROM generations WHERE rowid >= $mark LIMIT 1",
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -88,8 +89,15 @@ DEAD_SCHEMA = pa.schema(
         ("reason", pa.string()),
         ("detail", pa.string()),
         ("raw", pa.string()),
+        ("byte_offset", pa.int64()),
+        ("byte_length", pa.int64()),
+        ("compact", pa.bool_()),
     ]
 )
+"""A batch of dead letters as :meth:`Store.write_batch` takes them (``byte_offset``,
+``byte_length`` and ``compact`` may be left out of a row)."""
+_LOG_KEYS = ("source", "position", "byte_offset", "byte_length", "reason", "detail", "raw")
+"""The keys of a line of the store's dead-letter log (:attr:`Store.dead_letter_log`)."""
 STATES_SCHEMA = pa.schema(
     [
         ("table_id", pa.string()),
@@ -551,7 +559,13 @@ class Store:
                 table that share a seq.
             findings: finding revisions.
             rounds: rows of the ``rounds`` table (see ``ROUNDS_SCHEMA``).
-            dead_letters: rows with source, position, reason, detail, raw.
+            dead_letters: rows with source, position, reason, detail, raw and optionally
+                byte_offset and byte_length (where the rejected line lies in the source file,
+                bytes) and ``compact``: True stores the row without its raw input, which goes
+                to the store's dead-letter log instead (:attr:`dead_letter_log`, appended and
+                flushed to disk before the transaction commits, one JSON line per row stored);
+                the row names the log in ``raw_file``. So a flood of rejected lines costs the
+                store's memory a few dozen bytes per line, not the line (issue 32).
             offsets: Kafka positions covered by this batch (consumer, topic, partition,
                 next_offset), committed with the rows.
             events_file: a staged file of events to add, one ``{"a": arrival, "e": event}`` per
@@ -625,16 +639,7 @@ class Store:
                 ).to_arrow_table()
                 counts.rounds = new_rounds.num_rows
             if dead_letters:
-                con.register("dead_batch", pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA))
-                stored = """(SELECT source, position, raw_hash FROM dead_letters
-                             WHERE position IN (SELECT position FROM dead_batch))"""
-                counts.dead_letters = self._count(
-                    """INSERT INTO dead_letters
-                       SELECT b.* FROM (
-                           SELECT source, position, reason, detail, raw, md5(raw) AS raw_hash FROM dead_batch
-                           QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw)) = 1) b"""
-                    + ("" if dead_letters_new else f" ANTI JOIN {stored} d USING (source, position, raw_hash)")
-                )
+                counts.dead_letters = self._insert_dead_letters(dead_letters, dead_letters_new)
             if table_states:
                 states = pa.Table.from_pylist(list(table_states), schema=STATES_SCHEMA)
                 con.register("states_batch", states.append_column("n", pa.array(range(len(states)), pa.int64())))
@@ -763,6 +768,73 @@ class Store:
                     continue
                 row = part.to_pylist()[0] if isinstance(part, pa.Table) else part[0]
                 refused.append((kind, row, f"{type(exc).__name__}: {exc}"[:500]))
+
+    @property
+    def dead_letter_log(self) -> Path:
+        """The store's dead-letter log, ``<store>.dead-letters.jsonl`` beside the file: the raw
+        input of the dead letters stored ``compact`` (see :meth:`write_batch`), one JSON object
+        per line (``source``, ``position``, ``byte_offset``, ``byte_length``, ``reason``,
+        ``detail``, ``raw``), only ever appended, owner-only. Back it up with the store."""
+        return self.path.with_name(self.path.name + ".dead-letters.jsonl")
+
+    def _insert_dead_letters(self, dead_letters: Sequence[dict[str, Any]], new_source: bool) -> int:
+        """Insert the dead letters not yet stored (same source, position and raw input); the raw
+        input of the ``compact`` ones goes to :attr:`dead_letter_log` (appended and synced to
+        disk here, inside the caller's transaction: a row is never committed before its raw
+        input is on disk; a crash in between leaves a line the next run appends again)."""
+        con = self.con
+        batch = pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA)
+        con.register("dead_batch", batch.append_column("n", pa.array(range(len(batch)), pa.int64())))
+        # a compact row keeps the first 8 hex digits of the md5 (what tells a changed line at the
+        # same position apart; the whole one was a third of a compact row's bytes): rows compare on those
+        stored = """(SELECT source, position, left(raw_hash, 8) AS raw_key FROM dead_letters
+                     WHERE position IN (SELECT position FROM dead_batch))"""
+        inserted = con.execute(
+            """INSERT INTO dead_letters BY NAME
+               SELECT b.* EXCLUDE (n, raw_key) FROM (
+                   SELECT source, position, reason, detail,
+                          CASE WHEN coalesce(compact, false) THEN '' ELSE raw END AS raw,
+                          CASE WHEN coalesce(compact, false) THEN left(md5(raw), 8) ELSE md5(raw) END AS raw_hash,
+                          left(md5(raw), 8) AS raw_key, byte_offset, byte_length,
+                          TRY_CAST(json_extract_string(j, '$.occurred_at') AS TIMESTAMPTZ) AS occurred_at,
+                          json_extract_string(j, '$.table_id') AS table_id,
+                          CASE WHEN coalesce(compact, false) THEN $log END AS raw_file,
+                          n
+                   FROM (SELECT *, TRY_CAST(raw AS JSON) AS j FROM dead_batch)
+                   QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw) ORDER BY n) = 1) b"""
+            + ("" if new_source else f" ANTI JOIN {stored} d USING (source, position, raw_key)")
+            + " RETURNING source, position, raw_hash, raw_file",
+            {"log": str(self.dead_letter_log)},
+        ).fetchall()
+        logged = {(src, pos, h[:8]) for src, pos, h, raw_file in inserted if raw_file is not None}
+        if logged:  # in the batch's order, each stored row once
+            rows = []
+            for r in dead_letters:
+                key = (r["source"], r["position"], hashlib.md5(str(r["raw"]).encode()).hexdigest()[:8])
+                if r.get("compact") and key in logged:
+                    logged.discard(key)
+                    rows.append(r)
+            self._log_dead_letters(rows)
+        return len(inserted)
+
+    def _log_dead_letters(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append ``rows`` to :attr:`dead_letter_log` (owner-only) and sync it to disk.
+
+        Raises:
+            OSError: the log cannot be written (a full disk): the transaction is rolled back.
+        """
+        text = "".join(json.dumps({k: r.get(k) for k in _LOG_KEYS}, ensure_ascii=False) + "\n" for r in rows)
+        fd = os.open(self.dead_letter_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            with contextlib.suppress(OSError):  # a log of another owner is left as it is
+                if os.fstat(fd).st_mode & 0o077:
+                    os.fchmod(fd, 0o600)
+            data = text.encode()
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def _count(self, sql: str, params: dict[str, Any] | None = None) -> int:
         row = self.con.execute(sql, params).fetchone()

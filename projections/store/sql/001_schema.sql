@@ -79,15 +79,31 @@ CREATE TABLE IF NOT EXISTS rounds (
 ALTER TABLE rounds ADD COLUMN IF NOT EXISTS deck_suspect BOOLEAN DEFAULT false;
 
 -- Grain: one row per rejected input (source, position). Upstream: the audit's dead-letter file
--- or the dead-letter topic. Nothing is dropped silently: the raw input is kept.
+-- or the dead-letter topic. Nothing is dropped silently: the raw input is kept, in `raw`, or (a
+-- row the audit wrote: raw_file set, raw empty) in the store's append-only dead-letter log
+-- raw_file, one JSON line per row (source, position, byte_offset, byte_length, reason, detail,
+-- raw), so that a flood of rejected lines does not fill DuckDB's memory with their bytes.
+-- occurred_at and table_id are what the raw input states, when it can be read (stg_dead_letters
+-- reads them from `raw` for rows written before these columns).
 CREATE TABLE IF NOT EXISTS dead_letters (
     source      VARCHAR NOT NULL,
     position    VARCHAR NOT NULL,
     reason      VARCHAR NOT NULL,
     detail      VARCHAR NOT NULL,
     raw         VARCHAR NOT NULL,
-    raw_hash    VARCHAR NOT NULL
+    raw_hash    VARCHAR NOT NULL,  -- md5 (hex) of the raw input (text, or base64 if not UTF-8); its first 8 digits in a row with raw_file
+    byte_offset BIGINT,            -- where the rejected line starts in the source file (bytes)
+    byte_length BIGINT,            -- its length (bytes, without its line end)
+    occurred_at TIMESTAMPTZ,
+    table_id    VARCHAR,
+    raw_file    VARCHAR            -- the dead-letter log holding the raw input, if not in raw
 );
+-- a store written before the columns existed gets them (its rows keep their raw input)
+ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS byte_offset BIGINT;
+ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS byte_length BIGINT;
+ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS occurred_at TIMESTAMPTZ;
+ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS table_id VARCHAR;
+ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS raw_file VARCHAR;
 
 -- Grain: one row per (consumer, topic, partition): the next Kafka offset to read, written in the
 -- same transaction as the rows it covers (the projector commits to Kafka only after).

@@ -25,3 +25,15 @@ WHERE d.revision = 0;
 CREATE OR REPLACE VIEW dim_offsets AS
 SELECT consumer, topic, partition, max(next_offset) AS next_offset
 FROM offsets GROUP BY ALL;
+
+-- stg_dead_letters: the dead letters with the time and table their raw input states (grain: one
+-- row per dead letter, as dead_letters): stated_at and stated_table_id come from the columns the
+-- writer fills on insert, else (a row written before them) from the stored raw input; NULL when
+-- the input states none that can be read; row_no is the table's rowid (rows are only appended).
+-- Upstream: dead_letters.
+CREATE OR REPLACE VIEW stg_dead_letters AS
+SELECT d.*, d.rowid AS row_no,
+       coalesce(d.occurred_at,
+                TRY_CAST(json_extract_string(TRY_CAST(d.raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ)) AS stated_at,
+       coalesce(d.table_id, json_extract_string(TRY_CAST(d.raw AS JSON), '$.table_id')) AS stated_table_id
+FROM dead_letters d;

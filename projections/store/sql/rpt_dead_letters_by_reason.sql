@@ -1,17 +1,15 @@
 -- rpt_dead_letters_by_reason: rejected input (dead letters) by reason. Grain: one row per reason.
--- Upstream: dead_letters, dated as in rpt_data_quality by the occurred_at in the raw input when
+-- Upstream: stg_dead_letters, dated as in rpt_data_quality by the occurred_at in the raw input when
 -- it can be read: in_period counts those dated in [$start, $end), undated those without a
 -- readable date (whole store). Reasons with neither are left out. A date outside the years 2000
 -- to 2100 (rulebook 10.3.4: refused as out_of_bounds) is no date: such a record is undated, so
 -- that it still counts once in every report.
 WITH d AS (
     SELECT reason,
-           (SELECT CASE WHEN t >= TIMESTAMPTZ '2000-01-01 00:00:00+00' AND t < TIMESTAMPTZ '2101-01-01 00:00:00+00'
-                        THEN t END
-            FROM (SELECT TRY_CAST(json_extract_string(TRY_CAST(raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ) AS t))
-               AS dated,
-           json_extract_string(TRY_CAST(raw AS JSON), '$.table_id') AS table_id
-    FROM dead_letters
+           CASE WHEN stated_at >= TIMESTAMPTZ '2000-01-01 00:00:00+00' AND stated_at < TIMESTAMPTZ '2101-01-01 00:00:00+00'
+                THEN stated_at END AS dated,
+           stated_table_id AS table_id
+    FROM stg_dead_letters
 )
 SELECT reason,
        count(*) FILTER (WHERE dated >= $start AND dated < $end
