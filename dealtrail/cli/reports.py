@@ -169,6 +169,7 @@ def _audit_into(
 def _report_audit(summary: AuditSummary, counted: IncidentCounts, db: Path, dl_path: Path, events: Path) -> None:
     """Print what the audit found and stored."""
     from projections.models import incidents
+    from projections.store.store import dead_letter_log
     from streams.engine.catalog import RULEBOOK_REVISION
 
     console.print(_summary_table(summary))
@@ -192,7 +193,11 @@ def _report_audit(summary: AuditSummary, counted: IncidentCounts, db: Path, dl_p
     )
     rejected = sum(summary.dead_letters.values())
     detail = ", ".join(f"{k} {v}" for k, v in sorted(summary.dead_letters.items()))
-    console.print(f"dead letters: {rejected:,}" + (f" ({detail}) in {dl_path}" if rejected else ""))
+    console.print(
+        f"dead letters: {rejected:,}"
+        + (f" ({detail}) in {dl_path}; the store keeps their raw lines in {dead_letter_log(db)}" if rejected else ""),
+        soft_wrap=True,
+    )
     if summary.dead_letters.get("does_not_continue"):
         console.print(
             "note: the store holds tables this file does not take up where a stored audit left them; "

@@ -413,6 +413,14 @@ def connect_read_only(path: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection
     return con
 
 
+def dead_letter_log(store: Path) -> Path:
+    """The dead-letter log of the store file ``store``: ``<store>.dead-letters.jsonl`` beside it,
+    the raw input of the dead letters stored ``compact`` (see :meth:`Store.write_batch`), one
+    JSON object per line (``source``, ``position``, ``byte_offset``, ``byte_length``, ``reason``,
+    ``detail``, ``raw``), only ever appended, owner-only. Back it up with the store."""
+    return store.with_name(store.name + ".dead-letters.jsonl")
+
+
 class Store:
     """The single writer of a dealtrail DuckDB file, its session in UTC.
 
@@ -771,11 +779,8 @@ class Store:
 
     @property
     def dead_letter_log(self) -> Path:
-        """The store's dead-letter log, ``<store>.dead-letters.jsonl`` beside the file: the raw
-        input of the dead letters stored ``compact`` (see :meth:`write_batch`), one JSON object
-        per line (``source``, ``position``, ``byte_offset``, ``byte_length``, ``reason``,
-        ``detail``, ``raw``), only ever appended, owner-only. Back it up with the store."""
-        return self.path.with_name(self.path.name + ".dead-letters.jsonl")
+        """The store's dead-letter log (:func:`dead_letter_log`)."""
+        return dead_letter_log(self.path)
 
     def _insert_dead_letters(self, dead_letters: Sequence[dict[str, Any]], new_source: bool) -> int:
         """Insert the dead letters not yet stored (same source, position and raw input); the raw

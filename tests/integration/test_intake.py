@@ -178,6 +178,8 @@ def test_an_audit_that_accepts_no_line_exits_non_zero_with_its_summary(tmp_path:
     code, out = _run("audit", str(path), "--db", str(tmp_path / "bad.duckdb"), "--dead-letter", str(dl))
     assert code == 1 and "nothing was accepted" in out
     assert "dead letters: 2" in out and "schema_error 1" in out and "unknown_event_type 1" in out
+    assert f"the store keeps their raw lines in {tmp_path / 'bad.duckdb.dead-letters.jsonl'}" in out
+    assert (tmp_path / "bad.duckdb.dead-letters.jsonl").read_text().count("\n") == 2
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n")
     code, out = _run("audit", str(empty), "--db", str(tmp_path / "empty.duckdb"))
