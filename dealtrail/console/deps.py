@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,6 +35,7 @@ from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDu
 from projections.records import access_log, staff, users
 from projections.records.users import MANAGER_ROLES, REVIEWER_ROLES
 from projections.store import summaries
+from projections.store.sql_files import read_sql
 from projections.store.store import Store
 from schemas.access import AccessEntry
 from schemas.reviews import (
@@ -362,8 +362,8 @@ def _person(ctx: jinja2.runtime.Context, staff_id: str | None) -> str:
 
 
 def sql(name: str) -> str:
-    """The text of the read model's query ``projections/store/sql/<name>``."""
-    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
+    """The text of the read model's query ``projections/store/sql/<name>`` (includes spliced in)."""
+    return read_sql(name)
 
 
 def query_string(params: dict[str, Any]) -> str:

@@ -26,13 +26,13 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from importlib import resources
 from typing import Any
 
 import duckdb
 
 from projections.models.reviews import FAR_FUTURE, FAR_PAST, SORTS, FindingFilter, ReviewDue, has_console_tables
 from projections.store import summaries
+from projections.store.sql_files import read_sql
 from schemas.reviews import ReviewStatus
 
 SEVERITIES = ("voiding", "integrity", "procedural")
@@ -48,10 +48,6 @@ _NO_REVIEWS = (
 )
 
 
-def _sql(name: str) -> str:
-    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
-
-
 def model_sql(con: duckdb.DuckDBPyConnection, live: bool = False) -> str:
     """The model's query (``inc_findings.sql`` with its finding half spliced in), for ``con``'s
     store: the finding half is read from the summary ``sum_findings`` the writer keeps
@@ -62,9 +58,9 @@ def model_sql(con: duckdb.DuckDBPyConnection, live: bool = False) -> str:
     findings = (
         summaries.FINDINGS_SOURCE
         if not live and summaries.has_summary(con, "sum_findings")
-        else _sql("rpt_findings.sql")
+        else read_sql("rpt_findings.sql")
     )
-    sql = _sql("inc_findings.sql")
+    sql = read_sql("inc_findings.sql")
     return sql.replace("/*findings*/", findings).replace("/*reviews*/", reviews_source)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
 import duckdb
@@ -126,10 +125,6 @@ class FindingFilter:
     assignee: str | None = None
     not_disposed: bool | None = None
     case_of: str | None = None
-
-
-def _sql(name: str) -> str:
-    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def has_console_tables(con: duckdb.DuckDBPyConnection) -> bool:

@@ -16,7 +16,6 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
-from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -36,6 +35,7 @@ from projections.records import signoff, staff
 from projections.reports import executive
 from projections.store.archive import event_sources, reading_archive
 from projections.store.private import make_private, make_private_dirs, open_private, write_private_text
+from projections.store.sql_files import read_sql
 from projections.store.store import connect_read_only
 from streams.engine.catalog import RULEBOOK_REVISION, RULES_BY_ID
 
@@ -62,10 +62,6 @@ class ReportFiles:
     """The ``report`` section of ``summary.json``: status, as-of, coverage, digest (see :func:`write_report`)."""
 
 
-def _sql(name: str) -> str:
-    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
-
-
 def query(
     con: duckdb.DuckDBPyConnection,
     name: str,
@@ -88,7 +84,7 @@ def query(
     and its archived months there (:func:`projections.store.archive.event_sources`).
     """
     params = {"start": start or FAR_PAST, "end": end or FAR_FUTURE, "table_id": table_id, **extra}
-    sql = _sql(f"{name}.sql")
+    sql = read_sql(f"{name}.sql")
     if "{live_events}" in sql:
         for placeholder, source in event_sources(con).items():
             sql = sql.replace("{" + placeholder + "}", source)

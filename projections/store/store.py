@@ -23,7 +23,6 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import pyarrow as pa
 from projections.store import summaries
 from projections.store.failures import StoreLostError, file_identity
 from projections.store.private import make_private_dirs
+from projections.store.sql_files import read_sql
 from schemas.access import AccessEntry
 from schemas.findings import Finding
 from streams.engine.state import TableState, dump_state
@@ -296,10 +296,6 @@ ISOLATED_PARTS = (
 (events before the snapshots that count them); ``offsets`` go in after all of them."""
 
 
-def _sql(name: str) -> str:
-    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
-
-
 _DUCKDB_MAGIC = b"DUCK"
 """Bytes 8 to 11 of every DuckDB database file."""
 
@@ -470,14 +466,17 @@ class Store:
 
     def _create(self) -> None:
         """Create what is missing: the tables, views and summaries of this version."""
-        self.con.execute(_sql("001_schema.sql"))
-        self.con.execute(_sql("002_views.sql"))
-        self.con.execute(_sql("003_console.sql"))  # reviews, users, API tokens (models/reviews.py, records/users.py)
-        self.con.execute(_sql("004_console_views.sql"))
-        self.con.execute(_sql("005_access.sql"))  # access log, console sessions (projections/records/access_log.py)
-        self.con.execute(_sql("005_staff.sql"))  # the staff roster (projections/records/staff.py)
-        self.con.execute(_sql("006_property_names.sql"))  # the property's names (projections/records/property.py)
-        self.con.execute(_sql("007_signing_keys.sql"))  # the public keys signatures are checked with (issue 35)
+        for name in (
+            "001_schema.sql",
+            "002_views.sql",
+            "003_console.sql",  # reviews, users, API tokens (models/reviews.py, records/users.py)
+            "004_console_views.sql",
+            "005_access.sql",  # access log, console sessions (projections/records/access_log.py)
+            "005_staff.sql",  # the staff roster (projections/records/staff.py)
+            "006_property_names.sql",  # the property's names (projections/records/property.py)
+            "007_signing_keys.sql",  # the public keys signatures are checked with (issue 35)
+        ):
+            self.con.execute(read_sql(name))
         summaries.ensure(self.con)  # the console's summaries; built once for a store written before them
 
     def check_held(self) -> None:

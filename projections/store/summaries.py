@@ -15,10 +15,11 @@ before the summaries gets them built once, from its events and rounds, when a wr
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from importlib import resources
 
 import duckdb
 import pyarrow as pa
+
+from projections.store.sql_files import read_sql
 
 SUMMARIES = {"sum_floor": 2, "sum_findings": 1, "sum_late_events": 2}
 """Each summary table and the version of its definition (a new version is built again once)."""
@@ -35,10 +36,6 @@ INSERTED_EVENT_COLUMNS = FLOOR_EVENT_COLUMNS + ", event_id, arrival"
 (which :func:`record_late` keeps for a late event) and the arrival (its order within the batch)."""
 ROUND_COLUMNS = "table_id, game, dealer_id, completed_at"
 """What ``sum_floor`` takes from each round (the store's insert returns it for the rounds it adds)."""
-
-
-def _sql(name: str) -> str:
-    return resources.files("projections.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
 def merge_floor(con: duckdb.DuckDBPyConnection, new_events: pa.Table | None, new_rounds: pa.Table | None) -> None:
@@ -74,7 +71,7 @@ def merge_floor(con: duckdb.DuckDBPyConnection, new_events: pa.Table | None, new
 
 def _merge(con: duckdb.DuckDBPyConnection) -> None:
     """``sum_floor_merge.sql`` over the relations ``floor_new_events`` and ``floor_round_delta``."""
-    merged = con.sql(_sql("sum_floor_merge.sql")).to_arrow_table()  # a row per touched table
+    merged = con.sql(read_sql("sum_floor_merge.sql")).to_arrow_table()  # a row per touched table
     con.register("floor_merged", merged)
     try:
         # the summary is derived (rebuilt from the events at will): its touched rows are replaced
@@ -194,7 +191,7 @@ def ensure(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[
     Returns:
         The names of the summaries built now (empty when all were up to date).
     """
-    con.execute(_sql("006_summaries.sql"))
+    con.execute(read_sql("006_summaries.sql"))
     built = {(str(n), int(v)) for n, v in con.execute("SELECT name, version FROM summary_builds").fetchall()}
     todo = [name for name, version in SUMMARIES.items() if (name, version) not in built]
     # events stored or removed since the late record was brought up to date (a writer of an older
@@ -292,7 +289,7 @@ def merge_findings(
 
 def _replace_findings(con: duckdb.DuckDBPyConnection, generation: int) -> None:
     """Replace the ``sum_findings`` rows of ``generation`` for the findings in ``sum_touched``."""
-    rows = con.sql(_sql("sum_findings_rows.sql"), params={"g": generation}).to_arrow_table()
+    rows = con.sql(read_sql("sum_findings_rows.sql"), params={"g": generation}).to_arrow_table()
     con.register("sum_findings_new", rows)
     try:
         # derived rows (rebuilt from the findings at will): the touched ones are replaced
@@ -338,7 +335,7 @@ def floor_query(con: duckdb.DuckDBPyConnection) -> str:
     """The SQL of the floor's rows (one per table with events): ``sum_floor.sql`` over the
     summary, or ``con_floor.sql`` over the events in a store without it. Both give the same
     columns; the summary's also has ``supervisor_id``."""
-    return _sql("sum_floor.sql") if has_summary(con, "sum_floor") else _sql("con_floor.sql")
+    return read_sql("sum_floor.sql") if has_summary(con, "sum_floor") else read_sql("con_floor.sql")
 
 
 def generation_findings(con: duckdb.DuckDBPyConnection) -> str:
