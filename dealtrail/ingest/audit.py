@@ -180,6 +180,25 @@ def dead_letter_record(
     return {"source": source, "line": line_no, **where, "reason": reason, "detail": detail, **raw_field(raw)}
 
 
+def refusal_record(source: str, line_no: int, raw: bytes, exc: Exception, offset: int | None = None) -> dict[str, Any]:
+    """THE dead-letter record of a line the audit refuses, at intake or at release from the reorder
+    window: a refusal's own reason and detail for an undecodable or rejected event, else
+    ``engine_error`` with the exception's type and message (at most 500 characters).
+
+    Args:
+        source: the file audited.
+        line_no: the line's number (1-based).
+        raw: the line's bytes.
+        exc: what refused it.
+        offset: the line's first byte in the file, when known.
+
+    Returns:
+        The record (:func:`dead_letter_record`)."""
+    if isinstance(exc, DecodeError | EventRejected):
+        return dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset)
+    return dead_letter_record(source, line_no, "engine_error", f"{type(exc).__name__}: {exc}"[:500], raw, offset)
+
+
 class Auditor:
     """Applies events to per-table states and buffers what the store must receive.
 
@@ -451,12 +470,8 @@ def scan(
             seen.note(event, data, applied=before is None or event.seq > before.last_seq)  # its copies are known
             if snaps is not None:
                 snaps.seen(event, before, after, found)
-        except (DecodeError, EventRejected) as exc:
-            reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset))
-            return
         except Exception as exc:
-            detail = f"{type(exc).__name__}: {exc}"[:500]
-            reject(dead_letter_record(source, line_no, "engine_error", detail, raw, offset))
+            reject(refusal_record(source, line_no, raw, exc, offset))
             return
         finally:
             st = auditor.states.get(event.table_id)
@@ -507,12 +522,8 @@ def scan(
                                 chainer.take_over(event.table_id, (st.last_seq, st.last_hash), stamps)
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
-                except (DecodeError, EventRejected) as exc:
-                    reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset))
-                    continue
                 except Exception as exc:
-                    detail = f"{type(exc).__name__}: {exc}"[:500]
-                    reject(dead_letter_record(source, line_no, "engine_error", detail, raw, offset))
+                    reject(refusal_record(source, line_no, raw, exc, offset))
                     continue
                 window = windows.windows.get(event.table_id)
                 if window is None:
@@ -523,7 +534,7 @@ def scan(
                         intake.check(event)
                         check_plausible(window.last, event, limits)
                     except EventRejected as exc:
-                        reject(dead_letter_record(source, line_no, exc.reason, exc.detail, raw, offset))
+                        reject(refusal_record(source, line_no, raw, exc, offset))
                         continue
                 for held in window.push(event.seq, event.occurred_at, (line_no, offset, raw, event)):
                     release(*held)
