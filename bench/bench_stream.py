@@ -124,8 +124,8 @@ def make_settings(namespace: str, partitions: int) -> Any:
 
 
 def faust_app_kwargs(settings: Any) -> dict[str, Any]:
-    """The faust.App settings of the worker (``streams.app.faust_settings``), for the bare agent."""
-    from streams.app import faust_settings
+    """The faust.App settings of the worker (``streams.worker.faust_settings``), for the bare agent."""
+    from streams.worker import faust_settings
 
     return faust_settings(settings)
 
@@ -246,7 +246,7 @@ def run_profiled_worker(args: argparse.Namespace) -> None:
     import cProfile
 
     from dealtrail.settings import load
-    from streams.app import run_worker
+    from streams.worker import run_worker
 
     prof = cProfile.Profile()
     prof.enable()
@@ -422,8 +422,8 @@ def output_window(k: Kafka, settings: Any) -> tuple[float, float, int]:
     """
     from kafka import KafkaConsumer
 
-    from streams.app import TABLE_NAME
     from streams.kafka import client_config
+    from streams.worker import TABLE_NAME
 
     t = settings.topics
     existing = set(k.admin.list_topics())
@@ -735,7 +735,7 @@ def main(args: argparse.Namespace) -> int:
         for p in ws:
             os.kill(p.pid, signal.SIGSTOP)
         try:
-            # The workers' session timeout is 12 s (streams.app.faust_settings): a pause longer
+            # The workers' session timeout is 12 s (streams.worker.faust_settings): a pause longer
             # than that makes the broker drop both members, and the phase would time a rebalance.
             t_pause = time.monotonic()
             sent2 = 0

@@ -251,7 +251,7 @@ def read_range(
     """The records of one partition with offsets in ``[start, stop)`` and one of the given keys.
 
     Used by the worker to re-read the messages of a table that its consumer passed over, and
-    by the publisher to find the chain heads of its tables (see ``streams.app``,
+    by the publisher to find the chain heads of its tables (see ``streams.worker``,
     ``streams.publish``). Reads without a consumer group (nothing is committed).
 
     Args:

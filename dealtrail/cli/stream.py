@@ -125,7 +125,7 @@ def publish_report(summary: PublishSummary, events_topic: str, dead_letter_topic
 @app.command()
 def worker() -> None:
     """Run a Faust worker: events topic -> rule engine -> findings and rounds topics."""
-    from streams.app import run_worker
+    from streams.worker import run_worker
 
     run_worker(load())
 

@@ -9,9 +9,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
-from dealtrail.console.deps import ApiUser, Console, Cursor, known_query
-from dealtrail.console.filters import filters_from
-from dealtrail.console.models import (
+from dealtrail.console.api_models import (
     ApiTime,
     ErrorMessage,
     FindingDetail,
@@ -20,6 +18,8 @@ from dealtrail.console.models import (
     ReviewRequest,
     StoredReview,
 )
+from dealtrail.console.deps import ApiUser, Console, Cursor, known_query
+from dealtrail.console.filters import filters_from
 from projections.models import incidents, reviews
 
 MAX_OFFSET = 2**53

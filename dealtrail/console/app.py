@@ -20,7 +20,7 @@ routers); the routes live by concern in :mod:`~dealtrail.console.sessions` (logi
 :mod:`~dealtrail.console.reports_pages`, :mod:`~dealtrail.console.admin` (users and tokens) and
 :mod:`~dealtrail.console.api` (the JSON API), each built over one
 :class:`~dealtrail.console.deps.Console`; what they share is in :mod:`~dealtrail.console.deps`,
-:mod:`~dealtrail.console.filters` and :mod:`~dealtrail.console.models`.
+:mod:`~dealtrail.console.filters` and :mod:`~dealtrail.console.api_models`.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
+from dealtrail.console.api_models import ReviewRequest
 from dealtrail.console.deps import Console, Cursor, PageUser, invalid, query_string
-from dealtrail.console.models import ReviewRequest
 from projections.records import users
 from projections.records.users import REVIEWER_ROLES
 

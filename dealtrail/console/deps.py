@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse
 from ulid import ULID
 
 from dealtrail.console import auth, guard
-from dealtrail.console.models import ReviewRequest
+from dealtrail.console.api_models import ReviewRequest
 from dealtrail.investigate.video import VideoLinks
 from dealtrail.settings import ReviewSettings
 from projections.display.timefmt import zone_name

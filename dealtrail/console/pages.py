@@ -23,9 +23,9 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from pydantic import ValidationError
 
 from dealtrail.console import replay_pages
+from dealtrail.console.api_models import ReviewRequest
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql
 from dealtrail.console.filters import Filters, FindingsQuery
-from dealtrail.console.models import ReviewRequest
 from dealtrail.investigate.replay import round_seqs
 from projections.display.cards import area_name, card_face
 from projections.display.spreadsheet import neutralise_cell

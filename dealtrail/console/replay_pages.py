@@ -18,8 +18,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from dealtrail.console.api_models import ApiTime, ErrorMessage
 from dealtrail.console.deps import ApiUser, Console, Cursor, PageUser, invalid, known_query
-from dealtrail.console.models import ApiTime, ErrorMessage
 from dealtrail.investigate.replay import ReplayError, Window
 from dealtrail.investigate.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
 from projections.models import reviews

@@ -24,8 +24,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 
+from dealtrail.console.api_models import ReviewRequest
 from dealtrail.console.deps import Console, Cursor, PageUser, invalid
-from dealtrail.console.models import ReviewRequest
 from dealtrail.investigate.video import Clip
 
 log = logging.getLogger("dealtrail.console.evidence")

@@ -46,8 +46,8 @@ from streams.engine import EventRejected, Plausibility, TableState, apply, check
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.engine import RECALLED
 from streams.engine.reorder import WINDOW, Reorder, ReorderLimits
+from streams.engine.round_rows import round_row
 from streams.engine.state import dump_state, load_state
-from streams.engine.summaries import round_row
 from streams.seen import SeenIndex
 
 _NO_OFFSET = timedelta(0)

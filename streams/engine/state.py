@@ -5,7 +5,7 @@ place (a new state is always a new object). They are plain dataclasses rather th
 models because the engine copies them on every event: :meth:`_State.model_copy` is a single
 dict copy. Their JSON form comes from pydantic (validated on the way back): :func:`dump_state`
 / :func:`load_state` for the state the audit stores at the end of a file, and the Faust
-worker's table entry (``streams.app.Stored``) for its changelog.
+worker's table entry (``streams.worker.Stored``) for its changelog.
 """
 
 from __future__ import annotations

@@ -28,3 +28,32 @@ def test_the_development_map_says_where_a_newcomer_adds_a_rule_an_event_type_a_p
     text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
     for thing in ("A rule", "An event type", "A page", "A setting"):
         assert f"- **{thing}**" in text
+
+
+SAME_MEANING = {
+    # a game's rules (engine) and the same game dealt (simulator), one module per game in both
+    "chapter_691.py": 2,
+    "pai_gow_poker.py": 2,
+    "three_card_prime.py": 2,
+    # the trail's integrity: its rules (engine) and the command that checks its hash chain
+    "integrity.py": 2,
+    # a command of the CLI over the service of the same name
+    "evidence.py": 2,
+    "replay.py": 2,
+    "schedule.py": 2,
+    "signoff.py": 2,
+    # the events (schemas) and their projection in the store, and for staff the CLI over it
+    "reviews.py": 2,
+    "staff.py": 3,
+}
+"""Module names that stand in more than one package with the same meaning (issue 33: "no module
+name appears twice with a different meaning"); any other repeat is a new name to choose."""
+
+
+def test_a_module_name_repeats_only_where_it_means_the_same() -> None:
+    counts: dict[str, int] = {}
+    for top in TOP:
+        for path in (ROOT / top).rglob("*.py"):
+            if path.name != "__init__.py" and path.name != "__main__.py":
+                counts[path.name] = counts.get(path.name, 0) + 1
+    assert {name: n for name, n in counts.items() if n > 1} == SAME_MEANING

@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from streams.app import QUIET_AFTER_ERROR, LinkWatch
 from streams.link import Backoff, KafkaLink, quiet_clients
+from streams.worker import QUIET_AFTER_ERROR, LinkWatch
 
 
 class Clock:

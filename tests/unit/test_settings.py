@@ -50,7 +50,7 @@ def test_without_any_setting_the_default_is_loopback(clean_env: pytest.MonkeyPat
 
 
 def test_the_worker_and_its_reread_use_the_resolved_address(clean_env: pytest.MonkeyPatch) -> None:
-    from streams.app import faust_settings
+    from streams.worker import faust_settings
 
     clean_env.setenv("DEALTRAIL_KAFKA_BOOTSTRAP", "w1:19092,w2:19092")
     settings = Settings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streams.app import Outbox
+from streams.worker import Outbox
 
 
 def test_undelivered_keeps_what_the_broker_has_not_acknowledged() -> None:

@@ -13,8 +13,8 @@ from dealtrail.simulator.run import write_simulation
 from projections.store.store import snapshot_row
 from schemas.codec import decode
 from schemas.snapshots import TableSnapshot
-from streams.app import snapshot_due, snapshot_value
 from streams.engine import TableState, apply
+from streams.worker import snapshot_due, snapshot_value
 
 
 def _states(tmp_path: Path, n: int) -> list[TableState]:

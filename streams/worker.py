@@ -40,8 +40,8 @@ from streams.clock import IntakeClock, utc_now
 from streams.engine import EventRejected, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.reorder import TableWindow
+from streams.engine.round_rows import round_row
 from streams.engine.state import dump_state
-from streams.engine.summaries import round_row
 from streams.kafka import compression_type, faust_credentials, key_mismatch, read_range, unreachable_errors
 from streams.link import Backoff, KafkaLink
 from streams.publish import dead_letter_value
