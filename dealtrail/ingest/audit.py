@@ -299,6 +299,53 @@ def shard_of(table_id: bytes, shards: int) -> int:
     return zlib.crc32(table_id) % shards if shards > 1 else 0
 
 
+@dataclass(frozen=True)
+class ScanOptions:
+    """How :func:`scan` audits a file, the same in one process and in each worker of a parallel
+    audit (handed to a worker whole, so it pickles).
+
+    Attributes:
+        batch_lines: events staged per batch handed over.
+        chain: stamp each event into its table's hash chain.
+        max_record_bytes: a longer line is dead-lettered ``too_large`` (bytes).
+        snapshot_every: take a table-state snapshot every so many events of a table (None: never).
+        reorder: the reorder window's limits.
+        arrival: the store's last arrival number; this file's events follow it.
+        limits: plausibility limits checked on arrival (None: no check).
+        clock: the intake's clock (UTC instants).
+    """
+
+    batch_lines: int
+    chain: bool = True
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    snapshot_every: int | None = None
+    reorder: ReorderLimits = WINDOW
+    arrival: int = 0
+    limits: Plausibility | None = None
+    clock: Callable[[], datetime] = utc_now
+
+    def scan(
+        self, path: Path, shard: int, shards: int, stage_dir: Path, emit: Callable[[Batch], None], resume: Resume | None
+    ) -> None:
+        """:func:`scan` with these options (the arguments as there)."""
+        scan(
+            path,
+            shard,
+            shards,
+            stage_dir,
+            self.batch_lines,
+            emit,
+            self.chain,
+            resume,
+            self.max_record_bytes,
+            self.snapshot_every,
+            self.reorder,
+            self.arrival,
+            self.limits,
+            self.clock,
+        )
+
+
 def scan(
     path: Path,
     shard: int,
@@ -582,16 +629,9 @@ def _worker(
     shard: int,
     shards: int,
     stage_dir: str,
-    batch_lines: int,
-    chain: bool,
     queue: Any,
     replies: Any,
-    max_record_bytes: int,
-    snapshot_every: int | None = None,
-    reorder: ReorderLimits = WINDOW,
-    arrival: int = 0,
-    limits: Plausibility | None = None,
-    clock: Callable[[], datetime] = utc_now,
+    options: ScanOptions,
 ) -> None:
     parent = mp.parent_process()
     gc.freeze()  # what the imports made is kept for the process's life: no collection walks it again
@@ -628,22 +668,7 @@ def _worker(
                 continue
 
     try:
-        scan(
-            Path(path),
-            shard,
-            shards,
-            Path(stage_dir),
-            batch_lines,
-            send,
-            chain,
-            resume,
-            max_record_bytes,
-            snapshot_every,
-            reorder,
-            arrival,
-            limits,
-            clock,
-        )
+        options.scan(Path(path), shard, shards, Path(stage_dir), send, resume)
     except NotEventsError as exc:
         send(("refused", shard, str(exc)))
     except BaseException:
@@ -778,39 +803,11 @@ def audit_file(
     base = store.con.execute("SELECT coalesce(max(arrival), 0) FROM events").fetchone()
     arrival = int(base[0]) if base is not None else 0
     try:
+        options = ScanOptions(batch_lines, chain, max_record_bytes, snapshot_every, reorder, arrival, limits, clock)
         if shards == 1:
-            scan(
-                path,
-                0,
-                1,
-                stage_dir,
-                batch_lines,
-                write,
-                chain,
-                resume,
-                max_record_bytes,
-                snapshot_every,
-                reorder,
-                arrival,
-                limits,
-                clock,
-            )
+            options.scan(path, 0, 1, stage_dir, write, resume)
         else:
-            _parallel(
-                path,
-                shards,
-                stage_dir,
-                batch_lines,
-                write,
-                chain,
-                lambda t, q: stored_resume(store, t, q),
-                max_record_bytes,
-                snapshot_every,
-                reorder,
-                arrival,
-                limits,
-                clock,
-            )
+            _parallel(path, shards, stage_dir, write, lambda t, q: stored_resume(store, t, q), options)
     finally:
         shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
@@ -820,16 +817,9 @@ def _parallel(
     path: Path,
     shards: int,
     stage_dir: Path,
-    batch_lines: int,
     write: Callable[[Batch], None],
-    chain: bool,
     stored: Callable[[str, int], tuple[str, str] | str | None],
-    max_record_bytes: int,
-    snapshot_every: int | None = None,
-    reorder: ReorderLimits = WINDOW,
-    arrival: int = 0,
-    limits: Plausibility | None = None,
-    clock: Callable[[], datetime] = utc_now,
+    options: ScanOptions,
 ) -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue(maxsize=2 * shards)
@@ -837,22 +827,7 @@ def _parallel(
     procs = [
         ctx.Process(
             target=_worker,
-            args=(
-                str(path),
-                k,
-                shards,
-                str(stage_dir),
-                batch_lines,
-                chain,
-                queue,
-                replies[k],
-                max_record_bytes,
-                snapshot_every,
-                reorder,
-                arrival,
-                limits,
-                clock,
-            ),
+            args=(str(path), k, shards, str(stage_dir), queue, replies[k], options),
             daemon=True,
         )
         for k in range(shards)
