@@ -16,6 +16,8 @@ from dealtrail.settings import Settings
 from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
+    import duckdb
+
     from projections.models.reviews import ReviewDue
     from projections.store.store import Store
 
@@ -213,6 +215,21 @@ def open_writer(db: Path, settings: Settings, resume: str) -> Store:
 def _busy(db: Path | None, exc: Exception) -> typer.Exit:
     """The error for a store that cannot be opened read-only because a writer holds it."""
     return _fail(f"cannot open {db} read-only (is a projector, an audit or a console (serve) writing it?): {exc}")
+
+
+def _read_store(db: Path) -> duckdb.DuckDBPyConnection:
+    """The store ``db`` opened read-only; a missing file or one a writer holds ends the command
+    with a clean message (exit code 2)."""
+    import duckdb
+
+    from projections.store.store import connect_read_only
+
+    try:
+        return connect_read_only(db)
+    except FileNotFoundError as exc:
+        raise _fail(str(exc)) from None
+    except duckdb.IOException as exc:
+        raise _busy(db, exc) from None
 
 
 def _unreachable(settings: Settings, exc: Exception) -> typer.Exit:

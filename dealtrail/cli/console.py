@@ -14,6 +14,7 @@ from dealtrail.settings import Settings
 
 if TYPE_CHECKING:
     from dealtrail.console.guard import SecurityPolicy
+    from projections.store.store import Store
 
 from dealtrail.cli.common import _DB, _fail, app, console, err, load, report_grace, review_due
 
@@ -352,13 +353,8 @@ def users_add(
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, add_user, password_reset_note
-    from projections.store.store import Store
 
-    settings = load()
-    db = db or settings.db
-    password = sys.stdin.readline().rstrip("\r\n")
-    store = _open_writer(db, settings, users=True)
-    assert isinstance(store, Store)
+    store, password = _users_writer(db)
     with store:
         try:
             new = add_user(store.con, name, role, password, datetime.now(UTC))
@@ -380,13 +376,8 @@ def users_token(
 
     from dealtrail.console.auth import AccessError, new_token, verify_password
     from projections.records import users
-    from projections.store.store import Store
 
-    settings = load()
-    db = db or settings.db
-    password = sys.stdin.readline().rstrip("\r\n")
-    store = _open_writer(db, settings, users=True)
-    assert isinstance(store, Store)
+    store, password = _users_writer(db)
     with store:
         u = users.user(store.con, name)
         if u is not None and u["active"] and not verify_password(u["password_hash"], password):
@@ -401,6 +392,18 @@ def users_token(
         _log(store, "token_issued", f"token {token_hash(token)[:12]} of {name}")
     # plain print: rich would wrap or style the token
     print(f"API token for {name} (stored hashed; it cannot be shown again): {token}")
+
+
+def _users_writer(db: Path | None) -> tuple[Store, str]:
+    """The store (``db``, else the settings' one) opened for writing its users, and the password
+    the caller typed on stdin (one line, its line end taken off)."""
+    from projections.store.store import Store
+
+    settings = load()
+    password = sys.stdin.readline().rstrip("\r\n")
+    store = _open_writer(db or settings.db, settings, users=True)
+    assert isinstance(store, Store)
+    return store, password
 
 
 def _log(store: object, kind: str, detail: str, outcome: Literal["ok", "refused"] = "ok") -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dealtrail.cli.common import _DB, _busy, _fail, app, console, err, load
+from dealtrail.cli.common import _DB, _fail, _read_store, app, console, err, load
 
 
 @app.command()
@@ -26,14 +26,11 @@ def evidence(
     import getpass
     from datetime import UTC, datetime
 
-    import duckdb
-
     from dealtrail.ingest.verify import load_digest
     from dealtrail.investigate.evidence import EvidenceError, build_package
     from projections.records import property as stored_property
     from projections.records.signing import SigningError, load_key
     from projections.store.private import make_private_dirs, open_private
-    from projections.store.store import connect_read_only
 
     settings = load()
     db = db or settings.db
@@ -48,12 +45,7 @@ def evidence(
     target = out.with_name(out.name + ".zip") if zip_ and out.suffix != ".zip" else out
     if target.exists():
         raise _fail(f"{target} exists: a package is never written over another; choose a new --out")
-    try:
-        con = connect_read_only(db)
-    except FileNotFoundError as exc:
-        raise _fail(str(exc)) from None
-    except duckdb.IOException as exc:
-        raise _busy(db, exc) from None
+    con = _read_store(db)
     try:
         key = load_key(settings.signing.key_file) if settings.signing.key_file is not None else None
         package = build_package(

@@ -10,7 +10,19 @@ import typer
 if TYPE_CHECKING:
     from dealtrail.ingest.verify import ChainReport
 
-from dealtrail.cli.common import _BOOTSTRAP, _DB, _busy, _fail, _output_file, _unreachable, app, console, err, load
+from dealtrail.cli.common import (
+    _BOOTSTRAP,
+    _DB,
+    _busy,
+    _fail,
+    _output_file,
+    _read_store,
+    _unreachable,
+    app,
+    console,
+    err,
+    load,
+)
 from dealtrail.cli.copies import ARCHIVE_DEFAULT, ARCHIVE_HELP, announce, read_archive
 
 
@@ -30,11 +42,9 @@ def _chains(
     columns: bool = True,
     archive: Path | None = None,
 ) -> _Checked:
-    import duckdb
 
     from dealtrail.ingest.verify import check_chain, column_mismatches, tables
     from dealtrail.investigate.replay import kafka_events, stored_events
-    from projections.store.store import connect_read_only
 
     settings = load()
     settings = settings.with_bootstrap(bootstrap)
@@ -58,12 +68,7 @@ def _chains(
     if source != "db":
         raise _fail("--source must be db or kafka")
     db = db or settings.db
-    try:
-        con = connect_read_only(db)
-    except FileNotFoundError as exc:
-        raise _fail(str(exc)) from None
-    except duckdb.IOException as exc:
-        raise _busy(db, exc) from None
+    con = _read_store(db)
     try:
         announce(con, db)
         read_archive(con, archive, settings)

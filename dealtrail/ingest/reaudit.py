@@ -156,6 +156,16 @@ def _apply_part(
                 rows.append(finding_row(f))
 
     writer = pq.ParquetWriter(out_path, FINDINGS_SCHEMA)
+
+    def hand_over() -> None:
+        """Write the findings rows held so far and keep the snapshots taken."""
+        nonlocal rows
+        if rows:
+            writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
+            rows = []
+        if snaps is not None:
+            taken.extend(snaps.take())
+
     try:
         for batch in (b for p in events_paths for b in pq.ParquetFile(p).iter_batches(batch_size=EXPORT_ROWS)):
             for table_id, seq, at, payload in zip(
@@ -179,18 +189,10 @@ def _apply_part(
                         continue
                 for held in window.push(seq, at, (table_id, payload)):
                     release(*held)
-            if rows:
-                writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
-                rows = []
-            if snaps is not None:
-                taken.extend(snaps.take())
+            hand_over()
         for held in windows.flush():
             release(*held)
-        if rows:
-            writer.write_table(pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA))
-            rows = []
-        if snaps is not None:
-            taken.extend(snaps.take())
+        hand_over()
     finally:
         writer.close()
         seen.close()

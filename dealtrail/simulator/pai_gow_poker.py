@@ -43,7 +43,9 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             actor_id=f"P-{seat}",
         )
     use_dice_wager = sim.dice_wagers and k != "rng-used"
-    if use_dice_wager and k != "dice-wager-late":
+
+    def place_dice_wager() -> None:
+        """The first seat's wager on the dice (a SUM wager of 500)."""
         w = f"{round_id}-W90"
         wagers[w] = seats[0]
         dice_wagers.append(w)
@@ -56,6 +58,9 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             role=ActorRole.PLAYER,
             actor_id=f"P-{seats[0]}",
         )
+
+    if use_dice_wager and k != "dice-wager-late":
+        place_dice_wager()
     sim.emit(ev.NoMoreBetsAnnounced)
     if k == "rng-used":
         number = rng.randint(1, 12)
@@ -68,18 +73,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             plan.expect.append("PGP-645a.9-shake-3x-PROV")
         sim.emit(ev.DiceShaken, shaker_id=f"{sim.table_id}-SHK", shake_count=shakes)
         if k == "dice-wager-late":
-            w = f"{round_id}-W90"
-            wagers[w] = seats[0]
-            dice_wagers.append(w)
-            sim.emit(
-                ev.WagerPlaced,
-                wager_id=w,
-                seat=seats[0],
-                wager_type="SUM",
-                amount=500,
-                role=ActorRole.PLAYER,
-                actor_id=f"P-{seats[0]}",
-            )
+            place_dice_wager()
             plan.expect.append("PGP-645c.2-f-wager-before-shake")
         values = (rng.randint(1, 6), rng.randint(1, 6), rng.randint(1, 6))
         if k in ("dice-not-flat", "die-out"):

@@ -580,14 +580,7 @@ class TableSim:
             self.shuffle(deck, Plan())
         if plan.kind == "device-fault-deal":
             self.device_fault("COUNT_ERROR", "IDLE")  # logged after the completion, before the deal
-        self.round_no += 1
-        self.w.dealer_id = self.dealer_on_duty()
-        round_id = f"{self.table_id}-R{self.round_no:05d}"
-        self.w.round_id = round_id
-        if plan.kind == "sequence-gap":
-            self.w.emit(ev.NoMoreBetsAnnounced, round_id=None)  # an event lost before it reached us
-            self.expect("DT-sequence-gap", round_id, plan.kind)
-            self.expect("DT-chain-broken", round_id, plan.kind)
+        round_id = self.next_round(plan)
         self.dealing = "HAND" if self.outage is not None and self.outage.device_id == self.shoe else self.method
         if self.outage is not None:
             plan.expect += self.outage_findings(self.outage)
@@ -619,12 +612,9 @@ class TableSim:
         if plan.kind in ("duplicate-card", "redealt-unshuffled"):
             self.verify_deck()  # the floor checks the deck the duplicate came from: it is whole
 
-    def play_rotating_round(self, plan: Plan) -> None:
-        """One round of a two-deck table: dealt from the deck shuffled during the round before,
-        while the other deck goes through the shuffler (with the rotation's errors)."""
-        in_play, idle = self.decks[self.round_no % 2], self.decks[(self.round_no + 1) % 2]
-        self.w.deck_id = in_play
-        deck = list(self.orders[in_play])
+    def next_round(self, plan: Plan) -> str:
+        """Number the next round, put the dealer on duty at it and return its ID; a planned
+        ``sequence-gap`` loses an event here (a gap, and the chain broken after it)."""
         self.round_no += 1
         self.w.dealer_id = self.dealer_on_duty()
         round_id = f"{self.table_id}-R{self.round_no:05d}"
@@ -633,6 +623,15 @@ class TableSim:
             self.w.emit(ev.NoMoreBetsAnnounced, round_id=None)  # an event lost before it reached us
             self.expect("DT-sequence-gap", round_id, plan.kind)
             self.expect("DT-chain-broken", round_id, plan.kind)
+        return round_id
+
+    def play_rotating_round(self, plan: Plan) -> None:
+        """One round of a two-deck table: dealt from the deck shuffled during the round before,
+        while the other deck goes through the shuffler (with the rotation's errors)."""
+        in_play, idle = self.decks[self.round_no % 2], self.decks[(self.round_no + 1) % 2]
+        self.w.deck_id = in_play
+        deck = list(self.orders[in_play])
+        round_id = self.next_round(plan)
         self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
         for rule_id, kind in self.carry:
             self.expect(rule_id, round_id, kind)
