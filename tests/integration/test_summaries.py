@@ -17,12 +17,13 @@ import pytest
 from projections.records import staff
 from projections.reports.report import write_report
 from projections.store import summaries
+from projections.store.sql_files import read_sql
 from projections.store.store import ROUNDS_SCHEMA, Store, connect_read_only
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql_name: str) -> list[tuple[Any, ...]]:
     """The floor's rows by ``sql_name`` (sum_floor.sql or con_floor.sql), without the supervisor."""
-    cur = con.execute(summaries._sql(sql_name))
+    cur = con.execute(read_sql(sql_name))
     cols = [d[0] for d in cur.description]
     keep = [i for i, c in enumerate(cols) if c != "supervisor_id"]
     return [tuple(r[i] for i in keep) for r in cur.fetchall()]
@@ -105,7 +106,7 @@ def test_a_late_event_with_an_older_seq_does_not_undo_the_later_supervisor_or_la
         store.write_batch([_event(5, "DeviceTakenOutOfService", 6)])  # redelivered
         _assert_summary_is_the_query(store.con)
         assert store.con.execute("SELECT last_seq, supervisor_id FROM sum_floor").fetchone() == (5, "P5")
-        cols = [d[0] for d in store.con.execute(summaries._sql("sum_floor.sql")).description]
+        cols = [d[0] for d in store.con.execute(read_sql("sum_floor.sql")).description]
         assert not any(c.startswith("device") for c in cols)  # devices: the engine's state, never SQL
 
 
@@ -121,12 +122,12 @@ def test_a_store_written_before_the_summaries_gets_them_once_when_a_writer_opens
     reader = connect_read_only(db)
     try:  # a reader of the old store falls back to the query over the events
         assert not summaries.has_summary(reader, "sum_floor")
-        assert summaries.floor_query(reader) == summaries._sql("con_floor.sql")
+        assert summaries.floor_query(reader) == read_sql("con_floor.sql")
     finally:
         reader.close()
     with Store(db) as store:
         _assert_summary_is_the_query(store.con)
-        assert summaries.floor_query(store.con) == summaries._sql("sum_floor.sql")
+        assert summaries.floor_query(store.con) == read_sql("sum_floor.sql")
         assert summaries.ensure(store.con) == []  # built once
 
 
