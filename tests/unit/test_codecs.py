@@ -8,8 +8,8 @@ import os
 import pytest
 
 from dealtrail.settings import KafkaSettings, Settings
-from streams.app import faust_settings
 from streams.kafka import compression_type
+from streams.worker import faust_settings
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 

@@ -129,7 +129,7 @@ def test_only_one_shot_clients_give_up_after_the_connect_timeout(monkeypatch: py
 def test_the_assignment_line_names_the_events_topics_partitions_only() -> None:
     from faust.types import TP
 
-    from streams.app import partitions_line
+    from streams.worker import partitions_line
 
     tps = {TP("ns.dealing-events.v1", 2), TP("ns.dealing-events.v1", 0), TP("ns-worker-table-states-changelog", 1)}
     assert partitions_line(tps, "ns.dealing-events.v1") == "ns.dealing-events.v1[0, 2]"
