@@ -45,6 +45,8 @@ SAME_MEANING = {
     # the events (schemas) and their projection in the store, and for staff the CLI over it
     "reviews.py": 2,
     "staff.py": 3,
+    # the access log: its entries (schemas) and the CLI's access-log command group
+    "access.py": 2,
 }
 """Module names that stand in more than one package with the same meaning (issue 33: "no module
 name appears twice with a different meaning"); any other repeat is a new name to choose."""
