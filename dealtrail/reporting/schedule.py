@@ -335,33 +335,13 @@ def run_due(
             if seen and not force:
                 continue
             previous = last["digest"] if last is not None and not force else None
-
-            def write(tmp: Path, number: int, period: Period = period, previous: str | None = previous) -> bool:
-                files = write_report(
-                    con,
-                    tmp,
-                    period.start,
-                    period.end,
-                    f"dealtrail compliance report {period.label}",
-                    tz=schedule.zone,
-                    property_name=property_name,
-                    review_due=review_due,
-                    generated_at=now,
-                    console_url=console_url,
-                    grace=grace,
-                    revision=number,
-                    max_listed=max_listed,
-                    archive=archive,
-                )
-                return files.report is None or files.report["digest"] != previous
-
-            info = {
-                "label": period.label,
-                "start": period.start.isoformat(),
-                "end": period.end.isoformat(),
-                "zone": schedule.tz,
-            }
-            made = add_revision(folder, write, info)
+            made = _next_revision(
+                con,
+                folder,
+                (period.start, period.end, schedule.tz, period.label),
+                previous,
+                _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive),
+            )
             if watch is not None:
                 if made is None and key is not None:
                     watch.unchanged[period.label] = key
@@ -540,26 +520,57 @@ def write_revision(
     previous = last["digest"] if last is not None else None
     grace = DEFAULT_GRACE if grace is None else grace
     with reading_archive(con, archive) as reader:
+        options = _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive)
+        return _next_revision(reader, period, (start, end, zone, label), previous, options)
 
-        def write(tmp: Path, number: int) -> bool:
-            files = write_report(
-                reader,
-                tmp,
-                start,
-                end,
-                f"dealtrail compliance report {label}",
-                tz=ZoneInfo(zone),
-                property_name=property_name,
-                review_due=review_due,
-                generated_at=now,
-                console_url=console_url,
-                grace=grace,
-                revision=number,
-                max_listed=max_listed,
-                archive=archive,
-            )
-            return files.report is None or files.report["digest"] != previous
 
-        return add_revision(
-            period, write, {"label": label, "start": start.isoformat(), "end": end.isoformat(), "zone": zone}
+@dataclass(frozen=True)
+class _ReportOptions:
+    """What every revision of a period's report is written with (as :func:`run_due`'s arguments)."""
+
+    now: datetime
+    property_name: str | None
+    review_due: ReviewDue | None
+    console_url: str | None
+    grace: timedelta
+    max_listed: int | None
+    archive: Path | None
+
+
+def _next_revision(
+    con: duckdb.DuckDBPyConnection,
+    folder: Path,
+    period: tuple[datetime, datetime, str, str],
+    previous: str | None,
+    options: _ReportOptions,
+) -> Path | None:
+    """THE writing of a period's next report revision, for the schedule and the console alike:
+    the report of ``period`` (start, end, IANA zone, label) into ``folder``'s next revision, kept
+    only if its digest differs from ``previous`` (None: always kept).
+
+    Returns:
+        The new revision's folder, or None when the report says what ``previous`` said.
+    """
+    start, end, zone, label = period
+
+    def write(tmp: Path, number: int) -> bool:
+        files = write_report(
+            con,
+            tmp,
+            start,
+            end,
+            f"dealtrail compliance report {label}",
+            tz=ZoneInfo(zone),
+            property_name=options.property_name,
+            review_due=options.review_due,
+            generated_at=options.now,
+            console_url=options.console_url,
+            grace=options.grace,
+            revision=number,
+            max_listed=options.max_listed,
+            archive=options.archive,
         )
+        return files.report is None or files.report["digest"] != previous
+
+    info = {"label": label, "start": start.isoformat(), "end": end.isoformat(), "zone": zone}
+    return add_revision(folder, write, info)
