@@ -15,15 +15,18 @@ from dealtrail.simulator.table import (
     TableSim,
     closing_ready,
     closing_table,
+    complete_round,
+    discard_stub,
     not_counting,
+    place_main_wager,
     redeal_ready,
     remedy_void,
     reveal,
+    settle,
     suppress_counts,
-    wager_amount,
 )
 from schemas import events as ev
-from schemas.base import ActorRole, Source
+from schemas.base import Source
 
 
 def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
@@ -35,15 +38,7 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
     for i, seat in enumerate(seats):
         w = f"{round_id}-W{i + 1:02d}"
         wagers.append(w)
-        sim.emit(
-            ev.WagerPlaced,
-            wager_id=w,
-            seat=seat,
-            wager_type="MAIN",
-            amount=wager_amount(sim),
-            role=ActorRole.PLAYER,
-            actor_id=f"P-{seat}",
-        )
+        place_main_wager(sim, w, seat)
     if k == "no-more-bets-skipped":
         plan.expect.append("C691-DH-a3-no-more-bets")
     else:
@@ -123,21 +118,10 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
     if unremedied:
         plan.expect.append("DT-remedy-overdue")
     if not voided:
-        if k == "stub-exposed":
-            sim.emit(ev.StubDiscarded, exposed=True)
-            plan.expect.append("C691-DH-c-stub-unexposed")
-        elif k == "stub-kept":
-            plan.expect.append("C691-DH-c-stub-unexposed")
-        else:
-            sim.emit(ev.StubDiscarded)
+        discard_stub(sim, plan, "C691-DH-c-stub-unexposed", (("stub-kept", "C691-DH-c-stub-unexposed"),))
         reveal(sim, [("COMMUNITY", board)])
-        for w in wagers:
-            outcome = rng.choice(("WIN", "LOSS", "LOSS"))
-            sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
-    sim.emit(ev.RoundCompleted)
-    if k in WRONG_DECKS:
-        sim.new_deck()
-    return counted
+        settle(sim, wagers, ("WIN", "LOSS", "LOSS"))
+    return complete_round(sim, k, counted)
 
 
 INJECTIONS: dict[str, Injection] = {

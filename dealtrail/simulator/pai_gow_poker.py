@@ -14,9 +14,9 @@ from dealtrail.simulator.table import (
     TableSim,
     closing_ready,
     closing_table,
+    place_main_wager,
     remedy_void,
     reveal,
-    wager_amount,
 )
 from schemas import events as ev
 from schemas.base import ActorRole, Source
@@ -33,15 +33,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
     for i, seat in enumerate(seats):
         w = f"{round_id}-W{i + 1:02d}"
         wagers[w] = seat
-        sim.emit(
-            ev.WagerPlaced,
-            wager_id=w,
-            seat=seat,
-            wager_type="MAIN",
-            amount=wager_amount(sim),
-            role=ActorRole.PLAYER,
-            actor_id=f"P-{seat}",
-        )
+        place_main_wager(sim, w, seat)
     use_dice_wager = sim.dice_wagers and k != "rng-used"
 
     def place_dice_wager() -> None:

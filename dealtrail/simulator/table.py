@@ -9,7 +9,7 @@ errors can be injected into it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -708,6 +708,48 @@ class TableSim:
 def wager_amount(sim: TableSim) -> int:
     """A wager's amount in cents, drawn from the table's generator (500 to 2,500)."""
     return sim.rng.choice((500, 1000, 1500, 2500))
+
+
+def place_main_wager(sim: TableSim, wager_id: str, seat: str) -> None:
+    """A player's main wager at ``seat`` (``WagerPlaced``, MAIN, :func:`wager_amount`)."""
+    sim.emit(
+        ev.WagerPlaced,
+        wager_id=wager_id,
+        seat=seat,
+        wager_type="MAIN",
+        amount=wager_amount(sim),
+        role=ActorRole.PLAYER,
+        actor_id=f"P-{seat}",
+    )
+
+
+def settle(sim: TableSim, wager_ids: Iterable[str], outcomes: tuple[str, ...]) -> None:
+    """Each wager settled with an outcome drawn from ``outcomes`` (a win pays 1,000 cents)."""
+    for w in wager_ids:
+        outcome = sim.rng.choice(outcomes)
+        sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
+
+
+def complete_round(sim: TableSim, kind: str | None, counted: bool) -> bool:
+    """The round completed (a wrong deck is replaced after it); returns ``counted``."""
+    sim.emit(ev.RoundCompleted)
+    if kind in WRONG_DECKS:
+        sim.new_deck()
+    return counted
+
+
+def discard_stub(sim: TableSim, plan: Plan, unexposed_rule: str, kept: tuple[tuple[str, str], ...]) -> None:
+    """The stub goes to the discard rack unexposed, unless the round's kind errs: "stub-exposed"
+    (discarded face up: ``unexposed_rule`` expected) or a kind of ``kept`` (kind, rule expected:
+    the stub stays on the table)."""
+    k = plan.kind
+    if k == "stub-exposed":
+        sim.emit(ev.StubDiscarded, exposed=True)
+        plan.expect.append(unexposed_rule)
+    elif k in dict(kept):
+        plan.expect.append(dict(kept)[k])
+    else:
+        sim.emit(ev.StubDiscarded)
 
 
 def remedy_void(sim: TableSim, wager_ids: list[str], rule_id: str, *, deck: bool = False) -> None:

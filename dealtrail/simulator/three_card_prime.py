@@ -15,11 +15,14 @@ from dealtrail.simulator.table import (
     TableSim,
     closing_ready,
     closing_table,
+    complete_round,
+    discard_stub,
     hand_dealt,
     not_counting,
     redeal_ready,
     remedy_void,
     reveal,
+    settle,
     single_deck,
     suppress_counts,
     wager_amount,
@@ -209,13 +212,8 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
     if unremedied:
         plan.expect.append("DT-remedy-overdue")
     if not voided:
-        if k == "stub-exposed":
-            sim.emit(ev.StubDiscarded, exposed=True)
-            plan.expect.append("TCP-679a.9-c-stub-unexposed")
-        elif k in ("stub-kept", "stub-kept-counted"):
-            plan.expect.append("TCP-679a.9-e-correct-count" if counted else "TCP-679a.9-c-stub-unexposed")
-        else:
-            sim.emit(ev.StubDiscarded)
+        kept = "TCP-679a.9-e-correct-count" if counted else "TCP-679a.9-c-stub-unexposed"
+        discard_stub(sim, plan, "TCP-679a.9-c-stub-unexposed", (("stub-kept", kept), ("stub-kept-counted", kept)))
         for seat in seats:
             play = rng.random() < 0.7
             sim.emit(
@@ -241,13 +239,8 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 if amount != ante_amount[seat]:
                     plan.expect.append("TCP-679a.7-d1-play-equals-ante")
         reveal(sim, [(o, [c for a, c in dealt if a == o]) for o in (*seats, "DEALER")])
-        for w in wagers:
-            outcome = rng.choice(("WIN", "LOSS", "LOSS", "PUSH"))
-            sim.emit(ev.WagerSettled, wager_id=w, outcome=outcome, payout=1000 if outcome == "WIN" else 0, after=0.4)
-    sim.emit(ev.RoundCompleted)
-    if k in WRONG_DECKS:
-        sim.new_deck()
-    return counted
+        settle(sim, wagers, ("WIN", "LOSS", "LOSS", "PUSH"))
+    return complete_round(sim, k, counted)
 
 
 INJECTIONS: dict[str, Injection] = {
