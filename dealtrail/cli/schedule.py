@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -75,6 +75,15 @@ def schedule(
     _output_folder(out, "--out")
     announce_path(db)
     fixed = _when(now, "--now")
+    # what every report is written with, once or in the loop (the resolved settings)
+    options: dict[str, Any] = {
+        "property_name": settings.property_name,
+        "review_due": review_due(settings),
+        "console_url": settings.console_url,
+        "grace": report_grace(settings),
+        "max_listed": settings.reports.max_listed,
+        "archive": archive or settings.archive.dir,
+    }
     try:
         if once or fixed is not None:
             written = run_due(
@@ -83,12 +92,7 @@ def schedule(
                 spec,
                 fixed or datetime.now(UTC),
                 force=force,
-                property_name=settings.property_name,
-                review_due=review_due(settings),
-                console_url=settings.console_url,
-                grace=report_grace(settings),
-                max_listed=settings.reports.max_listed,
-                archive=archive or settings.archive.dir,
+                **options,
             )
             console.print(
                 f"wrote {len(written)} period report revisions to {out}"
@@ -111,12 +115,7 @@ def schedule(
             poll_seconds=poll,
             on_written=announce,
             on_busy=busy,
-            property_name=settings.property_name,
-            review_due=review_due(settings),
-            console_url=settings.console_url,
-            grace=report_grace(settings),
-            max_listed=settings.reports.max_listed,
-            archive=archive or settings.archive.dir,
+            **options,
         )
     except (FileNotFoundError, ArchiveError) as exc:
         raise _fail(str(exc)) from None
