@@ -16,6 +16,7 @@ from dealtrail.simulator.table import (
     closing_ready,
     closing_table,
     complete_round,
+    deal_card,
     discard_stub,
     not_counting,
     place_main_wager,
@@ -26,7 +27,6 @@ from dealtrail.simulator.table import (
     suppress_counts,
 )
 from schemas import events as ev
-from schemas.base import Source
 
 
 def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
@@ -60,15 +60,7 @@ def deal_c691(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool
         dealt.append(c)
         if area.startswith("COMMUNITY_"):
             board.append(c)
-        sim.emit(
-            ev.CardDealt,
-            deal_index=idx,
-            to_area=area,
-            face=face,
-            card=c,
-            source=Source.RFID,
-            after=rng.uniform(0.3, 1.0),
-        )
+        deal_card(sim, idx, area, face, c)
 
     unremedied = k in ("misdeal-unremedied", CLOSING)  # CLOSING: the table closes before the void
     misdeal = k == "misdeal" or unremedied

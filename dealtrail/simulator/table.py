@@ -710,6 +710,21 @@ def wager_amount(sim: TableSim) -> int:
     return sim.rng.choice((500, 1000, 1500, 2500))
 
 
+def deal_card(sim: TableSim, index: int, area: str, face: str, card: str, **where: Any) -> Envelope:
+    """One card dealt (``CardDealt``, read by the shoe's RFID) as the ``index``-th of the round,
+    to ``area`` with ``face`` up or down; ``where``: the event's optional fields (``dealt_from``)."""
+    return sim.emit(
+        ev.CardDealt,
+        deal_index=index,
+        **where,
+        to_area=area,
+        face=face,
+        card=card,
+        source=Source.RFID,
+        after=sim.rng.uniform(0.3, 1.0),
+    )
+
+
 def place_main_wager(sim: TableSim, wager_id: str, seat: str) -> None:
     """A player's main wager at ``seat`` (``WagerPlaced``, MAIN, :func:`wager_amount`)."""
     sim.emit(

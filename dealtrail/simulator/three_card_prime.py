@@ -16,6 +16,7 @@ from dealtrail.simulator.table import (
     closing_ready,
     closing_table,
     complete_round,
+    deal_card,
     discard_stub,
     hand_dealt,
     not_counting,
@@ -28,7 +29,7 @@ from dealtrail.simulator.table import (
     wager_amount,
 )
 from schemas import events as ev
-from schemas.base import ActorRole, Envelope, Source
+from schemas.base import ActorRole, Envelope
 from schemas.config import PairBonusMode
 
 
@@ -134,16 +135,7 @@ def deal_tcp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         nonlocal idx
         idx += 1
         c = card if card is not None else next(cards)
-        event = sim.emit(
-            ev.CardDealt,
-            deal_index=idx,
-            dealt_from=src,
-            to_area=area,
-            face=face,
-            card=c,
-            source=Source.RFID,
-            after=rng.uniform(0.3, 1.0),
-        )
+        event = deal_card(sim, idx, area, face, c, dealt_from=src)
         dealt.append((area, c))
         return event
 
