@@ -127,6 +127,8 @@ def test_the_console_in_the_projector_is_ready_only_while_connected_and_caught_u
         "lag_seconds": 0.0,
         "max_lag_seconds": 60,
         "down_seconds": None,
+        "consumption_errors": 0,
+        "last_consumption_error": None,
     }
     link.lag(90_000, 120.0)
     behind = client.get("/readyz")
