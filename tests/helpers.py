@@ -6,9 +6,13 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +70,42 @@ def rebag(out: Path) -> None:
     labels.pop("Payload-Oxum", None)
     for rel, data in make_bag(payload, labels).items():
         (out / rel).write_bytes(data)
+
+
+def need_browser(reason: str) -> None:
+    """Skip a browser test for ``reason``, or fail it where a browser is required
+    (``DEALTRAIL_REQUIRE_BROWSER=1``, as in CI)."""
+    if os.environ.get("DEALTRAIL_REQUIRE_BROWSER") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def served_app(app: Any) -> Iterator[str]:
+    """``app`` (ASGI) served by uvicorn on a free loopback port in a thread; yields its base URL
+    and stops the server afterwards.
+
+    Raises:
+        AssertionError: the server did not start within 30 s.
+    """
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the console did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)

@@ -15,9 +15,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +27,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.reporting.schedule import Schedule, run_due
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store
+from tests.helpers import need_browser, served_app
 
 pytestmark = pytest.mark.browser
 
@@ -42,22 +40,9 @@ WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 BLOCKING = {"serious", "critical"}
 
 
-def _need(reason: str) -> None:
-    if os.environ.get("DEALTRAIL_REQUIRE_BROWSER") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
 def served(audited_shift: Path, tmp_path: Path) -> Iterator[tuple[str, Store, Path]]:
     """The audited small shift with an admin and its hourly period reports, served by uvicorn."""
-    import uvicorn
 
     db = tmp_path / "a11y.duckdb"
     shutil.copy(audited_shift, db)
@@ -68,16 +53,8 @@ def served(audited_shift: Path, tmp_path: Path) -> Iterator[tuple[str, Store, Pa
     store = Store(db)
     config = ConsoleConfig(ReviewDue(24, 24, 72), "a" * 48, reports_dir=periods, poll_seconds=5)
     app = create_app(store, config)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}", store, periods
-    server.should_exit = True
-    thread.join(timeout=15)
+    with served_app(app) as base:
+        yield base, store, periods
     store.close()
 
 
@@ -123,12 +100,12 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_console_page_or_repor
     served: tuple[str, Store, Path], tmp_path: Path
 ) -> None:
     if not Path(CHROMIUM).exists():
-        _need(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        need_browser(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     try:
         from axe_playwright_python.sync_playwright import Axe
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _need("Playwright or axe-playwright-python is not installed (make install)")
+        need_browser("Playwright or axe-playwright-python is not installed (make install)")
     base, store, periods = served
     shots = Path(os.environ.get("DEALTRAIL_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)

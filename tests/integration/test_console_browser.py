@@ -16,9 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +29,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 from schemas.findings import Finding, finding_id_for
+from tests.helpers import need_browser, served_app
 
 pytestmark = pytest.mark.browser
 
@@ -46,38 +45,15 @@ ARGS = [
 PASSWORD = "rita-review-pass"
 
 
-def _need(reason: str) -> None:
-    if os.environ.get("DEALTRAIL_REQUIRE_BROWSER") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
 def console(audited_shift: Path, tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    import uvicorn
-
     db = tmp_path / "browser.duckdb"
     shutil.copy(audited_shift, db)
     store = Store(db)
     auth.add_user(store.con, "rita", "reviewer", PASSWORD, datetime.now(UTC))
     app = create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "b" * 48, poll_seconds=0.5))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", store
-    server.should_exit = True
-    thread.join(timeout=15)
+    with served_app(app) as base:
+        yield base, store
     store.close()
 
 
@@ -112,11 +88,11 @@ def _store_new_finding(store: Store, table_id: str) -> Finding:
 
 def test_console_in_chromium_login_filter_review_and_live_floor(console: tuple[str, Store], tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
-        _need(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        need_browser(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _need("Playwright for Python is not installed (pip install playwright; never playwright install)")
+        need_browser("Playwright for Python is not installed (pip install playwright; never playwright install)")
     base, store = console
     shots = Path(os.environ.get("DEALTRAIL_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)

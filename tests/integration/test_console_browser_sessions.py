@@ -13,8 +13,6 @@ that folder is set (else the test's temporary folder). Skips without Chromium or
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +25,8 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.guard import SecurityPolicy
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store
-from tests.integration.test_console_browser import ARGS, CHROMIUM, _free_port, _need
+from tests.helpers import need_browser, served_app
+from tests.integration.test_console_browser import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.browser
 
@@ -37,24 +36,13 @@ ROLES = {"ada": "admin", "rita": "reviewer", "vic": "viewer"}
 
 @pytest.fixture()
 def console(tmp_path: Path) -> Iterator[str]:
-    import uvicorn
-
     store = Store(tmp_path / "sessions.duckdb")
     for name, role in ROLES.items():
         auth.add_user(store.con, name, role, PASSWORDS[name], datetime.now(UTC) - timedelta(minutes=1))
     policy = SecurityPolicy(delay=timedelta(0))  # no wait between failures: the lock after ten is the point here
     app = create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "c" * 48, security=policy))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=15)
+    with served_app(app) as base:
+        yield base
     store.close()
 
 
@@ -62,11 +50,11 @@ def test_in_chromium_an_old_session_cookie_is_refused_after_logout_password_rese
     console: str, tmp_path: Path
 ) -> None:
     if not Path(CHROMIUM).exists():
-        _need(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        need_browser(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _need("Playwright for Python is not installed (pip install playwright; never playwright install)")
+        need_browser("Playwright for Python is not installed (pip install playwright; never playwright install)")
     base = console
     shots = Path(os.environ.get("DEALTRAIL_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)

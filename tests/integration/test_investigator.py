@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +31,7 @@ from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store
+from tests.helpers import need_browser, served_app
 
 PASSWORD = "ivy-investigates"
 DUE = ReviewDue(24, 24, 72)
@@ -409,32 +409,11 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]  # fmt: skip
 
 
-def _need(reason: str) -> None:
-    if os.environ.get("DEALTRAIL_REQUIRE_BROWSER") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture()
 def served(store: Store) -> Iterator[str]:
-    import socket
-
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
     app = create_app(store, ConsoleConfig(DUE, "b" * 48, poll_seconds=0.5))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=15)
+    with served_app(app) as base:
+        yield base
 
 
 def _at(page: Any, step: object) -> None:
@@ -449,11 +428,11 @@ def test_console_replays_a_round_in_chromium_with_keys_and_slider_and_draws_each
     served: str, store: Store, tmp_path: Path
 ) -> None:
     if not Path(CHROMIUM).exists():
-        _need(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+        need_browser(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _need("Playwright for Python is not installed (pip install playwright; never playwright install)")
+        need_browser("Playwright for Python is not installed (pip install playwright; never playwright install)")
     shots = Path(os.environ.get("DEALTRAIL_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     exposed = _finding(store, "PGP-645a.14-d-player-card-exposed")

@@ -9,9 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +22,7 @@ from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.reporting.schedule import Schedule, run_due, stale_since
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store
+from tests.helpers import served_app
 
 START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 NOW = START + timedelta(hours=3)
@@ -105,30 +103,14 @@ def test_a_reviewer_cannot_write_a_new_revision(db: Path, tmp_path: Path) -> Non
     assert not (tmp_path / "periods" / LABEL / "rev-0002").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def served(db: Path, tmp_path: Path) -> Iterator[tuple[str, Store, Path]]:
-    import uvicorn
-
     periods = tmp_path / "periods"
     store = Store(db)  # serve holds the store: no other process may write it
     clock = lambda: NOW + timedelta(minutes=10)  # noqa: E731
     app = create_app(store, ConsoleConfig(DUE, "m" * 48, reports_dir=periods, clock=clock))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the console did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}", store, periods
-    server.should_exit = True
-    thread.join(timeout=15)
+    with served_app(app) as base:
+        yield base, store, periods
     store.close()
 
 
