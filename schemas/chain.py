@@ -47,6 +47,14 @@ def stamped(event: E, prev_hash: str | None) -> tuple[E, bytes]:
     return linked, data.replace(b'"hash":null', b'"hash":"' + digest.encode() + b'"', 1)
 
 
+def unchained(event: E) -> E:
+    """``event`` without its chain fields (``prev_hash``, ``hash``, ``hash_version``): what it
+    says, as it is compared with a copy of it that was (or was not) stamped."""
+    if event.prev_hash is None and event.hash is None and event.hash_version is None:
+        return event
+    return event.model_copy(update={"prev_hash": None, "hash": None, "hash_version": None})
+
+
 class Chainer:
     """Stamps ``prev_hash`` and ``hash`` on the events of any number of tables, in order.
 
@@ -125,6 +133,7 @@ class Chainer:
             if head is None or event.seq > head[0]:
                 self.heads[event.table_id] = (event.seq, event.hash)
             return event, None
+        event = unchained(event)  # a stray prev_hash or hash_version without a hash says nothing
         recent = self._recent.setdefault(event.table_id, {})
         if head is not None and event.seq <= head[0]:
             prior = recent.get(event.seq)
@@ -153,11 +162,7 @@ class Chainer:
         if head is None or event.seq > head[0]:
             self.heads[event.table_id] = (event.seq, event.hash)
         recent = self._recent.setdefault(event.table_id, {})
-        recent[event.seq] = (
-            event.model_copy(update={"prev_hash": None, "hash": None, "hash_version": None}),
-            event,
-            None,
-        )
+        recent[event.seq] = (unchained(event), event, None)
         if len(recent) > self.WINDOW:
             del recent[next(iter(recent))]
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from schemas.chain import Chainer, E
+from schemas.chain import Chainer, E, unchained
 from schemas.codec import TABLE_ID_IN_LINE, DecodeError, decode, encode, raw_field
 from schemas.events import DealingEvent
 from schemas.lines import RAW_KEEP, read_lines
@@ -76,15 +76,11 @@ def dead_letter_value(
 
 
 def _content_digest(event: DealingEvent) -> bytes:
-    """A digest of an event's content without its chain fields (``prev_hash``, ``hash``)."""
+    """A digest of an event's content without its chain fields (``prev_hash``, ``hash``,
+    ``hash_version``)."""
     import hashlib
 
-    bare = (
-        event.model_copy(update={"prev_hash": None, "hash": None, "hash_version": None})
-        if event.hash is not None
-        else event
-    )
-    return hashlib.blake2b(encode(bare), digest_size=16).digest()
+    return hashlib.blake2b(encode(unchained(event)), digest_size=16).digest()
 
 
 RIDE_OUT = 15 * 60
@@ -238,7 +234,7 @@ class ChainKeeper:
             # a seq within the remembered span that was never sent arrived out of seq order
             # (merged feeds): it is new, and the engine's reorder window puts it in its place
             return None if self.chainer.covers(event.table_id, event.seq) else "stale"
-        return "copy" if event == (prior[1] if event.hash is not None else prior[0]) else None
+        return "copy" if (event == prior[1] if event.hash is not None else unchained(event) == prior[0]) else None
 
     def published_as(self, event: DealingEvent) -> str:
         """What the events topic holds at a stale event's place (see :meth:`published_before`).

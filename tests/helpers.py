@@ -18,12 +18,14 @@ import pytest
 
 
 def unchained_lines(lines: Iterable[bytes]) -> list[bytes]:
-    """JSON Lines events with ``prev_hash`` and ``hash`` removed, each ending in a newline."""
+    """JSON Lines events with their chain fields (``prev_hash``, ``hash``, ``hash_version``)
+    removed, each ending in a newline."""
     out = []
     for line in lines:
         doc = json.loads(line)
         doc.pop("prev_hash", None)
         doc.pop("hash", None)
+        doc.pop("hash_version", None)
         out.append(json.dumps(doc).encode() + b"\n")
     return out
 

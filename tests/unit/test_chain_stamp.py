@@ -92,3 +92,15 @@ def test_a_chainer_that_takes_over_a_table_stamps_its_re_sent_copies_as_the_firs
     # what it hands on keeps the stamps it took over (the copies above made no new ones)
     assert after.stamps("T-1")[-1] == (last.seq + 1, last.hash, after.heads["T-1"][1])
     assert after.stamps("T-1")[:-1] == stamps[1:]
+
+
+def test_an_event_with_a_stray_hash_version_but_no_hash_is_stamped_as_its_plain_copy() -> None:
+    # a feed that strips prev_hash and hash but keeps hash_version: the event says the same thing
+    stray = _event(1).model_copy(update={"hash_version": 2})
+    chainer = Chainer()
+    first = chainer.stamp(stray)
+    chainer.stamp(_event(2))
+    assert chainer.stamp(_event(1)) == first  # a re-sent plain copy is an exact duplicate
+    remembered = Chainer()
+    remembered.remember(first)
+    assert remembered.stamp(stray) == first  # and the stray one, against a chain read back
