@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, StringConstraints, TypeAdapter
 
 from schemas.base import Frozen, Identifier
+from schemas.canonical import JCS, canonical_sha256
 
 Outcome = Literal["ok", "refused", "throttled", "locked", "expired"]
 """How an attempt ended: done; refused (wrong password, no right); throttled (too soon after
@@ -63,21 +64,40 @@ class AccessRecord(AccessEntry):
         seq: its position in the log (1, 2, ...).
         prev_hash: the ``hash`` of the entry at ``seq - 1`` (None for the first).
         hash: :func:`record_hash` of this record.
+        hash_version: the encoding ``hash`` is computed over: 2 (:data:`HASH_VERSION`, what the
+            store's writer stamps now) is RFC 8785 of the record's JSON, ``hash_version``
+            included; None is an entry written by dealtrail 0.2.0 (pydantic's compact JSON in
+            field order, without ``hash_version``), which keeps verifying that way.
     """
 
     seq: int
     prev_hash: str | None = None
     hash: str | None = None
+    hash_version: Literal[2] | None = None
 
 
 ACCESS_ADAPTER: TypeAdapter[AccessEntry] = TypeAdapter(AccessEntry)
 """Validates an access entry from JSON (the access-log topic's records)."""
 
 
+HASH_VERSION = JCS
+"""The ``hash_version`` the store's writer stamps on new access-log entries (RFC 8785)."""
+
+
 def record_hash(record: AccessRecord) -> str:
-    """The SHA-256 (64 hex characters) of ``record``'s canonical JSON without its ``hash`` field
-    (``prev_hash`` and ``seq`` included), as ``schemas.chain`` hashes dealing events."""
-    return hashlib.sha256(record.model_dump_json(exclude={"hash"}).encode()).hexdigest()
+    """The SHA-256 (64 hex characters) of ``record`` without its ``hash`` field (``seq``,
+    ``prev_hash`` and ``hash_version`` included), in the encoding its ``hash_version`` names,
+    as ``schemas.chain`` hashes dealing events.
+
+    Version 2: RFC 8785 (:func:`schemas.canonical.canonical_json`) of the record's JSON, whose
+    ``at`` is ISO 8601 in UTC with ``Z`` (fractional seconds, six digits, only when the instant
+    has them). None (dealtrail 0.2.0): pydantic's compact JSON in field order, without
+    ``hash_version``, byte for byte what 0.2.0 hashed.
+    """
+    if record.hash_version is None:
+        legacy = record.model_dump_json(exclude={"hash", "hash_version"})
+        return hashlib.sha256(legacy.encode()).hexdigest()
+    return canonical_sha256(record.model_dump(mode="json", exclude={"hash"}))
 
 
 def clean_name(text: str, limit: int = 200) -> str:

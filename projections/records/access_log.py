@@ -1,8 +1,8 @@
 """The access log and console sessions in the store.
 
 The access log is one hash chain of :class:`schemas.access.AccessEntry` rows: the store's writer
-gives each new entry the next ``seq``, the previous entry's hash as ``prev_hash`` and its own
-``hash`` (:func:`schemas.access.record_hash`) when it stores it, in the transaction that stores
+gives each new entry the next ``seq``, the previous entry's hash as ``prev_hash``, ``hash_version``
+2 and its own ``hash`` (:func:`schemas.access.record_hash`, RFC 8785) when it stores it, in the transaction that stores
 it; an entry whose ID is already stored is skipped (a redelivery from the access-log topic).
 Nothing is updated or deleted. :func:`check_chain` recomputes the chain and names the first entry
 that no longer matches (``dealtrail verify``).
@@ -25,10 +25,23 @@ from typing import Any
 
 import duckdb
 
-from schemas.access import AccessEntry, AccessRecord, record_hash
+from schemas.access import HASH_VERSION, AccessEntry, AccessRecord, record_hash
 
-COLUMNS = ("seq", "entry_id", "logged_at", "user_name", "client", "kind", "outcome", "detail", "prev_hash", "hash")
-"""The columns of ``access_log`` in order."""
+COLUMNS = (
+    "seq",
+    "entry_id",
+    "logged_at",
+    "user_name",
+    "client",
+    "kind",
+    "outcome",
+    "detail",
+    "prev_hash",
+    "hash",
+    "hash_version",
+)
+"""The columns of ``access_log`` in order (``hash_version`` was added after 0.2.0: NULL for the
+entries written before, and read as NULL from a store that has not been opened by a writer since)."""
 
 
 _HEAD = "SELECT seq, hash FROM access_log WHERE seq = (SELECT max(seq) FROM access_log) ORDER BY entry_id LIMIT 1"
@@ -43,6 +56,18 @@ def has_log(con: duckdb.DuckDBPyConnection) -> bool:
         "AND table_name = 'access_log'"
     ).fetchall()
     return bool(rows[0][0])
+
+
+def _selected(con: duckdb.DuckDBPyConnection) -> str:
+    """The select list of :data:`COLUMNS` for this store: a store written by 0.2.0 and opened
+    read-only since has no ``hash_version`` column (its entries are all 0.2.0's)."""
+    rows = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_catalog = current_database() "
+        "AND table_name = 'access_log' AND column_name = 'hash_version'"
+    ).fetchall()
+    if rows[0][0]:
+        return ", ".join(COLUMNS)
+    return ", ".join(COLUMNS[:-1]) + ", NULL::INTEGER AS hash_version"
 
 
 def append(con: duckdb.DuckDBPyConnection, entries: Sequence[AccessEntry]) -> int:
@@ -71,10 +96,10 @@ def append(con: duckdb.DuckDBPyConnection, entries: Sequence[AccessEntry]) -> in
         stored.add(entry.entry_id)
         seq += 1
         base = AccessRecord.model_validate({**entry.model_dump(), "at": entry.at.astimezone(UTC), "seq": seq})
-        record = base.model_copy(update={"prev_hash": prev, "hash": None})
+        record = base.model_copy(update={"prev_hash": prev, "hash": None, "hash_version": HASH_VERSION})
         digest = record_hash(record)
         con.execute(
-            "INSERT INTO access_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO access_log ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 seq,
                 entry.entry_id,
@@ -83,7 +108,7 @@ def append(con: duckdb.DuckDBPyConnection, entries: Sequence[AccessEntry]) -> in
                 entry.client,
                 entry.kind,
                 entry.outcome,
-                *(entry.detail, prev, digest),
+                *(entry.detail, prev, digest, HASH_VERSION),
             ],
         ).fetchall()
         prev = digest
@@ -92,7 +117,7 @@ def append(con: duckdb.DuckDBPyConnection, entries: Sequence[AccessEntry]) -> in
 
 
 def _record(row: Sequence[Any]) -> AccessRecord:
-    seq, entry_id, at, user, client, kind, outcome, detail, prev_hash, digest = row
+    seq, entry_id, at, user, client, kind, outcome, detail, prev_hash, digest, version = row
     return AccessRecord(
         seq=seq,
         entry_id=entry_id,
@@ -104,6 +129,7 @@ def _record(row: Sequence[Any]) -> AccessRecord:
         detail=detail,
         prev_hash=prev_hash,
         hash=digest,
+        hash_version=version,
     )
 
 
@@ -141,7 +167,7 @@ def entries(
     cond, params = where.where()
     total = con.execute(f"SELECT count(*) FROM access_log WHERE {cond}", params).fetchall()[0][0]
     page = "" if limit is None else f" LIMIT {int(limit)} OFFSET {int(offset)}"
-    cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM access_log WHERE {cond} ORDER BY seq DESC{page}", params)
+    cur = con.execute(f"SELECT {_selected(con)} FROM access_log WHERE {cond} ORDER BY seq DESC{page}", params)
     return [dict(zip(COLUMNS, r, strict=True)) for r in cur.fetchall()], int(total)
 
 
@@ -157,7 +183,7 @@ def since(con: duckdb.DuckDBPyConnection, at: datetime, kinds: Iterable[str]) ->
     if not has_log(con):
         return
     cur = con.execute(
-        f"SELECT {', '.join(COLUMNS)} FROM access_log WHERE logged_at >= ? AND kind IN ? ORDER BY seq",
+        f"SELECT {_selected(con)} FROM access_log WHERE logged_at >= ? AND kind IN ? ORDER BY seq",
         [at, list(kinds)],
     )
     for row in cur.fetchall():
@@ -180,10 +206,12 @@ class LogReport:
 def check_chain(con: duckdb.DuckDBPyConnection) -> LogReport:
     """Recompute the access log's chain in ``seq`` order and name the first entry that breaks it:
     a hash that is not its content's (an altered entry), a ``prev_hash`` that is not the previous
-    entry's hash, or a gap in ``seq`` (an entry removed or inserted)."""
+    entry's hash, or a gap in ``seq`` (an entry removed or inserted). Each entry is hashed in the
+    encoding its ``hash_version`` names (RFC 8785 for 2; 0.2.0's for NULL), so a log begun by
+    0.2.0 and continued since verifies whole."""
     if not has_log(con):
         return LogReport(0, None)
-    cur = con.execute(f"SELECT {', '.join(COLUMNS)} FROM access_log ORDER BY seq, entry_id")
+    cur = con.execute(f"SELECT {_selected(con)} FROM access_log ORDER BY seq, entry_id")
     prev: str | None = None
     n = 0
     while rows := cur.fetchmany(10_000):
@@ -218,7 +246,7 @@ def after(con: duckdb.DuckDBPyConnection, seq: int, limit: int = 500) -> list[Ac
     if not has_log(con):
         return []
     cur = con.execute(
-        f"SELECT {', '.join(COLUMNS)} FROM access_log WHERE seq > ? ORDER BY seq, entry_id LIMIT ?", [seq, limit]
+        f"SELECT {_selected(con)} FROM access_log WHERE seq > ? ORDER BY seq, entry_id LIMIT ?", [seq, limit]
     )
     return [_record(row) for row in cur.fetchall()]
 

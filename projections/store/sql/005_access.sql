@@ -4,8 +4,10 @@
 -- its topic, and the console (in the projector's process, under its write lock) its sessions.
 
 -- Grain: one row per access entry (entry_id), in chain order (seq). Upstream: the console (or the
--- access-log topic). hash = SHA-256 of the entry's canonical JSON with seq and prev_hash
--- (schemas/access.py, record_hash); nothing is updated or deleted. No password or token is in it.
+-- access-log topic). hash = SHA-256 of the entry's canonical JSON with seq, prev_hash and
+-- hash_version (schemas/access.py, record_hash): hash_version 2 is RFC 8785; NULL is an entry
+-- written by dealtrail 0.2.0 (its own encoding, still verified so). Nothing is updated or
+-- deleted. No password or token is in it.
 CREATE TABLE IF NOT EXISTS access_log (
     seq         BIGINT NOT NULL,
     entry_id    VARCHAR NOT NULL,
@@ -18,6 +20,8 @@ CREATE TABLE IF NOT EXISTS access_log (
     prev_hash   VARCHAR,
     hash        VARCHAR NOT NULL
 );
+-- added after 0.2.0: the entries stored before keep NULL (0.2.0's encoding)
+ALTER TABLE access_log ADD COLUMN IF NOT EXISTS hash_version INTEGER;
 
 -- Grain: one row per start or end of a console session (session_hash, kind). session_hash is the
 -- SHA-256 of the session's random ID (the cookie holds the ID, the store only its hash);
