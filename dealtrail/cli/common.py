@@ -17,6 +17,7 @@ from dealtrail.settings import load as load_settings
 
 if TYPE_CHECKING:
     import duckdb
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from projections.models.reviews import ReviewDue
     from projections.store.store import Store
@@ -251,6 +252,20 @@ def review_due(settings: Settings) -> ReviewDue:
 def report_grace(settings: Settings) -> timedelta:
     """The grace time after which a period's report is final (``DEALTRAIL_REPORTS__GRACE_MINUTES``)."""
     return timedelta(minutes=settings.reports.grace_minutes)
+
+
+def report_signer(settings: Settings) -> Ed25519PrivateKey | None:
+    """The property's key that signs each period report revision (``DEALTRAIL_SIGNING__KEY_FILE``);
+    None when unset (the revisions are written unsigned and say so). A key file that cannot be used
+    (missing, readable by others, no Ed25519 key) is one ``error:`` line and exit 2."""
+    from projections.records.signing import SigningError, load_key
+
+    if settings.signing.key_file is None:
+        return None
+    try:
+        return load_key(settings.signing.key_file)
+    except SigningError as exc:
+        raise _fail(f"signing the report revisions: {exc}") from None
 
 
 def _period(from_: str | None, to: str | None) -> tuple[datetime | None, datetime | None]:

@@ -25,6 +25,7 @@ from dealtrail.cli.common import (
     err,
     load,
     report_grace,
+    report_signer,
     review_due,
 )
 from dealtrail.cli.copies import ARCHIVE_DEFAULT, ARCHIVE_HELP, announce_path
@@ -83,6 +84,7 @@ def schedule(
         "grace": report_grace(settings),
         "max_listed": settings.reports.max_listed,
         "archive": archive or settings.archive.dir,
+        "signer": report_signer(settings),  # each revision's manifest signed (unsigned: it says so)
     }
     try:
         if once or fixed is not None:

@@ -34,6 +34,7 @@ from dealtrail.cli.common import (
     err,
     load,
     report_grace,
+    report_signer,
     review_due,
     writing,
 )
@@ -223,6 +224,7 @@ def _project(
     copies = replica_timer(settings, replica, replica_every, db)
     if spec is not None:
         _output_folder(reports or settings.out / "periods", "--reports")
+    signer = report_signer(settings) if spec is not None else None  # a bad key file: one line, before the store
     created = not db.exists()
     try:
         store = Store(db, settings.duckdb_memory_limit)
@@ -269,6 +271,7 @@ def _project(
                     report_grace=report_grace(settings),
                     report_check_seconds=settings.reports.check_seconds,
                     report_max_listed=settings.reports.max_listed,
+                    report_signer=signer,
                     link=link,
                     stop=stop,
                     replica=copies,

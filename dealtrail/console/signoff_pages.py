@@ -89,6 +89,8 @@ def router(console: Console) -> APIRouter:
         if folder is None or not _LABEL.match(label) or not (folder / label / "manifest.json").is_file():
             raise HTTPException(404)
         try:
+            # each revision's manifest is signed with the property's key (none set: it says unsigned)
+            key = load_key(config.signing_key) if config.signing_key is not None else None
             made = write_revision(
                 con,
                 folder / label,
@@ -99,7 +101,10 @@ def router(console: Console) -> APIRouter:
                 grace=config.report_grace,
                 max_listed=config.report_max_listed,
                 archive=config.archive,
+                signer=key,
             )
+        except SigningError as exc:
+            raise HTTPException(503, f"the report revision cannot be signed: {exc}") from None
         except ArchiveError as exc:
             raise HTTPException(503, str(exc)) from None
         except FileExistsError:

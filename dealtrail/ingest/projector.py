@@ -42,6 +42,8 @@ from streams.kafka import client_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from dealtrail.reporting.schedule import Schedule
     from dealtrail.settings import Settings
     from projections.models.reviews import ReviewDue
@@ -139,6 +141,7 @@ def project(
     stop: threading.Event | None = None,
     replica: ReplicaTimer | None = None,
     report_max_listed: int | None = None,
+    report_signer: Ed25519PrivateKey | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -183,6 +186,8 @@ def project(
             ``write_lock``; :mod:`projections.store.replica`), and once more at the end; None: no replica.
         report_max_listed: how many voiding and integrity incidents each scheduled report lists
             (resolved ``DEALTRAIL_REPORTS__MAX_LISTED``); None: every one.
+        report_signer: the property's key that signs each scheduled report revision (resolved
+            ``DEALTRAIL_SIGNING__KEY_FILE``); None: the revisions are written unsigned and say so.
 
     Returns:
         The rows written.
@@ -205,6 +210,7 @@ def project(
         report_grace, report_check_seconds,
     )  # fmt: skip
     reporting.max_listed = report_max_listed
+    reporting.signer = report_signer
     reporting.archive = settings.archive.dir  # the reports read the archived months too
     with quiet_clients():
         while not stop.is_set():
@@ -299,6 +305,7 @@ class _Reporting:
         self.grace, self.check_seconds = grace, check_seconds
         self.max_listed: int | None = None  # the reports' listing cap (DEALTRAIL_REPORTS__MAX_LISTED)
         self.archive: Path | None = None  # the archived months' folder (DEALTRAIL_ARCHIVE__DIR)
+        self.signer: Ed25519PrivateKey | None = None  # signs each revision (DEALTRAIL_SIGNING__KEY_FILE)
         self.watch: Any = None  # dealtrail.reporting.schedule.ReportWatch
         self.next_look = 0.0
         self.dirty = False  # batches stored since the last look
@@ -338,6 +345,7 @@ class _Reporting:
                 watch=self.watch,
                 max_listed=self.max_listed,
                 archive=self.archive,
+                signer=self.signer,
             )
         self.dirty = False
         self.next_look = time.monotonic() + self.check_seconds

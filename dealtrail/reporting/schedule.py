@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -35,6 +35,9 @@ from projections.records.report_revisions import add_revision, latest
 from projections.reports.report import FINAL, PROVISIONAL, coverage, judge_status, write_report
 from projections.store.archive import reading_archive
 from projections.store.store import connect_read_only
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 SHIFT_STARTS = (6, 14, 22)
 """Hours (local time) when the three 8-hour shifts start."""
@@ -264,6 +267,7 @@ def run_due(
     watch: ReportWatch | None = None,
     max_listed: int | None = None,
     archive: Path | None = None,
+    signer: Ed25519PrivateKey | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
     period whose latest report is stale.
@@ -296,6 +300,9 @@ def run_due(
         archive: the folder of the store's archived months (resolved ``--archive`` /
             ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows as ``write_report`` reads
             them; None: the folder the store's manifest names.
+        signer: the property's signing key (resolved ``DEALTRAIL_SIGNING__KEY_FILE``): each
+            revision's ``manifest-sha256.txt`` is signed with it; None: each revision is written
+            unsigned and says so (:func:`projections.records.report_revisions.seal`).
 
     Returns:
         The revision folders written by this call (``<out>/<period>/rev-NNNN``).
@@ -340,7 +347,7 @@ def run_due(
                 folder,
                 (period.start, period.end, schedule.tz, period.label),
                 previous,
-                _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive),
+                _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive, signer),
             )
             if watch is not None:
                 if made is None and key is not None:
@@ -373,6 +380,7 @@ def run_forever(
     grace: timedelta | None = None,
     max_listed: int | None = None,
     archive: Path | None = None,
+    signer: Ed25519PrivateKey | None = None,
 ) -> None:
     """Write each period's report as it closes, and a new revision of each stale one (see
     :func:`run_due`); check every ``poll_seconds`` (seconds).
@@ -397,6 +405,7 @@ def run_forever(
         grace: see :func:`run_due`.
         max_listed: see :func:`run_due`.
         archive: see :func:`run_due`.
+        signer: see :func:`run_due`.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
@@ -418,6 +427,7 @@ def run_forever(
                 watch=watch,
                 max_listed=max_listed,
                 archive=archive,
+                signer=signer,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:
@@ -488,6 +498,7 @@ def write_revision(
     grace: timedelta | None = None,
     max_listed: int | None = None,
     archive: Path | None = None,
+    signer: Ed25519PrivateKey | None = None,
 ) -> Path | None:
     """Write a new revision of the written period in the folder ``period`` as of ``now``, as
     the schedule does, from the process that holds the store (``serve``, ``project --serve``):
@@ -504,6 +515,7 @@ def write_revision(
         grace: as :func:`run_due`.
         max_listed: as :func:`run_due`.
         archive: as :func:`run_due`.
+        signer: as :func:`run_due`.
 
     Returns:
         The new revision's folder, or None when nothing changed.
@@ -520,7 +532,7 @@ def write_revision(
     previous = last["digest"] if last is not None else None
     grace = DEFAULT_GRACE if grace is None else grace
     with reading_archive(con, archive) as reader:
-        options = _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive)
+        options = _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive, signer)
         return _next_revision(reader, period, (start, end, zone, label), previous, options)
 
 
@@ -535,6 +547,7 @@ class _ReportOptions:
     grace: timedelta
     max_listed: int | None
     archive: Path | None
+    signer: Ed25519PrivateKey | None = None
 
 
 def _next_revision(
@@ -573,4 +586,4 @@ def _next_revision(
         return files.report is None or files.report["digest"] != previous
 
     info = {"label": label, "start": start.isoformat(), "end": end.isoformat(), "zone": zone}
-    return add_revision(folder, write, info)
+    return add_revision(folder, write, info, options.signer)

@@ -42,6 +42,8 @@ DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
 PASSWORDS = {"ada": "ada-admin-pass", "meg": "meg-manager-pass", "rita": "rita-review-pass"}
 ROLES = {"ada": "admin", "meg": "manager", "rita": "reviewer"}
 STATEMENT = "Reviewed with the shift manager; the open findings are assigned."
+SEALED = {"manifest-sha256.txt", "UNSIGNED.txt"}
+"""What seals each revision written without a signing key (issue 35): the sign-off covers them too."""
 
 
 @pytest.fixture
@@ -90,7 +92,7 @@ def test_a_manager_signs_a_final_revision_once_with_every_files_hash_owner_only(
     at = NOW + timedelta(minutes=5)
     record = sign(rev, "meg", "manager", STATEMENT, at)
     assert record["signed_by"] == "meg" and record["signed_at"] == at.isoformat() and record["statement"] == STATEMENT
-    assert set(record["files"]) == {"report.html", "summary.json", "findings.csv", "findings.parquet"}
+    assert set(record["files"]) == {"report.html", "summary.json", "findings.csv", "findings.parquet"} | SEALED
     assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in record["files"].values())
     assert stat.S_IMODE((rev / SIGNOFF).stat().st_mode) == 0o600
     first = (rev / SIGNOFF).read_bytes()
@@ -164,7 +166,7 @@ def test_sign_report_signs_the_periods_latest_revision_as_a_stored_manager_and_v
     again = _sign(periods / LABEL, "ada", PASSWORDS["ada"], db)
     assert again.exit_code == 1 and "signed already" in again.output
     ok = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001")])
-    assert ok.exit_code == 0 and "4 files as signed; signed by meg (manager)" in ok.output, ok.output
+    assert ok.exit_code == 0 and "6 files as signed; signed by meg (manager)" in ok.output, ok.output
     assert "the record itself is anchored only by the access log: pass --db" in ok.output
     anchored = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001"), "--db", str(db)])
     assert anchored.exit_code == 0 and "as recorded in the access log" in anchored.output, anchored.output
@@ -392,7 +394,7 @@ def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a
     block = page.text[page.text.index('<section id="signoff"') :]
     block = block[: block.index("</section>")]
     assert "meg (manager)" in block and STATEMENT in block and "2026-11-27 21:10:00+00:00" in block
-    assert "Verified: the 4 files of this revision are as they were signed" in block
+    assert "Verified: the 6 files of this revision are as they were signed" in block
     assert "NOT AS RECORDED" not in block  # the console's sign-off is the one its access log recorded
     assert verify(periods / LABEL / "rev-0001").intact  # the served block is not written into the file
     signed_html = tmp_path / "signed.html"
@@ -510,7 +512,7 @@ def test_sign_report_pdf_is_signed_inside_the_pdf_listed_in_signoff_json_and_any
     assert _valid(said), said
     assert "report signing" in said  # the certificate the property's key issued
     ok = CliRunner().invoke(app, ["verify-signoff", str(rev)])
-    assert ok.exit_code == 0 and "5 files as signed" in ok.output, ok.output
+    assert ok.exit_code == 0 and "7 files as signed" in ok.output, ok.output
     assert stat.S_IMODE(pdf.stat().st_mode) == 0o600
     _check_tampering(rev)
 
