@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -85,17 +85,27 @@ def verify_package(
         Path | None,
         typer.Option(help="The property's registered public key (PEM): the package must be signed with it."),
     ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            help="The property's store (read-only): the package must have been made within its key's validity "
+            "period recorded there (dealtrail keys show).",
+            show_default="DEALTRAIL_DB if that file exists; else the validity is not checked",
+        ),
+    ] = None,
 ) -> None:
-    """Check an evidence package without the store: its files (exactly the package's, none too
-    large), every event against its hash and chain link, the links up to the digest head, and the
-    finding re-derived by the engine, field by field (exit 4 if not); says what it does not prove."""
+    """Check an evidence package: its files (exactly the package's, none too large), its signature
+    and that it was made within the key's validity period (with a store), every event against its
+    hash and chain link, the links up to the digest head, and the finding re-derived by the engine,
+    field by field (exit 4 if not); says what it does not prove."""
     from rich.markup import escape
 
     from dealtrail.investigate.evidence import EvidenceError
     from dealtrail.investigate.evidence import verify_package as check
 
+    keys = _recorded_keys(store)
     try:
-        report = check(package, public_key.read_bytes() if public_key is not None else None)
+        report = check(package, public_key.read_bytes() if public_key is not None else None, keys)
     except OSError as exc:
         raise _fail(f"cannot read --public-key {public_key}: {exc.strerror}") from None
     except EvidenceError as exc:
@@ -108,3 +118,20 @@ def verify_package(
             err.print(f"first event that does not verify: {report.event_id}", soft_wrap=True)
         raise typer.Exit(4)
     console.print(f"verified: {package}")
+
+
+def _recorded_keys(store: Path | None) -> list[dict[str, Any]] | None:
+    """The signing keys with their validity periods recorded in ``store`` (``--store``), or in the
+    default store when that file exists; None when there is no store to check against."""
+    from projections.records import signing_keys
+
+    if store is None:
+        default = load().db
+        if not default.is_file():
+            return None
+        store = default
+    con = _read_store(store)
+    try:
+        return signing_keys.history(con)
+    finally:
+        con.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -286,32 +286,51 @@ def verify_signoff(
 
 def _signature(target: Path, db: Path | None, public_key: Path | None) -> str | None:
     """The line about ``signoff.json``'s signature, checked with ``public_key`` or the keys the
-    store at ``db`` records (None: neither given); one clear line and exit 1 when it fails."""
+    store at ``db`` records (None: neither given), and, with ``db``, that it was made
+    (``signed_at``) within its key's validity period there; one clear line and exit 1 when it fails."""
+    from projections.records import signing_keys
     from projections.records.signing import SigningError, key_id
-    from projections.records.signoff import SignOffError, check_signature
+    from projections.records.signoff import SignOffError, check_signature, read
 
     keys: dict[str, bytes] = {}
+    recorded: list[dict[str, Any]] | None = None
     try:
         if public_key is not None:
             pem = public_key.read_bytes()
             keys[key_id(pem)] = pem
         if db is not None:
-            from projections.records import signing_keys
             from projections.store.store import connect_read_only
 
             con = connect_read_only(db)
             try:
-                keys |= {k["key_id"]: k["public_key_pem"].encode() for k in signing_keys.history(con)}
+                recorded = signing_keys.history(con)
             finally:
                 con.close()
+            keys |= {k["key_id"]: k["public_key_pem"].encode() for k in recorded}
     except (OSError, SigningError) as exc:
         raise _fail(f"cannot read the public key: {exc}", code=1) from None
     if public_key is None and db is None:
         return None
     try:
-        return check_signature(target, keys)
+        said = check_signature(target, keys)
+        record = read(target) or {}
     except SignOffError as exc:
         raise _fail(f"{target}: NOT as signed: {exc}", code=1) from None
+    kid = record.get("signing_key")
+    if kid is None:
+        return said
+    if recorded is None:
+        return said + " (the key's validity period was not checked: pass --db)"
+    try:
+        at = datetime.fromisoformat(str(record.get("signed_at")))
+        if at.tzinfo is None:
+            raise ValueError("no offset")
+    except ValueError:
+        raise _fail(f"{target}: signoff.json's signed_at {record.get('signed_at')!r} is no time", code=1) from None
+    problem = signing_keys.validity_problem(recorded, str(kid), at)
+    if problem is not None:
+        raise _fail(f"{target}: NOT as signed: the sign-off was {problem}", code=1)
+    return said + f", within its validity period in {db}"
 
 
 def _anchor(target: Path, db: Path) -> Anchor:

@@ -49,6 +49,7 @@ from dealtrail.investigate.bag import TAG_FILES, TAGMANIFEST, BagError, check_ba
 from dealtrail.investigate.bag import info as bag_info
 from projections.records.signing import SIGNATURE_SUFFIX, SigningError, key_id, public_pem, sign
 from projections.records.signing import verify as verify_signature
+from projections.records.signing_keys import validity_problem
 from schemas.canonical import JCS, canonical_sha256
 from schemas.chain import chain_hash
 from schemas.codec import DecodeError, decode
@@ -737,7 +738,9 @@ def _jsonl(folder: _Folder, name: str) -> Iterator[tuple[int, str]]:
             yield n, line
 
 
-def verify_package(path: Path, public_key: bytes | None = None) -> PackageReport:
+def verify_package(
+    path: Path, public_key: bytes | None = None, keys: list[dict[str, Any]] | None = None
+) -> PackageReport:
     """Check an evidence package without the store (see the module docstring for the checks).
 
     Args:
@@ -745,6 +748,10 @@ def verify_package(path: Path, public_key: bytes | None = None) -> PackageReport
         public_key: the property's registered public key (PEM): the package must be signed
             with it. None: a signature is checked with the key the package carries, and its
             ID reported for the recipient to compare with the registered one.
+        keys: the store's recorded keys with their validity periods
+            (:func:`projections.records.signing_keys.history`): a signed package must have been
+            made (its ``Bagging-Time``) within its key's period, else it fails naming the key and
+            the dates. None (no store at hand): the notes say the validity was not checked.
 
     Returns:
         The :class:`PackageReport`: ``ok`` (its notes end with :data:`NOT_PROVEN`), or the
@@ -758,7 +765,7 @@ def verify_package(path: Path, public_key: bytes | None = None) -> PackageReport
     report = PackageReport()
     try:
         folder = _Folder(path)
-        _verify(folder, report, public_key)
+        _verify(folder, report, public_key, keys)
     except PackageRefused as exc:
         report.fail(str(exc))
     except OSError as exc:  # a file that cannot be read (permissions, a disk error)
@@ -780,8 +787,11 @@ class _Failed(Exception):
         self.problem, self.event_id = problem, event_id
 
 
-def _check_bag(folder: _Folder, report: PackageReport, public_key: bytes | None) -> None:
-    """The bag's completeness and fixity (as ``bagit.py --validate``), then its signature."""
+def _check_bag(
+    folder: _Folder, report: PackageReport, public_key: bytes | None, keys: list[dict[str, Any]] | None = None
+) -> None:
+    """The bag's completeness and fixity (as ``bagit.py --validate``), then its signature, then
+    that it was made within its key's validity period (``keys``: the store's; None: not checked)."""
     try:
         check_bag(folder.files)
     except BagError as exc:
@@ -816,12 +826,37 @@ def _check_bag(folder: _Folder, report: PackageReport, public_key: bytes | None)
             else " (compare it with the property's registered key)"
         )
     )
+    report.notes.append(_key_validity(labels.get("Bagging-Time"), kid, keys))
 
 
-def _verify(folder: _Folder, report: PackageReport, public_key: bytes | None = None) -> None:
+def _key_validity(stated: str | None, kid: str, keys: list[dict[str, Any]] | None) -> str:
+    """The note that the package was made within key ``kid``'s validity period (``stated``: its
+    ``Bagging-Time``); raises :class:`_Failed` naming the key and the dates when it was not."""
+    if keys is None:
+        return "the signing key's validity period was NOT checked (no store given: verify-package --store)"
+    try:
+        made = datetime.fromisoformat(str(stated))
+    except ValueError:
+        raise _Failed(
+            f"bag-info.txt states no readable Bagging-Time ({stated!r}): the key's validity cannot be checked"
+        ) from None
+    if made.tzinfo is None:
+        raise _Failed(f"bag-info.txt's Bagging-Time {stated} has no offset: the key's validity cannot be checked")
+    problem = validity_problem(keys, kid, made)
+    if problem is not None:
+        raise _Failed(f"the package was {problem}")
+    return f"made at {made.astimezone(UTC).isoformat()}, within key {kid}'s validity period in the store"
+
+
+def _verify(
+    folder: _Folder,
+    report: PackageReport,
+    public_key: bytes | None = None,
+    keys: list[dict[str, Any]] | None = None,
+) -> None:
     """The checks of :func:`verify_package`, in the README's order; raises :class:`_Failed` at the first that fails."""
     if folder.bag:
-        _check_bag(folder, report, public_key)
+        _check_bag(folder, report, public_key, keys)
     elif public_key is not None:
         raise _Failed("the package is not signed: it is no BagIt bag (made by dealtrail 0.2.0)")
     manifest = _json(folder, "manifest.json")

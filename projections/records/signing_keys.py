@@ -57,6 +57,33 @@ def valid_at(con: duckdb.DuckDBPyConnection, key_id: str, at: datetime) -> dict[
     return None
 
 
+def validity_problem(keys: list[dict[str, Any]], key_id: str, at: datetime) -> str | None:
+    """Why a signature by ``key_id`` made at ``at`` is not within that key's validity, or None if it is.
+
+    Args:
+        keys: :func:`history` of the store (every recorded key with its validity period).
+        key_id: the key that made the signature.
+        at: when the signed thing says it was made (timezone-aware).
+
+    Returns:
+        One sentence naming the key and the dates (the key is not recorded, ``at`` is before it
+        was valid, or after it was retired by a rotation); None when ``at`` lies in its period.
+    """
+    for key in keys:
+        if key["key_id"] != key_id:
+            continue
+        start, end = key["valid_from"], key["valid_until"]
+        until = end.isoformat() if end is not None else "now (in force)"
+        period = f"valid from {start.isoformat()} until {until}"
+        made = at.astimezone(UTC).isoformat()
+        if at < start:
+            return f"made at {made}, before key {key_id} was valid ({period})"
+        if end is not None and at >= end:
+            return f"made at {made}, after key {key_id} was retired at {end.isoformat()} ({period})"
+        return None
+    return f"key {key_id} is not recorded in the store's signing_keys (not a key of this property's store)"
+
+
 def record(con: duckdb.DuckDBPyConnection, key_id: str, public_key_pem: str, at: datetime, by: str) -> None:
     """Record a public key valid from ``at`` (a new row; the key before it is valid until ``at``).
 
