@@ -51,6 +51,7 @@ READERS: dict[str, tuple[str, ...]] = {
         "users",
         "staff",
         "sign-report",
+        "verify-package",  # the key validity periods it checks against, when the file exists
     ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,
@@ -93,7 +94,10 @@ READERS: dict[str, tuple[str, ...]] = {
     "video": ("serve", "project"),
     "replica": ("audit", "project"),
     "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve"),
-    "signing": ("evidence", "keys", "serve", "project", "sign-report"),
+    "signing": ("evidence", "keys", "serve", "project", "schedule", "sign-report"),
+    # the casino's own certificate signs only the report's PDF
+    "signing.pdf_cert_file": ("serve", "project", "sign-report"),
+    "signing.pdf_key_file": ("serve", "project", "sign-report"),
     # the store's writers forward its access log as they run; access-log forward while none does
     "access_forward": ("serve", "project", "access-log"),
     "remedy_window": ("audit", "demo", "simulate", "worker", "reaudit", "replay", "serve", "project", "evidence"),

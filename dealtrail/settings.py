@@ -226,19 +226,36 @@ class ReportSettings(BaseModel):
 
 
 class SigningSettings(BaseModel):
-    """The property's signing key (issue 35): evidence packages and sign-offs are signed with it.
+    """The property's signing key (issue 35): evidence packages, sign-offs and period report
+    revisions are signed with it.
 
     Attributes:
         key_file: the file holding the property's Ed25519 private key (PEM, PKCS #8), readable
             by its owner only (``dealtrail keys create`` writes it 0600 and a key file others
-            can read is refused); unset: nothing is signed, and packages and sign-offs say so.
+            can read is refused); unset: nothing is signed, and packages, sign-offs and report
+            revisions (``UNSIGNED.txt``) say so.
             The key never goes into the store or a log; its public key is recorded in the store
             with its validity period (``dealtrail keys show``).
+        pdf_cert_file: the X.509 certificate (PEM) the casino had issued for signing its report
+            PDFs, followed by any intermediate certificates of its chain; set together with
+            ``pdf_key_file``, the signed PDF (``sign-report --pdf``, the console's Sign button) is
+            signed with this certificate and key instead of the certificate the property's key
+            issues itself. Unset: the self-issued certificate.
+        pdf_key_file: the private key (PEM, unencrypted; ECDSA or RSA) of ``pdf_cert_file``,
+            readable by its owner only (a file others can read is refused, as the key file is).
     """
 
     model_config = ConfigDict(frozen=True)
 
     key_file: Path | None = None
+    pdf_cert_file: Path | None = None
+    pdf_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _pdf_pair(self) -> SigningSettings:
+        if (self.pdf_cert_file is None) != (self.pdf_key_file is None):
+            raise ValueError("DEALTRAIL_SIGNING__PDF_CERT_FILE and DEALTRAIL_SIGNING__PDF_KEY_FILE are set together")
+        return self
 
 
 class ConsoleSettings(BaseModel):

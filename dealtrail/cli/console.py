@@ -118,6 +118,11 @@ def _console_config(
         totp_key=totp_key(settings, db),
         signing_key=settings.signing.key_file,
         chromium=settings.reports.chromium,
+        pdf_certificate=(
+            (settings.signing.pdf_cert_file, settings.signing.pdf_key_file)
+            if settings.signing.pdf_cert_file is not None and settings.signing.pdf_key_file is not None
+            else None
+        ),
         tz=settings.zone,
         report_grace=report_grace(settings),
     )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from dealtrail.console.guard import LoginGuard
+    from dealtrail.reporting.pdfsign import PdfIdentity
     from projections.records.signoff import Anchor
 
 
@@ -78,6 +79,7 @@ def sign_report(
     db = db or settings.db
     target = _revision_folder(folder)
     key = _signing_key(settings) if pdf or settings.signing.key_file is not None else None
+    identity = _pdf_identity(settings) if pdf else None  # the casino's own certificate, if configured
     store = _open_for_signing(db, settings)
     assert isinstance(store, Store)
     with store:
@@ -127,7 +129,7 @@ def sign_report(
             from projections.records import property as stored_property
 
             name = stored_property.resolve(store.con, settings.property_name) or "property not named"
-            maker = signed_pdf_maker(target, key, name, settings.reports.chromium)
+            maker = signed_pdf_maker(target, key, name, settings.reports.chromium, identity)
         try:
             record = sign(
                 target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC), maker, signer=key
@@ -212,6 +214,22 @@ def _log(store: object, kind: str, user: str, outcome: Outcome, detail: str) -> 
         detail=clean_name(detail, 500),
     )
     access_log.append(store.con, [entry])  # type: ignore[attr-defined]
+
+
+def _pdf_identity(settings: Settings) -> PdfIdentity | None:
+    """The casino's own certificate and key for the signed PDF (``DEALTRAIL_SIGNING__PDF_CERT_FILE``
+    and ``..._PDF_KEY_FILE``), or None (the self-issued certificate); one line and exit 1 when the
+    files cannot be used."""
+    from dealtrail.reporting.pdfsign import load_identity
+    from projections.records.signing import SigningError
+
+    cert, key = settings.signing.pdf_cert_file, settings.signing.pdf_key_file
+    if cert is None or key is None:
+        return None
+    try:
+        return load_identity(cert, key)
+    except SigningError as exc:
+        raise _fail(f"signing the PDF with the configured certificate: {exc}", code=1) from None
 
 
 def _signing_key(settings: Settings) -> Ed25519PrivateKey:

@@ -102,6 +102,9 @@ class ConsoleConfig:
             also makes the report's signed PDF; None: not signed, no PDF.
         chromium: the Chromium that prints the signed PDF (``settings.reports.chromium``);
             None: the first found on ``PATH``.
+        pdf_certificate: the casino's own certificate and key files for the signed PDF
+            (``DEALTRAIL_SIGNING__PDF_CERT_FILE``, ``DEALTRAIL_SIGNING__PDF_KEY_FILE``); None: the
+            certificate the property's key issues itself.
     """
 
     review_due: ReviewDue
@@ -122,6 +125,7 @@ class ConsoleConfig:
     totp_key: bytes | None = field(default=None, repr=False)
     signing_key: Path | None = None
     chromium: str | None = None
+    pdf_certificate: tuple[Path, Path] | None = None
     tz: tzinfo = UTC
     report_grace: timedelta | None = None
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
-from dealtrail.reporting.pdfsign import PdfNotMadeError, signed_pdf_maker
+from dealtrail.reporting.pdfsign import PdfNotMadeError, load_identity, signed_pdf_maker
 from projections.records import property as stored_property
 from projections.records.signing import SigningError, load_key
 from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
@@ -146,11 +146,18 @@ def router(console: Console) -> APIRouter:
 def _pdf_maker(
     console: Console, folder: Path, key: Ed25519PrivateKey | None
 ) -> Callable[[dict[str, Any]], bytes] | None:
-    """The maker of the revision's signed PDF when the property's key is set (None: no PDF)."""
+    """The maker of the revision's signed PDF when the property's key is set (None: no PDF), with
+    the casino's own certificate when one is configured.
+
+    Raises:
+        SigningError: the configured certificate or its key file cannot be used.
+    """
     if key is None:
         return None
     name = console.property_name() or stored_property.NOT_NAMED
-    return signed_pdf_maker(folder, key, name, console.config.chromium)
+    own = console.config.pdf_certificate  # the casino's own certificate (a bad file: SigningError, refused)
+    identity = load_identity(*own) if own is not None else None
+    return signed_pdf_maker(folder, key, name, console.config.chromium, identity)
 
 
 def _relative(text: str, root: Path | None) -> str:

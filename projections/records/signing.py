@@ -53,6 +53,29 @@ def create_key(path: Path) -> Ed25519PrivateKey:
     return key
 
 
+def read_owner_only(path: Path, what: str, hint: str = "") -> bytes:
+    """The bytes of a private key file that only its owner may read or write.
+
+    Args:
+        path: the file.
+        what: what it is, for the message (``"signing key file"``).
+        hint: said after a missing file (how to make one).
+
+    Raises:
+        SigningError: no such file, unreadable, or its group or others may read or write it.
+    """
+    try:
+        mode = path.stat().st_mode
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SigningError(f"no {what} at {path}{hint}") from None
+    except OSError as exc:
+        raise SigningError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    if stat.S_IMODE(mode) & 0o077:
+        raise SigningError(f"{path} may be read or written by others (mode {stat.S_IMODE(mode):04o}): chmod 600 it")
+    return data
+
+
 def load_key(path: Path | None) -> Ed25519PrivateKey:
     """The private key in ``path``.
 
@@ -62,15 +85,7 @@ def load_key(path: Path | None) -> Ed25519PrivateKey:
     """
     if path is None:
         raise SigningError("no signing key: set DEALTRAIL_SIGNING__KEY_FILE (dealtrail keys create makes one)")
-    try:
-        mode = path.stat().st_mode
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SigningError(f"no signing key file at {path} (dealtrail keys create makes one)") from None
-    except OSError as exc:
-        raise SigningError(f"cannot read the signing key file {path}: {exc.strerror}") from None
-    if stat.S_IMODE(mode) & 0o077:
-        raise SigningError(f"{path} may be read or written by others (mode {stat.S_IMODE(mode):04o}): chmod 600 it")
+    data = read_owner_only(path, "signing key file", " (dealtrail keys create makes one)")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
