@@ -109,7 +109,10 @@ def test_schedule_writes_each_closed_period_once_and_a_forced_rerun_adds_revisio
     # the shift ends at about 19:30: the 20:00 period holds no event and is not reported
     assert [f"{p.parent.name}/{p.name}" for p in second] == ["2026-11-27T1900+0000_UTC/rev-0001"]
     files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"}
-    assert {p.name for p in files} == {"report.html", "findings.csv", "findings.parquet", "summary.json"}
+    assert {p.name for p in files} == {"report.html", "findings.csv", "findings.parquet", "summary.json"} | {
+        "manifest-sha256.txt",  # each revision's seal (issue 35), unsigned here: no key set
+        "UNSIGNED.txt",
+    }
     # nothing changed in the store: a later look writes nothing
     assert run_due(store, out, hourly, START + timedelta(hours=5)) == []
     again = run_due(store, out, hourly, START + timedelta(hours=3), force=True)
