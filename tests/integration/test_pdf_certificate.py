@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from dealtrail.cli import app
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.reporting.pdfsign import load_identity
+from dealtrail.reporting.pdfsign import PdfSignError, load_identity, sign_pdf
 from dealtrail.reporting.schedule import Schedule, run_due
 from dealtrail.settings import SigningSettings
 from projections.models.reviews import ReviewDue
@@ -204,6 +204,11 @@ def test_a_pdf_key_file_others_can_read_a_key_not_the_certificates_or_half_the_p
         load_identity(issued.cert, other.key)
     with pytest.raises(ValidationError, match="set together"):
         SigningSettings(pdf_cert_file=issued.cert)
+    issued.key.chmod(0o600)
+    identity = load_identity(issued.cert, issued.key)
+    late = identity.certificate.not_valid_after_utc + timedelta(days=1)
+    with pytest.raises(PdfSignError, match=r"is valid from .* not at"):  # refused before the PDF is read
+        sign_pdf(b"%PDF-1.7\n", create_key(tmp_path / "p.pem"), "Grand Test Casino", "Reviewed.", late, identity)
 
 
 def test_sign_report_refuses_a_pdf_key_file_others_can_read_in_one_line(
