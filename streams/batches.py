@@ -6,12 +6,22 @@ fetcher, and Faust's consumer then stops for good. :func:`guard_aiokafka` makes 
 skipped batch instead: the partition's position moves past it (its header, read without
 decompressing, gives its offsets) and an :class:`UnreadableBatch` is queued for the worker to
 dead-letter. Consumption of the partition goes on from the next batch.
+
+kafka-python's consumers (the projector, and the one-shot readers of :mod:`streams.kafka`) raise
+from ``poll`` at such a batch instead: :func:`unreadable_error` tells that error from an outage,
+and :func:`find_unreadable` finds the batch's offsets with a :class:`Probe`, so that the reader
+can seek past it. One definition for every reader.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any, NamedTuple
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from dealtrail.settings import KafkaSettings
 
 
 class UnreadableBatch(NamedTuple):
@@ -111,3 +121,90 @@ def guard_aiokafka() -> collections.deque[UnreadableBatch]:
     cls.__init__ = __init__
     cls._dealtrail_guarded = True
     return UNREADABLE
+
+
+def unreadable_error(exc: BaseException) -> bool:
+    """True if ``exc``, raised by a kafka-python poll, may come from a record batch the client
+    cannot read (a CRC mismatch, a codec it lacks, a decompression or parse failure) rather than
+    from the connection: kafka-python's ``CorruptRecordError`` and ``UnsupportedCodecError``, or
+    an error of no Kafka kind (the codec libraries raise their own)."""
+    from kafka.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
+
+    if isinstance(exc, CorruptRecordError | UnsupportedCodecError):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, KafkaError)
+
+
+PROBE_CLOSE_MS = 1_000
+"""How long closing a probe's consumer may take (milliseconds)."""
+
+
+class Probe:
+    """A kafka-python consumer without a group that tells whether a partition reads from an offset.
+
+    Args:
+        kafka: the cluster settings.
+    """
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        from kafka import KafkaConsumer
+
+        from streams.kafka import client_config
+
+        self.consumer = KafkaConsumer(
+            **client_config(kafka, "dealtrail-batch-probe", one_shot=True), enable_auto_commit=False
+        )
+
+    def reads(self, tp: Any, offset: int, within: float = 5.0) -> bool:
+        """True if a fetch of ``tp`` from ``offset`` returns records (or none within ``within``
+        seconds); False if it fails as an unreadable batch does (:func:`unreadable_error`).
+
+        Raises:
+            kafka.errors.KafkaError: the fetch failed otherwise (the connection).
+        """
+        self.consumer.assign([tp])
+        self.consumer.seek(tp, offset)
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                if self.consumer.poll(timeout_ms=500, max_records=1):
+                    return True
+            except Exception as exc:
+                if unreadable_error(exc):
+                    return False
+                raise
+        return True
+
+    def close(self) -> None:
+        """Close the probe's consumer."""
+        with contextlib.suppress(Exception):
+            self.consumer.close(autocommit=False, timeout_ms=PROBE_CLOSE_MS)
+
+
+def find_unreadable(probe: Probe, tp: Any, start: int, end: int, exc: BaseException) -> UnreadableBatch | None:
+    """The unreadable batch a kafka-python poll of ``tp`` from offset ``start`` failed on (``exc``).
+
+    The batch's end is the first offset after ``start`` that reads (a binary search over
+    ``start + 1 .. end``, a few fetches).
+
+    Args:
+        probe: the probe consumer that reads.
+        tp: kafka-python ``TopicPartition``.
+        start: the offset the failed poll read from (the consumer's position).
+        end: the partition's end offset (exclusive).
+        exc: the poll's error (its ``Type: message`` is the batch's error).
+
+    Returns:
+        The batch (``first`` = ``start``; read on from ``last + 1``), or None if the partition
+        reads from ``start`` (the error was not a batch's).
+    """
+    if start >= end or probe.reads(tp, start):
+        return None
+    low, high = start + 1, end
+    while low < high:
+        mid = (low + high) // 2
+        if probe.reads(tp, mid):
+            high = mid
+        else:
+            low = mid + 1
+    return UnreadableBatch(tp.topic, tp.partition, start, low - 1, f"{type(exc).__name__}: {exc}"[:500])

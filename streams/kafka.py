@@ -8,8 +8,9 @@ SASL/SSL. Secrets never appear in logs or error messages.
 from __future__ import annotations
 
 import contextlib
+import logging
 import ssl
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streams.topics import Topics
@@ -17,7 +18,10 @@ from streams.topics import Topics
 if TYPE_CHECKING:
     from dealtrail.settings import KafkaSettings
     from schemas.events import DealingEvent
+    from streams.batches import UnreadableBatch
 
+
+log = logging.getLogger("dealtrail.kafka")
 
 RECONNECT_BACKOFF_MAX_MS = 5_000
 """The longest wait between two reconnection attempts of a kafka-python client (milliseconds)."""
@@ -203,11 +207,13 @@ class TableRecords(NamedTuple):
         partition: the partition that holds the table's records, or None if none does.
         records: the table's records there (kafka-python ``ConsumerRecord``), in offset order.
         searched: the partitions read, in the order read (the last one holds the table, if any).
+        unreadable: the record batches passed over in them, unreadable (see :func:`iter_range`).
     """
 
     partition: int | None
     records: list[Any]
     searched: list[int]
+    unreadable: list[UnreadableBatch]
 
 
 def read_table(kafka: KafkaSettings, topic: str, partitions: int, key: bytes, one_shot: bool = False) -> TableRecords:
@@ -231,12 +237,13 @@ def read_table(kafka: KafkaSettings, topic: str, partitions: int, key: bytes, on
         TimeoutError: a partition could not be read in 60 seconds.
     """
     searched: list[int] = []
+    unreadable: list[UnreadableBatch] = []
     for p in likely_partitions(key, partitions):
         searched.append(p)
-        found = read_range(kafka, topic, p, 0, None, {key}, one_shot=one_shot)
+        found = read_range(kafka, topic, p, 0, None, {key}, one_shot=one_shot, unreadable=unreadable)
         if found:
-            return TableRecords(p, found, searched)
-    return TableRecords(None, [], searched)
+            return TableRecords(p, found, searched, unreadable)
+    return TableRecords(None, [], searched, unreadable)
 
 
 def read_range(
@@ -247,12 +254,43 @@ def read_range(
     stop: int | None,
     keys: Collection[bytes] | None,
     one_shot: bool = False,
+    unreadable: list[UnreadableBatch] | None = None,
 ) -> list[Any]:
-    """The records of one partition with offsets in ``[start, stop)`` and one of the given keys.
+    """The records of one partition with offsets in ``[start, stop)`` and one of the given keys,
+    as a list (see :func:`iter_range`, which this collects; same arguments and errors).
 
     Used by the worker to re-read the messages of a table that its consumer passed over, and
     by the publisher to find the chain heads of its tables (see ``streams.worker``,
-    ``streams.publish``). Reads without a consumer group (nothing is committed).
+    ``streams.publish``).
+
+    Returns:
+        kafka-python ``ConsumerRecord`` objects in offset order.
+    """
+    return list(iter_range(kafka, topic, partition, start, stop, keys, one_shot, unreadable))
+
+
+CHUNK_RECORDS = 500
+"""Records one poll of :func:`iter_range` returns at most (its memory is one such chunk)."""
+
+
+def iter_range(
+    kafka: KafkaSettings,
+    topic: str,
+    partition: int,
+    start: int,
+    stop: int | None,
+    keys: Collection[bytes] | None,
+    one_shot: bool = False,
+    unreadable: list[UnreadableBatch] | None = None,
+) -> Iterator[Any]:
+    """The records of one partition with offsets in ``[start, stop)`` and one of the given keys,
+    read in chunks of at most :data:`CHUNK_RECORDS` records (memory does not grow with the range).
+
+    Reads without a consumer group (nothing is committed). A record batch that cannot be read
+    (corrupt, failing its CRC, a codec the process cannot decompress) is passed over, as the
+    worker and the projector pass it (:mod:`streams.batches`): one warning line names its
+    partition and offsets (logged here, or by the caller that takes the batches in
+    ``unreadable``), and the rest of the range is read.
 
     Args:
         kafka: cluster settings.
@@ -261,24 +299,29 @@ def read_range(
         start: first offset to read (inclusive; an offset before the partition's first
             retained record reads from that record).
         stop: offset to stop at (exclusive); None reads to the partition's current end.
-        keys: only records with one of these keys are returned; None returns every record.
+        keys: only records with one of these keys are yielded; None yields every record.
         one_shot: give up after ``kafka.connect_timeout`` when no broker answers (see
             :func:`client_config`).
+        unreadable: where the batches passed over are added, for the caller to count and say
+            (None: each is said here, in a warning line of the ``dealtrail.kafka`` logger).
 
-    Returns:
+    Yields:
         kafka-python ``ConsumerRecord`` objects in offset order.
 
     Raises:
         kafka.errors.KafkaError: the cluster cannot be reached.
-        TimeoutError: the range could not be read in 60 seconds.
+        TimeoutError: no record of the range came for 60 seconds.
     """
     import time
 
     from kafka import KafkaConsumer, TopicPartition
 
+    from streams.batches import Probe, find_unreadable, unreadable_error
+
     tp = TopicPartition(topic, partition)
-    found: list[Any] = []
-    consumer = KafkaConsumer(**client_config(kafka, "dealtrail-reread", one_shot), enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        **client_config(kafka, "dealtrail-reread", one_shot), enable_auto_commit=False, max_poll_records=CHUNK_RECORDS
+    )
     try:
         consumer.assign([tp])
         if stop is None:
@@ -288,11 +331,34 @@ def read_range(
         while consumer.position(tp) < stop:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"could not read {topic}[{partition}] offsets {start}..{stop - 1}")
-            for rec in consumer.poll(timeout_ms=500).get(tp, []):
+            try:
+                polled = consumer.poll(timeout_ms=500).get(tp, [])
+                if polled:
+                    deadline = time.monotonic() + 60  # a long range is read as long as it moves
+            except Exception as exc:
+                if not unreadable_error(exc):
+                    raise
+                probe = Probe(kafka)
+                try:
+                    bad = find_unreadable(probe, tp, int(consumer.position(tp)), stop, exc)
+                finally:
+                    probe.close()
+                if bad is None:
+                    raise
+                if unreadable is not None:
+                    unreadable.append(bad)  # the caller says it
+                else:
+                    log.warning(
+                        "%s cannot be read (%s): passed over as an unreadable batch; reading on from offset %d",
+                        bad.position, bad.error[:200], bad.last + 1,
+                    )  # fmt: skip
+                consumer.seek(tp, bad.last + 1)
+                deadline = time.monotonic() + 60
+                continue
+            for rec in polled:
                 if rec.offset >= stop:
                     break
                 if keys is None or rec.key in keys:
-                    found.append(rec)
+                    yield rec
     finally:
         consumer.close(autocommit=False)
-    return found

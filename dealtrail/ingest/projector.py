@@ -36,6 +36,7 @@ from schemas.findings import Finding
 from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
 from schemas.staff import STAFF_ADAPTER, StaffMemberRecorded
+from streams.batches import Probe, find_unreadable, unreadable_error
 from streams.clock import IntakeClock, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import client_config, key_mismatch, unreachable_errors
@@ -507,25 +508,18 @@ class _Run:
             was not a batch's: the caller raises it).
         """
         ends = consumer.end_offsets(self.parts, timeout_ms=REQUEST_MS)
-        probe = Probe(self.settings)
+        probe = Probe(self.settings.kafka)
         try:
             for tp in self.parts:
-                start, end = int(consumer.position(tp)), int(ends.get(tp, 0))
-                if start >= end or probe.reads(tp, start):
+                bad = find_unreadable(probe, tp, int(consumer.position(tp)), int(ends.get(tp, 0)), exc)
+                if bad is None:
                     continue
-                low, high = start + 1, end
-                while low < high:
-                    mid = (low + high) // 2
-                    if probe.reads(tp, mid):
-                        high = mid
-                    else:
-                        low = mid + 1
-                where = f"{tp.topic}[{tp.partition}]@{start}" + (f"..{low - 1}" if low - 1 > start else "")
+                low = bad.last + 1
                 row = {
                     "source": tp.topic,
-                    "position": where,
+                    "position": bad.position,
                     "reason": "unreadable_batch",
-                    "detail": f"{type(exc).__name__}: {exc}"[:500],
+                    "detail": bad.error,
                     "raw": "",
                 }
                 offset = {"consumer": self.group, "topic": tp.topic, "partition": tp.partition, "next_offset": low}
@@ -533,10 +527,10 @@ class _Run:
                     self.summary.written.add(self.store.write_batch((), dead_letters=[row], offsets=[offset]))
                 self.summary.bad_records += 1
                 consumer.seek(tp, low)
-                self.link.consumption_error(f"{where}: {type(exc).__name__}")
+                self.link.consumption_error(f"{bad.position}: {type(exc).__name__}")
                 log.warning(
                     "%s cannot be read (%s): stored as a dead letter (unreadable_batch); reading on from offset %d",
-                    where, row["detail"][:200], low,
+                    bad.position, row["detail"][:200], low,
                 )  # fmt: skip
                 return True
         finally:
@@ -565,54 +559,6 @@ class _Run:
         self.link.up()
         self.link.lag(lag, now - self.reached_at if lag else 0.0)
         return lag
-
-
-def unreadable_error(exc: BaseException) -> bool:
-    """True if ``exc``, raised by a poll, may come from a record batch the client cannot read
-    (a CRC mismatch, a codec it lacks, a decompression or parse failure) rather than from the
-    connection: kafka-python's ``CorruptRecordError`` and ``UnsupportedCodecError``, or an
-    error of no Kafka kind (the codec libraries raise their own)."""
-    from kafka.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
-
-    if isinstance(exc, CorruptRecordError | UnsupportedCodecError):
-        return True
-    return isinstance(exc, Exception) and not isinstance(exc, KafkaError)
-
-
-class Probe:
-    """A consumer without a group that tells whether a partition reads from an offset.
-
-    Args:
-        settings: the cluster settings.
-    """
-
-    def __init__(self, settings: Settings) -> None:
-        from kafka import KafkaConsumer
-
-        self.consumer = KafkaConsumer(
-            **client_config(settings.kafka, "dealtrail-projector-probe", one_shot=True), enable_auto_commit=False
-        )
-
-    def reads(self, tp: Any, offset: int, within: float = 5.0) -> bool:
-        """True if a fetch of ``tp`` from ``offset`` returns records (or none within ``within``
-        seconds); False if it fails as an unreadable batch does (:func:`unreadable_error`)."""
-        self.consumer.assign([tp])
-        self.consumer.seek(tp, offset)
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            try:
-                if self.consumer.poll(timeout_ms=500, max_records=1):
-                    return True
-            except Exception as exc:
-                if unreadable_error(exc):
-                    return False
-                raise
-        return True
-
-    def close(self) -> None:
-        """Close the probe's consumer."""
-        with contextlib.suppress(Exception):
-            self.consumer.close(autocommit=False, timeout_ms=CLOSE_MS)
 
 
 class SnapshotGate:

@@ -407,6 +407,8 @@ def kafka_events(
                 f"table {table_id}: read {topic}[{found.partition}], {len(found.records):,} record(s) keyed by it"
                 + (f" (partitions {before} read first hold none)" if before else "")
             )
+        for bad in found.unreadable:
+            note(f"{bad.position} cannot be read ({bad.error[:200]}): passed over as an unreadable batch")
     for r in found.records:
         if not r.value:
             continue

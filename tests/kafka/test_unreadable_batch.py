@@ -52,16 +52,10 @@ def corrupt_batch(topic: str, partition: int, base_offset: int) -> int:
     raise AssertionError(f"no batch at offset {base_offset} in {folder}")
 
 
-def inject_unreadable_batch(cluster: Cluster, tmp_path: Path) -> tuple[int, int, Path]:
+def vendor_batch(cluster: Cluster) -> tuple[int, int]:
     """Put a zstd batch of 40 records on partition 0 of the events topic (librdkafka) and corrupt
-    it on the broker's disk, then publish good events of 4 tables after it.
-
-    Returns:
-        The batch's first and last offsets, and the file of the good events.
-    """
+    it on the broker's disk; returns its first and last offsets."""
     from confluent_kafka import Producer
-
-    from dealtrail.simulator.run import write_simulation
 
     topic = cluster.settings().topics.events.name
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": "zstd", "linger.ms": 200})
@@ -73,7 +67,19 @@ def inject_unreadable_batch(cluster: Cluster, tmp_path: Path) -> tuple[int, int,
     assert producer.flush(30) == 0
     first, last = min(offsets), max(offsets)
     assert corrupt_batch(topic, 0, first) == last, "the 40 records should form one batch"
+    return first, last
 
+
+def inject_unreadable_batch(cluster: Cluster, tmp_path: Path) -> tuple[int, int, Path]:
+    """Put a zstd batch of 40 records on partition 0 of the events topic (librdkafka) and corrupt
+    it on the broker's disk, then publish good events of 4 tables after it.
+
+    Returns:
+        The batch's first and last offsets, and the file of the good events.
+    """
+    from dealtrail.simulator.run import write_simulation
+
+    first, last = vendor_batch(cluster)
     events = tmp_path / "after.jsonl"  # good events after it, in every partition
     write_simulation(events, tables=4, hours=0.05, seed=8, error_rate=0.0, duplicate_rate=0.0)
     cluster.cli("publish", str(events))
@@ -150,3 +156,52 @@ def test_the_worker_dead_letters_a_batch_it_cannot_read_and_consumes_on(cluster:
     batches = [d for d in dead if d["reason"] == "unreadable_batch"]
     assert [d["position"] for d in batches] == [f"{topic}[0]@{first}..{last}"], dead
     assert "DecompressionError" in batches[0]["detail"], batches
+
+
+def test_one_shot_readers_pass_over_a_batch_they_cannot_read_and_read_the_rest(
+    cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    from dealtrail.simulator.run import write_simulation
+    from streams.batches import UnreadableBatch
+    from streams.kafka import read_range
+
+    s = cluster.settings()
+    topic = s.topics.events.name
+    events = tmp_path / "shift.jsonl"
+    write_simulation(events, tables=4, hours=0.05, seed=8, error_rate=0.0, duplicate_rate=0.0)
+    cluster.cli("publish", str(events))
+    before = read_range(s.kafka, topic, 0, 0, None, None)
+    assert before, "partition 0 holds some tables' events"
+    table = json.loads(before[0].value)["table_id"]
+    first, last = vendor_batch(cluster)  # after those events, inside the tables' chain windows
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})  # and readable records after it
+    for n in range(5):
+        producer.produce(topic, key=b"VENDOR-2", value=b'{"n": %d}' % n, partition=0)
+    assert producer.flush(30) == 0
+    where = f"{topic}[0]@{first}..{last}"
+
+    # the worker's re-reads and the publisher's chain reads: every readable record, the batch named
+    passed: list[UnreadableBatch] = []
+    after = read_range(s.kafka, topic, 0, 0, None, None, unreadable=passed)
+    assert [b.position for b in passed] == [where], passed
+    assert [r.offset for r in after if first <= r.offset <= last] == []
+    assert [r.offset for r in after[: len(before)]] == [r.offset for r in before]
+    assert [r.key for r in after[len(before) :]] == [b"VENDOR-2"] * 5
+    with caplog.at_level("WARNING", logger="dealtrail.kafka"):
+        assert len(read_range(s.kafka, topic, 0, first - 1, None, None)) == 6
+    said = [r.getMessage() for r in caplog.records if r.name == "dealtrail.kafka"]
+    assert len(said) == 1 and said[0].startswith(f"{where} cannot be read"), said
+
+    # verify and replay --source kafka: one line, and the table read whole
+    for command in ("verify", "replay"):
+        done = cluster.cli(command, "--source", "kafka", "--table", table)
+        lines_said = [line for line in done.stderr.splitlines() if "cannot be read" in line]
+        assert len(lines_said) == 1 and where in lines_said[0], done.stderr
+    # the publisher's chain-head read crosses it: the file again is all copies
+    again = cluster.cli("publish", str(events))
+    assert "rejected: 0 lines" in again.stdout, again.stdout
+    assert sum(where in line for line in again.stderr.splitlines()) == 1, again.stderr

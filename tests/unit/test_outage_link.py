@@ -154,7 +154,7 @@ def test_a_consumption_error_is_counted_apart_from_the_connection_and_says_no_li
 def test_a_batch_error_is_told_from_a_connection_error() -> None:
     from kafka.errors import CorruptRecordError, KafkaConnectionError, NodeNotReadyError, UnsupportedCodecError
 
-    from dealtrail.ingest.projector import unreadable_error
+    from streams.batches import unreadable_error
 
     assert unreadable_error(CorruptRecordError("crc")) and unreadable_error(UnsupportedCodecError("zstd"))
     assert unreadable_error(IndexError("bytearray index out of range"))  # a codec library's own
