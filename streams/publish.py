@@ -29,6 +29,7 @@ from streams.kafka import (
     client_config,
     compression_type,
     create_topics,
+    iter_range,
     partition_for,
     read_range,
     unreachable_errors,
@@ -83,6 +84,22 @@ def _content_digest(event: DealingEvent) -> bytes:
     return hashlib.blake2b(encode(unchained(event)), digest_size=16).digest()
 
 
+STALE_BATCH = 10_000
+"""Stale events (older than their table's last :attr:`Chainer.WINDOW`) a publisher keeps before it
+compares them with the topic in one read of their partitions: the memory of the comparison is
+this many events plus one chunk of records, however long the partitions' history."""
+
+
+def _place(value: bytes | None) -> tuple[str, int]:
+    """``(table_id, seq)`` of a record's JSON value, read without validating the event.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``); TypeError, KeyError: not an event's shape.
+    """
+    data = json.loads(value or b"")
+    return str(data["table_id"]), int(data["seq"])
+
+
 RIDE_OUT = 15 * 60
 """How long a record may wait for the cluster before the publisher gives up on it (seconds): a
 broker outage this long is ridden out; the records are then reported (``PublishError``)."""
@@ -133,10 +150,6 @@ class ChainKeeper:
         self.touched: set[str] = set()
         # head records still to write for tables without one, before their first event
         self.markers: dict[str, dict[str, Any]] = {}
-        # partition -> (table, seq) -> (digest of the content without its chain fields, hash) of
-        # every event on the events topic, read once a stale event needs it (see published_as)
-        # and kept up to date with this run's own sends
-        self.history: dict[int, dict[tuple[str, int], list[tuple[bytes, str | None]]]] = {}
 
     def prepare(self, table_ids: Iterable[str]) -> None:
         """Find the chain heads of these tables (one read of the heads topic, one per partition),
@@ -236,47 +249,56 @@ class ChainKeeper:
             return None if self.chainer.covers(event.table_id, event.seq) else "stale"
         return "copy" if (event == prior[1] if event.hash is not None else unchained(event) == prior[0]) else None
 
-    def published_as(self, event: DealingEvent) -> str:
-        """What the events topic holds at a stale event's place (see :meth:`published_before`).
+    def published_as(self, events: list[DealingEvent]) -> list[str]:
+        """What the events topic holds at the places of stale events (see :meth:`published_before`).
 
-        The first call for a partition reads the partition's whole retained history once (after
-        this run's sends are acknowledged; one digest per event, so memory grows with the number
-        of events, not their size); this run's later sends are added as they go.
+        The partitions of their tables are read once each (after this run's sends are
+        acknowledged), from the start to their current end in chunks of
+        :data:`streams.kafka.CHUNK_RECORDS` records, and only the records of the wanted tables and
+        seqs are kept (a digest each): memory grows with the number of ``events``, not with the
+        partitions' history.
+
+        Args:
+            events: stale events of tables this keeper prepared.
 
         Returns:
-            ``"copy"``: an event with the same content at the table's same seq (and, if the
-            event carries a hash, the same hash): already published; ``"conflict"``: another
-            event at that seq; ``"missing"``: no event at that seq (the table went on past it).
+            For each event, in order: ``"copy"``, an event with the same content at the table's
+            same seq (and, if the event carries a hash, the same hash): already published;
+            ``"conflict"``: another event at that seq; ``"missing"``: no event at that seq (the
+            table went on past it).
 
         Raises:
             kafka.errors.KafkaError: the cluster cannot be reached.
-            TimeoutError: the partition could not be read in 60 seconds.
+            TimeoutError: no record of a partition came for 60 seconds.
         """
-        p = self.partition_of[event.table_id]
-        if p not in self.history:
-            self.producer.flush()
-            self._read_history(p)
-        mine = _content_digest(event)
-        held = self.history[p].get((event.table_id, event.seq), [])
-        if any(d == mine and (event.hash is None or h == event.hash) for d, h in held):
-            return "copy"
-        return "conflict" if held else "missing"
-
-    def _read_history(self, partition: int) -> None:
-        index: dict[tuple[str, int], list[tuple[bytes, str | None]]] = {}
-        for rec in read_range(self.kafka, self.topics.events.name, partition, 0, None, None):
-            try:
-                event = decode(rec.value or b"")
-            except DecodeError:
-                continue
-            index.setdefault((event.table_id, event.seq), []).append((_content_digest(event), event.hash))
-        self.history[partition] = index
+        self.producer.flush()
+        wanted: dict[int, set[tuple[str, int]]] = {}
+        for event in events:
+            wanted.setdefault(self.partition_of[event.table_id], set()).add((event.table_id, event.seq))
+        held: dict[tuple[str, int], list[tuple[bytes, str | None]]] = {}
+        for p, places in wanted.items():
+            keys = {table.encode() for table, _ in places}
+            for rec in iter_range(self.kafka, self.topics.events.name, p, 0, None, keys):
+                try:  # its place first (plain JSON); the whole event only at a wanted place
+                    place = _place(rec.value)
+                    if place not in places:
+                        continue
+                    found = decode(rec.value or b"")
+                except (DecodeError, ValueError, TypeError, KeyError):
+                    continue
+                if (found.table_id, found.seq) == place:
+                    held.setdefault(place, []).append((_content_digest(found), found.hash))
+        answers = []
+        for event in events:
+            mine, there = _content_digest(event), held.get((event.table_id, event.seq), [])
+            if any(d == mine and (event.hash is None or h == event.hash) for d, h in there):
+                answers.append("copy")
+            else:
+                answers.append("conflict" if there else "missing")
+        return answers
 
     def sent(self, event: DealingEvent, future: Any) -> None:
         """Note an event sent to the events topic (its future gives the offset later)."""
-        index = self.history.get(self.partition_of.get(event.table_id, -1))
-        if index is not None:
-            index.setdefault((event.table_id, event.seq), []).append((_content_digest(event), event.hash))
         if event.hash is None:
             return
         known = self.known.setdefault(event.table_id, [])
@@ -386,6 +408,8 @@ class Publisher:
         self.intake = IntakeClock(limits, clock) if limits is not None else None
         self.reorder = reorder
         self.windows: dict[str, TableWindow[tuple[bytes, DealingEvent, str, str]]] = {}
+        # stale events waiting to be compared with the topic, STALE_BATCH at a time (see _settle_stale)
+        self.stale: list[tuple[bytes, DealingEvent, str, str]] = []
         self.failed: list[tuple[str, str]] = []
         self.producer = KafkaProducer(
             **client_config(kafka, "dealtrail-publisher"),
@@ -480,10 +504,37 @@ class Publisher:
             self._release(window, held, summary)
 
     def release_held(self, summary: PublishSummary) -> None:
-        """Send what the reorder windows hold, each table's in seq order (the end of the input)."""
+        """Send what the reorder windows hold, each table's in seq order, and settle the stale
+        events still waiting to be compared with the topic (the end of the input)."""
         for window in self.windows.values():
             for held in window.flush():
                 self._release(window, held, summary)
+        self._settle_stale(summary)
+
+    def _settle_stale(self, summary: PublishSummary) -> None:
+        """Compare the stale events waiting with what the topic holds at their places (one
+        bounded read of each partition concerned, :meth:`ChainKeeper.published_as`): a copy is
+        counted as already published, anything else dead-lettered with its reason."""
+        if not self.stale or self.keeper is None:
+            return
+        stale, self.stale = self.stale, []
+        found = self.keeper.published_as([event for _, event, _, _ in stale])
+        for (raw, event, source, position), there in zip(stale, found, strict=True):
+            if there == "copy":  # a file published again: quiet, counted
+                summary.already_published += 1
+                continue
+            head = self.keeper.chainer.heads[event.table_id][0]
+            reason, what = (
+                ("conflicts_with_published", "holds another event at that seq")
+                if there == "conflict"
+                else ("behind_published_head", "holds no event at that seq")
+            )
+            detail = (
+                f"table {event.table_id} is at seq {head} on the events topic, which {what}; this event "
+                f"(seq {event.seq}) is older than the table's last {Chainer.WINDOW} events and is not sent"
+            )
+            self.reject(raw, reason, detail, source, position)
+            summary.rejected[reason] += 1
 
     def _release(
         self,
@@ -506,23 +557,10 @@ class Publisher:
             if seen == "copy":
                 summary.copies += 1
                 return
-            if seen == "stale":
-                found = self.keeper.published_as(event)
-                if found == "copy":  # a file published again: quiet, counted
-                    summary.already_published += 1
-                    return
-                head = self.keeper.chainer.heads[event.table_id][0]
-                reason, what = (
-                    ("conflicts_with_published", "holds another event at that seq")
-                    if found == "conflict"
-                    else ("behind_published_head", "holds no event at that seq")
-                )
-                detail = (
-                    f"table {event.table_id} is at seq {head} on the events topic, which {what}; this event "
-                    f"(seq {event.seq}) is older than the table's last {Chainer.WINDOW} events and is not sent"
-                )
-                self.reject(raw, reason, detail, source, position)
-                summary.rejected[reason] += 1
+            if seen == "stale":  # compared with the topic later, with others (never sent: no order to keep)
+                self.stale.append((raw, event, source, position))
+                if len(self.stale) >= STALE_BATCH:
+                    self._settle_stale(summary)
                 return
         if self.limits is not None:
             chained = self.keeper.chainer.heads.get(event.table_id) if self.keeper is not None else None
