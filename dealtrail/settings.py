@@ -152,9 +152,11 @@ class ReorderSettings(BaseModel):
             (``DEALTRAIL_REORDER__SECONDS``, default 30), from the lowest held event's
             ``occurred_at`` to that of the newest arrival. See the module for why these defaults.
         idle: wall-clock seconds after which the worker releases what a table's window holds
-            when no event of that table has arrived since (``DEALTRAIL_REORDER__IDLE``, default
-            5): the stream's "end of input" (the audit and the re-audit release everything at
-            the end of their input).
+            when no event of that table nor of its partition has arrived since and the worker
+            has taken every message of the partition up to the high watermark its consumer has
+            seen (``DEALTRAIL_REORDER__IDLE``, default 5): the stream's "end of input" (the
+            audit and the re-audit release everything at the end of their input); a missing
+            event still queued behind other tables' messages is waited for.
     """
 
     model_config = ConfigDict(frozen=True)

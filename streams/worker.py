@@ -24,7 +24,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -93,6 +93,30 @@ def partitions_line(tps: Any, topic: str) -> str:
     when there are none)."""
     mine = sorted(tp.partition for tp in tps if tp.topic == topic)
     return f"{topic}[{', '.join(map(str, mine))}]" if mine else f"no partition of {topic}"
+
+
+def read_up_to(taken_next: int | None, highwater: int | None, passed: Iterable[tuple[int, int]]) -> bool:
+    """Whether a worker has taken every message of a partition that its consumer knows of.
+
+    Args:
+        taken_next: the offset after the last message the agent took on the partition (None:
+            none taken yet).
+        highwater: the partition's high watermark as the consumer last saw it (the offset after
+            its last record; None: not known yet, e.g. before the first fetch).
+        passed: ``(first, last)`` offsets of the record batches passed over there as unreadable
+            (never taken by the agent, but read past).
+
+    Returns:
+        True if nothing more is queued for the agent on the partition (or the mark is not known:
+        the wall-clock rule alone then decides), False while messages up to the mark wait.
+    """
+    if highwater is None:
+        return True
+    position = taken_next or 0
+    for first, last in sorted(passed):
+        if first <= position:
+            position = max(position, last + 1)
+    return position >= highwater
 
 
 def round_json(row: dict[str, Any]) -> bytes:
@@ -425,6 +449,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     Returns:
         The app, with the ``audit`` agent and the ``table-states`` table registered.
     """
+    from faust.types import TP
+
     topics = settings.topics
     app = _app_class()(topics.app_id, **faust_settings(settings))
     # Faust makes <datadir>/v<version>/tables on start (mode masked by the umask only): made
@@ -507,6 +533,25 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     # a restart, a loaded worker) rather than lost
     partition_taken: dict[int, float] = {}
     table_partition: dict[bytes, int] = {}
+    # partition -> the offset after the last message the agent took there, and the record
+    # batches passed over there (unreadable): a window is applied only once its partition is
+    # read up to the high watermark its consumer has seen (consumer_reached), so an event queued
+    # behind other tables' messages on a loaded worker is waited for as the audit waits for it
+    partition_next: dict[int, int] = {}
+    passed: dict[int, list[tuple[int, int]]] = {}
+
+    def highwater(partition: int) -> int | None:
+        try:
+            mark = app.consumer.highwater(TP(source_name, partition))
+        except Exception:  # no consumer yet, or the partition is not assigned: not known
+            return None
+        return None if mark is None else int(mark)
+
+    def consumer_reached(partition: int) -> bool:
+        """True if the agent has taken every message of the events partition up to the high
+        watermark its consumer has seen (nothing more is queued for it), or that mark is not
+        known yet."""
+        return read_up_to(partition_next.get(partition), highwater(partition), passed.get(partition, ()))
 
     def window_of(key: bytes, state: TableState | None, holding: tuple[tuple[int, int, bytes], ...]) -> None:
         window: TableWindow[tuple[Taken, ev.DealingEvent]] = TableWindow(
@@ -663,13 +708,15 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
 
     async def release_idle(now: float, everything: bool = False) -> None:
         """Apply what the windows of tables idle for ``reorder.idle`` seconds hold, a table being
-        idle while neither it nor its partition has had a message for that long (the stream's
+        idle while neither it nor its partition has had a message for that long and the agent
+        has taken every message of its partition up to the high watermark seen (the stream's
         end of input: the audit and the re-audit empty their windows at the end of theirs);
         with ``everything``, what every window holds (a clean stop, a rebalance). Called with
         ``lock`` held."""
         for key in [k for k, w in windows.items() if len(w)]:
-            quiet_since = max(last_taken.get(key, now), partition_taken.get(table_partition.get(key, -1), 0.0))
-            if not everything and now - quiet_since < settings.reorder.idle:
+            partition = table_partition.get(key, -1)
+            quiet_since = max(last_taken.get(key, now), partition_taken.get(partition, 0.0))
+            if not everything and (now - quiet_since < settings.reorder.idle or not consumer_reached(partition)):
                 continue
             current = await load_live(key)  # (re)builds the window from the stored entry if need be
             window = windows.get(key)
@@ -757,6 +804,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     async def report_unreadable() -> None:
         while unreadable:
             bad = unreadable.popleft()
+            if bad.topic == source_name:
+                passed.setdefault(bad.partition, []).append((bad.first, bad.last))
             log.warning(
                 "%s cannot be read (%s): sent to the dead-letter topic (unreadable_batch); reading on from offset %d",
                 bad.position, bad.error[:200], bad.last + 1,
@@ -806,6 +855,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         last_taken.clear()
         partition_taken.clear()
         table_partition.clear()
+        partition_next.clear()
+        passed.clear()
         runs.clear()
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as returning None
@@ -825,6 +876,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                     held.append(event)
                     msg = event.message
                     start = runs.note(msg.partition, msg.offset)
+                    partition_next[msg.partition] = max(partition_next.get(msg.partition, 0), msg.offset + 1)
                     raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
                     dealing = await decoded(msg, raw)
                     if dealing is None or await mismatched(msg, dealing, raw):
