@@ -95,6 +95,14 @@ def partitions_line(tps: Any, topic: str) -> str:
     return f"{topic}[{', '.join(map(str, mine))}]" if mine else f"no partition of {topic}"
 
 
+UNREACHED_QUIET_S = 30.0
+"""Seconds a table's partition must stay quiet for its reorder window to be applied although the
+agent has not taken every offset up to the consumer's high watermark: offsets no message is
+delivered for (a transactional producer's commit markers, a compacted record) never count as
+taken, so without this bound such a partition's window would wait for the next stop or rebalance.
+A worker queue stalled this long is not "loaded" but stopped."""
+
+
 def read_up_to(taken_next: int | None, highwater: int | None, passed: Iterable[tuple[int, int]]) -> bool:
     """Whether a worker has taken every message of a partition that its consumer knows of.
 
@@ -117,6 +125,25 @@ def read_up_to(taken_next: int | None, highwater: int | None, passed: Iterable[t
         if first <= position:
             position = max(position, last + 1)
     return position >= highwater
+
+
+def window_due(quiet: float, idle: float, reached: Callable[[int], bool], partition: int) -> bool:
+    """Whether the state-write timer applies a table's reorder window (rulebook 10.1.2).
+
+    Args:
+        quiet: seconds since a message of the table or of its partition was last taken.
+        idle: ``reorder.idle``, seconds.
+        reached: :func:`read_up_to` of a partition, as the worker knows it (asked only when
+            ``quiet`` is between ``idle`` and :data:`UNREACHED_QUIET_S`).
+        partition: the table's partition.
+
+    Returns:
+        True once the table has been quiet ``idle`` s and its partition is read up to the
+        consumer's high watermark, or quiet :data:`UNREACHED_QUIET_S` s whatever the mark.
+    """
+    if quiet < idle:
+        return False
+    return quiet >= UNREACHED_QUIET_S or reached(partition)
 
 
 def round_json(row: dict[str, Any]) -> bytes:
@@ -716,7 +743,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         for key in [k for k, w in windows.items() if len(w)]:
             partition = table_partition.get(key, -1)
             quiet_since = max(last_taken.get(key, now), partition_taken.get(partition, 0.0))
-            if not everything and (now - quiet_since < settings.reorder.idle or not consumer_reached(partition)):
+            if not everything and not window_due(now - quiet_since, settings.reorder.idle, consumer_reached, partition):
                 continue
             current = await load_live(key)  # (re)builds the window from the stored entry if need be
             window = windows.get(key)
