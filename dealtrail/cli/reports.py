@@ -363,7 +363,8 @@ def report(
     tz: Annotated[
         str | None,
         typer.Option(
-            help="Show times in the HTML in this zone (IANA name); CSV, Parquet and JSON stay UTC.", show_default=_TZ
+            help="Show times in the HTML and findings.csv in this zone (IANA name); Parquet and JSON stay UTC.",
+            show_default=_TZ,
         ),
     ] = None,
     generation: Annotated[

@@ -29,6 +29,7 @@ from dealtrail.console.filters import Filters, FindingsQuery
 from dealtrail.investigate.replay import round_seqs
 from projections.display.cards import area_name, card_face
 from projections.display.spreadsheet import neutralise_cell
+from projections.display.timefmt import iso_local
 from projections.models import incidents, reviews
 from projections.models.late_remedies import late_remedies
 from projections.models.reviews import FindingFilter, ReviewDue
@@ -592,10 +593,8 @@ def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None, tz:
             v = r.get(c)
             if c == "cause" and v is None:  # a pending proposal's cause (review_status says so)
                 v = r.get("proposed_cause")
-            if isinstance(v, datetime):  # ISO 8601 in the casino's zone, with its offset
-                text = v.astimezone(tz).isoformat(timespec="seconds")
-            else:
-                text = "" if v is None else str(v)
+            # a time in ISO 8601 in the casino's zone, with its offset (as the reports' findings.csv)
+            text = iso_local(v, tz) if isinstance(v, datetime) else "" if v is None else str(v)
             line.append(neutralise_cell(text))  # a cell a spreadsheet would run is quoted as text
         w.writerow(line)
     return buf.getvalue()

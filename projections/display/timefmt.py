@@ -2,8 +2,9 @@
 
 Instants are stored in UTC. They are shown in UTC with their offset, or in the zone the user asked
 for (``--tz``), always labelled with the zone, so the same store reads the same on every host
-whatever the host's own time zone. Machine-readable outputs (``findings.csv``, Parquet,
-``summary.json``) stay in UTC (:func:`iso_utc`).
+whatever the host's own time zone. Parquet and ``summary.json`` stay in UTC (:func:`iso_utc`);
+every ``findings.csv`` (the console's export and the reports') writes its times in the casino's
+zone with their offset (:func:`iso_local`), the one definition both use.
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def clock(t: datetime, tz: DisplayZone = UTC) -> str:
 def iso_utc(t: datetime) -> str:
     """ISO 8601 in UTC, e.g. ``2026-11-27T18:00:00+00:00`` (for CSV, JSON and the like)."""
     return _aware(t).astimezone(UTC).isoformat()
+
+
+def iso_local(t: datetime, tz: DisplayZone = UTC) -> str:
+    """ISO 8601 in ``tz`` with its offset, to the second, e.g. ``2026-11-01T01:30:00-04:00``
+    (a CSV cell: the offset tells the two 01:30s of a night that falls back apart).
+
+    Args:
+        t: a timezone-aware time (a naive one is taken as UTC, as DuckDB returns for UTC sessions).
+        tz: the casino's zone (``DEALTRAIL_TIMEZONE``, or a command's ``--tz``).
+    """
+    return _aware(t).astimezone(tz).isoformat(timespec="seconds")
 
 
 def _aware(t: datetime) -> datetime:

@@ -26,7 +26,7 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from projections.display.spreadsheet import neutralise_table
-from projections.display.timefmt import iso_utc, show, zone_name
+from projections.display.timefmt import iso_local, iso_utc, show, zone_name
 from projections.models import incidents as incident_model
 from projections.models import reviews
 from projections.models.generations import generation_diff, generation_info
@@ -712,6 +712,25 @@ def _with_review_columns(table: pa.Table, review_rows: Mapping[str, Mapping[str,
     return table
 
 
+def local_times(table: pa.Table, tz: tzinfo) -> pa.Table:
+    """``table`` with every timestamp column written as ISO 8601 text in ``tz`` with its offset
+    (:func:`projections.display.timefmt.iso_local`, as the console's export writes them): the
+    ``findings.csv`` a person opens reads in the casino's time; the Parquet keeps typed UTC instants.
+
+    Args:
+        table: the finding rows (Arrow).
+        tz: the casino's zone.
+
+    Returns:
+        A new table: the same columns, each timestamp column now text (null stays null).
+    """
+    for i, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):
+            values = [None if v is None else iso_local(v, tz) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, pa.field(field.name, pa.string()), pa.array(values, pa.string()))
+    return table
+
+
 def write_report(
     db: str | os.PathLike[str] | duckdb.DuckDBPyConnection,
     out: str | os.PathLike[str],
@@ -733,7 +752,8 @@ def write_report(
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
 
-    The CSV, Parquet and JSON hold UTC instants; the HTML shows times in ``tz``, labelled. The
+    The Parquet and JSON hold UTC instants; the HTML shows times in ``tz``, labelled, and the CSV
+    writes them in ``tz`` as ISO 8601 with the offset (:func:`local_times`). The
     output is the same on every host, whatever its time zone. The folder is made only once the
     store is open, so a missing store leaves no empty folder behind.
 
@@ -744,7 +764,7 @@ def write_report(
         start: start of the period, inclusive (timezone-aware; None: unbounded).
         end: end of the period, exclusive (None: unbounded).
         title: the page title.
-        tz: the zone the HTML shows times in (``datetime.UTC`` or a ``ZoneInfo``).
+        tz: the zone the HTML and the CSV show times in (``datetime.UTC`` or a ``ZoneInfo``).
         generation: the generation of findings to report (None: the latest); the page also
             shows, per rule, what it changed against the generation before.
         review_due: review due times per severity (from the settings); None: lateness not judged.
@@ -832,9 +852,10 @@ def write_report(
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
             open_private(p, binary=True).close()
         exported = _with_review_columns(table, review_rows)  # as the console's export has them
-        # the CSV's text cells neutralised (a spreadsheet opens it); the Parquet stays raw
+        # the CSV's times in the casino's zone and its text cells neutralised (a spreadsheet opens
+        # it); the Parquet stays raw, with typed UTC instants
         for view, path, form in (
-            (neutralise_table(exported), csv_path, "csv, HEADER"),
+            (neutralise_table(local_times(exported, tz)), csv_path, "csv, HEADER"),
             (exported, parquet_path, "parquet"),
         ):
             con.register("rpt_export", view)

@@ -170,3 +170,69 @@ def test_a_notification_and_the_digest_zone_follow_the_casinos_zone(eastern: pyt
     }
     text = message(finding, None, None, settings.zone)
     assert "(2026-11-01 01:30:00-05:00 America/New_York)" in text
+
+
+@pytest.fixture(scope="module")
+def fall_back_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three tables dealing from 01:00 EDT (05:00 UTC) on 2026-11-01 for two hours, through the
+    hour New York repeats, errors in 30 % of rounds, audited into a store (copy it to change it)."""
+    from dealtrail.ingest.audit import audit_file
+    from dealtrail.simulator.floor import FloorSpec, simulate
+    from schemas.codec import encode
+
+    folder = tmp_path_factory.mktemp("fall-back")
+    events, db = folder / "events.jsonl", folder / "night.duckdb"
+    spec = FloorSpec(tables=3, hours=2.0, seed=5, error_rate=0.3, start=FALL_BACK + timedelta(hours=1))
+    events.write_bytes(b"".join(encode(e) + b"\n" for e in simulate(spec)))
+    with Store(db) as store:
+        audit_file(events, store)
+    return db
+
+
+def test_scheduled_findings_csv_writes_eastern_times_with_each_offset_of_the_fall_back_night_and_parquet_stays_utc(
+    eastern: pytest.MonkeyPatch, fall_back_store: Path, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    db, out = tmp_path / "s.duckdb", tmp_path / "periods"
+    shutil.copy(fall_back_store, db)
+    run = CliRunner().invoke(
+        app, ["schedule", "--every", "shift", "--db", str(db), "--out", str(out), "--now", "2026-11-02T00:00:00Z"]
+    )
+    assert run.exit_code == 0, run.output
+    rev = out / "2026-10-31T2200-0400_America-New_York_shift" / "rev-0001"  # 22:00 EDT to 06:00 EST: 9 hours
+    with (rev / "findings.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    times = [r["detected_at"] for r in rows]
+    assert times and all(re.fullmatch(r"2026-11-01T0[1-3]:\d\d:\d\d-0[45]:00", t) for t in times), times[:3]
+    assert any(t.startswith("2026-11-01T01:") and t.endswith("-04:00") for t in times)  # the first 01:xx
+    assert any(t.startswith("2026-11-01T01:") and t.endswith("-05:00") for t in times)  # the repeated one
+    parquet = pq.read_table(rev / "findings.parquet")
+    kind = parquet.schema.field("detected_at").type
+    assert pa.types.is_timestamp(kind) and kind.tz in ("UTC", "Etc/UTC", "+00:00")
+    instants = {t.astimezone(UTC).isoformat(timespec="seconds") for t in parquet.column("detected_at").to_pylist()}
+    assert instants == {datetime.fromisoformat(t).astimezone(UTC).isoformat() for t in times}
+
+
+def test_report_and_the_console_export_write_a_time_with_one_definition_of_the_casinos_iso_8601(
+    eastern: pytest.MonkeyPatch,
+) -> None:
+    from dealtrail.console.pages import _csv
+    from projections.display.timefmt import iso_local
+    from projections.reports.report import local_times
+
+    zone = load().zone
+    first, second = datetime(2026, 11, 1, 5, 30, tzinfo=UTC), datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    assert (iso_local(first, zone), iso_local(second, zone)) == (
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-01T01:30:00-05:00",
+    )
+    import pyarrow as pa
+
+    table = pa.table({"detected_at": pa.array([first, second, None], pa.timestamp("us", tz="UTC")), "n": [1, 2, 3]})
+    local = local_times(table, zone)
+    assert local.column("detected_at").to_pylist() == [iso_local(first, zone), iso_local(second, zone), None]
+    assert local.column("n").to_pylist() == [1, 2, 3]
+    exported = list(csv.DictReader(io.StringIO(_csv([{"detected_at": second}], {}, zone))))
+    assert exported[0]["detected_at"] == iso_local(second, zone)
