@@ -20,6 +20,7 @@ from dealtrail.console.api_models import (
 )
 from dealtrail.console.deps import ApiUser, Console, Cursor, known_query
 from dealtrail.console.filters import filters_from
+from projections.display.timefmt import FROM_HELP, TO_HELP
 from projections.models import incidents, reviews
 
 MAX_OFFSET = 2**53
@@ -80,8 +81,8 @@ def router(console: Console) -> APIRouter:
         table: str | None = None,
         rule: str | None = None,
         severity: str | None = None,
-        from_: Annotated[ApiTime | None, Query(alias="from", description="ISO 8601; without offset: UTC")] = None,
-        to: Annotated[ApiTime | None, Query(description="ISO 8601, exclusive; without offset: UTC")] = None,
+        from_: Annotated[ApiTime | None, Query(alias="from", description=FROM_HELP)] = None,
+        to: Annotated[ApiTime | None, Query(description=TO_HELP)] = None,
         review_status: str | None = None,
         game: str | None = None,
         dealer: str | None = None,
@@ -92,7 +93,7 @@ def router(console: Console) -> APIRouter:
         last reviewer; ``total`` counts the records, consequences included (a consequence names its
         cause in ``cause_finding_id``; ``incident`` is false), ``counts`` the incidents among them
         (the figures of the report and the floor: incidents, open, late reviews, ...)."""
-        flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review_status)
+        flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review_status, config.tz)
         now = config.clock()
         rows, counted = incidents.page(con, flt, config.review_due, now, limit=limit, offset=offset)
         total = counted.records

@@ -28,7 +28,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.api_models import ReviewRequest
 from dealtrail.investigate.video import VideoLinks
 from dealtrail.settings import ReviewSettings
-from projections.display.timefmt import zone_name
+from projections.display.timefmt import NO_OFFSET_HELP, zone_name
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
@@ -91,7 +91,7 @@ class ConsoleConfig:
         archive: the folder of the store's archived months the Reports page's report reads
             (``settings.archive.dir``); None: the folder the store's manifest names.
         tz: the casino's time zone the pages show times in, labelled (``settings.zone``, from
-            ``DEALTRAIL_TIMEZONE``); filters typed without an offset stay UTC, as the forms say.
+            ``DEALTRAIL_TIMEZONE``); filters typed without an offset are read in it, as the forms say.
         report_grace: when a period's report is final (``DEALTRAIL_REPORTS__GRACE_MINUTES``),
             for the revisions the Reports page writes; None: the schedule's default.
         totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
@@ -354,6 +354,7 @@ def _env(tz: tzinfo = UTC) -> jinja2.Environment:
     env.filters["local"] = lambda value: local(value, tz)  # the casino's zone (DEALTRAIL_TIMEZONE)
     env.filters["local_short"] = lambda value: local_short(value, tz)
     env.globals["zone_label"] = zone_name(tz)
+    env.globals["no_offset_help"] = NO_OFFSET_HELP.format(zone=zone_name(tz))
     env.filters["person"] = _person
     return env
 

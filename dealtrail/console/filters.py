@@ -1,13 +1,14 @@
 """The findings filters of the pages' and the API's query strings: ``from``/``to`` times read as
-ISO 8601 (UTC without an offset), blank values meaning any."""
+ISO 8601 (without an offset: the casino's wall clock, the first of a repeated hour), blank values
+meaning any."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Annotated, Literal
 
-from fastapi import Depends, Query
+from fastapi import Depends, Query, Request
 
 from dealtrail.console.deps import invalid
 from projections.models.reviews import FindingFilter
@@ -16,8 +17,21 @@ KINDS = {"incidents": True, "consequences": False}
 """The findings list's ``kind`` values -> ``FindingFilter.incident`` (absent: every record)."""
 
 
-def parse_time(value: str | datetime | None, name: str) -> datetime | None:
-    """A filter's time: ISO 8601; without an offset it is read as UTC (the pages say so).
+def parse_time(value: str | datetime | None, name: str, tz: tzinfo = UTC) -> datetime | None:
+    """A filter's time: ISO 8601; one with an offset keeps it. One without an offset is a wall
+    clock time in ``tz`` (the casino's zone, as the pages say with
+    ``projections.display.timefmt.NO_OFFSET_HELP``): in the hour repeated when the clocks go
+    back (``2026-11-01T01:30`` in New York) it is the first occurrence (``fold=0``,
+    ``-04:00``), and a time skipped when they go forward is read with the offset
+    before the change (as :mod:`zoneinfo` does).
+
+    Args:
+        value: the query value (text, or a time pydantic has parsed); None or blank: no bound.
+        name: the query parameter's name, for the error.
+        tz: the casino's zone (``datetime.UTC`` or a ``ZoneInfo``).
+
+    Returns:
+        The UTC instant, or None.
 
     Raises:
         RequestValidationError: 422, not a time, or one that is not a UTC instant (an offset
@@ -32,7 +46,7 @@ def parse_time(value: str | datetime | None, name: str) -> datetime | None:
             t = datetime.fromisoformat(value)
         except ValueError:
             raise invalid(("query", name), f"{name} must be an ISO 8601 time, e.g. 2026-11-27T18:00:00+00:00") from None
-    t = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    t = t if t.tzinfo is not None else t.replace(tzinfo=tz, fold=0)
     try:
         return t.astimezone(UTC)
     except OverflowError:
@@ -66,15 +80,17 @@ def filters_from(
     severity: str | None,
     status: str | None,
     review: str | None,
+    tz: tzinfo = UTC,
 ) -> FindingFilter:
-    """The findings filter of a page's or the API's query values (blank means any).
+    """The findings filter of a page's or the API's query values (blank means any); ``from`` and
+    ``to`` without an offset are read in ``tz``, the casino's zone (:func:`parse_time`).
 
     Raises:
-        RequestValidationError: 422 for a ``from``/``to`` that is not an ISO 8601 time (no offset: UTC).
+        RequestValidationError: 422 for a ``from``/``to`` that is not an ISO 8601 time.
     """
     return FindingFilter(
-        start=parse_time(from_, "from"),
-        end=parse_time(to, "to"),
+        start=parse_time(from_, "from", tz),
+        end=parse_time(to, "to", tz),
         game=_blank(game),
         table_id=_blank(table),
         dealer=_blank(dealer),
@@ -86,6 +102,7 @@ def filters_from(
 
 
 def page_query(
+    request: Request,
     from_: Annotated[str | None, Query(alias="from")] = None,
     to: str | None = None,
     game: str | None = None,
@@ -102,10 +119,12 @@ def page_query(
 ) -> FindingsQuery:
     """The findings page's and its CSV export's query: one filter, one order. ``kind``
     ``incidents`` keeps the incidents, ``consequences`` the consequences (anything else: every
-    finding record); ``mine`` (any non-blank value) asks for "my queue"."""
+    finding record); ``mine`` (any non-blank value) asks for "my queue". Times without an offset
+    are read in the console's zone (``ConsoleConfig.tz``)."""
     given = {"from": from_, "to": to, "game": game, "table": table, "dealer": dealer, "rule": rule,
              "severity": severity, "status": status, "review": review}  # fmt: skip
-    flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review)
+    tz = request.app.state.console.config.tz
+    flt = filters_from(from_, to, game, table, dealer, rule, severity, status, review, tz)
     incident = KINDS.get(kind or "")
     given["kind"] = kind if incident is not None else None
     flt = replace(flt, incident=incident)

@@ -20,8 +20,10 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.api_models import ApiTime, ErrorMessage
 from dealtrail.console.deps import ApiUser, Console, Cursor, PageUser, invalid, known_query
+from dealtrail.console.filters import parse_time
 from dealtrail.investigate.replay import ReplayError, Window
 from dealtrail.investigate.replay_view import MAX_PAGE_STEPS, PAGE_STEPS, breach_picture, case_members, replay_page
+from projections.display.timefmt import FROM_HELP, TO_HELP
 from projections.models import reviews
 from streams.engine.catalog import RULES_BY_ID
 
@@ -33,8 +35,10 @@ ASSETS = {"replay.js": "text/javascript", "investigate.css": "text/css"}
 """The workbench's static files (served after login, like the console's own)."""
 
 
-def _window(round_: str | None, from_: datetime | None, to: datetime | None) -> Window:
-    """The replay window asked for, checked (422 when it is none, both, or longer than a day)."""
+def _window(round_: str | None, from_: datetime | None, to: datetime | None, tz: tzinfo = UTC) -> Window:
+    """The replay window asked for, checked (422 when it is none, both, or longer than a day);
+    times without an offset are read in ``tz``, the casino's zone (``filters.parse_time``)."""
+    from_, to = parse_time(from_, "from", tz), parse_time(to, "to", tz)
     if round_ and (from_ or to):
         raise invalid(("query", "round"), "ask for a round or a time window (from, to), not both")
     if round_:
@@ -63,6 +67,7 @@ def router(console: Console) -> APIRouter:
     """The replay page, its script, its API and the case page."""
     routes = APIRouter()
     render = console.render
+    tz = console.config.tz
 
     @routes.get("/replay-assets/{name}", include_in_schema=False)
     def asset(name: str, user: PageUser) -> Response:
@@ -82,7 +87,7 @@ def router(console: Console) -> APIRouter:
         to: Annotated[ApiTime | None, Query()] = None,
         finding: Annotated[str | None, Query(max_length=64)] = None,
     ) -> HTMLResponse:
-        window = _window(round_, from_, to)
+        window = _window(round_, from_, to, tz)
         known = con.execute("SELECT count(*) FROM events WHERE table_id = ?", [table]).fetchall()[0][0]
         if not known:
             raise HTTPException(404, f"no stored event of table {table}")
@@ -117,8 +122,8 @@ def router(console: Console) -> APIRouter:
         user: ApiUser,
         con: Cursor,
         round_: Annotated[str | None, Query(alias="round", max_length=200)] = None,
-        from_: Annotated[ApiTime | None, Query(alias="from", description="ISO 8601; without offset: UTC")] = None,
-        to: Annotated[ApiTime | None, Query(description="ISO 8601, exclusive; without offset: UTC")] = None,
+        from_: Annotated[ApiTime | None, Query(alias="from", description=FROM_HELP)] = None,
+        to: Annotated[ApiTime | None, Query(description=TO_HELP)] = None,
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
         page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_STEPS)] = PAGE_STEPS,
     ) -> dict[str, Any]:
@@ -126,7 +131,7 @@ def router(console: Console) -> APIRouter:
         with the table as it lay after it (layout, burns, stub, dice, stacks, decks, devices,
         remedies owed) and the findings it raised, replayed by the rule engine from the
         nearest snapshot before the window; ``page_size`` steps a page."""
-        window = _window(round_, from_, to)
+        window = _window(round_, from_, to, tz)
         try:
             found = replay_page(con, table_id, window, page, page_size).as_json()
         except ReplayError as exc:

@@ -82,7 +82,7 @@ def router(console: Console) -> APIRouter:
         from projections.reports.report import write_report
         from projections.store.archive import ArchiveError
 
-        start, end = parse_time(from_, "from"), parse_time(to, "to")
+        start, end = parse_time(from_, "from", config.tz), parse_time(to, "to", config.tz)
         if start is not None and end is not None and start >= end:
             raise invalid(("query", "to"), "from must be before to")
         with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:

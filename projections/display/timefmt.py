@@ -15,6 +15,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 DisplayZone = tzinfo
 """The zone times are shown in: ``datetime.UTC`` or a :class:`zoneinfo.ZoneInfo`."""
 
+NO_OFFSET_HELP = (
+    "a time without an offset is read in {zone}; in the hour repeated when the clocks go back, "
+    "as its first occurrence (add the offset, e.g. -05:00, for the second)"
+)
+"""What the console's forms and the API's document say about a time typed without an offset
+(``{zone}``: the casino's zone; ``dealtrail.console.filters.parse_time`` reads it so)."""
+
+FROM_HELP = "ISO 8601; " + NO_OFFSET_HELP.format(zone="the casino's zone (DEALTRAIL_TIMEZONE)")
+"""The API's description of a ``from`` query parameter."""
+TO_HELP = "ISO 8601, exclusive; " + NO_OFFSET_HELP.format(zone="the casino's zone (DEALTRAIL_TIMEZONE)")
+"""The API's description of a ``to`` query parameter."""
+
 
 def zone(name: str) -> DisplayZone:
     """The zone called ``name`` (an IANA name such as ``America/New_York``, or ``UTC``).

@@ -236,3 +236,44 @@ def test_report_and_the_console_export_write_a_time_with_one_definition_of_the_c
     assert local.column("n").to_pylist() == [1, 2, 3]
     exported = list(csv.DictReader(io.StringIO(_csv([{"detected_at": second}], {}, zone))))
     assert exported[0]["detected_at"] == iso_local(second, zone)
+
+
+def test_a_filter_time_without_an_offset_is_eastern_wall_clock_the_first_0130_and_one_with_an_offset_keeps_it(
+    eastern: pytest.MonkeyPatch, fall_back_store: Path, tmp_path: Path
+) -> None:
+    from dealtrail.console.filters import parse_time
+
+    zone = load().zone
+    assert parse_time("2026-11-01T01:30", "from", zone) == datetime(2026, 11, 1, 5, 30, tzinfo=UTC)  # fold=0
+    assert parse_time("2026-11-01T01:30-05:00", "from", zone) == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    assert parse_time("2026-11-01T01:30+00:00", "from", zone) == datetime(2026, 11, 1, 1, 30, tzinfo=UTC)
+    assert parse_time("2026-11-01T01:30", "from") == datetime(2026, 11, 1, 1, 30, tzinfo=UTC)  # UTC by default
+    db = tmp_path / "s.duckdb"
+    shutil.copy(fall_back_store, db)
+    with Store(db) as store:
+        auth.add_user(store.con, "nina", "reviewer", PASSWORD, datetime(2026, 11, 1, tzinfo=UTC))
+        config = ConsoleConfig(ReviewDue(24, 24, 72), "n" * 48, tz=zone)
+        client = TestClient(create_app(store, config))
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text)
+        assert csrf
+        client.post("/login", data={"username": "nina", "password": PASSWORD, "csrf": csrf.group(1), "next": "/"})
+        page = client.get("/findings").text
+        assert "From (America/New_York)" in page and "From (UTC)" not in page
+        assert "read in America/New_York; in the hour repeated when the clocks go back, as its first occurrence" in page
+        assert "read in America/New_York" in client.get("/reports").text
+
+        def exported(**params: str) -> list[str]:
+            body = client.get("/findings.csv", params=params).text
+            return [r["detected_at"] for r in csv.DictReader(io.StringIO(body))]
+
+        first = exported(**{"from": "2026-11-01T01:00", "to": "2026-11-01T01:59:59"})
+        second = exported(**{"from": "2026-11-01T01:00-05:00", "to": "2026-11-01T02:00"})
+        assert first and all(t.startswith("2026-11-01T01:") and t.endswith("-04:00") for t in first)
+        assert second and all(t.startswith("2026-11-01T01:") and t.endswith("-05:00") for t in second)
+        bearer = {"Authorization": "Bearer " + auth.new_token(store.con, "nina", datetime.now(UTC))}
+        window = {"from": "2026-11-01T01:00", "to": "2026-11-01T01:59:59"}
+        api = client.get("/api/v1/findings", params=window, headers=bearer).json()
+        assert api["total"] == len(first)
+        doc = client.get("/api/v1/openapi.json", headers=bearer).json()
+        described = [p.get("description", "") for p in doc["paths"]["/api/v1/findings"]["get"]["parameters"]]
+        assert any("without an offset is read in the casino's zone (DEALTRAIL_TIMEZONE)" in d for d in described)
