@@ -878,6 +878,7 @@ def write_report(
     ]
     links = ConsoleLinks(console_url)
     listed, procedural = _finding_list(findings, review_rows, review_due is not None)
+    grouped = incidents_by_rule(listed)  # the printed report's list: every incident counted, a few shown
     # the page's lists of single findings and faults stop at max_listed (the exports hold them all)
     cap = max_listed if max_listed is not None else max(len(listed), len(remedies), len(figures["device_faults"]))
     unlisted = {
@@ -928,6 +929,9 @@ def write_report(
             links=links,
             period=(start, end),
             listed=listed,
+            grouped=grouped,
+            print_examples=PRINT_EXAMPLES,
+            print_rows=PRINT_ROWS,
             unlisted=unlisted,
             max_listed=cap,
             procedural=procedural,
@@ -994,6 +998,51 @@ def _finding_list(
         for rule_id, rows in sorted(by_rule.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     ]
     return listed, procedural
+
+
+PRINT_EXAMPLES = 3
+"""How many incidents of each rule the printed report (PDF) lists under the rule (the first ones)."""
+PRINT_ROWS = 12
+"""How many rows of a per-dealer, per-table or per-fault list the printed report keeps; the rest
+are named by count and stay on the page on screen, in ``summary.json`` and ``findings.csv``."""
+
+
+def incidents_by_rule(listed: list[dict[str, Any]], examples: int = PRINT_EXAMPLES) -> list[dict[str, Any]]:
+    """The voiding and integrity incidents of the report's list grouped by rule, for the printed
+    report, which stays a few pages whatever the period holds: per rule its severity, count,
+    tables, how many are overdue, not yet disposed and late, and its first ``examples``
+    incidents (oldest first); the rest are counted (``more``) and left to ``findings.csv``.
+
+    Args:
+        listed: every listed incident (:func:`_finding_list`'s first list, before any cap).
+        examples: incidents shown per rule.
+
+    Returns:
+        One dict per rule, voiding rules first, then by count (most first) and rule ID.
+    """
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in listed:
+        groups[f["rule_id"]].append(f)
+    rank = {sev: i for i, sev in enumerate(LISTED_SEVERITIES)}
+    out = []
+    for rule_id, found in groups.items():
+        rows = sorted(found, key=lambda f: f["detected_at"])
+        out.append(
+            {
+                "rule_id": rule_id,
+                "severity": rows[0]["severity"],
+                "citation": rows[0]["citation"],
+                "count": len(rows),
+                "tables": len({f["table_id"] for f in rows}),
+                "overdue": sum(f["status"] == "overdue" for f in rows),
+                "not_disposed": sum(f["review_status"] not in ("disposed",) for f in rows),
+                "late": sum(bool(f["review_late"]) for f in rows),
+                "first": rows[:examples],
+                "more": max(0, len(rows) - examples),
+            }
+        )
+    out.sort(key=lambda g: (rank.get(g["severity"], len(rank)), -g["count"], g["rule_id"]))
+    return out
 
 
 def _top_tables(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
