@@ -10,8 +10,19 @@ Prints, for each run: its lines and dead letters, its seconds, and the peak resi
 (``ru_maxrss``) of the writer process and of the largest worker process (MB); then the ratio
 of the flooded run's peak to the clean run's (the issue asks for at most 1.10).
 
-Run: ``.venv/bin/python bench/bench_rejected.py [--bad 1000000] [--workers 1]`` (about two
-minutes at a million lines). Not part of ``make test``.
+Stages (``--stages``, comma-separated; each flooded run is measured once per stage, against
+one clean run): ``stored`` (the audit as it is), ``log-only`` (the dead letters go to the
+dead-letter file and the store's log, no ``dead_letters`` row is inserted), ``anti-join`` (every
+batch's dead letters are compared with the stored ones of their source, as if the source were
+not new), ``memlimit-256MB`` (the store opened with DuckDB's memory limit at 256 MB; any size).
+Each run also prints DuckDB's own memory at its end (``duckdb_memory()``, MB) and the
+``dead_letters`` rows stored. ``--tracemalloc`` instead measures what Python holds per rejected
+line on the audit's intake path (:func:`dealtrail.ingest.audit.scan` with a writer that keeps
+nothing): the tracemalloc peak of the clean file and of each flooded one, and the bytes per line.
+
+Run: ``.venv/bin/python bench/bench_rejected.py [--bad 200000,1000000] [--workers 1]
+[--stages stored,log-only] [--tracemalloc]`` (about two minutes per run at a million lines). Not
+part of ``make test``.
 """
 
 from __future__ import annotations
@@ -22,22 +33,25 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def write_files(folder: Path, bad: int, tables: int, hours: float) -> tuple[Path, Path, int]:
-    """Write ``clean.jsonl`` and ``flooded.jsonl`` in ``folder``; returns both and the event count."""
+def good_lines(tables: int, hours: float) -> list[bytes]:
+    """The lines of a simulated floor (``tables`` tables dealt for ``hours`` hours)."""
     from dealtrail.simulator.floor import FloorSpec, simulate
     from schemas.codec import encode
 
-    good = [encode(e) for e in simulate(FloorSpec(tables=tables, hours=hours, seed=7, error_rate=0.05))]
-    clean, flooded = folder / "clean.jsonl", folder / "flooded.jsonl"
-    clean.write_bytes(b"".join(line + b"\n" for line in good))
+    return [encode(e) for e in simulate(FloorSpec(tables=tables, hours=hours, seed=7, error_rate=0.05))]
+
+
+def write_flooded(path: Path, good: list[bytes], bad: int) -> Path:
+    """Write ``good`` with ``bad`` rejected lines spread between them into ``path``; returns it."""
     template = json.loads(good[len(good) // 2])
     every = max(1, bad // max(1, len(good)))  # bad lines after each good one, spread over the file
     written = 0
-    with flooded.open("wb") as fh:
+    with path.open("wb") as fh:
         for line in good:
             fh.write(line + b"\n")
             for _ in range(min(every, bad - written) if line is not good[-1] else bad - written):
@@ -50,11 +64,39 @@ def write_files(folder: Path, bad: int, tables: int, hours: float) -> tuple[Path
                     doc = {**template, "event_id": f"BAD{written:020d}", "seq": f"x{written}"}
                     fh.write(json.dumps(doc).encode() + b"\n")
                 written += 1
-    return clean, flooded, len(good)
+    return path
 
 
-def child(path: Path, workers: int) -> None:
-    """Audit ``path`` into a new store in this process and print the figures as JSON."""
+def _stage(stage: str) -> str | None:
+    """Patch the store for ``stage`` (see the module docstring); the memory limit it asks for."""
+    from projections.store.store import Store
+
+    if stage == "log-only":
+        insert = Store._insert_dead_letters
+
+        def log_only(self: Store, dead_letters: Any, new_source: bool) -> int:
+            self._log_dead_letters([d for d in dead_letters if d.get("compact")])
+            return len(dead_letters)
+
+        Store._insert_dead_letters = log_only  # type: ignore[method-assign]
+        del insert
+    elif stage == "anti-join":
+        write_batch = Store.write_batch
+
+        def compared(self: Store, *args: Any, **kwargs: Any) -> Any:
+            kwargs["dead_letters_new"] = False
+            return write_batch(self, *args, **kwargs)
+
+        Store.write_batch = compared  # type: ignore[method-assign]
+    elif stage.startswith("memlimit-"):
+        return stage.removeprefix("memlimit-")
+    elif stage != "stored":
+        raise SystemExit(f"unknown stage {stage!r}")
+    return None
+
+
+def child(path: Path, workers: int, stage: str) -> None:
+    """Audit ``path`` into a new store in this process (patched for ``stage``) and print the figures as JSON."""
     import resource
     import time
 
@@ -63,10 +105,11 @@ def child(path: Path, workers: int) -> None:
     from projections.store.store import Store
 
     settings = Settings()
-    db = path.with_suffix(".duckdb")
-    dl = path.with_suffix(".rejected.jsonl")
+    limit = _stage(stage) or settings.duckdb_memory_limit
+    db = path.with_name(f"{path.stem}-{stage}.duckdb")
+    dl = path.with_name(f"{path.stem}-{stage}.rejected.jsonl")
     started = time.perf_counter()
-    with Store(db, settings.duckdb_memory_limit) as store, dl.open("w") as out:
+    with Store(db, limit) as store, dl.open("w") as out:
         summary = audit_file(
             path,
             store,
@@ -76,6 +119,8 @@ def child(path: Path, workers: int) -> None:
             max_record_bytes=settings.max_record_bytes,
             snapshot_every=settings.snapshot_every,
         )
+        duck = store.con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
+        stored = store.con.execute("SELECT count(*) FROM dead_letters").fetchone()
     seconds = time.perf_counter() - started
     rows = sum(1 for _ in dl.open("rb"))
     print(
@@ -85,18 +130,48 @@ def child(path: Path, workers: int) -> None:
                 "events": summary.events,
                 "dead_letters": sum(summary.dead_letters.values()),
                 "dead_letter_rows": rows,
+                "stored_rows": int(stored[0]) if stored else 0,
+                "duckdb_mb": int(duck[0] or 0) / 1e6 if duck else 0.0,
                 "seconds": seconds,
                 "writer_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
             }
         )
     )
+    for p in (db, dl, db.with_name(db.name + ".dead-letters.jsonl")):
+        p.unlink(missing_ok=True)
 
 
-def run(path: Path, workers: int) -> dict[str, float]:
+def python_peak(path: Path) -> tuple[int, int]:
+    """The audit intake's Python memory over ``path``: (tracemalloc peak in bytes, dead letters
+    handed over), scanning it as one audit worker does with a writer that keeps nothing."""
+    import tracemalloc
+
+    from dealtrail.ingest.audit import Batch, scan
+    from dealtrail.settings import Settings
+
+    handed = 0
+
+    def emit(batch: Batch) -> None:
+        nonlocal handed
+        handed += len(batch.dead)
+        if batch.events_file is not None:
+            batch.events_file.unlink()
+
+    with tempfile.TemporaryDirectory(prefix="dealtrail-bench-stage-") as stage:
+        tracemalloc.start()
+        try:
+            scan(path, 0, 1, Path(stage), 50_000, emit, limits=Settings().plausibility)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    return peak, handed
+
+
+def run(path: Path, workers: int, stage: str) -> dict[str, float]:
     """Audit ``path`` in a fresh process; its figures."""
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(path), "--workers", str(workers)],
+        [sys.executable, __file__, "--child", str(path), "--workers", str(workers), "--stages", stage],
         check=True,
         capture_output=True,
         text=True,
@@ -105,32 +180,61 @@ def run(path: Path, workers: int) -> dict[str, float]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def report(name: str, f: dict[str, float]) -> None:
+    """Print one run's figures."""
+    print(
+        f"{name}: {int(f['lines']):,} lines, {int(f['dead_letters']):,} dead letters "
+        f"({int(f['dead_letter_rows']):,} in the file, {int(f['stored_rows']):,} rows stored), "
+        f"{f['seconds']:.1f} s, DuckDB at the end {f['duckdb_mb']:.0f} MB, "
+        f"peak RSS writer {f['writer_mb']:.0f} MB, largest worker {f['worker_mb']:.0f} MB",
+        flush=True,
+    )
+
+
 def main() -> None:
     """Build the files, audit each in a fresh process and print the figures (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bad", type=int, default=1_000_000, help="rejected lines in the flooded file")
+    ap.add_argument(
+        "--bad", default="1000000", help="rejected lines in the flooded file (comma-separated: one file each)"
+    )
     ap.add_argument("--workers", type=int, default=1, help="audit worker processes (1: in the writer)")
+    ap.add_argument("--stages", default="stored", help="comma-separated: stored, log-only, anti-join, memlimit-SIZE")
+    ap.add_argument("--tracemalloc", action="store_true", help="measure the intake's Python memory per line instead")
     ap.add_argument("--tables", type=int, default=6)
     ap.add_argument("--hours", type=float, default=2.0)
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        child(args.child, args.workers)
+        child(args.child, args.workers, args.stages)
         return
+    counts = [int(n) for n in args.bad.split(",")]
+    stages = args.stages.split(",")
     with tempfile.TemporaryDirectory(prefix="dealtrail-bench-rejected-") as tmp:
-        clean, flooded, events = write_files(Path(tmp), args.bad, args.tables, args.hours)
-        print(f"events: {events:,}; rejected lines in the flooded file: {args.bad:,}; workers: {args.workers}")
-        figures = {}
-        for name, path in (("clean", clean), ("flooded", flooded)):
-            f = figures[name] = run(path, args.workers)
-            print(
-                f"{name}: {int(f['lines']):,} lines, {int(f['dead_letters']):,} dead letters "
-                f"({int(f['dead_letter_rows']):,} rows in the file), {f['seconds']:.1f} s, "
-                f"peak RSS writer {f['writer_mb']:.0f} MB, largest worker {f['worker_mb']:.0f} MB"
-            )
-        for key in ("writer_mb", "worker_mb") if args.workers > 1 else ("writer_mb",):
-            ratio = figures["flooded"][key] / figures["clean"][key]
-            print(f"peak RSS flooded/clean ({key.removesuffix('_mb')}): {ratio:.3f}")
+        good = good_lines(args.tables, args.hours)
+        clean = write_flooded(Path(tmp) / "clean.jsonl", good, 0)
+        print(f"events: {len(good):,}; rejected lines: {', '.join(f'{n:,}' for n in counts)}; workers: {args.workers}")
+        if args.tracemalloc:
+            base, _ = python_peak(clean)
+            print(f"tracemalloc peak, clean: {base / 1e6:.1f} MB", flush=True)
+            for bad in counts:
+                peak, handed = python_peak(write_flooded(Path(tmp) / f"flood-{bad}.jsonl", good, bad))
+                print(
+                    f"tracemalloc peak, {bad:,} rejected lines ({handed:,} handed over): {peak / 1e6:.1f} MB, "
+                    f"{(peak - base) / max(1, bad):.2f} bytes per rejected line over the clean file",
+                    flush=True,
+                )
+            return
+        base = run(clean, args.workers, "stored")
+        report("clean", base)
+        for bad in counts:
+            flooded = write_flooded(Path(tmp) / f"flood-{bad}.jsonl", good, bad)
+            for stage in stages:
+                f = run(flooded, args.workers, stage)
+                report(f"{bad:,} rejected, {stage}", f)
+                for key in ("writer_mb", "worker_mb") if args.workers > 1 else ("writer_mb",):
+                    ratio = f[key] / base[key]
+                    print(f"peak RSS flooded/clean ({key.removesuffix('_mb')}, {bad:,}, {stage}): {ratio:.3f}")
+            flooded.unlink()
 
 
 if __name__ == "__main__":
