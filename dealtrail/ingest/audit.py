@@ -66,6 +66,14 @@ DEAD_LETTER_BATCH = 2_000
 """Dead letters an audit worker holds at most before it hands them to the writer (which writes
 them to the dead-letter file and the store at once), whatever the events in between: the audit's
 memory does not grow with the rejected lines (a held dead letter keeps its raw line)."""
+DEAD_LETTER_ROWS = 10_000
+"""Dead letters of one audit worker stored one ``dead_letters`` row each in a run; the worker's
+later ones are counted instead (``dead_letter_counts``, a few rows per batch: see
+:meth:`projections.store.store.Store.write_batch`), each still a line of the dead-letter file and
+of the store's dead-letter log. A ``dead_letters`` row costs DuckDB's memory about 20 bytes for
+the rest of the run (measured: ``bench/bench_rejected.py``), so a flood of rejected lines would
+grow it without bound; the count per worker (not per run) keeps the split the same whatever order
+the workers' batches reach the writer in, so a re-run stores nothing twice."""
 DEAD_LETTER_BATCH_BYTES = 4 * 1024 * 1024
 """Raw bytes of held dead letters at which they are handed over before :data:`DEAD_LETTER_BATCH`
 (a too-large line's dead letter keeps 256 KiB of it)."""
@@ -761,8 +769,11 @@ def audit_file(
     # without a look at the stored ones (see Store.write_batch)
     held = store.con.execute("SELECT count(*) FROM dead_letters WHERE source = ?", [str(path)]).fetchone()
     new_source = held is not None and held[0] == 0
+    rows_by_shard: Counter[int] = Counter()  # dead letters each worker handed over so far
 
     def write(batch: Batch) -> None:
+        counted = rows_by_shard[batch.shard] >= DEAD_LETTER_ROWS
+        rows_by_shard[batch.shard] += len(batch.dead)
         written, refused = store.write_batch_isolating(
             raw_events=(),
             findings=batch.findings,
@@ -772,6 +783,7 @@ def audit_file(
             snapshots=batch.snapshots,
             event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
             dead_letters_new=new_source,
+            dead_letters_counted=counted,
         )
         summary.written.add(written)
         if refused:  # rows the store could not hold: dead letters, and the run goes on

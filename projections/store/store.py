@@ -1,16 +1,16 @@
-"""The DuckDB store: append-only ``events``, ``findings``, ``rounds``, ``dead_letters``,
+"""The DuckDB store: append-only ``events``, ``findings``, ``rounds``, ``dead_letters`` (and
+``dead_letter_counts``, the audit's rejected lines past the first thousands of a run, counted),
 ``table_states``, ``table_snapshots``, ``generations`` and ``offsets``, written in bulk by one
 writer process, read by everyone else read-only.
 
 Writes are idempotent: a batch inserts only rows whose keys are not yet stored (events by
 ``event_id`` + payload hash, or + payload without its chain fields: :data:`SAME_FACT_SQL`;
 findings by ``finding_id`` + ``revision``, rounds by table and round, dead letters by source,
-position and content, table states by table and seq range, snapshots by table, last event and
-engine version), so
-at-least-once delivery and re-audits add nothing twice. Bulk paths only: the audit's events come as
-Arrow rows its workers built (:mod:`projections.store.event_rows`), the projector's through
-``read_json`` over a staging file, the other tables through Arrow tables; never row-by-row
-``executemany``.
+position and content, counted dead letters by source and batch, table states by table and seq
+range, snapshots by table, last event and engine version), so at-least-once delivery and
+re-audits add nothing twice. Bulk paths only: the audit's events come as Arrow rows its workers
+built (:mod:`projections.store.event_rows`), the projector's through ``read_json`` over a staging
+file, the other tables through Arrow tables; never row-by-row ``executemany``.
 """
 
 from __future__ import annotations
@@ -557,6 +557,7 @@ class Store:
         event_rows: pa.Table | None = None,
         access: Sequence[AccessEntry] = (),
         dead_letters_new: bool = False,
+        dead_letters_counted: bool = False,
     ) -> BatchCounts:
         """Write one batch in one transaction; rows already stored are skipped.
 
@@ -600,6 +601,15 @@ class Store:
                 being compared with the stored ones (a run's own positions are distinct), which
                 spares a scan of every stored dead letter per batch (a million rejected lines
                 were a million-row scan every 2,000 lines).
+            dead_letters_counted: the ``compact`` dead letters of this batch are counted, not
+                stored one row each: each is a line of the dead-letter log as above, and
+                ``dead_letter_counts`` gains one row per (source, reason, stated table, stated
+                time) of the batch with the lines it counts (``stg_dead_letters`` and the reports
+                count them as before). A batch already counted (same source and the same
+                positions and raw inputs in the same order: ``batch_key``) adds nothing. So a
+                flood of rejected lines costs DuckDB's memory a few rows per batch, not ~20
+                bytes per line (issue 32); the audit counts what a worker hands over after its
+                first :data:`dealtrail.ingest.audit.DEAD_LETTER_ROWS`.
 
         Returns:
             How many rows each table gained.
@@ -646,7 +656,12 @@ class Store:
                 ).to_arrow_table()
                 counts.rounds = new_rounds.num_rows
             if dead_letters:
-                counts.dead_letters = self._insert_dead_letters(dead_letters, dead_letters_new)
+                counted = [d for d in dead_letters if dead_letters_counted and d.get("compact")]
+                rows_each = [d for d in dead_letters if not (dead_letters_counted and d.get("compact"))]
+                if counted:
+                    counts.dead_letters += self._count_dead_letters(counted)
+                if rows_each:
+                    counts.dead_letters += self._insert_dead_letters(rows_each, dead_letters_new)
             if table_states:
                 states = pa.Table.from_pylist(list(table_states), schema=STATES_SCHEMA)
                 con.register("states_batch", states.append_column("n", pa.array(range(len(states)), pa.int64())))
@@ -820,6 +835,45 @@ class Store:
                     rows.append(r)
             self._log_dead_letters(rows)
         return len(inserted)
+
+    def _count_dead_letters(self, dead_letters: Sequence[dict[str, Any]]) -> int:
+        """Count the compact dead letters of one batch in ``dead_letter_counts`` and append their
+        raw input to :attr:`dead_letter_log` (as :meth:`_insert_dead_letters` does, inside the
+        caller's transaction), unless the same batch was counted before: the number counted."""
+        con = self.con
+        batch = pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA)
+        con.register("dead_batch", batch.append_column("n", pa.array(range(len(batch)), pa.int64())))
+        inserted = con.execute(
+            """INSERT INTO dead_letter_counts BY NAME
+               WITH b AS (
+                   SELECT source, position, reason, n, left(md5(raw), 8) AS raw_key,
+                          TRY_CAST(json_extract_string(j, '$.occurred_at') AS TIMESTAMPTZ) AS occurred_at,
+                          json_extract_string(j, '$.table_id') AS table_id
+                   FROM (SELECT *, TRY_CAST(raw AS JSON) AS j FROM dead_batch)
+                   QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw) ORDER BY n) = 1),
+               k AS (SELECT source, md5(string_agg(position || ' ' || raw_key, ',' ORDER BY n)) AS batch_key
+                     FROM b GROUP BY source)
+               SELECT b.source, k.batch_key, arg_min(b.position, b.n) AS first_position,
+                      arg_max(b.position, b.n) AS last_position, b.reason, b.table_id, b.occurred_at,
+                      count(*) AS lines, $log AS raw_file
+               FROM b JOIN k USING (source)
+               ANTI JOIN (SELECT DISTINCT source, batch_key FROM dead_letter_counts
+                          WHERE source IN (SELECT source FROM k)) c USING (source, batch_key)
+               GROUP BY ALL
+               RETURNING source, lines""",
+            {"log": str(self.dead_letter_log)},
+        ).fetchall()
+        sources = {src for src, _ in inserted}
+        if sources:  # each counted line once, in the batch's order
+            seen: set[tuple[str, str, str]] = set()
+            rows = []
+            for r in dead_letters:
+                key = (r["source"], r["position"], hashlib.md5(str(r["raw"]).encode()).hexdigest())
+                if r["source"] in sources and key not in seen:
+                    seen.add(key)
+                    rows.append(r)
+            self._log_dead_letters(rows)
+        return sum(int(n) for _, n in inserted)
 
     def _log_dead_letters(self, rows: Sequence[dict[str, Any]]) -> None:
         """Append ``rows`` to :attr:`dead_letter_log` (owner-only) and sync it to disk.

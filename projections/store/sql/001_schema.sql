@@ -105,6 +105,27 @@ ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS occurred_at TIMESTAMPTZ;
 ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS table_id VARCHAR;
 ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS raw_file VARCHAR;
 
+-- Grain: one row per group of one audit batch's rejected lines that state the same reason, table
+-- and time (source, batch_key, reason, table_id, occurred_at), with the lines it counts. Upstream:
+-- the audit, for the rejected lines a worker hands over after its first DEAD_LETTER_ROWS in a run
+-- (dealtrail/ingest/audit.py): each such line is one line of the store's dead-letter log raw_file
+-- (source, position, byte offset and length, reason, detail, raw input) and is counted here, so
+-- that a flood of rejected lines costs DuckDB a few rows per batch of 2,000 instead of a row per
+-- line, which DuckDB keeps in its memory (issue 32). batch_key is the md5 of the batch's
+-- (position, first 8 hex digits of the md5 of raw) list: a re-run that hands over the same batch
+-- adds nothing. stg_dead_letters counts these beside the rows of dead_letters.
+CREATE TABLE IF NOT EXISTS dead_letter_counts (
+    source          VARCHAR NOT NULL,
+    batch_key       VARCHAR NOT NULL,
+    first_position  VARCHAR NOT NULL,  -- the group's first and last rejected line
+    last_position   VARCHAR NOT NULL,
+    reason          VARCHAR NOT NULL,
+    table_id        VARCHAR,           -- what the raw input states, when it can be read
+    occurred_at     TIMESTAMPTZ,
+    lines           BIGINT NOT NULL,   -- rejected lines in the group
+    raw_file        VARCHAR NOT NULL   -- the dead-letter log holding each line
+);
+
 -- Grain: one row per (consumer, topic, partition): the next Kafka offset to read, written in the
 -- same transaction as the rows it covers (the projector commits to Kafka only after).
 CREATE TABLE IF NOT EXISTS offsets (

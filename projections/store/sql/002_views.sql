@@ -27,13 +27,19 @@ SELECT consumer, topic, partition, max(next_offset) AS next_offset
 FROM offsets GROUP BY ALL;
 
 -- stg_dead_letters: the dead letters with the time and table their raw input states (grain: one
--- row per dead letter, as dead_letters): stated_at and stated_table_id come from the columns the
--- writer fills on insert, else (a row written before them) from the stored raw input; NULL when
--- the input states none that can be read; row_no is the table's rowid (rows are only appended).
--- Upstream: dead_letters.
+-- row per dead letter of dead_letters, and one per group of dead_letter_counts; `lines` is how many
+-- rejected inputs a row stands for, 1 for a dead_letters row: count with sum(lines)): stated_at and
+-- stated_table_id come from the columns the writer fills on insert, else (a row written before
+-- them) from the stored raw input; NULL when the input states none that can be read; row_no is
+-- the dead_letters rowid (rows are only appended; NULL for a group: its rowid is in
+-- dead_letter_counts). Upstream: dead_letters, dead_letter_counts.
 CREATE OR REPLACE VIEW stg_dead_letters AS
-SELECT d.*, d.rowid AS row_no,
+SELECT d.*, d.rowid AS row_no, 1::BIGINT AS lines,
        coalesce(d.occurred_at,
                 TRY_CAST(json_extract_string(TRY_CAST(d.raw AS JSON), '$.occurred_at') AS TIMESTAMPTZ)) AS stated_at,
        coalesce(d.table_id, json_extract_string(TRY_CAST(d.raw AS JSON), '$.table_id')) AS stated_table_id
-FROM dead_letters d;
+FROM dead_letters d
+UNION ALL BY NAME
+SELECT c.source, c.first_position AS position, c.reason, c.occurred_at, c.table_id, c.raw_file, c.lines,
+       c.occurred_at AS stated_at, c.table_id AS stated_table_id
+FROM dead_letter_counts c;

@@ -1,7 +1,7 @@
 -- rpt_data_quality: gaps in the trail and rejected input in [$start, $end). Grain: one row.
 -- Upstream: fct_detections (DT-sequence-gap), rounds (also those dealt from a deck under a
 -- DT-deck-composition suspicion), stg_dead_letters (dated by the occurred_at in
--- the raw input when it can be read; undated ones are counted apart).
+-- the raw input when it can be read; undated ones are counted apart; a row counts its `lines`).
 SELECT
     (SELECT count(*) FROM fct_detections
       WHERE rule_id = 'DT-sequence-gap' AND observed_at >= $start AND observed_at < $end
@@ -13,9 +13,9 @@ SELECT
     (SELECT count(*) FROM rounds r
       WHERE r.completed_at >= $start AND r.completed_at < $end AND ($table_id IS NULL OR r.table_id = $table_id)
         AND coalesce(r.deck_suspect, false)) AS suspect_deck_rounds,
-    (SELECT count(*) FROM stg_dead_letters
+    (SELECT coalesce(sum(lines), 0)::BIGINT FROM stg_dead_letters
       WHERE stated_at >= $start AND stated_at < $end
         AND ($table_id IS NULL OR stated_table_id = $table_id)) AS dead_letters,
-    (SELECT count(*) FROM stg_dead_letters
+    (SELECT coalesce(sum(lines), 0)::BIGINT FROM stg_dead_letters
       WHERE coalesce(stated_at NOT BETWEEN TIMESTAMPTZ '2000-01-01 00:00:00+00' AND TIMESTAMPTZ '2100-12-31 23:59:59.999999+00',
                      true)) AS dead_letters_undated  -- no date, or one outside 2000-2100 (rulebook 10.3.4)
