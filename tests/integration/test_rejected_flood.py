@@ -247,3 +247,24 @@ def test_a_parallel_re_run_of_a_flood_counts_nothing_twice(good: list[bytes], tm
     assert first.written.dead_letters == 2 * DEAD_LETTER_ROWS + 6_000
     assert again.written.dead_letters == 0
     assert stored == (2 * DEAD_LETTER_ROWS + 6_000,) and logged == 2 * DEAD_LETTER_ROWS + 6_000
+
+
+def test_a_counted_batch_written_again_adds_nothing_and_one_with_a_changed_line_is_counted(
+    good: list[bytes], tmp_path: Path
+) -> None:
+    template = json.loads(good[len(good) // 2])
+    batch = [_dead(n, template, True) for n in range(30)]
+    changed = [*batch[:29], {**batch[29], "raw": "another line at the same position"}]
+    with Store(tmp_path / "store.duckdb") as store:
+        first = store.write_batch((), dead_letters=batch, dead_letters_counted=True)
+        again = store.write_batch((), dead_letters=batch, dead_letters_counted=True)
+        other = store.write_batch((), dead_letters=changed, dead_letters_counted=True)
+        groups = store.con.execute("SELECT reason, table_id, lines FROM dead_letter_counts ORDER BY rowid").fetchall()
+        rows = store.con.execute("SELECT count(*) FROM dead_letters").fetchall()
+        logged = store.dead_letter_log.read_text().count("\n")
+    assert (first.dead_letters, again.dead_letters, other.dead_letters) == (30, 0, 30)
+    assert rows == [(0,)] and logged == 60
+    # per batch: the lines that state no table (not JSON, no event) and the events of one table
+    # (the changed line states none)
+    expected = [("r", None, 20), ("r", template["table_id"], 10), ("r", None, 21), ("r", template["table_id"], 9)]
+    assert sorted(groups, key=str) == sorted(expected, key=str)
