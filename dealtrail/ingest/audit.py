@@ -67,8 +67,9 @@ DEAD_LETTER_BATCH = 2_000
 them to the dead-letter file and the store at once), whatever the events in between: the audit's
 memory does not grow with the rejected lines (a held dead letter keeps its raw line)."""
 DEAD_LETTER_ROWS = 10_000
-"""Dead letters of one audit worker stored one ``dead_letters`` row each in a run; the worker's
-later ones are counted instead (``dead_letter_counts``, a few rows per batch: see
+"""Dead letters of one audit worker stored one ``dead_letters`` row each in a run (the batches it
+hands over until that many are stored, so at most one batch more); the worker's later ones are
+counted instead (``dead_letter_counts``, a few rows per batch: see
 :meth:`projections.store.store.Store.write_batch`), each still a line of the dead-letter file and
 of the store's dead-letter log. A ``dead_letters`` row costs DuckDB's memory about 20 bytes for
 the rest of the run (measured: ``bench/bench_rejected.py``), so a flood of rejected lines would

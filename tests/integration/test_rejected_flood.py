@@ -268,3 +268,16 @@ def test_a_counted_batch_written_again_adds_nothing_and_one_with_a_changed_line_
     # (the changed line states none)
     expected = [("r", None, 20), ("r", template["table_id"], 10), ("r", None, 21), ("r", template["table_id"], 9)]
     assert sorted(groups, key=str) == sorted(expected, key=str)
+
+
+def test_counted_dead_letters_touch_the_report_periods_they_state(good: list[bytes], tmp_path: Path) -> None:
+    from dealtrail.reporting.schedule import ReportWatch
+
+    template = json.loads(good[len(good) // 2])
+    stated = datetime.fromisoformat(str(template["occurred_at"]))
+    with Store(tmp_path / "store.duckdb") as store:
+        watch = ReportWatch()
+        assert watch.touched(store.con) is None  # the first call: every period
+        store.write_batch((), dead_letters=[_dead(n, template, True) for n in range(30)], dead_letters_counted=True)
+        spans = watch.touched(store.con)
+    assert spans == [(stated, stated)]
