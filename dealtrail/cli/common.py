@@ -214,13 +214,16 @@ def open_writer(db: Path, settings: Settings, resume: str) -> Store:
 
 
 def _busy(db: Path | None, exc: Exception) -> typer.Exit:
-    """The error for a store that cannot be opened read-only because a writer holds it."""
-    return _fail(f"cannot open {db} read-only (is a projector, an audit or a console (serve) writing it?): {exc}")
+    """The error for a store that cannot be opened read-only because a writer holds it (exit
+    code 1, a busy store, as every command says it)."""
+    return _fail(
+        f"cannot open {db} read-only (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
+    )
 
 
 def _read_store(db: Path) -> duckdb.DuckDBPyConnection:
-    """The store ``db`` opened read-only; a missing file or one a writer holds ends the command
-    with a clean message (exit code 2)."""
+    """The store ``db`` opened read-only; a missing file (exit code 2) or one a writer holds
+    (exit code 1, a busy store) ends the command with a clean message."""
     import duckdb
 
     from projections.store.store import connect_read_only

@@ -31,8 +31,8 @@ def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
         if users and "lock" in str(exc).lower():  # DuckDB: "Could not set lock on file ..."
             raise _fail(
-                f"{db} is held by another process (the projector?): manage users on the console's admin page "
-                "(one writer per file)",
+                f"{db} is held by another process (a projector, an audit or a console (serve)?): "
+                "manage users on the console's admin page (one writer per file)",
                 code=1,
             ) from None
         raise _fail(

@@ -131,7 +131,9 @@ def _set_aside(db: Path, at: datetime) -> Path | None:
             duckdb.connect(str(db), read_only=True).close()
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
-                raise _fail(f"{db} is open in another process (dealtrail serve or project?): stop it first") from None
+                raise _fail(
+                    f"{db} is open in another process (dealtrail serve or project?): stop it first", code=1
+                ) from None
         except duckdb.Error:
             pass  # not a DuckDB file: it is still kept, never deleted
     stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")

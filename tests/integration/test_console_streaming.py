@@ -272,8 +272,8 @@ def test_user_commands_refuse_a_store_another_process_holds_and_point_to_the_adm
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0] == (
-        f"error: {held} is held by another process (the projector?): manage users on the console's admin page "
-        "(one writer per file)"
+        f"error: {held} is held by another process (a projector, an audit or a console (serve)?): "
+        "manage users on the console's admin page (one writer per file)"
     )
 
 

@@ -200,8 +200,14 @@ def test_schedule_retries_a_busy_store_at_its_next_poll_and_says_so_once(
 
 def test_one_shot_commands_refuse_a_busy_store_at_once(held_store: tuple[Path, subprocess.Popen[str]]) -> None:
     db, _ = held_store
+    # a busy store is exit code 1 ("the command ran and failed"), whichever command meets it
     code, out = _run("schedule", "--every", "day", "--db", str(db), "--once")
-    assert code == 2 and "read-only" in out
+    assert code == 1 and "read-only" in out and "writing it?" in out, out
+    code, out = _run("report", "--db", str(db), "--out", str(db.parent / "report-busy"))
+    assert code == 1 and "read-only" in out and "writing it?" in out, out
+    (db.parent / "one.jsonl").write_text("")
+    code, out = _run("audit", str(db.parent / "one.jsonl"), "--db", str(db))
+    assert code == 1 and "for writing" in out and "writing it?" in out, out
 
 
 # ---- owner-only files -------------------------------------------------------------------------
