@@ -186,7 +186,8 @@ def _print_replay(result: object, tz: tzinfo) -> None:
         else ""
     )
     console.print(
-        f"replayed {result.events_total:,} events of {escape(result.table_id)}{began}; {len(result.steps):,} shown"
+        f"replayed {result.events_total:,} events of {escape(result.table_id)}{began} to its last stored event "
+        f"(a finding of the window may be raised after it); {len(result.steps):,} shown"
     )
     if result.compared:
         if result.matches:
