@@ -56,11 +56,13 @@ class RevisionSignatureError(ValueError):
     signature that does not verify, or a key that is not registered; the message says which."""
 
 
-def _hashes(folder: Path) -> dict[str, str]:
-    """The SHA-256 (hex) of each regular, visible file directly in ``folder`` but the seal's, by name."""
+def file_hashes(folder: Path, skip: frozenset[str] = SEAL_FILES) -> dict[str, str]:
+    """The SHA-256 (hex) of every regular file directly in ``folder`` but those in ``skip`` (the
+    seal's own files, :data:`SEAL_FILES`; a sign-off passes its own) and hidden files, by name,
+    sorted. One definition for the seal and the sign-off."""
     out: dict[str, str] = {}
     for path in sorted(folder.iterdir()):
-        if path.name in SEAL_FILES or path.name.startswith(".") or not path.is_file() or path.is_symlink():
+        if path.name in skip or path.name.startswith(".") or not path.is_file() or path.is_symlink():
             continue
         digest = hashlib.sha256()
         with path.open("rb") as f:
@@ -90,7 +92,7 @@ def seal(folder: Path, signer: Ed25519PrivateKey | None) -> str | None:
     Returns:
         The signing key's ID, or None when unsigned.
     """
-    manifest = "".join(f"{sha}  {name}\n" for name, sha in _hashes(folder).items()).encode()
+    manifest = "".join(f"{sha}  {name}\n" for name, sha in file_hashes(folder).items()).encode()
     _write_bytes(folder / FILES_MANIFEST, manifest)
     if signer is None:
         write_private_text(
@@ -146,7 +148,7 @@ def check_seal(folder: Path, public_keys: dict[str, bytes]) -> str:
     for line in manifest.decode("utf-8", "replace").splitlines():
         sha, _, name = line.partition("  ")
         listed[name] = sha
-    now = _hashes(folder)
+    now = file_hashes(folder)
     for name in {SIGNOFF, SIGNOFF_SIGNATURE, SIGNED_PDF} - set(listed):
         now.pop(name, None)  # a sign-off made after the revision: its own record covers it
     changed = sorted(n for n in listed if n in now and now[n] != listed[n])

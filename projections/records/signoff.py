@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from projections.records.report_revisions import REVISION, history
+from projections.records.report_revisions import REVISION, file_hashes, history
 from projections.records.signing import key_id, public_pem
 from projections.records.signing import sign as sign_bytes
 from projections.records.signing import verify as verify_bytes
@@ -69,21 +69,6 @@ MAX_STATEMENT = 2000
 class SignOffError(ValueError):
     """A revision that cannot be signed (not a revision, not final, superseded, signed already)
     or a bad signer or statement; the message says which."""
-
-
-def file_hashes(folder: Path, skip: frozenset[str] = NOT_HASHED) -> dict[str, str]:
-    """The SHA-256 (hex) of every regular file directly in ``folder`` but those in ``skip``
-    (:data:`NOT_HASHED`) and hidden files, by name, sorted."""
-    out: dict[str, str] = {}
-    for path in sorted(folder.iterdir()):
-        if path.name in skip or path.name.startswith(".") or not path.is_file() or path.is_symlink():
-            continue
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        out[path.name] = digest.hexdigest()
-    return out
 
 
 def read(folder: Path) -> dict[str, Any] | None:
@@ -174,7 +159,7 @@ def sign(
         raise SignOffError(f"{folder} is signed already; a sign-off is never replaced")
     if pdf is not None:
         _write_once(folder / SIGNED_PDF, pdf(dict(record)))
-    record["files"] = file_hashes(folder)
+    record["files"] = file_hashes(folder, NOT_HASHED)
     if signer is not None:
         record["signing_key"] = key_id(public_pem(signer))
     text = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
