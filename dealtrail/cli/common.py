@@ -214,11 +214,30 @@ def open_writer(db: Path, settings: Settings, resume: str) -> Store:
 
 
 def _busy(db: Path | None, exc: Exception) -> typer.Exit:
-    """The error for a store that cannot be opened read-only because a writer holds it (exit
-    code 1, a busy store, as every command says it)."""
+    """The error for a store that cannot be opened read-only: exit code 1 when a writer holds its
+    lock (a busy store, as every command says it), else 2 (a file that is not a DuckDB database,
+    a folder: an input error)."""
+    if not is_locked(exc):
+        return _fail(f"cannot open {db} read-only: {exc}")
     return _fail(
         f"cannot open {db} read-only (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
     )
+
+
+def is_locked(exc: BaseException) -> bool:
+    """True if DuckDB refused to open a file because another process holds its lock ("Could not
+    set lock on file ..."): a busy store, as opposed to a file that is not a database."""
+    return "lock" in str(exc).lower()
+
+
+def cannot_write(db: Path, exc: BaseException) -> typer.Exit:
+    """The error for a store that cannot be opened for writing: exit code 1 when another process
+    holds it (a busy store), else 2 (not a DuckDB database, a folder: an input error)."""
+    if is_locked(exc):
+        return _fail(
+            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
+        )
+    return _fail(f"cannot open {db} for writing: {exc}")
 
 
 def _read_store(db: Path) -> duckdb.DuckDBPyConnection:

@@ -31,6 +31,7 @@ from dealtrail.cli.common import (
     _when,
     _zone,
     app,
+    cannot_write,
     command_line,
     console,
     err,
@@ -130,9 +131,7 @@ def _audit_into(
 
         if write_failure(exc, db) is not None:
             raise  # a read-only store, a full disk: said by writing()
-        raise _fail(
-            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
-        ) from None
+        raise cannot_write(db, exc) from None
     make_private_dirs(dl_path.parent)
     with store, _owner_only(dl_path) as dl, _progress() as progress:
         task = progress.add_task("auditing", total=events.stat().st_size)

@@ -29,6 +29,7 @@ from dealtrail.cli.common import (
     _unreachable,
     _zone_name,
     app,
+    cannot_write,
     command_line,
     console,
     err,
@@ -231,9 +232,7 @@ def _project(
     except Exception as exc:
         if write_failure(exc, db) is not None:
             raise  # a read-only store, a full disk: said by writing()
-        raise _fail(
-            f"cannot open {db} for writing (is a projector, an audit or a console (serve) writing it?): {exc}", code=1
-        ) from None
+        raise cannot_write(db, exc) from None
 
     def say(line: str) -> None:
         # --once is a command a user waits on: a broker that never answered is its one error line
