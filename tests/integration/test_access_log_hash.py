@@ -38,9 +38,9 @@ def _iso(at: datetime) -> str:
     return text
 
 
-def _old_hash(row: dict[str, object]) -> str:
-    """What dealtrail 0.2.0 hashed: the record's compact JSON in its field order, no ``hash_version``."""
-    body = {
+def _members(row: dict[str, object]) -> dict[str, object]:
+    """An entry's hashed members as docs/integrity.md names them, in 0.2.0's field order."""
+    return {
         "entry_id": row["entry_id"],
         "at": _iso(row["logged_at"]),  # type: ignore[arg-type]
         "user": row["user_name"],
@@ -52,31 +52,23 @@ def _old_hash(row: dict[str, object]) -> str:
         "seq": row["seq"],
         "prev_hash": row["prev_hash"],
     }
-    return hashlib.sha256(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+def _old_hash(row: dict[str, object]) -> str:
+    """What dealtrail 0.2.0 hashed: the record's compact JSON in its field order, no ``hash_version``."""
+    return hashlib.sha256(json.dumps(_members(row), separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
 
 
 def _rfc8785_hash(row: dict[str, object]) -> str:
     """The RFC 8785 hash as docs/integrity.md tells a recipient to compute it (standard library only)."""
-    body = {
-        "entry_id": row["entry_id"],
-        "at": _iso(row["logged_at"]),  # type: ignore[arg-type]
-        "user": row["user_name"],
-        "client": row["client"],
-        "kind": row["kind"],
-        "outcome": row["outcome"],
-        "detail": row["detail"],
-        "schema_version": 1,
-        "seq": row["seq"],
-        "prev_hash": row["prev_hash"],
-        "hash_version": row["hash_version"],
-    }
+    body = {**_members(row), "hash_version": row["hash_version"]}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, object]]:
     rows, _ = access_log.entries(con, access_log.LogFilter(), None)
-    return sorted(rows, key=lambda r: int(r["seq"]))  # type: ignore[call-overload]
+    return sorted(rows, key=lambda r: int(r["seq"]))
 
 
 def _old_store(path: Path, n: int) -> None:
