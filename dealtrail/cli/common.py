@@ -41,10 +41,26 @@ app = typer.Typer(
 )
 
 
-console = Console()
+class PipeConsole(Console):
+    """A rich :class:`~rich.console.Console` that word-wraps at the terminal's width on a terminal
+    and never wraps when its output goes to a file or a pipe: a chain head's hash or a summary
+    line stays on one line for ``grep``, ``cut`` and log collectors (rich otherwise wraps a pipe
+    at 80 columns). Tables still fit the width (``COLUMNS``, else 80)."""
+
+    @property
+    def soft_wrap(self) -> bool:
+        """True (print lines whole) unless the output is a terminal."""
+        return not self.is_terminal
+
+    @soft_wrap.setter
+    def soft_wrap(self, value: bool) -> None:
+        """Ignored: the output decides (see the class)."""
 
 
-err = Console(stderr=True)
+console = PipeConsole()
+
+
+err = PipeConsole(stderr=True)
 
 
 def _show_version(value: bool) -> None:

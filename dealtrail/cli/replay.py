@@ -191,7 +191,8 @@ def _print_replay(result: object, tz: tzinfo) -> None:
     )
     if result.compared:
         if result.matches:
-            console.print(f"[green]replay matches the stored findings ({len(result.stored)} revisions)[/]")
+            n, plural = len(result.stored), "" if len(result.stored) == 1 else "s"
+            console.print(f"[green]replay matches the stored findings ({n:,} finding revision{plural})[/]")
         else:
             console.print("[bold red]REPLAY DIFFERS FROM THE STORED FINDINGS[/] (a changed rule or an altered store)")
             for d in result.differences:

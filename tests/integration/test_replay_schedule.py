@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,6 +93,8 @@ def test_replay_cli_writes_an_incident_page(store: Path, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     html = page.read_text()
     assert "replay matches the stored findings" in result.output
+    said = re.search(r"\((\d[\d,]*) finding revision(s?)\)", result.output)  # "1 finding revision", "2 ... revisions"
+    assert said is not None and (said[2] == "s") == (said[1] != "1"), result.output
     assert "Replay matches the stored findings" in html and "Timeline" in html
     assert "Content-Security-Policy" in html
 
