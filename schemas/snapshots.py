@@ -28,9 +28,13 @@ class TableSnapshot(Frozen):
         rulebook_revision: the rulebook revision of its rules.
         state_sha256: SHA-256 (hex) of ``state``'s UTF-8 bytes.
         state: the state as JSON text (``streams.engine.state.dump_state``).
-        partition: the partition of the events topic that held the last event.
-        offset: that event's offset there: the projector stores the snapshot once it has stored
-            the events up to it, so that ``events_through`` counts them all.
+        partition: the partition of the events topic that holds the table's events.
+        offset: the offset there of the last message of the table the worker had taken when
+            it made the snapshot (the last event's own, or a later one that released it from the
+            reorder window). The state holds exactly the table's events of that partition at or
+            below it with a seq at or below ``last_seq``: the projector stores the snapshot once it
+            has stored the events up to it, counts those alone (``events_through``), and marks it
+            unfit for a replay when an event with such a seq came after it.
     """
 
     table_id: str = Field(min_length=1, max_length=200)
@@ -46,5 +50,8 @@ class TableSnapshot(Frozen):
     offset: int = Field(ge=0)
 
     def row(self) -> dict[str, Any]:
-        """The ``table_snapshots`` row (``projections.store.store.SNAPSHOTS_SCHEMA``) of this record."""
-        return self.model_dump(exclude={"partition", "offset"})
+        """The ``table_snapshots`` row (``projections.store.store.SNAPSHOTS_SCHEMA``) of this record:
+        ``partition`` and ``offset`` become ``events_partition`` and ``events_offset``."""
+        row = self.model_dump(exclude={"partition", "offset"})
+        row["events_partition"], row["events_offset"] = self.partition, self.offset
+        return row

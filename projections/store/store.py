@@ -120,8 +120,12 @@ SNAPSHOTS_SCHEMA = pa.schema(
         ("rulebook_revision", pa.int32()),
         ("state_sha256", pa.string()),
         ("state", pa.string()),
+        ("events_partition", pa.int32()),
+        ("events_offset", pa.int64()),
     ]
 )
+"""``table_snapshots`` rows as the writer takes them: ``events_partition`` and ``events_offset``
+are a worker's snapshot's (``schemas.snapshots.TableSnapshot.row``), absent (NULL) in the audit's."""
 OFFSETS_SCHEMA = pa.schema(
     [("consumer", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("next_offset", pa.int64())]
 )
@@ -583,8 +587,11 @@ class Store:
                 table, ``first_seq``, ``last_seq`` and ``last_event_id`` is kept as it is.
             snapshots: tables' engine states within the file (see ``SNAPSHOTS_SCHEMA``), each after
                 an event of this batch or an earlier one; stored with ``events_through``, the
-                table's stored events up to its ``last_seq`` once this batch's events are in, and
-                ``late_through``, its late events up to it (``sum_late_events``). A snapshot
+                table's stored events up to its ``last_seq`` once this batch's events are in (a
+                worker's snapshot: only those that arrived at or below its ``events_offset``), and
+                ``late_through``, its late events up to it (``sum_late_events``; NULL for a
+                worker's snapshot when an event up to its ``last_seq`` arrived after its
+                ``events_offset``: a replay then finds the counts apart and skips it). A snapshot
                 already stored (same table, last event and engine version) is kept.
             reviews: rows of the ``reviews`` table (``projections.models.reviews.review_row``), from the
                 reviews topic; a review ID already stored is skipped (a redelivery).
@@ -679,11 +686,21 @@ class Store:
             if snapshots:
                 con.register("snapshots_batch", pa.Table.from_pylist(list(snapshots), schema=SNAPSHOTS_SCHEMA))
                 con.execute(
+                    # a worker's snapshot counts only the events of its partition up to its
+                    # offset; an event with a seq up to its own that arrived after it (a late
+                    # arrival, maybe in this very batch) is not in its state: late_through NULL
+                    # makes a replay count, and the counts then differ (it is skipped, and said)
                     """INSERT INTO table_snapshots BY NAME
                        SELECT b.*, (SELECT count(*) FROM events e
-                                    WHERE e.table_id = b.table_id AND e.seq <= b.last_seq) AS events_through,
-                              (SELECT count(*) FROM sum_late_events l
-                               WHERE l.table_id = b.table_id AND l.seq <= b.last_seq) AS late_through
+                                    WHERE e.table_id = b.table_id AND e.seq <= b.last_seq
+                                      AND (b.events_offset IS NULL OR e.arrival <= b.events_offset)
+                                   ) AS events_through,
+                              CASE WHEN b.events_offset IS NOT NULL AND EXISTS (
+                                       SELECT 1 FROM events e WHERE e.table_id = b.table_id
+                                       AND e.seq <= b.last_seq AND e.arrival > b.events_offset)
+                                   THEN NULL
+                                   ELSE (SELECT count(*) FROM sum_late_events l
+                                         WHERE l.table_id = b.table_id AND l.seq <= b.last_seq) END AS late_through
                        FROM (SELECT * FROM snapshots_batch
                              QUALIFY row_number() OVER (
                                  PARTITION BY table_id, last_seq, last_event_id, engine_version) = 1) b

@@ -41,7 +41,10 @@ def test_the_snapshot_record_holds_the_row_the_embedded_audit_writes(tmp_path: P
     at = datetime(2026, 11, 30, 22, 5, tzinfo=UTC)
     record = TableSnapshot.model_validate_json(snapshot_value(state, at, 3, 4567))
     assert (record.partition, record.offset) == (3, 4567)
-    assert record.row() == snapshot_row(state, at, record.engine_version, record.rulebook_revision)
+    row = record.row()
+    # and what it covers: the events of partition 3 up to offset 4567 (the audit's rows state none)
+    assert (row.pop("events_partition"), row.pop("events_offset")) == (3, 4567)
+    assert row == snapshot_row(state, at, record.engine_version, record.rulebook_revision)
 
 
 @dataclass

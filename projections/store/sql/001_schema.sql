@@ -179,6 +179,13 @@ CREATE TABLE IF NOT EXISTS table_snapshots (
 -- with a seq <= last_seq came since, and a replay trusts events_through without counting the
 -- table's history; NULL for a snapshot written before the column (the replay counts).
 ALTER TABLE table_snapshots ADD COLUMN IF NOT EXISTS late_through BIGINT;
+-- `events_partition`, `events_offset`: what a worker's snapshot (from the snapshots topic) covers:
+-- the table's events of that partition of the events topic with an arrival (Kafka offset) at or
+-- below events_offset and a seq <= last_seq, which events_through counts. Its late_through is
+-- NULL when the store holds an event with such a seq that arrived after it (the snapshot lacks
+-- it, so a replay counts and skips it). NULL for the audit's and the re-audit's snapshots.
+ALTER TABLE table_snapshots ADD COLUMN IF NOT EXISTS events_partition INTEGER;
+ALTER TABLE table_snapshots ADD COLUMN IF NOT EXISTS events_offset BIGINT;
 
 -- Grain: one row per generation of findings. Generation 1 is what the audit and the projector
 -- write (implicit: no row is needed for it); `dealtrail reaudit` adds generation N+1, the stored
