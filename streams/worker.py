@@ -288,8 +288,11 @@ STORED = TypeAdapter(Stored)
 
 def snapshot_value(state: TableState, occurred_at: datetime, partition: int, offset: int) -> bytes:
     """The snapshots-topic record (JSON :class:`~schemas.snapshots.TableSnapshot`) of ``state``,
-    the state after the event at ``offset`` of ``partition`` of the events topic, which happened
-    at ``occurred_at``: the same state JSON, SHA-256 and engine tags as the embedded audit's
+    the state after its last event, which happened at ``occurred_at``, made when the worker had
+    taken the table's messages of ``partition`` of the events topic up to ``offset`` (the event's
+    own, or a later one whose arrival released it from the reorder window): the state holds
+    exactly the table's events of that partition at or below ``offset`` with a seq at or below
+    its ``last_seq``. The same state JSON, SHA-256 and engine tags as the embedded audit's
     ``table_snapshots`` rows (``projections.store.store.snapshot_row``)."""
     text = dump_state(state)
     return (
@@ -655,9 +658,17 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         return seen.is_copy(dealing, data)
 
     async def step(
-        key: bytes, current: Applied | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
+        key: bytes,
+        current: Applied | None,
+        msg: Any,
+        dealing: ev.DealingEvent,
+        raw: bytes,
+        through: tuple[int, int] | None = None,
     ) -> Applied | None:
-        """Apply one message of table ``key``; returns where the table stands after it."""
+        """Apply one message of table ``key``; returns where the table stands after it.
+        ``through``: the partition and offset of the last message taken from the table's
+        partition (a snapshot after this event states the events up to it: every event its
+        state holds was taken by then); None: ``msg``'s own."""
         position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
         before = current.state if current is not None else None
         unfit = current.unfit if current is not None else False
@@ -693,7 +704,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         if before is not None and dealing.seq < before.last_seq:
             unfit = True  # out of seq order: a replay applies it earlier, and may differ from here on
         elif not unfit and state is not before and snapshot_due(before, state, snapshot_every):
-            value = snapshot_value(state, dealing.occurred_at, msg.partition, msg.offset)
+            partition, offset = through if through is not None else (msg.partition, msg.offset)
+            value = snapshot_value(state, dealing.occurred_at, partition, offset)
             await snapshots_topic.send(key=key, value=value)
         return Applied(msg.partition, msg.offset, state, unfit)
 
@@ -726,7 +738,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             return None if current is None else Applied(msg.partition, msg.offset, current.state, current.unfit)
         taken = Taken(msg.topic, msg.partition, msg.offset, msg.key, raw)
         for item, event in window.push(dealing.seq, dealing.occurred_at, (taken, dealing)):
-            current = await step(key, current, item, event, item.value)
+            current = await step(key, current, item, event, item.value, (msg.partition, msg.offset))
             if current is not None:
                 window.last = current.state.last_seq  # the engine's word on where the table is
         if current is None:
@@ -750,8 +762,9 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             if current is None or window is None:
                 continue
             position = (current.partition, current.offset)
+            taken = (position[0], position[1]) if position[0] is not None else None  # the last message taken
             for item, event in window.flush():
-                current = await step(key, current, item, event, item.value)
+                current = await step(key, current, item, event, item.value, taken)
                 if current is None:
                     break
                 window.last = current.state.last_seq
