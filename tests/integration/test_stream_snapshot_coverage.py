@@ -140,3 +140,21 @@ def test_a_streamed_snapshot_of_a_trail_in_order_is_used_and_an_audited_one_coun
         )  # fmt: skip
     finally:
         con.close()
+
+
+def test_reaudit_from_a_period_does_not_start_from_a_streamed_snapshot_a_late_arrival_came_after(
+    trail: list[tuple[ev.DealingEvent, bytes]], tmp_path: Path
+) -> None:
+    from dealtrail.ingest.reaudit import reaudit
+
+    after = next(e for e, _ in trail if e.seq > S + 5 and isinstance(e, ev.RoundStarted))
+    late = [*range(1, 10), *range(11, S + 1), 10, *range(S + 1, len(trail) + 1)]
+    for name, order, applied, starts_at in (
+        ("in-order", list(range(1, len(trail) + 1)), list(range(1, S + 1)), S),
+        ("late", late, late[: S - 1], 0),  # the snapshot lacks seq 10: from the first event
+    ):
+        db = tmp_path / f"{name}.duckdb"
+        _stored(db, order, _snapshot([trail[seq - 1][0] for seq in applied], offset=order.index(S)), trail)
+        with Store(db) as store:
+            result = reaudit(store, start=after.occurred_at, workers=1)
+        assert result.events == len(trail) - starts_at, name
