@@ -201,7 +201,9 @@ _ADDED: dict[str, str] = {
     "reviews": """SELECT min(d.observed_at), max(d.observed_at) FROM reviews r
                   JOIN findings d ON d.finding_id = r.finding_id AND d.revision = 0 WHERE r.rowid >= $mark""",
     "dead_letters": "SELECT min(stated_at), max(stated_at) FROM stg_dead_letters WHERE row_no >= $mark",
-    "dead_letter_counts": "SELECT min(occurred_at), max(occurred_at) FROM dead_letter_counts WHERE rowid >= $mark",
+    "dead_letter_counts": """SELECT min(coalesce(first_occurred_at, occurred_at)),
+                                    max(coalesce(last_occurred_at, occurred_at))
+                             FROM dead_letter_counts WHERE rowid >= $mark""",
     "generations": "SELECT TIMESTAMPTZ '1970-01-01 00:00:00+00', TIMESTAMPTZ '9999-01-01 00:00:00+00'"
     " FROM generations WHERE rowid >= $mark LIMIT 1",
 }

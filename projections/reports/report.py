@@ -302,7 +302,10 @@ def build_summary(
     gaps, chain breaks caused by one of them (``chain_breaks_after_gap``) and without one
     (``chain_breaks_alone``), ``incidents``: the gaps plus the chain breaks alone, unverifiable
     rounds, dead letters dated in the period and undated, and both by reason
-    in ``dead_letters_by_reason``: reason -> ``{"in_period": n, "undated": n}``). Times are ISO
+    in ``dead_letters_by_reason``: reason -> ``{"in_period": n, "undated": n}``;
+    ``dead_letters_unattributable``, and ``"unattributable"`` by reason, only when not 0: counted
+    rejected lines whose stated times meet the period but do not all fall in it, see
+    docs/integrity.md). Times are ISO
     8601 in UTC; ``period.events`` counts the dealing events in the period, and
     ``period.no_events`` is true when there is none (nothing was audited: no finding and no
     remedy means nothing then). ``reviews``
@@ -317,8 +320,13 @@ def build_summary(
     agg = summarise(findings)
     events = query(con, "rpt_event_count", start, end).to_pylist()[0]["events"]
     quality = query(con, "rpt_data_quality", start, end).to_pylist()[0]
+    # a figure that is 0 (every dead letter's time attributable) is left out: a report then says
+    # what it said before there were counted groups, and its digest is the same
+    if not quality["dead_letters_unattributable"]:
+        del quality["dead_letters_unattributable"]
     quality["dead_letters_by_reason"] = {
         r["reason"]: {"in_period": r["in_period"], "undated": r["undated"]}
+        | ({"unattributable": r["unattributable"]} if r["unattributable"] else {})
         for r in query(con, "rpt_dead_letters_by_reason", start, end).to_pylist()
     }
     span = query(con, "rpt_span", start, end).to_pylist()[0]
@@ -608,7 +616,8 @@ def coverage(
     of review events on the period's findings made up to ``as_of``, ``last_review_id`` and
     ``last_reviewed_at`` of the latest of them), ``finding_revisions`` (stored revisions of the
     findings detected in the period, this generation), ``rounds`` (rounds completed in it) and
-    ``dead_letters`` (dead letters dated in it). Two reports with the same coverage but for
+    ``dead_letters`` (dead letters dated in it; and ``dead_letters_unattributable`` when not 0:
+    counted ones whose stated times are partly in it). Two reports with the same coverage but for
     ``as_of`` read the same rows (dead letters without a date apart).
 
     Args:
@@ -638,7 +647,8 @@ def coverage(
     rounds = con.execute(
         "SELECT count(*) FROM rounds WHERE completed_at >= $start AND completed_at < $end", params
     ).fetchall()[0][0]
-    dead = query(con, "rpt_data_quality", start, end).to_pylist()[0]["dead_letters"]
+    quality = query(con, "rpt_data_quality", start, end).to_pylist()[0]
+    dead = quality["dead_letters"]
     watermark: dict[str, Any] = {"count": 0, "last_review_id": None, "last_reviewed_at": None}
     if reviews.has_console_tables(con):
         row = con.execute(
@@ -660,6 +670,12 @@ def coverage(
         "finding_revisions": int(revisions),
         "rounds": int(rounds),
         "dead_letters": int(dead),
+        # only when not 0: the coverage of a report without one is what it was before
+        **(
+            {"dead_letters_unattributable": int(quality["dead_letters_unattributable"])}
+            if quality["dead_letters_unattributable"]
+            else {}
+        ),
     }
 
 

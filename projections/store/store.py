@@ -98,6 +98,13 @@ DEAD_SCHEMA = pa.schema(
 ``byte_length`` and ``compact`` may be left out of a row)."""
 _LOG_KEYS = ("source", "position", "byte_offset", "byte_length", "reason", "detail", "raw")
 """The keys of a line of the store's dead-letter log (:attr:`Store.dead_letter_log`)."""
+COUNT_GROUPS = 32
+"""The most ``dead_letter_counts`` rows a counted batch gains by what its lines state (its table
+and time), whatever they state: past it, the times go to their UTC quarter hour, then to one row
+per reason and kind of time (see :meth:`Store._count_dead_letters`)."""
+COUNT_TABLES = 8
+"""The most distinct tables a counted batch states and still keeps in ``dead_letter_counts``
+when its times go to quarter hours (past it, a row keeps how many, not which)."""
 STATES_SCHEMA = pa.schema(
     [
         ("table_id", pa.string()),
@@ -610,13 +617,16 @@ class Store:
                 were a million-row scan every 2,000 lines).
             dead_letters_counted: the ``compact`` dead letters of this batch are counted, not
                 stored one row each: each is a line of the dead-letter log as above, and
-                ``dead_letter_counts`` gains one row per (source, reason, stated table, stated
-                time) of the batch with the lines it counts (``stg_dead_letters`` and the reports
-                count them as before). A batch already counted (same source and the same
+                ``dead_letter_counts`` gains a few rows for the batch, at most
+                :data:`COUNT_GROUPS` and a few per reason whatever its lines state (one per
+                stated reason, table and time when there are that few: see
+                :meth:`_count_dead_letters`), with the lines each counts (``stg_dead_letters``
+                and the reports count them). A batch already counted (same source and the same
                 positions and raw inputs in the same order: ``batch_key``) adds nothing. So a
                 flood of rejected lines costs DuckDB's memory a few rows per batch, not ~20
-                bytes per line (issue 32); the audit counts what a worker hands over after its
-                first :data:`dealtrail.ingest.audit.DEAD_LETTER_ROWS`.
+                bytes per line (issue 32); the audit counts, in chunks the same whatever its
+                number of workers, the rejected lines of a partition of the file's tables past
+                its first :data:`dealtrail.ingest.audit.DEAD_LETTER_ROWS`.
 
         Returns:
             How many rows each table gained.
@@ -856,7 +866,14 @@ class Store:
     def _count_dead_letters(self, dead_letters: Sequence[dict[str, Any]]) -> int:
         """Count the compact dead letters of one batch in ``dead_letter_counts`` and append their
         raw input to :attr:`dead_letter_log` (as :meth:`_insert_dead_letters` does, inside the
-        caller's transaction), unless the same batch was counted before: the number counted."""
+        caller's transaction), unless the same batch was counted before: the number counted.
+
+        The batch gains at most :data:`COUNT_GROUPS` rows, or three per reason and kept table, whatever its
+        lines state: one per stated (reason, table, time) when there are at most that many;
+        else the times to their UTC quarter hour, the table kept when the batch states at most
+        :data:`COUNT_TABLES`; else one per reason, kind of time (in the years 2000-2100, out of
+        them, none) and kept table. Each row keeps the earliest and latest time its lines state
+        and how many tables they state."""
         con = self.con
         batch = pa.Table.from_pylist(list(dead_letters), schema=DEAD_SCHEMA)
         con.register("dead_batch", batch.append_column("n", pa.array(range(len(batch)), pa.int64())))
@@ -869,16 +886,39 @@ class Store:
                    FROM (SELECT *, TRY_CAST(raw AS JSON) AS j FROM dead_batch)
                    QUALIFY row_number() OVER (PARTITION BY source, position, md5(raw) ORDER BY n) = 1),
                k AS (SELECT source, md5(string_agg(position || ' ' || raw_key, ',' ORDER BY n)) AS batch_key
-                     FROM b GROUP BY source)
-               SELECT b.source, k.batch_key, arg_min(b.position, b.n) AS first_position,
-                      arg_max(b.position, b.n) AS last_position, b.reason, b.table_id, b.occurred_at,
-                      count(*) AS lines, $log AS raw_file
-               FROM b JOIN k USING (source)
+                     FROM b GROUP BY source),
+               -- the table kept when the batch states few; the time to its UTC quarter hour (the
+               -- years 2000 and 2101 begin on one: a quarter is in those years or out of them)
+               q AS (SELECT b.*,
+                            CASE WHEN (SELECT count(DISTINCT table_id) FROM b) <= $tables
+                                 THEN table_id END AS kept_table,
+                            to_timestamp(floor(epoch(occurred_at) / 900) * 900) AS quarter,
+                            CASE WHEN occurred_at IS NULL THEN 'none'
+                                 WHEN occurred_at >= TIMESTAMPTZ '2000-01-01 00:00:00+00'
+                                      AND occurred_at < TIMESTAMPTZ '2101-01-01 00:00:00+00' THEN 'dated'
+                                 ELSE 'undated' END AS kind
+                     FROM b),
+               -- the finest grouping that gives at most $groups rows: each stated (reason, table,
+               -- time); else quarter hours; else one per reason, kept table and kind of time
+               lvl AS (SELECT CASE WHEN (SELECT count(DISTINCT (reason, table_id, occurred_at)) FROM q) <= $groups
+                                   THEN 0
+                                   WHEN (SELECT count(DISTINCT (reason, kept_table, quarter)) FROM q) <= $groups THEN 1
+                                   ELSE 2 END AS level),
+               g AS (SELECT q.*,
+                            CASE level WHEN 0 THEN table_id ELSE kept_table END AS g_table,
+                            CASE level WHEN 0 THEN occurred_at WHEN 1 THEN quarter END AS g_time
+                     FROM q, lvl)
+               SELECT g.source, k.batch_key, arg_min(g.position, g.n) AS first_position,
+                      arg_max(g.position, g.n) AS last_position, g.reason, g.g_table AS table_id,
+                      CASE WHEN min(g.occurred_at) = max(g.occurred_at) THEN min(g.occurred_at) END AS occurred_at,
+                      min(g.occurred_at) AS first_occurred_at, max(g.occurred_at) AS last_occurred_at,
+                      count(DISTINCT g.table_id) AS stated_tables, count(*) AS lines, $log AS raw_file
+               FROM g JOIN k USING (source)
                ANTI JOIN (SELECT DISTINCT source, batch_key FROM dead_letter_counts
                           WHERE source IN (SELECT source FROM k)) c USING (source, batch_key)
-               GROUP BY ALL
+               GROUP BY g.source, k.batch_key, g.reason, g.g_table, g.g_time, g.kind
                RETURNING source, lines""",
-            {"log": str(self.dead_letter_log)},
+            {"log": str(self.dead_letter_log), "groups": COUNT_GROUPS, "tables": COUNT_TABLES},
         ).fetchall()
         sources = {src for src, _ in inserted}
         if sources:  # each counted line once, in the batch's order

@@ -15,6 +15,7 @@ import json
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -281,3 +282,93 @@ def test_counted_dead_letters_touch_the_report_periods_they_state(good: list[byt
         store.write_batch((), dead_letters=[_dead(n, template, True) for n in range(30)], dead_letters_counted=True)
         spans = watch.touched(store.con)
     assert spans == [(stated, stated)]
+
+
+def _stating(n: int, at: datetime | None, table: str, template: dict[str, object]) -> dict[str, object]:
+    """A compact dead letter of an event with a bad field that states ``table`` and the time ``at``."""
+    doc = {**template, "event_id": f"BAD{n:012d}", "seq": f"x{n}", "table_id": table}
+    doc["occurred_at"] = at.isoformat() if at is not None else None
+    return {"source": "f.jsonl", "position": f"line {n}", "reason": "schema_error", "detail": "d"} | {
+        "raw": json.dumps(doc),
+        "compact": True,
+    }
+
+
+def _period_figures(
+    store: Store, periods: list[tuple[datetime, datetime]], table: str | None
+) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """The dead-letter figures of ``store`` (rpt_data_quality, rpt_dead_letters_by_reason) for each period."""
+    from projections.reports.report import query
+
+    return [
+        (
+            query(store.con, "rpt_data_quality", start, end, table).to_pylist(),
+            query(store.con, "rpt_dead_letters_by_reason", start, end, table).to_pylist(),
+        )
+        for start, end in periods
+    ]
+
+
+def test_a_counted_batch_whose_every_line_states_another_time_and_table_gains_a_few_rows_with_the_same_hourly_figures(
+    good: list[bytes], tmp_path: Path
+) -> None:
+    from projections.store.store import COUNT_GROUPS
+
+    template = json.loads(good[len(good) // 2])
+    base = datetime(2026, 3, 1, 9, tzinfo=UTC)
+    batch = [_stating(n, base + timedelta(seconds=3 * n), f"T{n % 20}", template) for n in range(2_000)]
+    hours = [(base + timedelta(hours=h), base + timedelta(hours=h + 1)) for h in range(-1, 3)]
+    days = [(datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))]
+    # a day in a zone 5:30 from UTC, and a period that ends within a quarter hour
+    odd = [(datetime(2026, 2, 28, 18, 30, tzinfo=UTC), datetime(2026, 3, 1, 18, 30, tzinfo=UTC))]
+    cut = [(base, base + timedelta(minutes=20))]
+    with Store(tmp_path / "counted.duckdb") as store:
+        store.write_batch((), dead_letters=batch, dead_letters_counted=True)
+        groups = store.con.execute("SELECT count(*), sum(lines)::BIGINT FROM dead_letter_counts").fetchall()[0]
+        counted = _period_figures(store, hours + days + odd, None)
+        counted_cut = _period_figures(store, cut, None)[0]
+        counted_table = _period_figures(store, days, "T1")[0]
+    with Store(tmp_path / "rows.duckdb") as store:
+        store.write_batch((), dead_letters=batch)  # one row each
+        rows = _period_figures(store, hours + days + odd, None)
+        rows_cut = _period_figures(store, cut, None)[0]
+        rows_table = _period_figures(store, days, "T1")[0]
+    # 2,000 times over 100 minutes, 20 tables: the quarter hours, no table
+    assert groups == (7, 2_000) and groups[0] <= COUNT_GROUPS
+    for figures in counted + rows:  # the figures have no unattributable lines here
+        assert figures[0][0]["dead_letters_unattributable"] == 0
+    assert counted == rows
+    assert [f[0][0]["dead_letters"] for f in rows] == [0, 1_200, 800, 0, 2_000, 2_000]
+    # a period that cuts a quarter hour: the quarter's lines are not attributable to it, and said so
+    assert (rows_cut[0][0]["dead_letters"], rows_cut[0][0]["dead_letters_unattributable"]) == (400, 0)
+    assert (counted_cut[0][0]["dead_letters"], counted_cut[0][0]["dead_letters_unattributable"]) == (300, 300)
+    assert counted_cut[1] == [{"reason": "schema_error", "in_period": 300, "undated": 0, "unattributable": 300}]
+    # a report of one of the 20 tables: the groups keep no table, so their lines are not attributable
+    assert rows_table[0][0]["dead_letters"] == 100
+    assert (counted_table[0][0]["dead_letters"], counted_table[0][0]["dead_letters_unattributable"]) == (0, 2_000)
+
+
+def test_a_counted_batch_of_times_all_over_the_calendar_gains_a_row_per_reason_and_kind_of_time(
+    good: list[bytes], tmp_path: Path
+) -> None:
+    template = json.loads(good[len(good) // 2])
+    start = datetime(1990, 1, 1, tzinfo=UTC)
+    times = [start + timedelta(days=19 * n, seconds=n) for n in range(1_990)] + [None] * 10  # 1990 to 2093
+    batch = [_stating(n, at, "T1", template) for n, at in enumerate(times)]
+    whole = [(datetime(2000, 1, 1, tzinfo=UTC), datetime(2101, 1, 1, tzinfo=UTC))]
+    with Store(tmp_path / "counted.duckdb") as store:
+        store.write_batch((), dead_letters=batch, dead_letters_counted=True)
+        groups = store.con.execute(
+            "SELECT table_id, occurred_at, lines FROM dead_letter_counts ORDER BY first_occurred_at NULLS LAST"
+        ).fetchall()
+        counted = _period_figures(store, whole, None) + _period_figures(store, whole, "T1")
+        year = _period_figures(store, [(datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))], None)
+    with Store(tmp_path / "rows.duckdb") as store:
+        store.write_batch((), dead_letters=batch)
+        rows = _period_figures(store, whole, None) + _period_figures(store, whole, "T1")
+    undated = sum(1 for at in times if at is None or at.year < 2000)
+    # before 2000, in 2000-2100, none: three rows, the one table kept (the batch states one)
+    assert groups == [("T1", None, undated - 10), ("T1", None, 2_000 - undated), ("T1", None, 10)]
+    assert counted == rows
+    assert rows[0][0][0]["dead_letters"] == 2_000 - undated and rows[0][0][0]["dead_letters_undated"] == undated
+    assert year[0][0][0]["dead_letters"] == 0 and year[0][0][0]["dead_letters_unattributable"] == 2_000 - undated

@@ -105,15 +105,22 @@ ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS occurred_at TIMESTAMPTZ;
 ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS table_id VARCHAR;
 ALTER TABLE dead_letters ADD COLUMN IF NOT EXISTS raw_file VARCHAR;
 
--- Grain: one row per group of one audit batch's rejected lines that state the same reason, table
--- and time (source, batch_key, reason, table_id, occurred_at), with the lines it counts. Upstream:
--- the audit, for the rejected lines a worker hands over after its first DEAD_LETTER_ROWS in a run
--- (dealtrail/ingest/audit.py): each such line is one line of the store's dead-letter log raw_file
--- (source, position, byte offset and length, reason, detail, raw input) and is counted here, so
--- that a flood of rejected lines costs DuckDB a few rows per batch of 2,000 instead of a row per
--- line, which DuckDB keeps in its memory (issue 32). batch_key is the md5 of the batch's
--- (position, first 8 hex digits of the md5 of raw) list: a re-run that hands over the same batch
--- adds nothing. stg_dead_letters counts these beside the rows of dead_letters.
+-- Grain: one row per group of one chunk of an audit's counted rejected lines (source, batch_key,
+-- reason, and the table and time the lines state, as far as the chunk keeps them), with the lines
+-- it counts. Upstream: the audit, for the rejected lines of a partition of the file's tables past
+-- its first DEAD_LETTER_ROWS (dealtrail/ingest/audit.py): each such line is one line of the
+-- store's dead-letter log raw_file (source, position, byte offset and length, reason, detail, raw
+-- input) and is counted here, so that a flood of rejected lines costs DuckDB a few rows per chunk
+-- of at most 2,000 instead of a row per line, which DuckDB keeps in its memory (issue 32). A chunk
+-- is cut from its partition's rejected lines in line order (2,000 lines or 4 MiB), so it is the
+-- same whatever the number of audit workers; batch_key is the md5 of the chunk's (position, first
+-- 8 hex digits of the md5 of raw) list: a re-run adds nothing. A chunk's rows are at most 32, or
+-- three per reason and kept table, whatever its lines state: one per stated (reason, table, time) when there
+-- are at most 32 of them (occurred_at the time); else the times in UTC quarter hours, the table
+-- kept when the chunk states at most 8; else one per reason, kept table and kind of time (in
+-- 2000-2100, out of it, none). first_occurred_at and last_occurred_at are always the earliest and
+-- latest time the group's lines state, stated_tables how many tables they state (table_id is
+-- NULL when more than one). stg_dead_letters counts these beside the rows of dead_letters.
 CREATE TABLE IF NOT EXISTS dead_letter_counts (
     source          VARCHAR NOT NULL,
     batch_key       VARCHAR NOT NULL,
@@ -125,6 +132,10 @@ CREATE TABLE IF NOT EXISTS dead_letter_counts (
     lines           BIGINT NOT NULL,   -- rejected lines in the group
     raw_file        VARCHAR NOT NULL   -- the dead-letter log holding each line
 );
+-- a store written before the columns existed gets them (its groups state one time and table each)
+ALTER TABLE dead_letter_counts ADD COLUMN IF NOT EXISTS first_occurred_at TIMESTAMPTZ;
+ALTER TABLE dead_letter_counts ADD COLUMN IF NOT EXISTS last_occurred_at TIMESTAMPTZ;
+ALTER TABLE dead_letter_counts ADD COLUMN IF NOT EXISTS stated_tables BIGINT;
 
 -- Grain: one row per (consumer, topic, partition): the next Kafka offset to read, written in the
 -- same transaction as the rows it covers (the projector commits to Kafka only after).
