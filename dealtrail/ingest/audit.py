@@ -67,14 +67,20 @@ DEAD_LETTER_BATCH = 2_000
 them to the dead-letter file and the store at once), whatever the events in between: the audit's
 memory does not grow with the rejected lines (a held dead letter keeps its raw line)."""
 DEAD_LETTER_ROWS = 10_000
-"""Dead letters of one audit worker stored one ``dead_letters`` row each in a run (the batches it
-hands over until that many are stored, so at most one batch more); the worker's later ones are
-counted instead (``dead_letter_counts``, a few rows per batch: see
+"""Dead letters of one partition of a file's tables (:data:`PARTITIONS`) stored one
+``dead_letters`` row each in a run: its first this many in line order; its later ones are
+counted instead (``dead_letter_counts``, a few rows per chunk of :data:`DEAD_LETTER_BATCH`: see
 :meth:`projections.store.store.Store.write_batch`), each still a line of the dead-letter file and
 of the store's dead-letter log. A ``dead_letters`` row costs DuckDB's memory about 20 bytes for
 the rest of the run (measured: ``bench/bench_rejected.py``), so a flood of rejected lines would
-grow it without bound; the count per worker (not per run) keeps the split the same whatever order
-the workers' batches reach the writer in, so a re-run stores nothing twice."""
+grow it without bound; at most ``PARTITIONS * DEAD_LETTER_ROWS`` rows are stored per run. A
+partition's lines are all read by one worker, in file order, whatever the number of workers:
+which dead letters are rows and how the others are cut into chunks is the same in every run of
+the same file, so a re-run with another ``--workers`` stores nothing twice."""
+PARTITIONS = 16
+"""The partitions of a file's tables (CRC-32 of the first ``"table_id"`` in a line's text,
+modulo this; a line without one is in partition 0): partition ``p`` is read by worker
+``p % workers``, so an audit uses at most this many workers."""
 DEAD_LETTER_BATCH_BYTES = 4 * 1024 * 1024
 """Raw bytes of held dead letters at which they are handed over before :data:`DEAD_LETTER_BATCH`
 (a too-large line's dead letter keeps 256 KiB of it)."""
@@ -169,6 +175,11 @@ class Batch:
     states: list[dict[str, Any]] = field(default_factory=list)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     final: bool = False
+    chunks: list[tuple[int, int] | None] = field(default_factory=list)
+    """Per dead letter of ``dead``: None for one stored as a row, else the (partition, chunk
+    number) it is counted in (see :data:`DEAD_LETTER_ROWS`)."""
+    closed: list[tuple[int, int]] = field(default_factory=list)
+    """Chunks complete once this batch's dead letters are in: the writer counts them now."""
 
 
 def dead_letter_record(
@@ -303,9 +314,22 @@ class Snapshots:
         return out
 
 
+def partition_of(table_id: bytes | None) -> int:
+    """The partition (0 .. :data:`PARTITIONS` - 1) of a table: CRC-32 of its ID (as in the line's
+    text, still JSON-escaped), modulo :data:`PARTITIONS`; None (no table named) is partition 0."""
+    return zlib.crc32(table_id) % PARTITIONS if table_id is not None else 0
+
+
+def line_partition(raw: bytes) -> int:
+    """The partition of a line: that of the first ``"table_id"`` in its text (:func:`partition_of`)."""
+    match = TABLE_ID_IN_LINE.search(raw)
+    return partition_of(match.group(1) if match else None)
+
+
 def shard_of(table_id: bytes, shards: int) -> int:
-    """The worker (0 .. shards-1) that owns a table: CRC-32 of its ID, modulo ``shards``."""
-    return zlib.crc32(table_id) % shards if shards > 1 else 0
+    """The worker (0 .. shards-1) that owns a table: its partition (:func:`partition_of`) modulo
+    ``shards``."""
+    return partition_of(table_id) % shards if shards > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -380,9 +404,12 @@ def scan(
     a file that is not an event file is refused by each (:class:`NotEventsError`) before
     anything is handed over.
 
-    A line belongs to the shard of the first ``"table_id"`` in its text (a line without one to
-    shard 0, which dead-letters it). A line whose decoded ``table_id`` names another shard's
-    table is dead-lettered as ``ambiguous_table_id`` (only a hostile line can do that). With
+    A line belongs to the partition of the first ``"table_id"`` in its text (:func:`line_partition`;
+    a line without one to partition 0, which dead-letters it), read by shard ``partition %
+    shards``. A line whose decoded ``table_id`` is in another partition is dead-lettered as
+    ``ambiguous_table_id`` with any number of shards (only a hostile line can do that). Each
+    dead letter says (``Batch.chunks``) whether it is stored as a row or counted in a chunk of
+    its partition (:data:`DEAD_LETTER_ROWS`). With
     ``chain``, an event without ``hash`` is stamped into its table's hash chain before it is
     applied and stored (:meth:`schemas.chain.Chainer.stamp`). At a table's first valid event,
     ``resume`` is asked for a stored state to go on from (its hash becomes the chain's head);
@@ -418,6 +445,12 @@ def scan(
     resumed = 0
     dead: list[dict[str, Any]] = []
     dead_bytes = 0  # raw bytes held in ``dead``
+    chunks: list[tuple[int, int] | None] = []  # per held dead letter: None (a row) or its chunk
+    closed: list[tuple[int, int]] = []  # chunks complete with the held dead letters
+    ranks: Counter[int] = Counter()  # dead letters of each partition so far, in line order
+    chunk_no: Counter[int] = Counter()  # each partition's open chunk
+    chunk_lines: Counter[int] = Counter()  # and its lines and raw bytes so far
+    chunk_bytes: Counter[int] = Counter()
     staged = 0
     batch_no = 0
     lines = events = bytes_read = 0
@@ -425,7 +458,7 @@ def scan(
     out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
     def flush(final: bool) -> None:
-        nonlocal out, staged, batch_no, lines, events, bytes_read, dead, dead_bytes
+        nonlocal out, staged, batch_no, lines, events, bytes_read, dead, dead_bytes, chunks, closed
         out.close()
         states = []
         if final:
@@ -457,11 +490,15 @@ def scan(
                 states=states,
                 snapshots=snaps.take() if snaps is not None else [],
                 final=final,
+                chunks=chunks,
+                # at the end, every partition's last chunk is complete
+                closed=closed + ([(p, chunk_no[p]) for p in sorted(chunk_lines) if chunk_lines[p]] if final else []),
             )
         )
         if not out.rows:
             out.path.unlink(missing_ok=True)
         auditor.findings, auditor.rounds, dead = [], [], []
+        chunks, closed = [], []
         dead_bytes = 0
         auditor.duplicates = 0
         staged = lines = events = bytes_read = 0
@@ -469,11 +506,27 @@ def scan(
         if not final:
             out = EventRowsFile(stage_dir / f"w{shard}-{batch_no}.arrow")
 
-    def reject(record: dict[str, Any]) -> None:
-        """Hold one dead letter; hand the held ones over once there are enough of them."""
-        nonlocal dead, dead_bytes, lines, bytes_read
+    def reject(record: dict[str, Any], partition: int) -> None:
+        """Hold one dead letter of a line of ``partition``; hand the held ones over once there are
+        enough of them. Past the partition's first :data:`DEAD_LETTER_ROWS`, it is counted in the
+        partition's open chunk, which is complete at :data:`DEAD_LETTER_BATCH` lines or
+        :data:`DEAD_LETTER_BATCH_BYTES` of raw input (or at the end of the file): all of it
+        decided by the partition's own lines, so the same with any number of workers."""
+        nonlocal dead, dead_bytes, lines, bytes_read, chunks, closed
+        size = len(record.get("raw") or record.get("raw_base64") or "")
         dead.append(record)
-        dead_bytes += len(record.get("raw") or record.get("raw_base64") or "")
+        dead_bytes += size
+        if ranks[partition] < DEAD_LETTER_ROWS:
+            chunks.append(None)
+        else:
+            chunks.append((partition, chunk_no[partition]))
+            chunk_lines[partition] += 1
+            chunk_bytes[partition] += size
+            if chunk_lines[partition] >= DEAD_LETTER_BATCH or chunk_bytes[partition] >= DEAD_LETTER_BATCH_BYTES:
+                closed.append((partition, chunk_no[partition]))
+                chunk_no[partition] += 1
+                chunk_lines[partition] = chunk_bytes[partition] = 0
+        ranks[partition] += 1
         if len(dead) < DEAD_LETTER_BATCH and dead_bytes < DEAD_LETTER_BATCH_BYTES:
             return
         # only the dead letters (and the lines read so far): the events staged go on to the
@@ -488,9 +541,12 @@ def scan(
                 bytes_read=bytes_read,
                 lines=lines,
                 events=0,
+                chunks=chunks,
+                closed=closed,
             )
         )
         dead, dead_bytes = [], 0
+        chunks, closed = [], []
         lines = bytes_read = 0
 
     windows: Reorder[tuple[int, int, bytes, ev.DealingEvent]] = Reorder(reorder)
@@ -527,7 +583,7 @@ def scan(
             if snaps is not None:
                 snaps.seen(event, before, after, found)
         except Exception as exc:
-            reject(refusal_record(source, line_no, raw, exc, offset))
+            reject(refusal_record(source, line_no, raw, exc, offset), line_partition(raw))
             return
         finally:
             st = auditor.states.get(event.table_id)
@@ -552,18 +608,17 @@ def scan(
                     continue
                 if not check.done:
                     check.line(line, *_verdict(line, max_record_bytes))
-                if shards > 1:
-                    match = TABLE_ID_IN_LINE.search(raw)
-                    owner = shard_of(match.group(1), shards) if match else 0
-                    if owner != shard:
-                        continue
+                part = line_partition(raw)
+                if part % shards != shard:
+                    continue
                 lines += 1
                 if line.too_large:
-                    reject(too_large_record(source, line, max_record_bytes, offset))
+                    reject(too_large_record(source, line, max_record_bytes, offset), part)
                     continue
                 try:
                     event = decode(raw)
-                    if shards > 1 and shard_of(event.table_id.encode(), shards) != shard:
+                    # with any number of workers (a partition, not a worker: the same in every run)
+                    if partition_of(event.table_id.encode()) != part:
                         raise EventRejected("ambiguous_table_id", "the line names more than one table_id")
                     if event.table_id not in first_seq:
                         first_seq[event.table_id] = event.seq
@@ -579,7 +634,7 @@ def scan(
                     if event.table_id in unfit:
                         raise EventRejected("does_not_continue", unfit[event.table_id])
                 except Exception as exc:
-                    reject(refusal_record(source, line_no, raw, exc, offset))
+                    reject(refusal_record(source, line_no, raw, exc, offset), part)
                     continue
                 window = windows.windows.get(event.table_id)
                 if window is None:
@@ -590,7 +645,7 @@ def scan(
                         intake.check(event)
                         check_plausible(window.last, event, limits)
                     except EventRejected as exc:
-                        reject(refusal_record(source, line_no, raw, exc, offset))
+                        reject(refusal_record(source, line_no, raw, exc, offset), part)
                         continue
                 for held in window.push(event.seq, event.occurred_at, (line_no, offset, raw, event)):
                     release(*held)
@@ -731,7 +786,8 @@ def audit_file(
             order within each worker's share of the tables.
         progress: called with the bytes read since the last call.
         batch_lines: events per worker batch.
-        workers: processes that decode and apply events; None picks by file size.
+        workers: processes that decode and apply events; None picks by file size; at most
+            :data:`PARTITIONS` are used.
         chain: stamp the per-table hash chain (``prev_hash``, ``hash``) on events that carry
             none, before they are applied and stored; events that carry one keep it. The
             stamps are deterministic, so auditing the same file again stores nothing twice.
@@ -762,7 +818,7 @@ def audit_file(
         AuditWorkerError: a worker process failed (its traceback is in the message), or died without
             a word (killed by a signal or for lack of memory).
     """
-    shards = workers if workers is not None else default_workers(path)
+    shards = min(workers if workers is not None else default_workers(path), PARTITIONS)
     summary = AuditSummary(workers=shards)
     stage_dir = Path(tempfile.mkdtemp(prefix="dealtrail-audit-"))
 
@@ -770,22 +826,27 @@ def audit_file(
     # without a look at the stored ones (see Store.write_batch)
     held = store.con.execute("SELECT count(*) FROM dead_letters WHERE source = ?", [str(path)]).fetchone()
     new_source = held is not None and held[0] == 0
-    rows_by_shard: Counter[int] = Counter()  # dead letters each worker handed over so far
+    spool = _ChunkSpool(stage_dir)  # the counted dead letters of each open chunk, on disk
 
     def write(batch: Batch) -> None:
-        counted = rows_by_shard[batch.shard] >= DEAD_LETTER_ROWS
-        rows_by_shard[batch.shard] += len(batch.dead)
+        chunks = batch.chunks or [None] * len(batch.dead)
+        for d, chunk in zip(batch.dead, chunks, strict=True):
+            if chunk is not None:
+                spool.add(chunk, _dead_row(d))
         written, refused = store.write_batch_isolating(
             raw_events=(),
             findings=batch.findings,
             rounds=batch.rounds,
-            dead_letters=[_dead_row(d) for d in batch.dead],
+            dead_letters=[_dead_row(d) for d, chunk in zip(batch.dead, chunks, strict=True) if chunk is None],
             table_states=batch.states,
             snapshots=batch.snapshots,
             event_rows=read_event_rows(batch.events_file) if batch.events_file is not None else None,
             dead_letters_new=new_source,
-            dead_letters_counted=counted,
         )
+        for chunk in batch.closed:  # a whole chunk, the same in every run: counted once
+            rows = spool.take(chunk)
+            if rows:
+                written.add(store.write_batch((), dead_letters=rows, dead_letters_counted=True))
         summary.written.add(written)
         if refused:  # rows the store could not hold: dead letters, and the run goes on
             stored = [_store_refusal(str(path), kind, row, error) for kind, row, error in refused]
@@ -822,6 +883,7 @@ def audit_file(
         else:
             _parallel(path, shards, stage_dir, write, lambda t, q: stored_resume(store, t, q), options)
     finally:
+        spool.close()
         shutil.rmtree(stage_dir, ignore_errors=True)
     return summary
 
@@ -880,6 +942,42 @@ def _parallel(
             if p.is_alive() and len(finished) < shards:
                 p.terminate()
             p.join(timeout=10)
+
+
+class _ChunkSpool:
+    """The counted dead letters of each chunk not yet complete, held in a file of ``stage_dir``
+    each (one JSON line per ``dead_letters`` row), not in memory: a partition has one open chunk
+    at a time, so at most :data:`PARTITIONS` files are open."""
+
+    def __init__(self, stage_dir: Path) -> None:
+        self.stage_dir = stage_dir
+        self.files: dict[tuple[int, int], IO[str]] = {}
+
+    def add(self, chunk: tuple[int, int], row: dict[str, Any]) -> None:
+        """Hold ``row`` in ``chunk``."""
+        fh = self.files.get(chunk)
+        if fh is None:
+            fh = self.files[chunk] = (self.stage_dir / f"chunk-{chunk[0]}-{chunk[1]}.jsonl").open("w")
+        fh.write(json.dumps(row) + "\n")
+
+    def take(self, chunk: tuple[int, int]) -> list[dict[str, Any]]:
+        """The rows held in ``chunk``, in the order added (none if it holds none); the chunk is
+        forgotten."""
+        fh = self.files.pop(chunk, None)
+        if fh is None:
+            return []
+        fh.close()
+        path = Path(fh.name)
+        with path.open() as text:
+            rows = [json.loads(line) for line in text]
+        path.unlink()
+        return rows
+
+    def close(self) -> None:
+        """Close the files of the chunks still open (a run that stopped before their end)."""
+        for fh in self.files.values():
+            fh.close()
+        self.files.clear()
 
 
 def _dead_row(d: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@ count, and every rejected line is still one dead letter with its line number and
 
 Bounded is shown without timing: the Python memory an audit worker holds (tracemalloc's peak)
 over 10,000 and over 100,000 rejected lines is the same within a small margin, and DuckDB holds a
-row per rejected line only for a worker's first :data:`DEAD_LETTER_ROWS` (the rest are counted, a
-few rows per batch). The peak resident memory of a whole run against a clean run is measured by
+row per rejected line only for a partition's first :data:`DEAD_LETTER_ROWS` (the rest are
+counted, a few rows per chunk, whatever they state; a re-run with another number of workers adds
+nothing). The peak resident memory of a whole run against a clean run is measured by
 ``bench/bench_rejected.py``.
 """
 
@@ -230,12 +231,15 @@ def test_a_flood_past_a_workers_first_rows_is_counted_a_few_rows_per_batch_with_
         audit_file(path, store, io.StringIO(), limits=LIMITS)
         assert store.con.execute("SELECT count(*) FROM dead_letters").fetchall()[0] == (30_000,)
         assert _figures(store, table) == counted
-    assert rows == (DEAD_LETTER_ROWS,)
-    assert groups is not None and groups[1] == 30_000 - DEAD_LETTER_ROWS
-    # the three kinds of line in this flood state three (reason, table, time): three rows a batch
-    assert groups[0] <= 3 * (-(-(30_000 - DEAD_LETTER_ROWS) // DEAD_LETTER_BATCH) + 1), groups
+    # two partitions: the 20,000 lines that name no table (partition 0: its first
+    # DEAD_LETTER_ROWS are rows) and the 10,000 events of one table (all rows)
+    assert rows == (2 * DEAD_LETTER_ROWS,)
+    assert groups is not None and groups[1] == 30_000 - 2 * DEAD_LETTER_ROWS
+    # the two kinds of line counted here state two (reason, table, time): two rows a chunk
+    assert groups[0] <= 2 * (-(-(30_000 - 2 * DEAD_LETTER_ROWS) // DEAD_LETTER_BATCH) + 1), groups
     half = len(good) // 2
-    assert [d["position"] for d in logged] == [f"line {n}" for n in range(half + 1, half + 30_001)]
+    # each line once (a chunk's lines are logged when it is complete, after later rows)
+    assert sorted(int(d["position"].split()[1]) for d in logged) == list(range(half + 1, half + 30_001))
 
 
 def test_a_parallel_re_run_of_a_flood_counts_nothing_twice(good: list[bytes], tmp_path: Path) -> None:
@@ -372,3 +376,33 @@ def test_a_counted_batch_of_times_all_over_the_calendar_gains_a_row_per_reason_a
     assert counted == rows
     assert rows[0][0][0]["dead_letters"] == 2_000 - undated and rows[0][0][0]["dead_letters_undated"] == undated
     assert year[0][0][0]["dead_letters"] == 0 and year[0][0][0]["dead_letters_unattributable"] == 2_000 - undated
+
+
+def test_a_re_run_with_another_number_of_workers_adds_no_dead_letter(good: list[bytes], tmp_path: Path) -> None:
+    """The first run with one worker, the second with three: the partitions of the file's tables
+    (and so which dead letters are rows and how the rest are chunked) are the same."""
+    template = json.loads(good[len(good) // 2])
+    half = len(good) // 2
+    path = tmp_path / "spread.jsonl"
+    with path.open("wb") as fh:
+        fh.writelines(line + b"\n" for line in good[:half])
+        for n in range(2 * DEAD_LETTER_ROWS + 6_000):  # a third name no table, the rest one of 7
+            doc = {**template, "event_id": f"BAD{n:012d}", "seq": f"x{n}", "table_id": f"T{n % 7}"}
+            fh.write((b"no JSON %d" % n if n % 3 == 0 else json.dumps(doc).encode()) + b"\n")
+        fh.writelines(line + b"\n" for line in good[half:])
+    table = str(template["table_id"])
+    by_reason = "SELECT reason, stated_table_id, sum(lines)::BIGINT FROM stg_dead_letters GROUP BY ALL ORDER BY ALL"
+    with Store(tmp_path / "store.duckdb") as store:
+        first = audit_file(path, store, io.StringIO(), workers=1, limits=LIMITS)
+        stored, figures = store.con.execute(by_reason).fetchall(), _figures(store, table)
+        logged = store.dead_letter_log.read_text().count("\n")
+        again = audit_file(path, store, io.StringIO(), workers=3, limits=LIMITS)
+        assert store.con.execute(by_reason).fetchall() == stored
+        assert _figures(store, table) == figures
+        assert store.dead_letter_log.read_text().count("\n") == logged
+        third = audit_file(path, store, io.StringIO(), workers=2, limits=LIMITS)
+        assert store.con.execute(by_reason).fetchall() == stored
+    assert again.workers == 3
+    assert first.written.dead_letters == logged == 2 * DEAD_LETTER_ROWS + 6_000
+    assert again.written.dead_letters == third.written.dead_letters == 0
+    assert sum(again.dead_letters.values()) == 2 * DEAD_LETTER_ROWS + 6_000
