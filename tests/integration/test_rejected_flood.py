@@ -406,3 +406,27 @@ def test_a_re_run_with_another_number_of_workers_adds_no_dead_letter(good: list[
     assert first.written.dead_letters == logged == 2 * DEAD_LETTER_ROWS + 6_000
     assert again.written.dead_letters == third.written.dead_letters == 0
     assert sum(again.dead_letters.values()) == 2 * DEAD_LETTER_ROWS + 6_000
+
+
+def test_a_report_names_counted_dead_letters_not_attributable_to_its_period_and_says_nothing_of_them_when_none(
+    good: list[bytes], tmp_path: Path
+) -> None:
+    from projections.reports.report import write_report
+
+    template = json.loads(good[len(good) // 2])
+    base = datetime(2026, 3, 1, 9, tzinfo=UTC)
+    batch = [_stating(n, base + timedelta(seconds=3 * n), "T1", template) for n in range(2_000)]
+    db = tmp_path / "store.duckdb"
+    with Store(db) as store:
+        store.write_batch((), dead_letters=batch, dead_letters_counted=True)
+    cut = write_report(db, tmp_path / "cut", base, base + timedelta(minutes=20))
+    hour = write_report(db, tmp_path / "hour", base, base + timedelta(hours=1))
+    cut_dq = json.loads(cut.summary.read_text())["data_quality"]
+    hour_dq = json.loads(hour.summary.read_text())["data_quality"]
+    assert (cut_dq["dead_letters"], cut_dq["dead_letters_unattributable"]) == (300, 300)
+    assert cut_dq["dead_letters_by_reason"] == {"schema_error": {"in_period": 300, "undated": 0, "unattributable": 300}}
+    assert "time not attributable" in cut.html.read_text()
+    # a period the groups fall in whole: the figures and the page as for dead letters stored one by one
+    assert hour_dq["dead_letters"] == 1_200 and "dead_letters_unattributable" not in hour_dq
+    assert hour_dq["dead_letters_by_reason"] == {"schema_error": {"in_period": 1_200, "undated": 0}}
+    assert "not attributable" not in hour.html.read_text()
