@@ -20,9 +20,13 @@ Each run also prints DuckDB's own memory at its end (``duckdb_memory()``, MB) an
 line on the audit's intake path (:func:`dealtrail.ingest.audit.scan` with a writer that keeps
 nothing): the tracemalloc peak of the clean file and of each flooded one, and the bytes per line.
 
+``--flood`` says what the rejected lines state (:data:`FLOODS`; comma-separated, one file each):
+the three kinds in turn, or every line its own time (``distinct-times``) or its own time and
+table (``distinct-tables``); each run also prints the ``dead_letter_counts`` rows stored.
+
 Run: ``.venv/bin/python bench/bench_rejected.py [--bad 200000,1000000] [--workers 1]
-[--stages stored,log-only] [--tracemalloc]`` (about two minutes per run at a million lines). Not
-part of ``make test``.
+[--flood kinds,distinct-times] [--stages stored,log-only] [--tracemalloc]`` (about two minutes
+per run at a million lines). Not part of ``make test``.
 """
 
 from __future__ import annotations
@@ -46,9 +50,20 @@ def good_lines(tables: int, hours: float) -> list[bytes]:
     return [encode(e) for e in simulate(FloorSpec(tables=tables, hours=hours, seed=7, error_rate=0.05))]
 
 
-def write_flooded(path: Path, good: list[bytes], bad: int) -> Path:
-    """Write ``good`` with ``bad`` rejected lines spread between them into ``path``; returns it."""
+FLOODS = ("kinds", "distinct-times", "distinct-tables")
+"""What the rejected lines state (``--flood``): ``kinds``, the three kinds in turn (the events
+among them state the same table and time); ``distinct-times``, every line an event with a bad
+field stating its own time (37 s apart: a chunk of 2,000 spans 20 hours); ``distinct-tables``,
+the same with its own table too."""
+
+
+def write_flooded(path: Path, good: list[bytes], bad: int, flood: str = "kinds") -> Path:
+    """Write ``good`` with ``bad`` rejected lines (of the kind ``flood``: :data:`FLOODS`) spread
+    between them into ``path``; returns it."""
+    from datetime import UTC, datetime, timedelta
+
     template = json.loads(good[len(good) // 2])
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     every = max(1, bad // max(1, len(good)))  # bad lines after each good one, spread over the file
     written = 0
     with path.open("wb") as fh:
@@ -56,7 +71,13 @@ def write_flooded(path: Path, good: list[bytes], bad: int) -> Path:
             fh.write(line + b"\n")
             for _ in range(min(every, bad - written) if line is not good[-1] else bad - written):
                 kind = written % 3
-                if kind == 0:
+                if flood != "kinds":
+                    doc = {**template, "event_id": f"BAD{written:020d}", "seq": f"x{written}"}
+                    doc["occurred_at"] = (start + timedelta(seconds=37 * written)).isoformat()
+                    if flood == "distinct-tables":
+                        doc["table_id"] = f"X{written}"
+                    fh.write(json.dumps(doc).encode() + b"\n")
+                elif kind == 0:
                     fh.write(b"this is no JSON %d\n" % written)
                 elif kind == 1:
                     fh.write(b'{"note": "a heartbeat, not an event", "n": %d}\n' % written)
@@ -121,6 +142,7 @@ def child(path: Path, workers: int, stage: str) -> None:
         )
         duck = store.con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
         stored = store.con.execute("SELECT count(*) FROM dead_letters").fetchone()
+        groups = store.con.execute("SELECT count(*) FROM dead_letter_counts").fetchone()
     seconds = time.perf_counter() - started
     rows = sum(1 for _ in dl.open("rb"))
     print(
@@ -131,6 +153,7 @@ def child(path: Path, workers: int, stage: str) -> None:
                 "dead_letters": sum(summary.dead_letters.values()),
                 "dead_letter_rows": rows,
                 "stored_rows": int(stored[0]) if stored else 0,
+                "count_rows": int(groups[0]) if groups else 0,
                 "duckdb_mb": int(duck[0] or 0) / 1e6 if duck else 0.0,
                 "seconds": seconds,
                 "writer_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -184,7 +207,8 @@ def report(name: str, f: dict[str, float]) -> None:
     """Print one run's figures."""
     print(
         f"{name}: {int(f['lines']):,} lines, {int(f['dead_letters']):,} dead letters "
-        f"({int(f['dead_letter_rows']):,} in the file, {int(f['stored_rows']):,} rows stored), "
+        f"({int(f['dead_letter_rows']):,} in the file, {int(f['stored_rows']):,} rows stored, "
+        f"{int(f['count_rows']):,} dead_letter_counts rows), "
         f"{f['seconds']:.1f} s, DuckDB at the end {f['duckdb_mb']:.0f} MB, "
         f"peak RSS writer {f['writer_mb']:.0f} MB, largest worker {f['worker_mb']:.0f} MB",
         flush=True,
@@ -200,6 +224,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="audit worker processes (1: in the writer)")
     ap.add_argument("--stages", default="stored", help="comma-separated: stored, log-only, anti-join, memlimit-SIZE")
     ap.add_argument("--tracemalloc", action="store_true", help="measure the intake's Python memory per line instead")
+    ap.add_argument("--flood", default="kinds", help="comma-separated: " + ", ".join(FLOODS))
     ap.add_argument("--tables", type=int, default=6)
     ap.add_argument("--hours", type=float, default=2.0)
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -227,14 +252,16 @@ def main() -> None:
         base = run(clean, args.workers, "stored")
         report("clean", base)
         for bad in counts:
-            flooded = write_flooded(Path(tmp) / f"flood-{bad}.jsonl", good, bad)
-            for stage in stages:
-                f = run(flooded, args.workers, stage)
-                report(f"{bad:,} rejected, {stage}", f)
-                for key in ("writer_mb", "worker_mb") if args.workers > 1 else ("writer_mb",):
-                    ratio = f[key] / base[key]
-                    print(f"peak RSS flooded/clean ({key.removesuffix('_mb')}, {bad:,}, {stage}): {ratio:.3f}")
-            flooded.unlink()
+            for flood in args.flood.split(","):
+                flooded = write_flooded(Path(tmp) / f"flood-{bad}.jsonl", good, bad, flood)
+                for stage in stages:
+                    f = run(flooded, args.workers, stage)
+                    name = f"{bad:,} rejected ({flood}), {stage}"
+                    report(name, f)
+                    for key in ("writer_mb", "worker_mb") if args.workers > 1 else ("writer_mb",):
+                        ratio = f[key] / base[key]
+                        print(f"peak RSS flooded/clean ({key.removesuffix('_mb')}, {name}): {ratio:.3f}")
+                flooded.unlink()
 
 
 if __name__ == "__main__":
