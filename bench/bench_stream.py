@@ -55,8 +55,16 @@ Prints exactly these lines on stdout (details and cross-checks go to stderr)::
                           RoundCompleted back from the events topic (publisher and broker before it,
                           the worker after it, by quarter of the phase and by partition).
 
+  The latency phase's events and rounds topics are LogAppendTime, so the record timestamps
+  are the broker's append times. With ``--stages`` its worker is ``dealtrail worker`` run
+  in-process with a clock at each stage (``run_stage_worker``), and stderr gives p50/p90/p99/max
+  of each stage (publish -> broker append -> fetch response -> returned by the consumer ->
+  Faust's loop -> taken by the agent -> applied -> round row sent -> round record appended ->
+  downstream reader) and the fetches the broker held over 0.3 s.
+
 Options: ``--events N`` (200,000), ``--quick`` (20,000 events, 8 s latency phase),
-``--partitions`` (8), ``--profile FILE`` (afterwards, run one more worker in-process under
+``--partitions`` (8), ``--stages``, ``--latency-only`` (the latency phase alone: p50/p99 lines),
+``--keep-logs`` (the subprocesses' logs are kept), ``--profile FILE`` (afterwards, run one more worker in-process under
 cProfile on a fresh namespace and write the stats to FILE; prints the top functions on stderr).
 """
 
@@ -259,6 +267,106 @@ def run_profiled_worker(args: argparse.Namespace) -> None:
         prof.dump_stats(args.result)
 
 
+def run_stage_worker(args: argparse.Namespace) -> None:
+    """``dealtrail worker`` in-process with a clock at each stage of a ``RoundCompleted``, written
+    to ``--result`` (JSON, event ID -> seconds since the epoch) when it stops (SIGTERM):
+
+    ``response``  the fetch response that brought the record reached the worker's Kafka consumer
+                  (aiokafka's ``Fetcher._proc_fetch_request``; fetches the broker held over 0.3 s
+                  are kept with the partitions they asked for);
+    ``polled``    the consumer returned it to Faust (``Fetcher.fetched_records``);
+    ``fetched``   Faust's consumer loop takes the record (``_to_message``), with the record's
+                  timestamp (``appended``: the broker's append time on a LogAppendTime topic);
+    ``taken``     the agent decodes it (its batch came out of ``stream.take_events``; the
+                  agent's lock is held from here);
+    ``applied``   the engine returned (``streams.worker.apply``);
+    ``sent``      its round row was made, right before ``rounds_topic.send``.
+
+    The wrappers cost a substring test per message and a few clock reads per RoundCompleted."""
+    import faust.transport.drivers.aiokafka as faust_aiokafka
+
+    import streams.worker as worker
+    from dealtrail.settings import load
+
+    settings = load()
+    events_topic = settings.topics.events.name
+    stages: dict[str, dict[str, float]] = {}
+    to_message = faust_aiokafka.Consumer._to_message
+
+    long_fetches: list[tuple[float, float, str]] = []  # (sent, seconds, partitions asked) over 0.3 s
+
+    def traced_to_message(self: Any, tp: Any, record: Any) -> Any:
+        if tp.topic == events_topic and b'"RoundCompleted"' in (record.value or b""):
+            event_id = json.loads(record.value)["event_id"]
+            stages[event_id] = {"fetched": time.time(), "appended": record.timestamp / 1000}
+            if event_id in polled:
+                stages[event_id]["response"], stages[event_id]["polled"] = polled.pop(event_id)
+        return to_message(self, tp, record)
+
+    decode, apply, round_json = worker.decode, worker.apply, worker.round_json
+
+    def traced_decode(raw: bytes) -> Any:
+        dealing = decode(raw)
+        if dealing.event_id in stages:
+            stages[dealing.event_id].setdefault("taken", time.time())
+        return dealing
+
+    def traced_apply(before: Any, dealing: Any, *rest: Any) -> Any:
+        out = apply(before, dealing, *rest)
+        if dealing.event_id in stages:
+            stages[dealing.event_id].setdefault("applied", time.time())
+        return out
+
+    def traced_round_json(row: dict[str, Any]) -> bytes:
+        done = stages.get(str(row.get("completed_event_id")))
+        if done is not None:
+            done.setdefault("sent", time.time())
+        return round_json(row)
+
+    from aiokafka.consumer.fetcher import Fetcher
+
+    fetched_records, proc_fetch_request = Fetcher.fetched_records, Fetcher._proc_fetch_request
+    # (partition, offset it was fetched from, when its response came), per fetch with new records
+    responses: dict[int, list[tuple[int, float]]] = {}
+
+    async def traced_proc_fetch_request(self: Any, assignment: Any, *args: Any) -> Any:
+        before = {tp: id(r) for tp, r in self._records.items()}
+        sent = time.time()
+        out = await proc_fetch_request(self, assignment, *args)
+        now = time.time()
+        if now - sent > 0.3:
+            request = args[-1]
+            asked = [(t[-28:], [p[0] for p in parts]) for t, parts in getattr(request, "_topics", None) or ()]
+            long_fetches.append((sent, now - sent, str(asked or vars(request))[:300]))
+        for tp, r in self._records.items():
+            if tp.topic == events_topic and before.get(tp) != id(r):
+                responses.setdefault(tp.partition, []).append((assignment.state_value(tp).position, now))
+        return out
+
+    async def traced_fetched_records(self: Any, *args: Any, **kwargs: Any) -> Any:
+        drained = await fetched_records(self, *args, **kwargs)
+        now = time.time()
+        for tp, records in drained.items():
+            if tp.topic == events_topic:
+                for record in records:
+                    if b'"RoundCompleted"' in (record.value or b""):
+                        got = [t for at, t in responses.get(tp.partition, ()) if at <= record.offset]
+                        polled[json.loads(record.value)["event_id"]] = (max(got) if got else now, now)
+        return drained
+
+    polled: dict[str, tuple[float, float]] = {}
+    Fetcher.fetched_records = traced_fetched_records  # type: ignore[method-assign]
+    Fetcher._proc_fetch_request = traced_proc_fetch_request  # type: ignore[method-assign]
+    faust_aiokafka.Consumer._to_message = traced_to_message  # type: ignore[method-assign]
+    worker.decode, worker.apply, worker.round_json = traced_decode, traced_apply, traced_round_json  # type: ignore[assignment]
+    try:
+        worker.run_worker(settings)
+    except SystemExit:
+        pass
+    finally:
+        Path(args.result).write_text(json.dumps({"stages": stages, "long_fetches": long_fetches}))
+
+
 # ----------------------------------------------------------------------------------------------
 # driver helpers
 # ----------------------------------------------------------------------------------------------
@@ -388,6 +496,15 @@ class Kafka:
             if time.monotonic() - last_change > 60:
                 raise TimeoutError(f"group {group}: stuck at {done:,}/{expect:,} committed for 60 s")
             time.sleep(0.2)
+
+    def log_append_time(self, topics: list[str]) -> None:
+        """Have the broker stamp the records of ``topics`` with their append time."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        self.admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t, configs={"message.timestamp.type": "LogAppendTime"})
+             for t in topics]
+        )  # fmt: skip
 
     def cleanup(self, namespaces: list[str], groups: list[str]) -> None:
         if groups:
@@ -534,7 +651,7 @@ def phase_bare(k: Kafka, procs: Procs, settings: Any, mode: str, expect: int, ti
 
 
 def phase_latency(
-    k: Kafka, procs: Procs, settings: Any, path: Path, rate: float, seconds: float, timeout: float
+    k: Kafka, procs: Procs, settings: Any, path: Path, rate: float, seconds: float, timeout: float, stages: bool
 ) -> tuple[float, float]:
     from schemas.events import RoundCompleted
     from streams.kafka import create_topics
@@ -542,8 +659,16 @@ def phase_latency(
 
     t = settings.topics
     create_topics(settings.kafka, t)
+    # the broker stamps each record of these two topics with its append time: the reader's and
+    # the worker's record timestamps then tell when the event and its round record were appended
+    k.log_append_time([t.events.name, t.rounds.name])
     events = load_events(path, int(rate * seconds))
-    w = procs.start("latency-worker", [str(DEALTRAIL), "worker"], worker_env(settings))
+    staged = procs.workdir / "latency-stages.json"
+    if stages:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "_stage_worker", "--result", str(staged)]
+    else:
+        cmd = [str(DEALTRAIL), "worker"]
+    w = procs.start("latency-worker", cmd, worker_env(settings))
     k.wait_group(t.app_id, 1, 90, [w])
     time.sleep(2.0)  # let it finish its (empty) table recovery
 
@@ -596,6 +721,13 @@ def phase_latency(
         publisher.close()
         procs.stop(reader)
         procs.stop(w)
+    if stages:
+        clocked = json.loads(staged.read_text()) if staged.exists() else {"stages": {}, "long_fetches": []}
+        stage_figures(published, seen, clocked["stages"])
+        long_fetches = clocked["long_fetches"]
+        log(f"  fetches the broker held over 0.3 s: {len(long_fetches)}")
+        for _, took, asked in long_fetches[:8]:
+            log(f"    {took * 1000:.0f} ms, partitions asked: {asked}")
     # completed_event_id -> (arrival wall time, CreateTime); RoundCompleted event_id -> when the
     # reader got it back from the events topic, and its partition there
     arrivals: dict[str, tuple[float, float]] = {e: (a, c) for e, (a, c) in seen["arrivals"].items()}
@@ -606,28 +738,24 @@ def phase_latency(
         raise RuntimeError("no round record matched a published RoundCompleted")
     recv = sorted(m[0] * 1000 for m in matched)
     created = sorted(m[1] * 1000 for m in matched)
-    # kafka-python stamps CreateTime in send() itself, so when this reader gets the event tells
-    # how long the publisher's producer and the broker took; the worker's share is from then to
-    # the round record's CreateTime
+    # when this reader gets the event back tells how long the publisher's producer and the broker
+    # took; the worker's share is from then to the round record's append (LogAppendTime)
     queued = sorted((in_topic[e] - p) * 1000 for e, p in published.items() if e in in_topic)
     # the worker's share of each round, in publish order
     both = [e for e in published if e in in_topic and e in arrivals]
     shares = [(arrivals[e][1] - in_topic[e]) * 1000 for e in both]
     worker = sorted(shares)
 
-    def pct(xs: list[float], q: float) -> float:
-        return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
     log(
         f"  {len(matched):,} RoundCompleted matched to round records ({len(published) - len(matched):,} made none); "
         f"arrival latency ms p50 {pct(recv, 0.5):.0f} p90 {pct(recv, 0.9):.0f} p99 {pct(recv, 0.99):.0f} "
         f"max {recv[-1]:.0f} mean {statistics.fmean(recv):.0f}; "
-        f"CreateTime latency ms p50 {pct(created, 0.5):.0f} p99 {pct(created, 0.99):.0f}"
+        f"to the round record's append ms p50 {pct(created, 0.5):.0f} p99 {pct(created, 0.99):.0f}"
     )
     if queued and worker:
         log(
             f"  of which: publish call -> event read from its topic ms p50 {pct(queued, 0.5):.0f} "
-            f"p99 {pct(queued, 0.99):.0f}; event read -> round record CreateTime ms p50 {pct(worker, 0.5):.0f} "
+            f"p99 {pct(queued, 0.99):.0f}; event read -> round record appended ms p50 {pct(worker, 0.5):.0f} "
             f"p99 {pct(worker, 0.99):.0f}"
         )
         # is a slow worker slow from the start and catching up, all along, or on some partitions?
@@ -642,6 +770,46 @@ def phase_latency(
             + ", ".join(f"{p}: {pct(sorted(v), 0.5):.0f}" for p, v in sorted(parts.items()))
         )
     return pct(recv, 0.5), pct(recv, 0.99)
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of the sorted ``xs`` (nearest rank)."""
+    return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
+
+
+STAGES = (
+    ("publish call -> event appended by the broker", "published", "appended"),
+    ("appended -> in a fetch response to the worker's Kafka consumer", "appended", "response"),
+    ("fetch response -> the consumer returns it to Faust (aiokafka getmany)", "response", "polled"),
+    ("returned -> Faust's consumer loop takes it (_to_message)", "polled", "fetched"),
+    ("handed to Faust -> the agent takes it (batch out of take_events, lock held)", "fetched", "taken"),
+    ("taken -> engine applied it", "taken", "applied"),
+    ("applied -> round row sent to the producer", "applied", "sent"),
+    ("sent -> round record appended by the broker", "sent", "round_appended"),
+    ("round record appended -> the downstream reader has it", "round_appended", "arrived"),
+)
+"""The latency phase's stages with ``--stages``: (label, from, to) clocks of a RoundCompleted."""
+
+
+def stage_figures(published: dict[str, float], seen: dict[str, Any], stages: dict[str, dict[str, float]]) -> None:
+    """Log p50/p90/p99 of each stage in :data:`STAGES` (ms) over the RoundCompleted events with
+    every clock: the publish call, the stage worker's (``run_stage_worker``) and the reader's."""
+    clocks = []
+    for event_id, at in published.items():
+        got = seen["arrivals"].get(event_id)
+        st = stages.get(event_id)
+        if got is None or st is None:
+            continue
+        clocks.append({**st, "published": at, "arrived": got[0], "round_appended": got[1]})
+    if not clocks:
+        log("  stages: no RoundCompleted has every clock (did the stage worker write its file?)")
+        return
+    log(f"  stages of {len(clocks):,} RoundCompleted, ms p50 / p90 / p99 / max:")
+    for label, a, b in STAGES:
+        xs = sorted((c[b] - c[a]) * 1000 for c in clocks if a in c and b in c)
+        if xs:
+            figures = f"{pct(xs, 0.5):.1f} / {pct(xs, 0.9):.1f} / {pct(xs, 0.99):.1f} / {xs[-1]:.1f}"
+            log(f"    {label}: {figures} ({len(xs)})")
 
 
 def phase_profile(k: Kafka, procs: Procs, settings: Any, path: Path, out: Path, timeout: float) -> None:
@@ -699,6 +867,13 @@ def main(args: argparse.Namespace) -> int:
     ok = False
     figures: dict[str, Any] = {}
     try:
+        if args.latency_only:
+            log(f"latency at {args.rate:,.0f} events/s for {args.seconds:.0f}s (latency only) ...")
+            p50, p99 = phase_latency(k, procs, lat, path, args.rate, args.seconds, wait, args.stages)
+            print(f"p50 latency ms: {p50:.0f}")
+            print(f"p99 latency ms: {p99:.0f}", flush=True)
+            ok = True
+            return 0
         # 1. publisher
         create_topics(one.kafka, one.topics)
         log("publisher ...")
@@ -759,7 +934,7 @@ def main(args: argparse.Namespace) -> int:
 
         # 5. latency at a steady rate
         log(f"latency at {args.rate:,.0f} events/s for {args.seconds:.0f}s ...")
-        figures["p50"], figures["p99"] = phase_latency(k, procs, lat, path, args.rate, args.seconds, wait)
+        figures["p50"], figures["p99"] = phase_latency(k, procs, lat, path, args.rate, args.seconds, wait, args.stages)
 
         print(f"publisher events/s: {figures['publisher']:.0f}")
         print(f"bare agent events/s: {figures['bare']:.0f}")
@@ -782,7 +957,7 @@ def main(args: argparse.Namespace) -> int:
             k.cleanup(namespaces, groups)
         finally:
             k.close()
-            if ok:  # the subprocesses' logs stay for a run that failed
+            if ok and not args.keep_logs:  # the subprocesses' logs stay for a run that failed
                 shutil.rmtree(procs.workdir, ignore_errors=True)
             else:
                 log(f"logs of the subprocesses kept in {procs.workdir}")
@@ -797,7 +972,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.add_argument("--mode", choices=["take", "iter"], required=True)
         p.add_argument("--expect", type=int, required=True)
         p.add_argument("--result", required=True)
-    elif sub == "_profile_worker":
+    elif sub in ("_profile_worker", "_stage_worker"):
         p.add_argument("--result", required=True)
     elif sub == "_latency_reader":
         p.add_argument("--namespace", required=True)
@@ -809,6 +984,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.add_argument("--partitions", type=int, default=8, help="partitions of every bench namespace")
         p.add_argument("--rate", type=float, default=1000.0, help="events/s of the latency phase")
         p.add_argument("--seconds", type=float, default=None, help="length of the latency phase (25; 8 with --quick)")
+        p.add_argument(
+            "--stages", action="store_true", help="time the latency phase per stage (an in-process, clocked worker)"
+        )
+        p.add_argument("--latency-only", action="store_true", help="only the latency phase (no worker/bare ratio)")
+        p.add_argument("--keep-logs", action="store_true", help="keep the subprocesses' logs (their folder is named)")
         p.add_argument("--profile", default=None, help="also profile a worker with cProfile; stats to this file")
     ns = p.parse_args(argv[1:] if sub else argv)
     ns.sub = sub
@@ -821,6 +1001,8 @@ if __name__ == "__main__":
         run_bare(ns)
     elif ns.sub == "_profile_worker":
         run_profiled_worker(ns)
+    elif ns.sub == "_stage_worker":
+        run_stage_worker(ns)
     elif ns.sub == "_latency_reader":
         run_latency_reader(ns)
     else:
