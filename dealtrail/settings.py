@@ -94,6 +94,12 @@ class WorkerSettings(BaseModel):
             default 1.0). The events applied in between stay unacknowledged until their
             tables' states are written, so no offset is committed before the state that holds
             it; findings and rounds are sent as soon as each event is applied, whatever this is.
+        fetch_max_wait: seconds the broker may hold one of the worker's fetches waiting for
+            records (seconds; ``DEALTRAIL_WORKER__FETCH_MAX_WAIT``, default 0.05). The consumer
+            has one fetch out at a time, and one that names only quiet partitions is held this
+            long while records of the busy ones wait: it bounds that delay (Faust's own 1.5 s
+            put about a second into the time from an event to its round record at 1,000
+            events/s). A lower value means more fetches while the stream is quiet.
         loglevel: the worker's log level.
         datadir: the folder under which each worker process keeps its own Faust data folder
             (``<app id>-<pid>``, owner-only, removed when the worker stops cleanly);
@@ -108,6 +114,7 @@ class WorkerSettings(BaseModel):
     batch: int = Field(default=500, ge=1, le=100_000)
     within: float = Field(default=0.02, gt=0, le=60)
     state_interval: float = Field(default=1.0, gt=0, le=60)
+    fetch_max_wait: float = Field(default=0.05, gt=0, le=60)
     loglevel: str = "warning"
     datadir: Path = Field(default_factory=default_datadir)
     alive_file: Path | None = None

@@ -134,3 +134,30 @@ def test_the_assignment_line_names_the_events_topics_partitions_only() -> None:
     tps = {TP("ns.dealing-events.v1", 2), TP("ns.dealing-events.v1", 0), TP("ns-worker-table-states-changelog", 1)}
     assert partitions_line(tps, "ns.dealing-events.v1") == "ns.dealing-events.v1[0, 2]"
     assert partitions_line(set(), "ns.dealing-events.v1") == "no partition of ns.dealing-events.v1"
+
+
+def test_the_workers_consumer_asks_the_broker_to_hold_a_fetch_at_most_fetch_max_wait(tmp_path: Path) -> None:
+    # Faust's own consumer asks for 1.5 s: a fetch that names only quiet partitions (Faust's
+    # leader topic) was held that long while the busy partitions' records waited (bench-stream
+    # --stages); the worker's consumer takes the setting instead
+    import asyncio
+
+    from streams.worker import create_app
+
+    async def fetch_waits() -> tuple[int, int]:
+        settings = Settings(namespace="nsfetch", worker={"datadir": tmp_path, "fetch_max_wait": 0.2})
+        app = create_app(settings)
+        thread = app.consumer._thread
+        try:
+            ours = thread._create_worker_consumer(app.transport)
+            faust_own = super(type(thread), thread)._create_worker_consumer(app.transport)
+            waits = ours._fetch_max_wait_ms, faust_own._fetch_max_wait_ms
+            await ours.stop()  # never started: nothing to close but the objects
+            await faust_own.stop()
+        finally:
+            thread.thread_loop.close()  # the consumer thread's own loop (never started here)
+        return waits
+
+    ours, faust_own = asyncio.run(fetch_waits())
+    assert (ours, faust_own) == (200, 1500)
+    assert Settings().worker.fetch_max_wait == 0.05
