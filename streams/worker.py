@@ -351,7 +351,7 @@ class StateCache:
         self._entries[key] = (stored, entry)
 
 
-async def write_state(table: Any, key: bytes, stored: bytes) -> None:
+async def write_state(table: Any, key: bytes, stored: bytes, partition: int | None = None) -> None:
     """Set ``table[key] = stored`` and send its changelog record, awaited.
 
     ``table[key] = value`` in Faust puts the changelog record in a producer buffer, and the
@@ -364,13 +364,23 @@ async def write_state(table: Any, key: bytes, stored: bytes) -> None:
     attaches it to the current event's offset) before the batch is acknowledged, and the
     commit waits for both.
 
+    The record goes to the changelog partition of the same number as the events partition the
+    table's messages come from: Faust restores a worker's table entries from the changelog
+    partitions of the events partitions assigned to it, so a table published by a producer
+    whose partitioner is not murmur2 (librdkafka's CRC32) keeps its state on the worker that
+    takes its events over after a rebalance or a restart.
+
     Args:
         table: the Faust table (raw bytes keys and values).
-        key: the table ID as bytes (the changelog partition is the key's, as in the events topic).
+        key: the table ID as bytes.
         stored: the entry as JSON bytes.
+        partition: the table's events partition (None: the key's partition by murmur2, as the
+            Java client and Faust's producer place it).
     """
     table.data[key] = stored
-    await table.changelog_topic.send(key=key, value=stored, key_serializer="raw", value_serializer="raw")
+    await table.changelog_topic.send(
+        key=key, value=stored, partition=partition, key_serializer="raw", value_serializer="raw"
+    )
 
 
 def private_folder(path: Path) -> Path:
@@ -867,7 +877,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             holding = tuple((t.partition, t.offset, t.value) for _, _, (t, _) in window.held()) if window else ()
             entry = Stored(current.offset, current.state, findings, rounds, current.partition, current.unfit, holding)
             stored = STORED.dump_json(entry)
-            await write_state(states, key, stored)
+            await write_state(states, key, stored, current.partition)
             cache.put(key, stored, entry)
         live.clear()
         for event in held:
