@@ -146,6 +146,34 @@ def window_due(quiet: float, idle: float, reached: Callable[[int], bool], partit
     return quiet >= UNREACHED_QUIET_S or reached(partition)
 
 
+def stalled(last_tick: float, now: float, interval: float, idle: float) -> bool:
+    """Whether the process stalled between two runs of the worker's state timer.
+
+    Args:
+        last_tick: monotonic seconds of the timer's previous run.
+        now: monotonic seconds now.
+        interval: the timer's interval (``worker.state_interval``), seconds.
+        idle: ``reorder.idle``, seconds.
+
+    Returns:
+        True if the timer ran later than ``interval`` plus ``idle`` seconds after its previous
+        run (a SIGSTOP, a frozen machine, an event loop held that long): the high watermarks the
+        consumer saw before may be far behind the broker's by now.
+    """
+    return now - last_tick > interval + idle
+
+
+def stored_holds(value: bytes | dict[str, Any] | None) -> bool:
+    """Whether a Faust table value (the JSON bytes of a :class:`Stored`, or the decoded JSON a
+    changelog recovery put back) holds events in its reorder window, read without decoding the
+    state (an entry written by pydantic ends with ``"held":[]}`` when its window is empty)."""
+    if value is None:
+        return False
+    if isinstance(value, dict):
+        return bool(value.get("held"))
+    return not value.rstrip().endswith(b'"held":[]}')
+
+
 def round_json(row: dict[str, Any]) -> bytes:
     """A ``rounds`` row as JSON bytes (timestamps in ISO 8601)."""
     return json.dumps({k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}).encode()
@@ -176,8 +204,11 @@ class Stored:
     state, until it is applied: the offset the worker commits never passes a message that is
     neither applied in ``state`` nor held here (a crash loses none: the next message of the
     table, after a restart or on the worker that takes the partition over, finds them here).
-    A clean stop and a rebalance apply what the windows hold before they write the states
-    (as the end of the file does in the audit), so ``held`` is empty in the entries they write.
+    A clean stop and a rebalance write the states with what the windows hold and apply none
+    of it (a stream has no end of file): the worker that owns the partition next (this one
+    after a restart) holds them again as soon as its table entries are restored, and applies
+    them as the audit would, when the missing events arrive or the partition is read to its
+    end and idle.
     """
 
     offset: int
@@ -627,11 +658,25 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             return None
         return None if mark is None else int(mark)
 
+    def position(partition: int) -> int | None:
+        """The offset after the last message the agent took on the events partition since the
+        assignment, or (none taken yet) the committed offset the consumer resumed from (Faust
+        0.15 keeps it in ``Consumer._committed_offset`` after its seek): a window held again
+        after a takeover is applied once that partition is idle, not after 30 s."""
+        taken = partition_next.get(partition)
+        if taken is not None:
+            return taken
+        try:
+            resumed = getattr(app.consumer, "_committed_offset", {}).get(TP(source_name, partition))
+        except Exception:  # no consumer yet: not known
+            return None
+        return None if resumed is None else int(resumed)
+
     def consumer_reached(partition: int) -> bool:
         """True if the agent has taken every message of the events partition up to the high
         watermark its consumer has seen (nothing more is queued for it), or that mark is not
         known yet."""
-        return read_up_to(partition_next.get(partition), highwater(partition), passed.get(partition, ()))
+        return read_up_to(position(partition), highwater(partition), passed.get(partition, ()))
 
     def window_of(key: bytes, state: TableState | None, holding: tuple[tuple[int, int, bytes], ...]) -> None:
         window: TableWindow[tuple[Taken, ev.DealingEvent]] = TableWindow(
@@ -795,17 +840,18 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             return None
         return Applied(msg.partition, msg.offset, current.state, current.unfit)
 
-    async def release_idle(now: float, everything: bool = False) -> None:
+    async def release_idle(now: float) -> None:
         """Apply what the windows of tables idle for ``reorder.idle`` seconds hold, a table being
         idle while neither it nor its partition has had a message for that long and the agent
         has taken every message of its partition up to the high watermark seen (the stream's
-        end of input: the audit and the re-audit empty their windows at the end of theirs);
-        with ``everything``, what every window holds (a clean stop, a rebalance). Called with
-        ``lock`` held."""
+        end of input: the audit and the re-audit empty their windows at the end of theirs).
+        Quiet time counts from the last stall of the process at the latest (``running_since``).
+        A stop or a rebalance does not apply them: they are stored with the table's state and
+        held by whichever worker owns the partition next. Called with ``lock`` held."""
         for key in [k for k, w in windows.items() if len(w)]:
             partition = table_partition.get(key, -1)
-            quiet_since = max(last_taken.get(key, now), partition_taken.get(partition, 0.0))
-            if not everything and not window_due(now - quiet_since, settings.reorder.idle, consumer_reached, partition):
+            quiet_since = max(last_taken.get(key, now), partition_taken.get(partition, 0.0), running_since[0])
+            if not window_due(now - quiet_since, settings.reorder.idle, consumer_reached, partition):
                 continue
             current = await load_live(key)  # (re)builds the window from the stored entry if need be
             window = windows.get(key)
@@ -902,15 +948,25 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             )  # fmt: skip
             await dead_letter(bad.topic, None, bad.position, "unreadable_batch", bad.error, b"")
 
+    # When the process last ran again after a stall (the timer late by more than reorder.idle:
+    # SIGSTOP, a frozen VM, a blocked loop): the high watermarks its consumer saw before are
+    # stale then, and a window is applied only after reorder.idle seconds of running since.
+    running_since = [time.monotonic()]
+    timer_ran = [time.monotonic()]
+
     @app.timer(interval)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped
     async def write_states_on_time() -> None:
         """Write the changed states every ``interval`` even when no batch comes (a rebalance
         waits for every held event to be acknowledged), and dead-letter the batches passed over."""
+        now = time.monotonic()
+        if stalled(timer_ran[0], now, interval, settings.reorder.idle):
+            running_since[0] = now
+        timer_ran[0] = now
         await report_unreadable()
         async with lock:
             if windows and not draining[0]:
                 await release_idle(time.monotonic())
-            if held:
+            if held or live:  # live alone: a window applied with no new message since
                 await write_states()
 
     # Set while a stop or a rebalance waits for every started event to be acknowledged: a batch
@@ -919,11 +975,11 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     draining = [False]
 
     async def drain() -> None:
-        """Apply what the reorder windows hold and write the states of the events held (a stop
-        or a rebalance waits for them)."""
+        """Write the states of the events held, with what the reorder windows hold (a stop or a
+        rebalance waits for them): the windows are not applied, the worker that owns their
+        partitions next holds them as the audit would (see ``hold_again``)."""
         draining[0] = True
         async with lock:
-            await release_idle(time.monotonic(), everything=True)
             if held or live:
                 await write_states()
 
@@ -948,6 +1004,29 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         partition_next.clear()
         passed.clear()
         runs.clear()
+
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # mode types receivers as returning None
+    async def hold_again(sender: Any, *args: Any, **kwargs: Any) -> None:
+        """The table entries of the partitions assigned are restored: hold again what their
+        windows held when they were written (the worker that had them stopped or gave them up),
+        so a window is applied when its partition is read to the end and idle, as on the
+        worker that wrote it, even if no more message of its table comes."""
+        try:
+            mine = {tp.partition for tp in app.consumer.assignment() if tp.topic == source_name}
+        except Exception:  # no consumer (stopping): nothing to hold
+            return
+        async with lock:
+            restored = 0
+            for key, value in list(states.data.items()):
+                if key in windows or key in live or not stored_holds(value):
+                    continue
+                entry = STORED.validate_python(value) if isinstance(value, dict) else STORED.validate_json(value)
+                if entry.partition not in mine:
+                    continue  # left over from a partition this worker had: its owner holds them
+                await load(key)
+                restored += len(entry.held)
+            if restored:
+                says.info("holding again %d event(s) stored in the reorder windows of the tables taken over", restored)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
@@ -987,8 +1066,6 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                         # prefetched messages and still commit past them); read them again first.
                         current = await catch_up(key, current, msg, dealing.seq)
                     live[key] = await take(key, current, msg, dealing, raw)
-                if draining[0]:
-                    await release_idle(time.monotonic(), everything=True)
                 if draining[0] or time.monotonic() - last_write[0] >= interval:
                     await write_states()
 
