@@ -814,11 +814,18 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         return True
 
     async def take(
-        key: bytes, current: Applied | None, msg: Any, dealing: ev.DealingEvent, raw: bytes
+        key: bytes,
+        current: Applied | None,
+        msg: Any,
+        dealing: ev.DealingEvent,
+        raw: bytes,
+        through: tuple[int, int] | None = None,
     ) -> Applied | None:
         """Take one message of table ``key`` into its reorder window and apply what the window
         releases (in seq order); returns where the table stands: its position is that of
-        ``msg``, the last message taken, whether applied or held."""
+        ``msg``, the last message taken, whether applied or held. ``through``: the partition and
+        offset of the last message taken from the table's partition, when ``msg`` is an earlier
+        one read again (``recheck``); None: ``msg``'s own."""
         window = windows.get(key)
         if window is None:
             window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, window_limits)
@@ -833,7 +840,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             return None if current is None else Applied(msg.partition, msg.offset, current.state, current.unfit)
         taken = Taken(msg.topic, msg.partition, msg.offset, msg.key, raw)
         for item, event in window.push(dealing.seq, dealing.occurred_at, (taken, dealing)):
-            current = await step(key, current, item, event, item.value, (msg.partition, msg.offset))
+            at = through if through is not None else (msg.partition, msg.offset)
+            current = await step(key, current, item, event, item.value, at)
             if current is not None:
                 window.last = current.state.last_seq  # the engine's word on where the table is
         if current is None:
@@ -866,6 +874,47 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                 window.last = current.state.last_seq
             if current is not None:
                 live[key] = Applied(position[0], position[1], current.state, current.unfit)
+
+    # table -> offsets [first, end) of its partition that the consumer passed over before the
+    # table's current run (its stored offset lies before the run) and that were not read again
+    # because its next event did not jump in seq: in an out-of-order trail a passed-over event
+    # (seq n + 1, published before seq n) hides behind a next event that looks in order, and the
+    # range is read again as soon as the table's window holds an event (a hole where that event
+    # would be); a range whose table never holds one is never read
+    unverified: dict[bytes, tuple[int, int]] = {}
+
+    async def recheck(key: bytes, current: Applied, msg: Any, first: int, end: int) -> Applied | None:
+        """Take the messages of table ``key`` at offsets ``first`` to ``end - 1`` of ``msg``'s
+        partition, read again (see ``unverified``); returns where the table stands, at the
+        position of ``msg`` (the last message taken from the consumer)."""
+        backoff = Backoff(first=0.5, cap=5.0)
+        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
+        while True:
+            try:
+                records = await asyncio.to_thread(
+                    read_range, settings.kafka, msg.topic, msg.partition, first, end, {key}
+                )
+                break
+            except away:  # the cluster is away: wait for it (capped backoff)
+                await asyncio.sleep(backoff.next())
+            except Exception:  # the worker goes on; the window gives up on the hole as the audit would
+                log.exception(
+                    "table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition
+                )
+                return current
+        if not records:
+            return current
+        log.warning(
+            "table %s: an event is held; re-read %s[%d] offsets %d..%d, passed over before: %d message(s) of the table",
+            key.decode(errors="replace"), msg.topic, msg.partition, first, end - 1, len(records),
+        )  # fmt: skip
+        state: Applied | None = current
+        for rec in records:
+            raw = bytes(rec.value or b"")
+            dealing = await decoded(rec, raw)
+            if dealing is not None and not await mismatched(rec, dealing, raw):
+                state = await take(key, state, rec, dealing, raw, (msg.partition, msg.offset))
+        return None if state is None else Applied(msg.partition, msg.offset, state.state, state.unfit)
 
     async def catch_up(key: bytes, current: Applied, msg: Any, seq: int) -> Applied | None:
         """Apply the messages of table ``key`` between its stored offset and ``msg`` (same
@@ -1004,6 +1053,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         partition_next.clear()
         passed.clear()
         runs.clear()
+        unverified.clear()
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def hold_again(sender: Any, *args: Any, **kwargs: Any) -> None:
@@ -1058,14 +1108,20 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                         window = windows.get(key)
                         top = max([current.state.last_seq, *(h[0] for h in (window.held() if window else ()))])
                         skipped = dealing.seq > top + 1
+                        if not skipped:  # see unverified
+                            unverified[key] = (current.offset + 1, start)
                     else:
                         skipped = False
                     if skipped and current is not None:
                         # A seq jump: either the trail has a gap (the engine reports it) or the
                         # consumer passed over messages of this table (a Faust rebalance can skip
                         # prefetched messages and still commit past them); read them again first.
+                        unverified.pop(key, None)
                         current = await catch_up(key, current, msg, dealing.seq)
-                    live[key] = await take(key, current, msg, dealing, raw)
+                    taken = live[key] = await take(key, current, msg, dealing, raw)
+                    if key in unverified and taken is not None and len(windows.get(key) or ()):
+                        first, end = unverified.pop(key)
+                        live[key] = await recheck(key, taken, msg, first, end)
                 if draining[0] or time.monotonic() - last_write[0] >= interval:
                     await write_states()
 
