@@ -62,8 +62,20 @@ Prints exactly these lines on stdout (details and cross-checks go to stderr)::
   Faust's loop -> taken by the agent -> applied -> round row sent -> round record appended ->
   downstream reader) and the fetches the broker held over 0.3 s.
 
+With ``--designs`` the bench publishes, runs the bare agent (``take_events``) and two agents that
+do, besides, the worker's pure work on each event (decode, canonical encode, the engine with the
+tables' states, findings serialised; no window, no duplicate index, no Kafka writes): in the
+agent's loop as the worker does, and in one child process while the agent takes the next batch
+(two batches out at most). Then it prints these lines and stops::
+
+  bare agent events/s
+  engine in the agent events/s
+  engine in a child process events/s
+  engine in the agent/bare ratio
+  engine in a child process/bare ratio
+
 Options: ``--events N`` (200,000), ``--quick`` (20,000 events, 8 s latency phase),
-``--partitions`` (8), ``--stages``, ``--latency-only`` (the latency phase alone: p50/p99 lines),
+``--partitions`` (8), ``--stages``, ``--latency-only`` (the latency phase alone: p50/p99 lines), ``--designs`` (above),
 ``--keep-logs`` (the subprocesses' logs are kept), ``--profile FILE`` (afterwards, run one more worker in-process under
 cProfile on a fresh namespace and write the stats to FILE; prints the top functions on stderr).
 """
@@ -83,6 +95,7 @@ import tempfile
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +172,9 @@ def run_bare(args: argparse.Namespace) -> None:
         res = {"n": st["n"], "bad": st["bad"], "seconds": time.perf_counter() - st["first"], "mode": args.mode}
         Path(args.result).write_text(json.dumps(res))
 
-    if args.mode == "take":
+    if args.mode in ("engine", "offload"):
+        engine_agent(app, source, st, args, batch, within, done)
+    elif args.mode == "take":
 
         @app.agent(source)
         async def bare(stream: Any) -> None:
@@ -193,6 +208,93 @@ def run_bare(args: argparse.Namespace) -> None:
     worker = faust.Worker(app, loglevel="warning", quiet=True)
     worker.spinner = None
     worker.execute_from_commandline()
+
+
+_DESIGN_STATES: dict[str, Any] = {}
+"""The engine states of ``_judge``'s process, by table (the ``offload`` design's child)."""
+
+
+def _judge(raws: list[bytes]) -> int:
+    """What the worker does to a batch that the bare agent does not, its pure part only: decode,
+    canonical encode, the engine (states kept in this process, by table) and the findings
+    serialised. Returns the number of findings. Run in the agent's loop (``engine``) or in a
+    child process (``offload``)."""
+    from dealtrail.settings import load
+    from schemas.codec import DecodeError, decode, encode
+    from streams.engine import EventRejected, apply
+
+    limits = _DESIGN_STATES.get("")
+    if limits is None:
+        limits = _DESIGN_STATES[""] = load().plausibility
+    found = 0
+    for raw in raws:
+        try:
+            event = decode(raw)
+        except DecodeError:
+            continue
+        try:
+            state, findings = apply(_DESIGN_STATES.get(event.table_id), event, encode(event), limits)
+        except EventRejected:
+            continue
+        _DESIGN_STATES[event.table_id] = state
+        for f in findings:
+            f.model_dump_json()
+        found += len(findings)
+    return found
+
+
+def engine_agent(
+    app: Any,
+    source: Any,
+    st: dict[str, Any],
+    args: argparse.Namespace,
+    batch: int,
+    within: float,
+    done: Callable[[], None],
+) -> None:
+    """The ``engine`` and ``offload`` designs of the bare agent (``--designs``): each batch of
+    ``stream.take_events`` judged by :func:`_judge` in the agent (``engine``: the worker's
+    design), or in one child process while the agent takes the next batch (``offload``: at most
+    two batches out, events acknowledged when their batch is judged; one child keeps the order)."""
+    import concurrent.futures
+    import multiprocessing
+
+    if args.mode == "engine":
+
+        @app.agent(source)
+        async def judged(stream: Any) -> None:
+            async for events in stream.take_events(batch, within=within):
+                if st["first"] is None:
+                    st["first"] = time.perf_counter()
+                _judge([e.message.value for e in events])
+                st["n"] += len(events)
+                if st["n"] >= args.expect and not Path(args.result).exists():
+                    done()
+
+        return
+
+    pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver"))
+    out: list[tuple[Any, list[Any]]] = []
+
+    @app.agent(source)
+    async def offloaded(stream: Any) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        async for events in stream.take_events(batch, within=within):
+            if st["first"] is None:
+                st["first"] = time.perf_counter()
+            for e in events:
+                e.message.incref()  # acknowledged once the child has judged its batch
+            out.append((loop.run_in_executor(pool, _judge, [e.message.value for e in events]), events))
+            while out and (len(out) > 1 or out[0][0].done() or len(events) < batch):
+                future, judged = out.pop(0)
+                await future
+                for e in judged:
+                    e.ack()
+                st["n"] += len(judged)
+            if st["n"] >= args.expect and not Path(args.result).exists():
+                done()
 
 
 def run_latency_reader(args: argparse.Namespace) -> None:
@@ -857,7 +959,7 @@ def main(args: argparse.Namespace) -> int:
     lat = make_settings(f"{base}-lat", args.partitions)
     prof = make_settings(f"{base}-prof", args.partitions)
     namespaces = [s.namespace for s in (one, two, lat, prof)]
-    groups = [f"{one.namespace}-bare-take", f"{one.namespace}-bare-iter"] + [
+    groups = [f"{one.namespace}-bare-{mode}" for mode in ("take", "iter", "engine", "offload")] + [
         s.topics.app_id for s in (one, two, lat, prof)
     ]
     log(f"namespaces {base}-*, {args.events:,} events from {path.name}, {args.partitions} partitions")
@@ -881,6 +983,17 @@ def main(args: argparse.Namespace) -> int:
         expect = k.end_total(one.topics.events.name)
         log(f"  {sent:,} sent, {expect:,} on {one.topics.events.name}: {figures['publisher']:,.0f} events/s")
 
+        if args.designs:
+            # the bare agent against the worker's pure work in the agent and in a child process
+            log("designs (bare, engine in the agent, engine in a child process) ...")
+            rates = {m: phase_bare(k, procs, one, m, expect, wait)["rate"] for m in ("take", "engine", "offload")}
+            print(f"bare agent events/s: {rates['take']:.0f}")
+            print(f"engine in the agent events/s: {rates['engine']:.0f}")
+            print(f"engine in a child process events/s: {rates['offload']:.0f}")
+            print(f"engine in the agent/bare ratio: {rates['engine'] / rates['take']:.2f}")
+            print(f"engine in a child process/bare ratio: {rates['offload'] / rates['take']:.2f}", flush=True)
+            ok = True
+            return 0
         # 2. bare agent, both ways
         log("bare agent ...")
         bare = [phase_bare(k, procs, one, mode, expect, wait) for mode in ("take", "iter")]
@@ -969,7 +1082,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if sub == "_bare":
         p.add_argument("--namespace", required=True)
         p.add_argument("--partitions", type=int, required=True)
-        p.add_argument("--mode", choices=["take", "iter"], required=True)
+        p.add_argument("--mode", choices=["take", "iter", "engine", "offload"], required=True)
         p.add_argument("--expect", type=int, required=True)
         p.add_argument("--result", required=True)
     elif sub in ("_profile_worker", "_stage_worker"):
@@ -988,6 +1101,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             "--stages", action="store_true", help="time the latency phase per stage (an in-process, clocked worker)"
         )
         p.add_argument("--latency-only", action="store_true", help="only the latency phase (no worker/bare ratio)")
+        p.add_argument(
+            "--designs",
+            action="store_true",
+            help="only the bare agent against the engine in the agent and in a child process (no worker)",
+        )
         p.add_argument("--keep-logs", action="store_true", help="keep the subprocesses' logs (their folder is named)")
         p.add_argument("--profile", default=None, help="also profile a worker with cProfile; stats to this file")
     ns = p.parse_args(argv[1:] if sub else argv)
