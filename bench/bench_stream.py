@@ -288,11 +288,20 @@ def engine_agent(
         return
 
     pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver"))
-    out: list[tuple[Any, list[Any]]] = []
+    out: list[Any] = []
+
+    def on_judged(events: list[Any], future: Any) -> None:
+        future.result()  # a failure in the child is raised (and logged) here, its batch not counted
+        for e in events:
+            e.ack()
+        st["n"] += len(events)
+        if st["n"] >= args.expect and not Path(args.result).exists():
+            done()
 
     @app.agent(source)
     async def offloaded(stream: Any) -> None:
         import asyncio
+        import functools
 
         loop = asyncio.get_running_loop()
         async for events in stream.take_events(batch, within=within):
@@ -300,15 +309,11 @@ def engine_agent(
                 st["first"], st["cpu"] = time.perf_counter(), time.thread_time()
             for e in events:
                 e.message.incref()  # acknowledged once the child has judged its batch
-            out.append((loop.run_in_executor(pool, _judge, [e.message.value for e in events]), events))
-            while out and (len(out) > 1 or out[0][0].done() or len(events) < batch):
-                future, judged = out.pop(0)
-                await future
-                for e in judged:
-                    e.ack()
-                st["n"] += len(judged)
-            if st["n"] >= args.expect and not Path(args.result).exists():
-                done()
+            future = loop.run_in_executor(pool, _judge, [e.message.value for e in events])
+            future.add_done_callback(functools.partial(on_judged, events))  # in order: one child
+            out.append(future)
+            while len(out) > 1:  # at most two batches out
+                await out.pop(0)
 
 
 def run_latency_reader(args: argparse.Namespace) -> None:

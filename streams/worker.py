@@ -1305,9 +1305,9 @@ def settle_heap() -> None:
     Measured in the worker over 100,000 events (``gc.callbacks``, 2026-12-04): the collector
     took 0.80 to 1.04 s with Python's defaults (861 collections, 7 of them full, each full one
     walking the 110,000 objects of the imports and the app) and 0.18 to 0.20 s after this call,
-    about 7 us of the worker's 150 us per event. Nothing is collected less: objects made later
-    are collected as before, and a cycle of frozen objects is kept (the app lives as long as
-    the process).
+    about 7 us of the worker's 150 us per event. Objects made later are still collected, in fewer
+    and larger passes; a cycle among the frozen objects is never collected (they are the
+    modules and the app, which live as long as the process).
     """
     gc.freeze()
     _, older, oldest = gc.get_threshold()
