@@ -149,8 +149,20 @@ def test_a_period_without_events_says_so_instead_of_reporting_a_clean_period(
     html = empty.html.read_text()
     assert "No dealing event in this period" in html
     assert "Every required remedy was carried out" not in html
-    full = json.loads(write_report(audited_shift, tmp_path / "f").summary.read_text())
+    # the tables of rounds say so too, rather than show a header over nothing
+    for region in ("Stub-count compliance", "Rounds dealt"):
+        assert "No dealing event in this period." in _region(html, region)
+    written = write_report(audited_shift, tmp_path / "f")
+    full = json.loads(written.summary.read_text())
     assert full["period"]["events"] > 0 and full["period"]["no_events"] is False
+    for region in ("Stub-count compliance", "Rounds dealt"):
+        table = _region(written.html.read_text(), region)
+        assert "No dealing event" not in table and "No round was dealt" not in table and "<td" in table
+
+
+def _region(html: str, label: str) -> str:
+    """The table of the page's scrolling region named ``label``."""
+    return html.split(f'aria-label="{label}"', 1)[1].split("</table>", 1)[0]
 
 
 # ---- brief contention -------------------------------------------------------------------------
