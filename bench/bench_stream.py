@@ -224,6 +224,8 @@ def run_bare(args: argparse.Namespace) -> None:
 
 _DESIGN_STATES: dict[str, Any] = {}
 """The engine states of ``_judge``'s process, by table (the ``offload`` design's child)."""
+_DESIGN_LIMITS: list[Any] = []
+"""The plausibility limits ``_judge`` applies, loaded from the settings once per process."""
 
 
 def _judge(raws: list[bytes]) -> int:
@@ -235,9 +237,9 @@ def _judge(raws: list[bytes]) -> int:
     from schemas.codec import DecodeError, decode, encode
     from streams.engine import EventRejected, apply
 
-    limits = _DESIGN_STATES.get("")
-    if limits is None:
-        limits = _DESIGN_STATES[""] = load().plausibility
+    if not _DESIGN_LIMITS:
+        _DESIGN_LIMITS.append(load().plausibility)
+    limits = _DESIGN_LIMITS[0]
     found = 0
     for raw in raws:
         try:
