@@ -160,7 +160,7 @@ def run_bare(args: argparse.Namespace) -> None:
     import faust
 
     from schemas.codec import DecodeError, decode
-    from streams.worker import settle_heap
+    from streams.judge import settle_heap
 
     settings = make_settings(args.namespace, args.partitions)
     app = faust.App(f"{settings.namespace}-bare-{args.mode}", **faust_app_kwargs(settings))

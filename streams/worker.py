@@ -1,15 +1,18 @@
-"""The Faust worker: a thin adapter around the pure engine.
+"""The Faust worker: a thin adapter around the pure engine, in two processes.
 
-One agent consumes the dealing-events topic in batches (``stream.take_events``), decodes each
-message at the edge, applies :func:`streams.engine.apply` to the table's state, and sends
-findings and completed rounds to their topics at once. The states of the tables changed are
-written to a Faust table (backed by its changelog) every ``worker.state_interval`` seconds, not
-per batch (a state is a whole table's JSON, 15 KB and more): the events applied in between are
-held unacknowledged until then, so Faust never commits an offset before the state that holds
-it. Every ``snapshot_every`` seqs of a table the worker also sends the table's engine state to
-the snapshots topic (:func:`snapshot_value`), which the projector stores for replays. A message
-that fails validation goes to the dead-letter topic with its reason; the agent goes on.
-Delivery is at-least-once: findings have deterministic IDs and the engine ignores exact
+One agent consumes the dealing-events topic in batches (``stream.take_events``) and hands each
+batch of raw messages to the worker's judge process (:mod:`streams.judge`), which decodes each
+message at the edge, passes it through its table's reorder window and duplicate index, applies
+:func:`streams.engine.apply` to the table's state, and says what to send. This process sends
+findings and completed rounds to their topics as soon as the judge's answer comes back, while
+the judge already works on the next batch. The states of the tables changed are written to a
+Faust table (backed by its changelog) every ``worker.state_interval`` seconds, not per batch (a
+state is a whole table's JSON, 15 KB and more): the events applied in between are held
+unacknowledged until then, so Faust never commits an offset before the state that holds it.
+Every ``snapshot_every`` seqs of a table the worker also sends the table's engine state to the
+snapshots topic (:func:`streams.judge.snapshot_value`), which the projector stores for replays.
+A message that fails validation goes to the dead-letter topic with its reason; the agent goes
+on. Delivery is at-least-once: findings have deterministic IDs and the engine ignores exact
 duplicates, so a redelivered batch is harmless.
 """
 
@@ -17,36 +20,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
-import hashlib
-import json
+import itertools
 import logging
 import os
 import shutil
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
-
-from schemas import events as ev
-from schemas.codec import DecodeError, decode, encode
-from schemas.snapshots import TableSnapshot
 from streams.batches import guard_aiokafka
-from streams.clock import IntakeClock, utc_now
-from streams.engine import EventRejected, TableState, apply, check_plausible
-from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
-from streams.engine.reorder import TableWindow
-from streams.engine.round_rows import round_row
-from streams.engine.state import dump_state
-from streams.kafka import compression_type, faust_credentials, key_mismatch, read_range, unreachable_errors
-from streams.link import Backoff, KafkaLink
+from streams.clock import utc_now
+from streams.judge import (
+    DEAD_LETTER,
+    FINDING,
+    FORGET,
+    ROUND,
+    SNAPSHOT,
+    JudgeProcess,
+    Outcome,
+    settle_heap,
+    stored_json,
+)
+from streams.kafka import compression_type, faust_credentials
+from streams.link import KafkaLink
 from streams.publish import dead_letter_value
-from streams.seen import SeenIndex
 
 if TYPE_CHECKING:
     import faust
@@ -96,57 +98,6 @@ def partitions_line(tps: Any, topic: str) -> str:
     return f"{topic}[{', '.join(map(str, mine))}]" if mine else f"no partition of {topic}"
 
 
-UNREACHED_QUIET_S = 30.0
-"""Seconds a table's partition must stay quiet for its reorder window to be applied although the
-agent has not taken every offset up to the consumer's high watermark: offsets no message is
-delivered for (a transactional producer's commit markers, a compacted record) never count as
-taken, so without this bound such a partition's window would wait for the next stop or rebalance.
-A worker queue stalled this long is not "loaded" but stopped."""
-
-
-def read_up_to(taken_next: int | None, highwater: int | None, passed: Iterable[tuple[int, int]]) -> bool:
-    """Whether a worker has taken every message of a partition that its consumer knows of.
-
-    Args:
-        taken_next: the offset after the last message the agent took on the partition (None:
-            none taken yet).
-        highwater: the partition's high watermark as the consumer last saw it (the offset after
-            its last record; None: not known yet, e.g. before the first fetch).
-        passed: ``(first, last)`` offsets of the record batches passed over there as unreadable
-            (never taken by the agent, but read past).
-
-    Returns:
-        True if nothing more is queued for the agent on the partition (or the mark is not known:
-        the wall-clock rule alone then decides), False while messages up to the mark wait.
-    """
-    if highwater is None:
-        return True
-    position = taken_next or 0
-    for first, last in sorted(passed):
-        if first <= position:
-            position = max(position, last + 1)
-    return position >= highwater
-
-
-def window_due(quiet: float, idle: float, reached: Callable[[int], bool], partition: int) -> bool:
-    """Whether the state-write timer applies a table's reorder window (rulebook 10.1.2).
-
-    Args:
-        quiet: seconds since a message of the table or of its partition was last taken.
-        idle: ``reorder.idle``, seconds.
-        reached: :func:`read_up_to` of a partition, as the worker knows it (asked only when
-            ``quiet`` is between ``idle`` and :data:`UNREACHED_QUIET_S`).
-        partition: the table's partition.
-
-    Returns:
-        True once the table has been quiet ``idle`` s and its partition is read up to the
-        consumer's high watermark, or quiet :data:`UNREACHED_QUIET_S` s whatever the mark.
-    """
-    if quiet < idle:
-        return False
-    return quiet >= UNREACHED_QUIET_S or reached(partition)
-
-
 def stalled(last_tick: float, now: float, interval: float, idle: float) -> bool:
     """Whether the process stalled between two runs of the worker's state timer.
 
@@ -173,112 +124,6 @@ def stored_holds(value: bytes | dict[str, Any] | None) -> bool:
     if isinstance(value, dict):
         return bool(value.get("held"))
     return not value.rstrip().endswith(b'"held":[]}')
-
-
-def round_json(row: dict[str, Any]) -> bytes:
-    """A ``rounds`` row as JSON bytes (timestamps in ISO 8601)."""
-    return json.dumps({k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}).encode()
-
-
-@dataclass(frozen=True)
-class Stored:
-    """A Faust table entry: a table's engine state, the offset of the last message applied,
-    and the outbox: the findings and rounds of this table not yet known to be delivered.
-
-    Messages of a table in ``partition`` at or below ``offset`` are redeliveries and are
-    skipped, so at-least-once delivery never applies an event twice; offsets of other partitions
-    are never compared with it (see :class:`Applied`). An entry written before the partition was
-    kept (``partition`` None) is taken to be of the partition of the message it is compared
-    with. Because a skipped message does not produce its findings again, the entry keeps every
-    finding and round row whose delivery was not confirmed when the entry was written: a
-    worker that loads an entry from the table (after a restart or a rebalance) sends its outbox
-    again, so a crash between writing the state and delivering the findings loses nothing; the
-    copies are absorbed downstream (deterministic finding IDs, rounds deduplicated on the
-    completing event). ``unfit`` is set once an event of the table came out of seq order: its
-    state may then differ from a replay's (which applies the trail in seq order), so the table
-    gets no more snapshots (:func:`snapshot_value`).
-
-    ``held`` is what the table's reorder window holds (:mod:`streams.engine.reorder`): the
-    ``(partition, offset, value)`` of each message taken and not applied yet, in the order the
-    window releases them. ``offset`` is that of the last message *taken* (applied or held), so
-    a held message is never redelivered into the window twice, and it is kept here, with the
-    state, until it is applied: the offset the worker commits never passes a message that is
-    neither applied in ``state`` nor held here (a crash loses none: the next message of the
-    table, after a restart or on the worker that takes the partition over, finds them here).
-    A clean stop and a rebalance write the states with what the windows hold and apply none
-    of it (a stream has no end of file): the worker that owns the partition next (this one
-    after a restart) holds them again as soon as its table entries are restored, and applies
-    them as the audit would, when the missing events arrive or the partition is read to its
-    end and idle.
-    """
-
-    offset: int
-    state: TableState
-    findings: tuple[bytes, ...] = ()
-    rounds: tuple[bytes, ...] = ()
-    partition: int | None = None
-    unfit: bool = False
-    held: tuple[tuple[int, int, bytes], ...] = ()
-
-
-class Applied(NamedTuple):
-    """Where a table stands in the worker: the partition and offset of the last message applied
-    (``partition`` None for an entry stored before partitions were kept), the engine state, and
-    whether the table is unfit for snapshots (see :class:`Stored`)."""
-
-    partition: int | None
-    offset: int
-    state: TableState
-    unfit: bool = False
-
-    def same_partition(self, partition: int) -> bool:
-        """True if ``offset`` is an offset of ``partition`` (an entry without one is assumed to be)."""
-        return self.partition is None or self.partition == partition
-
-    def holds(self, partition: int, offset: int) -> bool:
-        """True if the message at ``offset`` of ``partition`` is a redelivery of one already applied:
-        only an offset of the same partition is compared (a table's messages can sit in another
-        partition after the topic grew, or when a producer chose the partition itself)."""
-        return self.same_partition(partition) and offset <= self.offset
-
-
-class DeliveredRuns:
-    """Per partition, the run of consecutive offsets a consumer delivered last.
-
-    A consumer can pass over messages around a rebalance (Faust can drop the messages it
-    prefetched and go on fetching past them, and a batch taken before the rebalance may still be
-    applied after it), and not necessarily at the first message of a table after the
-    assignment. Inside a run every offset was delivered, so a seq jump of a table whose last
-    taken offset lies inside the run is the trail's own (the engine reports the gap); one whose
-    last taken offset lies before the run may have lost messages in between, and the worker
-    reads that range again before it judges the jump.
-    """
-
-    def __init__(self) -> None:
-        self._runs: dict[int, tuple[int, int]] = {}
-
-    def note(self, partition: int, offset: int) -> int:
-        """Note that ``offset`` of ``partition`` was delivered; returns the first offset of the
-        run of consecutive offsets it belongs to (a new run starts at any jump, back or forward)."""
-        run = self._runs.get(partition)
-        start = run[0] if run is not None and offset == run[1] + 1 else offset
-        self._runs[partition] = (start, offset)
-        return start
-
-    def clear(self) -> None:
-        """Forget every run (a rebalance: the consumer may resume anywhere)."""
-        self._runs.clear()
-
-
-class Taken(NamedTuple):
-    """A message taken into a table's reorder window (the fields of a Kafka record the worker
-    reads when it applies it)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
 
 
 class Outbox:
@@ -313,74 +158,6 @@ def _delivered(sent: Any) -> bool:
     if done is None:  # not a future: the send returned its metadata, so it was delivered
         return True
     return bool(done()) and not sent.cancelled() and sent.exception() is None
-
-
-STORED = TypeAdapter(Stored)
-
-
-def snapshot_value(state: TableState, occurred_at: datetime, partition: int, offset: int) -> bytes:
-    """The snapshots-topic record (JSON :class:`~schemas.snapshots.TableSnapshot`) of ``state``,
-    the state after its last event, which happened at ``occurred_at``, made when the worker had
-    taken the table's messages of ``partition`` of the events topic up to ``offset`` (the event's
-    own, or a later one whose arrival released it from the reorder window): the state holds
-    exactly the table's events of that partition at or below ``offset`` with a seq at or below
-    its ``last_seq``. The same state JSON, SHA-256 and engine tags as the embedded audit's
-    ``table_snapshots`` rows (``projections.store.store.snapshot_row``)."""
-    text = dump_state(state)
-    return (
-        TableSnapshot(
-            table_id=state.table_id,
-            last_seq=state.last_seq,
-            last_event_id=state.last_event_id or "",
-            last_hash=state.last_hash,
-            last_occurred_at=occurred_at,
-            engine_version=ENGINE_VERSION,
-            rulebook_revision=RULEBOOK_REVISION,
-            state_sha256=hashlib.sha256(text.encode()).hexdigest(),
-            state=text,
-            partition=partition,
-            offset=offset,
-        )
-        .model_dump_json()
-        .encode()
-    )
-
-
-def snapshot_due(before: TableState | None, after: TableState, every: int) -> bool:
-    """True if the table's seq crossed a multiple of ``every`` with this event: the worker
-    keeps a snapshot of a table every ``every`` seqs (``settings.snapshot_every``), at the
-    same points whichever worker applies the event and however often it is redelivered."""
-    return after.last_seq // every > (before.last_seq if before is not None else 0) // every
-
-
-class StateCache:
-    """Decoded table entries, valid while the Faust table still holds the same stored bytes.
-
-    Decoding a state costs more than applying a batch, so the worker keeps the decoded entry
-    and checks by identity that the table still holds the bytes it wrote (after a rebalance or
-    a recovery it does not, and the entry is decoded again from the table).
-    """
-
-    def __init__(self) -> None:
-        self._entries: dict[bytes, tuple[object, Stored]] = {}
-
-    def get(self, key: bytes, stored: bytes | dict[str, Any] | None) -> tuple[Stored | None, bool]:
-        """The entry for ``key`` given the table's current value ``stored`` (the JSON bytes this
-        worker wrote, or the decoded JSON a changelog recovery put back), and whether it was
-        just loaded from the table (so its outbox may not have been delivered)."""
-        if stored is None:
-            self._entries.pop(key, None)
-            return None, False
-        hit = self._entries.get(key)
-        if hit is not None and hit[0] is stored:
-            return hit[1], False
-        entry = STORED.validate_python(stored) if isinstance(stored, dict) else STORED.validate_json(stored)
-        self._entries[key] = (stored, entry)
-        return entry, True
-
-    def put(self, key: bytes, stored: bytes, entry: Stored) -> None:
-        """Remember the entry just written to the table as ``stored``."""
-        self._entries[key] = (stored, entry)
 
 
 async def write_state(table: Any, key: bytes, stored: bytes, partition: int | None = None) -> None:
@@ -552,14 +329,23 @@ def _app_class(fetch_max_wait: float = 0.05) -> type[faust.App]:
 def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> faust.App:
     """Build the Faust application of the dealtrail worker.
 
+    The agent hands each batch of raw messages to the worker's judge process
+    (:class:`streams.judge.JudgeProcess`: decode, reorder window, duplicate index, engine) and
+    carries out what it decides, in order: findings, round rows, snapshots and dead letters
+    sent, table entries written (with this process's outbox), events acknowledged once the
+    entries that hold them are written. The next batch is handed over while the judge works on
+    the one before (at most :data:`IN_FLIGHT` calls out).
+
     Args:
         settings: cluster, namespace (topic names, application ID) and worker tuning.
-        clock: the worker's clock (timezone-aware; the system clock by default): an event
-            recorded more than ``max_clock_skew`` after it is dead-lettered as
+        clock: the worker's clock (timezone-aware, picklable; the system clock by default): an
+            event recorded more than ``max_clock_skew`` after it is dead-lettered as
             ``recorded_in_future`` when it is taken, before the engine sees it.
 
     Returns:
-        The app, with the ``audit`` agent and the ``table-states`` table registered.
+        The app, with the ``audit`` agent and the ``table-states`` table registered; its
+        ``judge`` (not started: :func:`run_worker` starts it before the event loop runs and
+        closes it at the end).
     """
     from faust.types import TP
 
@@ -569,22 +355,17 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     # here first, owner-only, Faust finds them there
     private_folder(Path(app.conf.tabledir))
     source_name = topics.events.name
-    source = app.topic(
-        topics.events.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
-    )
-    findings_topic = app.topic(
-        topics.findings.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
-    )
-    rounds_topic = app.topic(
-        topics.rounds.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
-    )
-    dead_topic = app.topic(
-        topics.dead_letter.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
-    )
-    snapshots_topic = app.topic(
-        topics.snapshots.name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
-    )
-    snapshot_every = settings.snapshot_every
+
+    def raw_topic(name: str) -> Any:
+        return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+
+    source = raw_topic(source_name)
+    sends = {
+        FINDING: raw_topic(topics.findings.name),
+        ROUND: raw_topic(topics.rounds.name),
+        SNAPSHOT: raw_topic(topics.snapshots.name),
+        DEAD_LETTER: raw_topic(topics.dead_letter.name),
+    }
     states = app.Table(
         TABLE_NAME,
         key_type=bytes,
@@ -597,447 +378,182 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     # pydantic-core (several times faster than Faust's json codec on these states).
     states.key_serializer = "raw"  # type: ignore[attr-defined]
     states.value_serializer = "raw"  # type: ignore[attr-defined]
-    cache = StateCache()
     outbox = Outbox()
     counts = WorkCounts()
     app.work_counts = counts  # type: ignore[attr-defined]  # read by run_worker's stop line
+    judge = JudgeProcess(settings, clock, Path(app.conf.datadir))
+    app.judge = judge  # type: ignore[attr-defined]  # started and closed by run_worker
     batch, within = settings.worker.batch, settings.worker.within
-
-    async def send(key: bytes, is_finding: bool, value: bytes) -> None:
-        topic = findings_topic if is_finding else rounds_topic
-        outbox.add(key, is_finding, value, await topic.send(key=key, value=value))
-
-    async def dead_letter(topic: str, key: Any, position: str, reason: str, detail: str, raw: bytes) -> None:
-        counts.dead_letters += 1
-        await dead_topic.send(key=key, value=dead_letter_value(topic, position, reason, detail, raw))
-
-    max_record = settings.max_record_bytes
-    duplicates = [0]  # duplicate deliveries skipped by this process (logged with each state write)
-    reported = [0]
-    limits = settings.plausibility  # rulebook 10.3.4: an implausible event is dead-lettered, the table stays as it was
-    intake = IntakeClock(limits, clock)  # and one recorded after this worker's clock (recorded_in_future)
-
-    async def decoded(msg: Any, raw: bytes) -> ev.DealingEvent | None:
-        """The event in a message (a Faust message or a re-read record), or None after sending
-        the message to the dead-letter topic with the reason it does not decode (``too_large``
-        for a record over ``settings.max_record_bytes``, which is not parsed)."""
-        position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-        if len(raw) > max_record:
-            detail = f"the record is {len(raw):,} bytes, over the record limit of {max_record:,}"
-            detail += " (DEALTRAIL_MAX_RECORD_BYTES)"
-            await dead_letter(msg.topic, msg.key, position, "too_large", detail, raw)
-            return None
-        try:
-            return decode(raw)
-        except DecodeError as exc:
-            await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
-            return None
-
-    # Each table's reorder window (rulebook 10.1.2): events are applied in seq order within it.
-    # What a window holds is written with the table's state (Stored.held) and rebuilt from the
-    # stored entry whenever the entry is loaded from the table (after a restart or a rebalance).
-    window_limits = settings.reorder.limits
-    windows: dict[bytes, TableWindow[tuple[Taken, ev.DealingEvent]]] = {}
-    last_taken: dict[bytes, float] = {}  # table -> when (monotonic) its last message was taken
-    # partition -> when (monotonic) its last message was taken, and table -> its partition: a
-    # window counts as idle only while its partition is quiet too, since the seq it waits for
-    # may be queued behind other tables' messages of that partition (a worker catching up after
-    # a restart, a loaded worker) rather than lost
-    partition_taken: dict[int, float] = {}
-    table_partition: dict[bytes, int] = {}
-    # partition -> the offset after the last message the agent took there, and the record
-    # batches passed over there (unreadable): a window is applied only once its partition is
-    # read up to the high watermark its consumer has seen (consumer_reached), so an event queued
-    # behind other tables' messages on a loaded worker is waited for as the audit waits for it
-    partition_next: dict[int, int] = {}
-    passed: dict[int, list[tuple[int, int]]] = {}
-
-    def highwater(partition: int) -> int | None:
-        try:
-            mark = app.consumer.highwater(TP(source_name, partition))
-        except Exception:  # no consumer yet, or the partition is not assigned: not known
-            return None
-        return None if mark is None else int(mark)
-
-    def position(partition: int) -> int | None:
-        """The offset after the last message the agent took on the events partition since the
-        assignment, or (none taken yet) the committed offset the consumer resumed from (Faust
-        0.15 keeps it in ``Consumer._committed_offset`` after its seek): a window held again
-        after a takeover is applied once that partition is idle, not after 30 s."""
-        taken = partition_next.get(partition)
-        if taken is not None:
-            return taken
-        try:
-            resumed = getattr(app.consumer, "_committed_offset", {}).get(TP(source_name, partition))
-        except Exception:  # no consumer yet: not known
-            return None
-        return None if resumed is None else int(resumed)
-
-    def consumer_reached(partition: int) -> bool:
-        """True if the agent has taken every message of the events partition up to the high
-        watermark its consumer has seen (nothing more is queued for it), or that mark is not
-        known yet."""
-        return read_up_to(position(partition), highwater(partition), passed.get(partition, ()))
-
-    def window_of(key: bytes, state: TableState | None, holding: tuple[tuple[int, int, bytes], ...]) -> None:
-        window: TableWindow[tuple[Taken, ev.DealingEvent]] = TableWindow(
-            state.last_seq if state is not None else None, window_limits
-        )
-        items = []
-        for partition, offset, value in holding:
-            dealing = decode(value)  # it decoded when it was taken
-            items.append(
-                (dealing.seq, dealing.occurred_at, (Taken(source_name, partition, offset, key, value), dealing))
-            )
-        window.restore(items)
-        windows[key] = window
-        if holding:
-            last_taken[key] = time.monotonic()
-            table_partition[key] = holding[0][0]
-
-    async def load(key: bytes) -> Applied | None:
-        entry, loaded = cache.get(key, states.get(key))
-        if entry is None:
-            if key not in live:
-                windows.pop(key, None)
-            return None
-        if loaded:  # maybe undelivered before a crash: send again
-            outbox.forget(key)
-            for value in entry.findings:
-                await send(key, True, value)
-            for value in entry.rounds:
-                await send(key, False, value)
-        if loaded or key not in windows:
-            window_of(key, entry.state, entry.held)
-        return Applied(entry.partition, entry.offset, entry.state, entry.unfit)
-
-    # Every event judged here, by table and seq (streams.seen): an exact copy of one, however
-    # far back, is a duplicate delivery, skipped before the engine. A table this process took
-    # over (a restart, a rebalance) is read back from its partition once, at its first late event.
-    seen = SeenIndex(Path(app.conf.datadir))
-    read_back: set[bytes] = set()
-
-    async def duplicate(key: bytes, msg: Any, dealing: ev.DealingEvent, data: bytes) -> bool:
-        """True if ``dealing`` (at or below its table's last seq) is the same fact as an event
-        of its table judged before, in this process or on the topic before ``msg``."""
-        if seen.is_copy(dealing, data):
-            return True
-        if key in read_back or seen.knows(dealing.table_id, dealing.seq):
-            return False
-        read_back.add(key)
-        backoff = Backoff(first=0.5, cap=5.0)
-        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
-        while True:
-            try:
-                records = await asyncio.to_thread(
-                    read_range, settings.kafka, msg.topic, msg.partition, 0, msg.offset, {key}
-                )
-                break
-            except away:  # the cluster is away: wait for it (capped backoff)
-                await asyncio.sleep(backoff.next())
-            except Exception:  # the engine judges the event as it would without the index
-                table = key.decode(errors="replace")
-                log.exception("table %s: could not read back %s[%d]", table, msg.topic, msg.partition)
-                return False
-        for rec in records:  # the first event at a seq is the one applied there; others contradicted it
-            try:
-                earlier = decode(bytes(rec.value or b""))
-            except DecodeError:
-                continue
-            if earlier.table_id.encode() != key:
-                continue
-            known = encode(earlier)
-            if not seen.knows(earlier.table_id, earlier.seq):
-                seen.note(earlier, known)
-            elif not seen.is_copy(earlier, known):
-                seen.note(earlier, known, applied=False)
-        return seen.is_copy(dealing, data)
-
-    async def step(
-        key: bytes,
-        current: Applied | None,
-        msg: Any,
-        dealing: ev.DealingEvent,
-        raw: bytes,
-        through: tuple[int, int] | None = None,
-    ) -> Applied | None:
-        """Apply one message of table ``key``; returns where the table stands after it.
-        ``through``: the partition and offset of the last message taken from the table's
-        partition (a snapshot after this event states the events up to it: every event its
-        state holds was taken by then); None: ``msg``'s own."""
-        position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-        before = current.state if current is not None else None
-        unfit = current.unfit if current is not None else False
-        data = encode(dealing)  # canonical: a copy sent with other spacing or key order is the same event
-        if before is not None and dealing.seq <= before.last_seq and await duplicate(key, msg, dealing, data):
-            duplicates[0] += 1
-            return Applied(msg.partition, msg.offset, before, unfit)
-        try:
-            state, found = apply(before, dealing, data, limits)
-        except EventRejected as exc:
-            await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
-            return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None
-        except Exception as exc:
-            log.exception("engine error at %s", position)
-            detail = f"{type(exc).__name__}: {exc}"[:500]
-            await dead_letter(msg.topic, msg.key, position, "engine_error", detail, raw)
-            return Applied(msg.partition, msg.offset, before, unfit) if before is not None else None
-        if state is before and not found:
-            duplicates[0] += 1  # an exact copy the engine recognised
-        else:
-            seen.note(dealing, data, applied=before is None or dealing.seq > before.last_seq)
-            counts.applied += 1
-        counts.findings += len(found)
-        for f in found:
-            await send(key, True, f.model_dump_json().encode())
-        if (
-            isinstance(dealing, ev.RoundCompleted)
-            and before is not None
-            and before.round is not None
-            and state.last_event_id == dealing.event_id
-        ):
-            await send(key, False, round_json(round_row(before.round, state, dealing)))
-        if before is not None and dealing.seq < before.last_seq:
-            unfit = True  # out of seq order: a replay applies it earlier, and may differ from here on
-        elif not unfit and state is not before and snapshot_due(before, state, snapshot_every):
-            partition, offset = through if through is not None else (msg.partition, msg.offset)
-            value = snapshot_value(state, dealing.occurred_at, partition, offset)
-            await snapshots_topic.send(key=key, value=value)
-        return Applied(msg.partition, msg.offset, state, unfit)
-
-    async def mismatched(msg: Any, dealing: ev.DealingEvent, raw: bytes) -> bool:
-        """True (after dead-lettering it as ``key_mismatch``) if the message's key is not its table."""
-        detail = key_mismatch(msg.key, dealing)
-        if detail is None:
-            return False
-        position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-        await dead_letter(msg.topic, msg.key, position, "key_mismatch", detail, raw)
-        return True
-
-    async def take(
-        key: bytes,
-        current: Applied | None,
-        msg: Any,
-        dealing: ev.DealingEvent,
-        raw: bytes,
-        through: tuple[int, int] | None = None,
-    ) -> Applied | None:
-        """Take one message of table ``key`` into its reorder window and apply what the window
-        releases (in seq order); returns where the table stands: its position is that of
-        ``msg``, the last message taken, whether applied or held. ``through``: the partition and
-        offset of the last message taken from the table's partition, when ``msg`` is an earlier
-        one read again (``recheck``); None: ``msg``'s own."""
-        window = windows.get(key)
-        if window is None:
-            window = windows[key] = TableWindow(current.state.last_seq if current is not None else None, window_limits)
-        last_taken[key] = partition_taken[msg.partition] = time.monotonic()
-        table_partition[key] = msg.partition
-        try:  # judged on arrival (rulebook 10.3.4): a seq far ahead must not wait in the window
-            intake.check(dealing)
-            check_plausible(window.last, dealing, limits)
-        except EventRejected as exc:
-            position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
-            await dead_letter(msg.topic, msg.key, position, exc.reason, exc.detail, raw)
-            return None if current is None else Applied(msg.partition, msg.offset, current.state, current.unfit)
-        taken = Taken(msg.topic, msg.partition, msg.offset, msg.key, raw)
-        for item, event in window.push(dealing.seq, dealing.occurred_at, (taken, dealing)):
-            at = through if through is not None else (msg.partition, msg.offset)
-            current = await step(key, current, item, event, item.value, at)
-            if current is not None:
-                window.last = current.state.last_seq  # the engine's word on where the table is
-        if current is None:
-            return None
-        return Applied(msg.partition, msg.offset, current.state, current.unfit)
-
-    async def release_idle(now: float) -> None:
-        """Apply what the windows of tables idle for ``reorder.idle`` seconds hold, a table being
-        idle while neither it nor its partition has had a message for that long and the agent
-        has taken every message of its partition up to the high watermark seen (the stream's
-        end of input: the audit and the re-audit empty their windows at the end of theirs).
-        Quiet time counts from the last stall of the process at the latest (``running_since``).
-        A stop or a rebalance does not apply them: they are stored with the table's state and
-        held by whichever worker owns the partition next. Called with ``lock`` held."""
-        for key in [k for k, w in windows.items() if len(w)]:
-            partition = table_partition.get(key, -1)
-            quiet_since = max(last_taken.get(key, now), partition_taken.get(partition, 0.0), running_since[0])
-            if not window_due(now - quiet_since, settings.reorder.idle, consumer_reached, partition):
-                continue
-            current = await load_live(key)  # (re)builds the window from the stored entry if need be
-            window = windows.get(key)
-            if current is None or window is None:
-                continue
-            position = (current.partition, current.offset)
-            taken = (position[0], position[1]) if position[0] is not None else None  # the last message taken
-            for item, event in window.flush():
-                current = await step(key, current, item, event, item.value, taken)
-                if current is None:
-                    break
-                window.last = current.state.last_seq
-            if current is not None:
-                live[key] = Applied(position[0], position[1], current.state, current.unfit)
-
-    # table -> offsets [first, end) of its partition that the consumer passed over before the
-    # table's current run (its stored offset lies before the run) and that were not read again
-    # because its next event did not jump in seq: in an out-of-order trail a passed-over event
-    # (seq n + 1, published before seq n) hides behind a next event that looks in order, and the
-    # range is read again as soon as the table's window holds an event (a hole where that event
-    # would be); a range whose table never holds one is never read
-    unverified: dict[bytes, tuple[int, int]] = {}
-
-    async def recheck(key: bytes, current: Applied, msg: Any, first: int, end: int) -> Applied | None:
-        """Take the messages of table ``key`` at offsets ``first`` to ``end - 1`` of ``msg``'s
-        partition, read again (see ``unverified``); returns where the table stands, at the
-        position of ``msg`` (the last message taken from the consumer)."""
-        backoff = Backoff(first=0.5, cap=5.0)
-        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
-        while True:
-            try:
-                records = await asyncio.to_thread(
-                    read_range, settings.kafka, msg.topic, msg.partition, first, end, {key}
-                )
-                break
-            except away:  # the cluster is away: wait for it (capped backoff)
-                await asyncio.sleep(backoff.next())
-            except Exception:  # the worker goes on; the window gives up on the hole as the audit would
-                log.exception(
-                    "table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition
-                )
-                return current
-        if not records:
-            return current
-        log.warning(
-            "table %s: an event is held; re-read %s[%d] offsets %d..%d, passed over before: %d message(s) of the table",
-            key.decode(errors="replace"), msg.topic, msg.partition, first, end - 1, len(records),
-        )  # fmt: skip
-        state: Applied | None = current
-        for rec in records:
-            raw = bytes(rec.value or b"")
-            dealing = await decoded(rec, raw)
-            if dealing is not None and not await mismatched(rec, dealing, raw):
-                state = await take(key, state, rec, dealing, raw, (msg.partition, msg.offset))
-        return None if state is None else Applied(msg.partition, msg.offset, state.state, state.unfit)
-
-    async def catch_up(key: bytes, current: Applied, msg: Any, seq: int) -> Applied | None:
-        """Apply the messages of table ``key`` between its stored offset and ``msg`` (same
-        partition) that the consumer passed over, read again; returns where the table stands."""
-        backoff = Backoff(first=0.5, cap=5.0)
-        away: tuple[type[BaseException], ...] = (*unreachable_errors(), TimeoutError)
-        while True:
-            try:
-                records = await asyncio.to_thread(
-                    read_range, settings.kafka, msg.topic, msg.partition, current.offset + 1, msg.offset, {key}
-                )
-                break
-            except away:  # the cluster is away: wait for it (capped backoff)
-                await asyncio.sleep(backoff.next())
-            except Exception:  # the worker goes on; the engine reports the seq gap as a finding
-                log.exception(
-                    "table %s: could not re-read %s[%d]", key.decode(errors="replace"), msg.topic, msg.partition
-                )
-                return current
-        log.warning(
-            "table %s: seq %d follows %d; re-read %s[%d] offsets %d..%d: %d message(s) of the table",
-            key.decode(errors="replace"), seq, current.state.last_seq, msg.topic, msg.partition,
-            current.offset + 1, msg.offset - 1, len(records),
-        )  # fmt: skip
-        state: Applied | None = current
-        for rec in records:
-            raw = bytes(rec.value or b"")
-            dealing = await decoded(rec, raw)
-            if dealing is not None and not await mismatched(rec, dealing, raw):
-                state = await take(key, state, rec, dealing, raw)
-        return state
-
-    # Tables whose state changed since it was last written, and the events applied since then,
-    # held unacknowledged (an extra reference each) until the states that hold them are written:
-    # Faust commits the offset of an acknowledged event only, after flushing the producer, so
-    # the state is always in the changelog before the offsets it holds are committed.
-    live: dict[bytes, Applied | None] = {}
-    held: list[Any] = []
-    lock = asyncio.Lock()
     interval = settings.worker.state_interval
+
+    # table -> the Faust table value its judge holds (decoded, or known to be absent), by
+    # identity: a value the judge does not hold (restored from the changelog after a rebalance,
+    # written by another worker) is handed over with the next call that may load it
+    known: dict[bytes, object] = {}
+
+    def given(keys: Iterable[bytes]) -> dict[bytes, Any]:
+        out: dict[bytes, Any] = {}
+        for key in keys:
+            value = states.get(key)
+            if known.get(key, _UNKNOWN) is not value:
+                out[key] = value
+        return out
+
+    # The calls out to the judge, in order: (number, its result, done when carried out), and the
+    # events handed over and not acknowledged yet, with the number of the call that took them.
+    # Faust commits the offset of an acknowledged event only, after flushing the producer, so a
+    # state is always in the changelog before the offsets it holds are committed.
+    calls: deque[tuple[int, asyncio.Future[Outcome], asyncio.Future[None], dict[bytes, Any]]] = deque()
+    held: deque[tuple[int, Any]] = deque()
+    numbers = itertools.count()
+    carrier: list[asyncio.Task[None]] = []
+    carried = [-1]  # the number of the last call carried out
     last_write = [time.monotonic()]
+    broken: list[BaseException] = []
 
-    async def load_live(key: bytes) -> Applied | None:
-        return live[key] if key in live else await load(key)
+    def call(
+        method: str, *args: Any, events: Iterable[Any] = (), handed: dict[bytes, Any] | None = None
+    ) -> asyncio.Future[None]:
+        """Hand ``method`` of the judge to its process (after every call made before), with the
+        ``events`` it takes (acknowledged once their states are written) and the table values
+        ``handed`` over in ``args``; returns a future done once what it decided is carried out."""
+        loop = asyncio.get_running_loop()
+        number = next(numbers)
+        result = judge.submit(method, number, carried[0], *args)
+        done: asyncio.Future[None] = loop.create_future()
+        held.extend((number, e) for e in events)
+        calls.append((number, result, done, handed or {}))
+        if not carrier or carrier[0].done():
+            carrier[:] = [loop.create_task(carry_out_calls())]
+        return done
 
-    async def write_states() -> None:
-        """Write the state of every table changed since the last write (its Faust table entry
-        and changelog record, with its outbox), then acknowledge the events applied since.
-        Called with ``lock`` held."""
-        for key, current in live.items():
-            if current is None:
+    async def carry_out_calls() -> None:
+        while calls:
+            number, result, done, handed = calls[0]
+            try:
+                await carry_out(number, await result, handed)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # the judge's process died, or a send failed for good
+                calls.popleft()
+                if not broken:
+                    broken.append(exc)
+                    log.critical(
+                        "the worker stops: %s; nothing is lost (the events not acknowledged are read again)",
+                        f"{type(exc).__name__}: {exc}"[:300],
+                    )
+                    await app.crash(exc)
+                if not done.done():
+                    done.set_exception(exc)
                 continue
+            calls.popleft()
+            if not done.done():
+                done.set_result(None)
+
+    async def carry_out(number: int, out: Outcome, handed: dict[bytes, Any]) -> None:
+        """Send what a call of the judge decided, write the entries it handed over, then
+        acknowledge the events those entries hold; note which table values it now holds (of
+        those ``handed`` over with the call, and those it wrote)."""
+        for kind, key, value in out.actions:
+            if kind == FORGET:
+                assert key is not None
+                outbox.forget(key)
+                continue
+            sent = await sends[kind].send(key=key, value=value)
+            if kind in (FINDING, ROUND):
+                assert key is not None
+                outbox.add(key, kind == FINDING, value, sent)
+        for key in out.loaded:
+            known[key] = handed[key]
+        for key, partition, offset, state_json, unfit, holding in out.writes:
             findings, rounds = outbox.undelivered(key)
-            window = windows.get(key)
-            holding = tuple((t.partition, t.offset, t.value) for _, _, (t, _) in window.held()) if window else ()
-            entry = Stored(current.offset, current.state, findings, rounds, current.partition, current.unfit, holding)
-            stored = STORED.dump_json(entry)
-            await write_state(states, key, stored, current.partition)
-            cache.put(key, stored, entry)
-        live.clear()
-        for event in held:
-            event.ack()
-        held.clear()
-        last_write[0] = time.monotonic()
-        if duplicates[0] != reported[0]:
-            log.info("%d duplicate deliveries skipped (exact copies of events judged before)", duplicates[0])
-            reported[0] = duplicates[0]
+            stored = stored_json(offset, state_json, findings, rounds, partition, unfit, holding)
+            await write_state(states, key, stored, partition)
+            known[key] = stored
+        for level, line, lifecycle in out.lines:
+            (says if lifecycle else log).log(level, "%s", line)
+        counts.applied += out.applied
+        counts.findings += out.findings
+        counts.dead_letters += out.dead_letters
+        if out.wrote:
+            while held and held[0][0] <= number:
+                held.popleft()[1].ack()
+        carried[0] = number
 
     # record batches the consumer cannot read are passed over (streams.batches) and dead-lettered here
     unreadable = guard_aiokafka()
 
-    async def report_unreadable() -> None:
+    async def report_unreadable() -> list[tuple[int, int, int]]:
+        passed = []
         while unreadable:
             bad = unreadable.popleft()
             if bad.topic == source_name:
-                passed.setdefault(bad.partition, []).append((bad.first, bad.last))
+                passed.append((bad.partition, bad.first, bad.last))
             log.warning(
                 "%s cannot be read (%s): sent to the dead-letter topic (unreadable_batch); reading on from offset %d",
                 bad.position, bad.error[:200], bad.last + 1,
             )  # fmt: skip
-            await dead_letter(bad.topic, None, bad.position, "unreadable_batch", bad.error, b"")
+            counts.dead_letters += 1
+            value = dead_letter_value(bad.topic, bad.position, "unreadable_batch", bad.error, b"")
+            await sends[DEAD_LETTER].send(key=None, value=value)
+        return passed
+
+    def marks() -> dict[int, tuple[int | None, int | None]]:
+        """Per events partition assigned: its high watermark as the consumer last saw it, and the
+        committed offset the consumer resumed from (Faust 0.15 keeps it in
+        ``Consumer._committed_offset`` after its seek); None where not known."""
+        try:
+            consumer = app.consumer
+            mine = [tp for tp in consumer.assignment() if tp.topic == source_name]
+            resumed = getattr(consumer, "_committed_offset", {})
+        except Exception:  # no consumer yet: nothing known
+            return {}
+        out: dict[int, tuple[int | None, int | None]] = {}
+        for tp in mine:
+            try:
+                mark = consumer.highwater(TP(source_name, tp.partition))
+            except Exception:
+                mark = None
+            at = resumed.get(tp)
+            out[tp.partition] = (None if mark is None else int(mark), None if at is None else int(at))
+        return out
 
     # When the process last ran again after a stall (the timer late by more than reorder.idle:
     # SIGSTOP, a frozen VM, a blocked loop): the high watermarks its consumer saw before are
     # stale then, and a window is applied only after reorder.idle seconds of running since.
     running_since = [time.monotonic()]
     timer_ran = [time.monotonic()]
+    # Set while a stop or a rebalance waits for every started event to be acknowledged: a batch
+    # taken before the flow stopped may still be handed over then, and its states are written
+    # (and its events acknowledged) at its end instead of at the next interval.
+    draining = [False]
 
     @app.timer(interval)  # type: ignore[untyped-decorator]  # faust leaves its timer decorator untyped
     async def write_states_on_time() -> None:
-        """Write the changed states every ``interval`` even when no batch comes (a rebalance
-        waits for every held event to be acknowledged), and dead-letter the batches passed over."""
+        """Every ``interval``, even when no batch comes (a rebalance waits for every held event to
+        be acknowledged): dead-letter the batches passed over, apply the reorder windows due
+        (rulebook 10.1.2) and write the states changed."""
         now = time.monotonic()
         if stalled(timer_ran[0], now, interval, settings.reorder.idle):
             running_since[0] = now
         timer_ran[0] = now
-        await report_unreadable()
-        async with lock:
-            if windows and not draining[0]:
-                await release_idle(time.monotonic())
-            if held or live:  # live alone: a window applied with no new message since
-                await write_states()
-
-    # Set while a stop or a rebalance waits for every started event to be acknowledged: a batch
-    # taken before the flow stopped may still be applied then, and its states are written (and
-    # its events acknowledged) at its end instead of at the next interval.
-    draining = [False]
+        passed = await report_unreadable()
+        if broken:
+            return
+        last_write[0] = time.monotonic()
+        await call("tick", marks(), passed, running_since[0], not draining[0])
 
     async def drain() -> None:
         """Write the states of the events held, with what the reorder windows hold (a stop or a
         rebalance waits for them): the windows are not applied, the worker that owns their
         partitions next holds them as the audit would (see ``hold_again``)."""
         draining[0] = True
-        async with lock:
-            if held or live:
-                await write_states()
+        if broken:
+            return
+        with contextlib.suppress(Exception):  # a broken judge: the events stay unacknowledged
+            await call("write")
 
     app.before_drain = drain  # type: ignore[attr-defined]  # WorkerApp's hook (see _app_class)
-
-    # messages a consumer passed over (see DeliveredRuns): a seq jump of a table whose last
-    # taken offset lies before its partition's current run is checked by reading the gap again
-    runs = DeliveredRuns()
 
     @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def drained(sender: Any, *args: Any, **kwargs: Any) -> None:
@@ -1045,88 +561,59 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         draining[0] = False
         assigned = args[0] if args else kwargs.get("assigned", ())
         says.info("assigned %s", partitions_line(assigned, source_name))
-        # the tables' windows are rebuilt from their stored entries (this worker may have lost
-        # some partitions, or got back one whose tables another worker moved on)
-        windows.clear()
-        last_taken.clear()
-        partition_taken.clear()
-        table_partition.clear()
-        partition_next.clear()
-        passed.clear()
-        runs.clear()
-        unverified.clear()
+        if not broken:
+            call("reset")
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def hold_again(sender: Any, *args: Any, **kwargs: Any) -> None:
-        """The table entries of the partitions assigned are restored: hold again what their
-        windows held when they were written (the worker that had them stopped or gave them up),
-        so a window is applied when its partition is read to the end and idle, as on the
+        """The table entries of the partitions assigned are restored: the judge holds again what
+        their windows held when they were written (the worker that had them stopped or gave them
+        up), so a window is applied when its partition is read to the end and idle, as on the
         worker that wrote it, even if no more message of its table comes."""
         try:
             mine = {tp.partition for tp in app.consumer.assignment() if tp.topic == source_name}
         except Exception:  # no consumer (stopping): nothing to hold
             return
-        async with lock:
-            restored = 0
-            for key, value in list(states.data.items()):
-                if key in windows or key in live or not stored_holds(value):
-                    continue
-                entry = STORED.validate_python(value) if isinstance(value, dict) else STORED.validate_json(value)
-                if entry.partition not in mine:
-                    continue  # left over from a partition this worker had: its owner holds them
-                await load(key)
-                restored += len(entry.held)
-            if restored:
-                says.info("holding again %d event(s) stored in the reorder windows of the tables taken over", restored)
+        values = {key: value for key, value in list(states.data.items()) if stored_holds(value)}
+        if values and not broken:
+            await call("hold_again", values, mine, handed=values)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
-        """Say which partitions this worker gives up (their windows are applied and their states
-        written before the rebalance goes on: see ``drain``)."""
+        """Say which partitions this worker gives up (their states are written before the
+        rebalance goes on: see ``drain``)."""
         given = args[0] if args else kwargs.get("revoked", ())
         if any(tp.topic == source_name for tp in given):
             says.info("revoked %s", partitions_line(given, source_name))
 
     @app.agent(source)
     async def audit(stream: Any) -> None:
+        out: deque[asyncio.Future[None]] = deque()
         async for events in stream.take_events(batch, within=within):
-            async with lock:
-                for event in events:
-                    event.message.incref()  # acknowledged by write_states, not by take_events
-                    held.append(event)
-                    msg = event.message
-                    start = runs.note(msg.partition, msg.offset)
-                    partition_next[msg.partition] = max(partition_next.get(msg.partition, 0), msg.offset + 1)
-                    raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
-                    dealing = await decoded(msg, raw)
-                    if dealing is None or await mismatched(msg, dealing, raw):
-                        continue
-                    key = dealing.table_id.encode()
-                    current = await load_live(key)
-                    if current is not None and current.holds(msg.partition, msg.offset):
-                        continue  # a redelivery of a message this state already holds
-                    if current is not None and current.same_partition(msg.partition) and current.offset + 1 < start:
-                        window = windows.get(key)
-                        top = max([current.state.last_seq, *(h[0] for h in (window.held() if window else ()))])
-                        skipped = dealing.seq > top + 1
-                        if not skipped:  # see unverified
-                            unverified[key] = (current.offset + 1, start)
-                    else:
-                        skipped = False
-                    if skipped and current is not None:
-                        # A seq jump: either the trail has a gap (the engine reports it) or the
-                        # consumer passed over messages of this table (a Faust rebalance can skip
-                        # prefetched messages and still commit past them); read them again first.
-                        unverified.pop(key, None)
-                        current = await catch_up(key, current, msg, dealing.seq)
-                    taken = live[key] = await take(key, current, msg, dealing, raw)
-                    if key in unverified and taken is not None and len(windows.get(key) or ()):
-                        first, end = unverified.pop(key)
-                        live[key] = await recheck(key, taken, msg, first, end)
-                if draining[0] or time.monotonic() - last_write[0] >= interval:
-                    await write_states()
+            if broken:
+                continue  # the worker is stopping; these events stay unacknowledged
+            records = []
+            for event in events:
+                event.message.incref()  # acknowledged once the state that holds it is written
+                msg = event.message
+                raw: bytes = msg.value if isinstance(msg.value, bytes) else bytes(msg.value or b"")
+                records.append((msg.partition, msg.offset, msg.key, raw))
+            write = draining[0] or time.monotonic() - last_write[0] >= interval
+            if write:
+                last_write[0] = time.monotonic()
+            keys = {r[2] for r in records if isinstance(r[2], bytes)}
+            handed = given(keys)
+            out.append(call("batch", records, handed, write, events=events, handed=handed))
+            while len(out) >= IN_FLIGHT or (out and out[0].done()):
+                with contextlib.suppress(Exception):  # a failure is carried out (the worker stops)
+                    await out.popleft()
 
     return app
+
+
+IN_FLIGHT = 2
+"""Calls of the agent out to the judge at most (one judged while the next is taken)."""
+_UNKNOWN = object()
 
 
 ALIVE_EVERY = 2.0
@@ -1291,29 +778,6 @@ def _exit_when_stuck(settings: Settings, watch: LinkWatch, counts: WorkCounts | 
     threading.Thread(target=wait, name="dealtrail-stop-deadline", daemon=True).start()
 
 
-GC_FIRST_GENERATION = 10_000
-"""Allocations (less deallocations) of container objects between two collections of the
-youngest generation by Python's cyclic garbage collector in the worker (Python's default: 700)."""
-
-
-def settle_heap() -> None:
-    """Take every object made so far (the modules imported, the settings, the Faust app) out of
-    the cyclic garbage collector's generations (:func:`gc.freeze`) and collect the youngest
-    generation every :data:`GC_FIRST_GENERATION` allocations instead of 700
-    (:func:`gc.set_threshold`; the older generations' thresholds are kept).
-
-    Measured in the worker over 100,000 events (``gc.callbacks``, 2026-12-04): the collector
-    took 0.80 to 1.04 s with Python's defaults (861 collections, 7 of them full, each full one
-    walking the 110,000 objects of the imports and the app) and 0.18 to 0.20 s after this call,
-    about 7 us of the worker's 150 us per event. Objects made later are still collected, in fewer
-    and larger passes; a cycle among the frozen objects is never collected (they are the
-    modules and the app, which live as long as the process).
-    """
-    gc.freeze()
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(GC_FIRST_GENERATION, older, oldest)
-
-
 def run_worker(settings: Settings) -> None:
     """Run the worker until it is stopped (SIGTERM or SIGINT); exits the process.
 
@@ -1339,9 +803,11 @@ def run_worker(settings: Settings) -> None:
         worker = _worker_class()(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
         worker.on_stop_signal = lambda: _exit_when_stuck(settings, watch, counts)  # type: ignore[attr-defined]
         worker.spinner = None
+        app.judge.start()  # type: ignore[attr-defined]
         settle_heap()
         worker.execute_from_commandline()
     finally:
+        app.judge.close()  # type: ignore[attr-defined]
         _stopped_line(counts)
         shutil.rmtree(worker_datadir(settings), ignore_errors=True)
         if settings.worker.alive_file is not None:

@@ -15,7 +15,7 @@ from dealtrail.ingest.projector import ProjectSummary, _write
 from dealtrail.simulator.run import write_simulation
 from projections.store.store import BatchCounts, Store
 from schemas.codec import decode
-from streams.worker import round_json
+from streams.judge import round_json
 
 NAMES = ["ns.events.v1", "ns.findings.v1", "ns.rounds.v1", "ns.dead-letter.v1", "ns.reviews.v1"]
 

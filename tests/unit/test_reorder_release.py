@@ -3,7 +3,7 @@ the high watermark its consumer has seen (issue 37 item 4), unreadable batches r
 
 from __future__ import annotations
 
-from streams.worker import UNREACHED_QUIET_S, read_up_to, window_due
+from streams.judge import UNREACHED_QUIET_S, read_up_to, window_due
 
 
 def test_a_partition_with_messages_queued_below_the_high_watermark_is_not_read_up_to() -> None:

@@ -1,4 +1,4 @@
-"""The worker's garbage-collector settings (streams.worker.settle_heap), checked in a fresh interpreter."""
+"""The worker's garbage-collector settings (streams.judge.settle_heap), checked in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import json
 import subprocess
 import sys
 
-from streams.worker import GC_FIRST_GENERATION
+from streams.judge import GC_FIRST_GENERATION
 
 PROBE = """
 import gc, json
 before = gc.get_threshold()
-import streams.worker
-streams.worker.settle_heap()
+import streams.judge
+streams.judge.settle_heap()
 print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": gc.get_freeze_count(),
                   "tracked": len(gc.get_objects())}))
 """

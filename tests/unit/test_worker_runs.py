@@ -1,9 +1,9 @@
-"""The worker's record of which offsets its consumer delivered (streams.worker.DeliveredRuns): a seq
+"""The worker's record of which offsets its consumer delivered (streams.judge.DeliveredRuns): a seq
 jump is read again only where the consumer may have passed over messages."""
 
 from __future__ import annotations
 
-from streams.worker import DeliveredRuns
+from streams.judge import DeliveredRuns
 
 
 def test_consecutive_offsets_form_one_run_per_partition() -> None:

@@ -14,7 +14,7 @@ from projections.store.store import snapshot_row
 from schemas.codec import decode
 from schemas.snapshots import TableSnapshot
 from streams.engine import TableState, apply
-from streams.worker import snapshot_due, snapshot_value
+from streams.judge import snapshot_due, snapshot_value
 
 
 def _states(tmp_path: Path, n: int) -> list[TableState]:

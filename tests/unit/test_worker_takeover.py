@@ -11,7 +11,8 @@ from typing import Any
 
 from schemas.codec import decode
 from streams.engine import apply
-from streams.worker import STORED, Stored, stalled, stored_holds, write_state
+from streams.judge import STORED, Stored
+from streams.worker import stalled, stored_holds, write_state
 from tests.fuzz.test_hostile_input import CONFIG
 
 

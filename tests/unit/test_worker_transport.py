@@ -12,8 +12,9 @@ import pytest
 from dealtrail.settings import Settings, default_datadir
 from schemas.codec import decode
 from streams.engine import apply
+from streams.judge import STORED, Applied, Stored
 from streams.kafka import key_mismatch
-from streams.worker import STORED, Applied, Stored, faust_settings, private_folder, worker_datadir
+from streams.worker import faust_settings, private_folder, worker_datadir
 from tests.fuzz.test_hostile_input import CONFIG
 
 
