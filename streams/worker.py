@@ -218,6 +218,11 @@ def worker_datadir(settings: Settings) -> Path:
     return settings.worker.datadir / f"{settings.topics.app_id}-{os.getpid()}"
 
 
+PRODUCER_BATCH_BYTES = 512 * 1024
+"""The most bytes the worker's producer puts in one batch of a partition (aiokafka's default:
+16 KB); see :func:`faust_settings`."""
+
+
 def faust_settings(settings: Settings) -> dict[str, Any]:
     """The ``faust.App`` settings of the worker (the benchmark's bare agent uses them too).
 
@@ -247,6 +252,11 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
         # A finding waits at most this long in the producer (10 ms; 50 ms added about as much to
         # the alert latency); the states are written once per state_interval whatever this is.
         "producer_linger": 0.01,
+        # A table entry is 15 KB and more: in aiokafka's default 16 KB batches nearly every entry
+        # filled its partition's batch, and the next one waited for it to be sent (1.5 ms each,
+        # up to 95 ms for one state write, findings waiting behind it). Half the broker's 1 MB
+        # message limit, so a batch fits it even uncompressed.
+        "producer_max_batch_size": PRODUCER_BATCH_BYTES,
         "producer_acks": -1,
         # findings, rounds, snapshots and the states' changelog, compressed per batch as the
         # publisher's events are (the kafka.compression setting)
