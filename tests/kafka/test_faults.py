@@ -12,6 +12,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -123,6 +124,66 @@ def test_the_broker_restarted_while_publishing_loses_and_doubles_nothing(
         consumer.close()
     assert on_topic == expected, "each published line is on the topic exactly once"
     consume_all(cluster, tmp_path / "worker.log", timeout=300)
+    db = tmp_path / "stream.duckdb"
+    project_all(cluster, db)
+    assert_stream_equals_replay(db, replay)
+
+
+def _judge_of(worker: subprocess.Popen[bytes], timeout: float = 60) -> int:
+    """The PID of a worker's judge process (streams.judge), once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = subprocess.run(
+            ["pgrep", "-P", str(worker.pid), "-f", "streams.judge"], check=False, capture_output=True, text=True
+        )
+        if found.stdout.split():
+            return int(found.stdout.split()[0])
+        time.sleep(0.2)
+    raise AssertionError(f"worker {worker.pid} has no judge process after {timeout:.0f} s")
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_worker_whose_judge_dies_stops_and_a_killed_workers_judge_ends_and_nothing_is_lost(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    events, replay = shift
+    lines = events.read_bytes().splitlines(keepends=True)
+    cut = len(lines) // 4
+    publish_lines(cluster, lines[:cut], tmp_path / "first.jsonl")
+    rest = tmp_path / "rest.jsonl"
+    rest.write_bytes(b"".join(lines[cut:]))
+    publisher = cluster.start(tmp_path / "publish.log", "publish", "--rate", "600", str(rest))
+    worker = cluster.start_worker(tmp_path / "w0.log")
+    try:
+        judge = _judge_of(worker)
+        time.sleep(5)
+        os.kill(judge, signal.SIGKILL)  # the judge alone dies: the worker cannot go on judging
+        worker.wait(timeout=60)
+        said = (tmp_path / "w0.log").read_text()
+        assert "the worker stops: JudgeFailed" in said, said
+        assert "Traceback" not in said.split("the worker stops")[0], said
+        worker = cluster.start_worker(tmp_path / "w1.log")
+        judge = _judge_of(worker)
+        time.sleep(5)
+        os.kill(worker.pid, signal.SIGKILL)  # the worker alone is killed: its judge ends by itself
+        worker.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while _running(judge) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _running(judge), f"the judge {judge} of a killed worker still runs"
+        worker = cluster.start_worker(tmp_path / "w2.log")
+        assert publisher.wait(timeout=300) == 0, (tmp_path / "publish.log").read_text()
+        cluster.wait_consumed(timeout=300)
+    finally:
+        stop(publisher)
+        assert stop(worker) == 0, (tmp_path / "w2.log").read_text()
     db = tmp_path / "stream.duckdb"
     project_all(cluster, db)
     assert_stream_equals_replay(db, replay)
