@@ -1032,7 +1032,8 @@ class JudgeProcess:
             size = int.from_bytes(self._inbox[:8], "big")
             if len(self._inbox) < 8 + size:
                 break
-            kind, value = pickle.loads(memoryview(self._inbox)[8 : 8 + size])
+            with memoryview(self._inbox) as view:  # released before the buffer shrinks
+                kind, value = pickle.loads(view[8 : 8 + size])
             del self._inbox[: 8 + size]
             future = self._waiting.popleft()
             if future.done():

@@ -428,6 +428,10 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         ``events`` it takes (acknowledged once their states are written) and the table values
         ``handed`` over in ``args``; returns a future done once what it decided is carried out."""
         loop = asyncio.get_running_loop()
+        if broken:  # the worker is stopping: nothing more is judged or carried out
+            failed: asyncio.Future[None] = loop.create_future()
+            failed.set_exception(broken[0])
+            return failed
         number = next(numbers)
         result = judge.submit(method, number, carried[0], *args)
         done: asyncio.Future[None] = loop.create_future()
@@ -445,17 +449,19 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # the judge's process died, or a send failed for good
-                calls.popleft()
-                if not broken:
-                    broken.append(exc)
-                    log.critical(
-                        "the worker stops: %s; nothing is lost (the events not acknowledged are read again)",
-                        f"{type(exc).__name__}: {exc}"[:300],
-                    )
-                    await app.crash(exc)
-                if not done.done():
-                    done.set_exception(exc)
-                continue
+                # nothing more is carried out: no later state is written and no event acknowledged
+                # after a send that failed, so every event not acknowledged is read again
+                broken.append(exc)
+                while calls:
+                    left = calls.popleft()[2]
+                    if not left.done():
+                        left.set_exception(exc)
+                log.critical(
+                    "the worker stops: %s; nothing is lost (the events not acknowledged are read again)",
+                    f"{type(exc).__name__}: {exc}"[:300],
+                )
+                await app.crash(exc)
+                return
             calls.popleft()
             if not done.done():
                 done.set_result(None)
@@ -571,8 +577,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         draining[0] = False
         assigned = args[0] if args else kwargs.get("assigned", ())
         says.info("assigned %s", partitions_line(assigned, source_name))
-        if not broken:
-            call("reset")
+        if not broken:  # carried out in order; a failure there is the carrier's to report
+            call("reset").add_done_callback(lambda f: f.cancelled() or f.exception())
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def hold_again(sender: Any, *args: Any, **kwargs: Any) -> None:
