@@ -482,22 +482,31 @@ class Judge:
         self.unverified.clear()
         return self._done()
 
-    def hold_again(self, values: dict[bytes, bytes | dict[str, Any]], mine: set[int]) -> Outcome:
+    def hold_again(self, values: dict[bytes, bytes | dict[str, Any] | None], mine: set[int]) -> Outcome:
         """Hold again what the windows of the tables taken over held when their entries were
-        written (``values``: the table entries restored that hold events; ``mine``: the events
-        partitions assigned), so a window is applied when its partition is read to the end and
-        idle, as on the worker that wrote it, even if no more message of its table comes."""
+        written (``values``: the table entries that hold events, None for one the judge holds
+        already, as it wrote it; ``mine``: the events partitions assigned), so a window is
+        applied when its partition is read to the end and idle, as on the worker that wrote
+        it, even if no more message of its table comes."""
         self.out, self.given = Outcome(), {}
         restored = 0
         for key, value in values.items():
             if key in self.windows or key in self.live:
                 continue
-            entry = STORED.validate_python(value) if isinstance(value, dict) else STORED.validate_json(value)
-            if entry.partition not in mine:
-                continue  # left over from a partition this worker had: its owner holds them
-            self.given = {key: value}
+            if value is None:  # this judge's own entry: its outbox was sent from here
+                own = self.entries.get(key)
+                if own is None or own.partition not in mine:
+                    continue
+                self.given = {}
+                held = len(own.held)
+            else:
+                entry = STORED.validate_python(value) if isinstance(value, dict) else STORED.validate_json(value)
+                if entry.partition not in mine:
+                    continue  # left over from a partition this worker had: its owner holds them
+                self.given = {key: value}
+                held = len(entry.held)
             self._load(key)
-            restored += len(entry.held)
+            restored += held
         if restored:
             self._say(
                 logging.INFO,

@@ -590,9 +590,14 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             mine = {tp.partition for tp in app.consumer.assignment() if tp.topic == source_name}
         except Exception:  # no consumer (stopping): nothing to hold
             return
-        values = {key: value for key, value in list(states.data.items()) if stored_holds(value)}
+        values = {
+            key: None if known.get(key, _UNKNOWN) is value else value  # None: the judge holds it as written
+            for key, value in list(states.data.items())
+            if stored_holds(value)
+        }
         if values and not broken:
-            await call("hold_again", values, mine, handed=values)
+            handed = {key: value for key, value in values.items() if value is not None}
+            await call("hold_again", values, mine, handed=handed)
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]  # mode types receivers as returning None
     async def revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
