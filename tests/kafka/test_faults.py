@@ -42,17 +42,22 @@ def rng() -> random.Random:
     return random.Random(seed)
 
 
-def test_a_worker_killed_at_random_points_three_times_loses_nothing(
-    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path, rng: random.Random
-) -> None:
-    events, replay = shift
+def _publish_at_a_floors_pace(cluster: Cluster, events: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
+    """Publish the first quarter of the shift at once, then start publishing the rest at a
+    floor's pace (600 events/s) while the test breaks the workers; returns that publisher."""
     lines = events.read_bytes().splitlines(keepends=True)
     cut = len(lines) // 4
     publish_lines(cluster, lines[:cut], tmp_path / "first.jsonl")
     rest = tmp_path / "rest.jsonl"
     rest.write_bytes(b"".join(lines[cut:]))
-    # the rest of the shift arrives at a floor's pace while the workers are killed
-    publisher = cluster.start(tmp_path / "publish.log", "publish", "--rate", "600", str(rest))
+    return cluster.start(tmp_path / "publish.log", "publish", "--rate", "600", str(rest))
+
+
+def test_a_worker_killed_at_random_points_three_times_loses_nothing(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path, rng: random.Random
+) -> None:
+    replay = shift[1]
+    publisher = _publish_at_a_floors_pace(cluster, shift[0], tmp_path)
     worker = cluster.start_worker(tmp_path / "w0.log")
     kills = []
     try:
@@ -153,13 +158,8 @@ def _running(pid: int) -> bool:
 def test_a_worker_whose_judge_dies_stops_and_a_killed_workers_judge_ends_and_nothing_is_lost(
     cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    events, replay = shift
-    lines = events.read_bytes().splitlines(keepends=True)
-    cut = len(lines) // 4
-    publish_lines(cluster, lines[:cut], tmp_path / "first.jsonl")
-    rest = tmp_path / "rest.jsonl"
-    rest.write_bytes(b"".join(lines[cut:]))
-    publisher = cluster.start(tmp_path / "publish.log", "publish", "--rate", "600", str(rest))
+    replay = shift[1]
+    publisher = _publish_at_a_floors_pace(cluster, shift[0], tmp_path)
     worker = cluster.start_worker(tmp_path / "w0.log")
     try:
         judge = _judge_of(worker)
