@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from streams.batches import guard_aiokafka
 from streams.clock import utc_now
@@ -393,6 +393,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     app.work_counts = counts  # type: ignore[attr-defined]  # read by run_worker's stop line
     judge = JudgeProcess(settings, clock, Path(app.conf.datadir))
     app.judge = judge  # type: ignore[attr-defined]  # started and closed by run_worker
+    # what the worker does when its judge fails or a send fails for good (run_worker: exit 1)
+    app.on_judge_failed = None  # type: ignore[attr-defined]
     batch, within = settings.worker.batch, settings.worker.within
     interval = settings.worker.state_interval
 
@@ -460,6 +462,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                     "the worker stops: %s; nothing is lost (the events not acknowledged are read again)",
                     f"{type(exc).__name__}: {exc}"[:300],
                 )
+                if app.on_judge_failed is not None:  # type: ignore[attr-defined]
+                    app.on_judge_failed()  # type: ignore[attr-defined]  # run_worker's: exits the process
                 await app.crash(exc)
                 return
             calls.popleft()
@@ -799,6 +803,23 @@ def _exit_when_stuck(settings: Settings, watch: LinkWatch, counts: WorkCounts | 
     threading.Thread(target=wait, name="dealtrail-stop-deadline", daemon=True).start()
 
 
+JUDGE_FAILED_EXIT = 1
+"""The worker's exit code when its judge process fails or a send fails for good."""
+
+
+def _exit_failed(settings: Settings, counts: WorkCounts) -> NoReturn:
+    """End the worker at once (exit :data:`JUDGE_FAILED_EXIT`) after its judge process failed or
+    a send failed for good: its stop line, its own folder and alive file removed. A clean stop
+    would wait for events that will never be acknowledged; none is (the group reads them again,
+    as after a crash), and the judge ends when its socket closes."""
+    _stopped_line(counts)
+    shutil.rmtree(worker_datadir(settings), ignore_errors=True)
+    if settings.worker.alive_file is not None:
+        settings.worker.alive_file.unlink(missing_ok=True)
+    logging.shutdown()
+    os._exit(JUDGE_FAILED_EXIT)
+
+
 def run_worker(settings: Settings) -> None:
     """Run the worker until it is stopped (SIGTERM or SIGINT); exits the process.
 
@@ -808,7 +829,11 @@ def run_worker(settings: Settings) -> None:
     ends the process within :data:`STOP_WITHIN` seconds.
 
     The worker's own data folder (:func:`worker_datadir`) is removed when it stops; only a
-    killed worker (SIGKILL) leaves its folder behind.
+    killed worker (SIGKILL) leaves its folder behind. If its judge process fails (or a send
+    fails for good), the worker exits at once with :data:`JUDGE_FAILED_EXIT`.
+
+    Raises:
+        streams.judge.JudgeFailed: the judge process could not start.
     """
     app = create_app(settings)
     watch = watch_link(app, settings)
@@ -824,6 +849,7 @@ def run_worker(settings: Settings) -> None:
         worker = _worker_class()(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
         worker.on_stop_signal = lambda: _exit_when_stuck(settings, watch, counts)  # type: ignore[attr-defined]
         worker.spinner = None
+        app.on_judge_failed = lambda: _exit_failed(settings, counts)  # type: ignore[attr-defined]
         app.judge.start()  # type: ignore[attr-defined]
         settle_heap()
         worker.execute_from_commandline()
