@@ -392,7 +392,7 @@ def run_profiled_worker(args: argparse.Namespace) -> None:
 
 def run_stage_worker(args: argparse.Namespace) -> None:
     """``dealtrail worker`` in-process with a clock at each stage of a ``RoundCompleted``, written
-    to ``--result`` (JSON, event ID -> seconds since the epoch) when it stops (SIGTERM):
+    to ``--result`` (JSON) when it stops (SIGTERM). Clocks (seconds since the epoch), by event ID:
 
     ``response``  the fetch response that brought the record reached the worker's Kafka consumer
                   (aiokafka's ``Fetcher._proc_fetch_request``; fetches the broker held over 0.3 s
@@ -400,23 +400,29 @@ def run_stage_worker(args: argparse.Namespace) -> None:
     ``polled``    the consumer returned it to Faust (``Fetcher.fetched_records``);
     ``fetched``   Faust's consumer loop takes the record (``_to_message``), with the record's
                   timestamp (``appended``: the broker's append time on a LogAppendTime topic);
-    ``taken``     the agent decodes it (its batch came out of ``stream.take_events``; the
-                  agent's lock is held from here);
-    ``applied``   the engine returned (``streams.worker.apply``);
-    ``sent``      its round row was made, right before ``rounds_topic.send``.
+    ``handed``    the agent hands its batch to the judge process (``JudgeProcess.submit``);
+    ``judged``    the judge's answer for that batch is back in the worker process;
+    ``sent``      its round row is handed to the producer (``Topic.send`` of the rounds topic).
 
-    The wrappers cost a substring test per message and a few clock reads per RoundCompleted."""
+    Also kept: each carry-out of state writes (``write_state`` calls of one call, first to last:
+    start, seconds, entries, bytes) and each call to the judge (method, handed, answered), so
+    the slowest rounds can be laid beside what the worker did then. The wrappers cost a
+    substring test per message and a few clock reads per RoundCompleted."""
     import faust.transport.drivers.aiokafka as faust_aiokafka
+    from faust.topics import Topic
 
+    import streams.judge as judge_module
     import streams.worker as worker
     from dealtrail.settings import load
 
     settings = load()
-    events_topic = settings.topics.events.name
+    events_topic, rounds_topic = settings.topics.events.name, settings.topics.rounds.name
     stages: dict[str, dict[str, float]] = {}
     to_message = faust_aiokafka.Consumer._to_message
 
     long_fetches: list[tuple[float, float, str]] = []  # (sent, seconds, partitions asked) over 0.3 s
+    calls: list[tuple[str, float, float, int]] = []  # (method, handed, answered, records)
+    writes: list[list[float]] = []  # [start, end, entries, bytes] per carry-out of state writes
 
     def traced_to_message(self: Any, tp: Any, record: Any) -> Any:
         if tp.topic == events_topic and b'"RoundCompleted"' in (record.value or b""):
@@ -426,25 +432,52 @@ def run_stage_worker(args: argparse.Namespace) -> None:
                 stages[event_id]["response"], stages[event_id]["polled"] = polled.pop(event_id)
         return to_message(self, tp, record)
 
-    decode, apply, round_json = worker.decode, worker.apply, worker.round_json
+    submit = judge_module.JudgeProcess.submit
 
-    def traced_decode(raw: bytes) -> Any:
-        dealing = decode(raw)
-        if dealing.event_id in stages:
-            stages[dealing.event_id].setdefault("taken", time.time())
-        return dealing
+    def traced_submit(self: Any, method: str, number: int, carried: int, *rest: Any) -> Any:
+        now = time.time()
+        future = submit(self, method, number, carried, *rest)
+        mine: list[str] = []
+        records = rest[0] if method == "batch" and rest else ()
+        for _, _, _, raw in records:
+            if b'"RoundCompleted"' in raw:
+                event_id = json.loads(raw)["event_id"]
+                if event_id in stages:
+                    stages[event_id]["handed"] = now
+                    mine.append(event_id)
+        row = [method, now, 0.0, len(records)]
 
-    def traced_apply(before: Any, dealing: Any, *rest: Any) -> Any:
-        out = apply(before, dealing, *rest)
-        if dealing.event_id in stages:
-            stages[dealing.event_id].setdefault("applied", time.time())
-        return out
+        def answered(_: Any) -> None:
+            row[2] = time.time()
+            for event_id in mine:
+                stages[event_id]["judged"] = row[2]
 
-    def traced_round_json(row: dict[str, Any]) -> bytes:
-        done = stages.get(str(row.get("completed_event_id")))
-        if done is not None:
-            done.setdefault("sent", time.time())
-        return round_json(row)
+        future.add_done_callback(answered)
+        calls.append(row)  # type: ignore[arg-type]
+        return future
+
+    topic_send = Topic.send
+
+    async def traced_send(self: Any, *a: Any, **kw: Any) -> Any:
+        if self.get_topic_name() == rounds_topic:
+            value = kw.get("value")
+            if isinstance(value, bytes):
+                done = stages.get(str(json.loads(value).get("completed_event_id")))
+                if done is not None:
+                    done.setdefault("sent", time.time())
+        return await topic_send(self, *a, **kw)
+
+    write_state = worker.write_state
+
+    async def traced_write_state(
+        table: Any, producer: Any, key: bytes, stored: bytes, partition: int | None = None
+    ) -> None:
+        now = time.time()
+        if not writes or now - writes[-1][1] > 0.002:
+            writes.append([now, now, 0, 0])
+        await write_state(table, producer, key, stored, partition)
+        last = writes[-1]
+        last[1], last[2], last[3] = time.time(), last[2] + 1, last[3] + len(stored)
 
     from aiokafka.consumer.fetcher import Fetcher
 
@@ -477,17 +510,38 @@ def run_stage_worker(args: argparse.Namespace) -> None:
                         polled[json.loads(record.value)["event_id"]] = (max(got) if got else now, now)
         return drained
 
+    from aiokafka.producer.sender import SendProduceReqHandler
+
+    produce_do = SendProduceReqHandler.do
+
+    async def traced_produce(self: Any, node_id: int) -> Any:
+        start = time.time()
+        try:
+            return await produce_do(self, node_id)
+        finally:
+            size = sum(len(b.get_data_buffer()) for b in self._batches.values())
+            names = sorted({tp.topic.rsplit(".", 2)[-2] if "." in tp.topic else tp.topic[-24:] for tp in self._batches})
+            produced.append((start, time.time(), size, ",".join(names)))
+
+    produced: list[tuple[float, float, int, str]] = []  # (start, end, bytes, topics) per produce request
+    SendProduceReqHandler.do = traced_produce  # type: ignore[method-assign]
     polled: dict[str, tuple[float, float]] = {}
     Fetcher.fetched_records = traced_fetched_records  # type: ignore[method-assign]
     Fetcher._proc_fetch_request = traced_proc_fetch_request  # type: ignore[method-assign]
     faust_aiokafka.Consumer._to_message = traced_to_message  # type: ignore[method-assign]
-    worker.decode, worker.apply, worker.round_json = traced_decode, traced_apply, traced_round_json  # type: ignore[assignment]
+    judge_module.JudgeProcess.submit = traced_submit  # type: ignore[method-assign]
+    Topic.send = traced_send  # type: ignore[method-assign]
+    worker.write_state = traced_write_state
     try:
         worker.run_worker(settings)
     except SystemExit:
         pass
     finally:
-        Path(args.result).write_text(json.dumps({"stages": stages, "long_fetches": long_fetches}))
+        Path(args.result).write_text(
+            json.dumps(
+                {"stages": stages, "long_fetches": long_fetches, "calls": calls, "writes": writes, "produced": produced}
+            )
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -851,6 +905,7 @@ def phase_latency(
     if stages:
         clocked = json.loads(staged.read_text()) if staged.exists() else {"stages": {}, "long_fetches": []}
         stage_figures(published, seen, clocked["stages"])
+        slowest_rounds(published, seen, clocked)
         long_fetches = clocked["long_fetches"]
         log(f"  fetches the broker held over 0.3 s: {len(long_fetches)}")
         for _, took, asked in long_fetches[:8]:
@@ -909,9 +964,9 @@ STAGES = (
     ("appended -> in a fetch response to the worker's Kafka consumer", "appended", "response"),
     ("fetch response -> the consumer returns it to Faust (aiokafka getmany)", "response", "polled"),
     ("returned -> Faust's consumer loop takes it (_to_message)", "polled", "fetched"),
-    ("handed to Faust -> the agent takes it (batch out of take_events, lock held)", "fetched", "taken"),
-    ("taken -> engine applied it", "taken", "applied"),
-    ("applied -> round row sent to the producer", "applied", "sent"),
+    ("handed to Faust -> the agent hands its batch to the judge process", "fetched", "handed"),
+    ("handed -> the judge's answer is back", "handed", "judged"),
+    ("answer back -> round row sent to the producer (carried out in order)", "judged", "sent"),
     ("sent -> round record appended by the broker", "sent", "round_appended"),
     ("round record appended -> the downstream reader has it", "round_appended", "arrived"),
 )
@@ -937,6 +992,42 @@ def stage_figures(published: dict[str, float], seen: dict[str, Any], stages: dic
         if xs:
             figures = f"{pct(xs, 0.5):.1f} / {pct(xs, 0.9):.1f} / {pct(xs, 0.99):.1f} / {xs[-1]:.1f}"
             log(f"    {label}: {figures} ({len(xs)})")
+
+
+def slowest_rounds(published: dict[str, float], seen: dict[str, Any], clocked: dict[str, Any], n: int = 8) -> None:
+    """Log the ``n`` slowest RoundCompleted (publish -> round record appended) with each stage in
+    ms, and what the stage worker did meanwhile: state writes (entries, KB, ms) and calls to the
+    judge that took over 50 ms (method, records, ms)."""
+    rows = []
+    for event_id, at in published.items():
+        got, st = seen["arrivals"].get(event_id), clocked["stages"].get(event_id)
+        if got is not None and st is not None:
+            rows.append({**st, "published": at, "round_appended": got[1]})
+    rows.sort(key=lambda c: c["round_appended"] - c["published"], reverse=True)
+    if not rows:
+        return
+    log(f"  the {min(n, len(rows))} slowest RoundCompleted (ms from the publish call at each stage):")
+    marks = ("appended", "response", "polled", "fetched", "handed", "judged", "sent", "round_appended")
+    for c in rows[:n]:
+        t0, t1 = c["published"], c["round_appended"]
+        at = " ".join(f"{m} {(c[m] - t0) * 1000:.0f}" for m in marks if m in c)
+        log(f"    {at}")
+        for start, end, entries, size in clocked.get("writes", ()):
+            if end >= t0 and start <= t1:
+                log(
+                    f"      state write at {(start - t0) * 1000:.0f}: {entries:.0f} entries, "
+                    f"{size / 1024:.0f} KB, {(end - start) * 1000:.0f} ms"
+                )
+        for start, end, size, names in clocked.get("produced", ()):
+            if end - start > 0.03 and end >= t0 and start <= t1:
+                log(
+                    f"      produce request at {(start - t0) * 1000:.0f}: {size / 1024:.0f} KB "
+                    f"({names}), {(end - start) * 1000:.0f} ms"
+                )
+        for method, handed, answered, records in clocked.get("calls", ()):
+            if answered - handed > 0.05 and answered >= t0 and handed <= t1:
+                took = (answered - handed) * 1000
+                log(f"      judge {method} ({records} records) at {(handed - t0) * 1000:.0f}: {took:.0f} ms")
 
 
 def phase_profile(k: Kafka, procs: Procs, settings: Any, path: Path, out: Path, timeout: float) -> None:
