@@ -160,8 +160,9 @@ def _delivered(sent: Any) -> bool:
     return bool(done()) and not sent.cancelled() and sent.exception() is None
 
 
-async def write_state(table: Any, key: bytes, stored: bytes, partition: int | None = None) -> None:
-    """Set ``table[key] = stored`` and send its changelog record, awaited.
+async def write_state(table: Any, producer: Any, key: bytes, stored: bytes, partition: int | None = None) -> None:
+    """Set ``table[key] = stored`` and send its changelog record through the producer's lane
+    for states (``producer.send_state``, see :func:`_transport_class`), awaited.
 
     ``table[key] = value`` in Faust puts the changelog record in a producer buffer, and the
     flush before an offset commit gives up on that buffer after 0.1 s of silence
@@ -181,15 +182,15 @@ async def write_state(table: Any, key: bytes, stored: bytes, partition: int | No
 
     Args:
         table: the Faust table (raw bytes keys and values).
+        producer: the app's producer (its ``send_state``: a Kafka producer of its own, so a
+            slow append of the states does not hold up the findings and round records).
         key: the table ID as bytes.
         stored: the entry as JSON bytes.
         partition: the table's events partition (None: the key's partition by murmur2, as the
             Java client and Faust's producer place it).
     """
     table.data[key] = stored
-    await table.changelog_topic.send(
-        key=key, value=stored, partition=partition, key_serializer="raw", value_serializer="raw"
-    )
+    await producer.send_state(table.changelog_topic.get_topic_name(), key, stored, partition)
 
 
 def private_folder(path: Path) -> Path:
@@ -275,7 +276,22 @@ def faust_settings(settings: Settings) -> dict[str, Any]:
 def _transport_class(fetch_max_wait: float) -> type[Any]:
     """Faust's aiokafka transport whose worker consumer asks the broker to hold a fetch at most
     ``fetch_max_wait`` seconds (``worker.fetch_max_wait``) instead of the 1.5 s faust-streaming
-    0.15.3 sets.
+    0.15.3 sets, and whose producer sends the table's states through a Kafka producer of their
+    own (``send_state``).
+
+    **Two producers.** aiokafka sends one produce request at a time to a broker. A state write
+    (about 50 entries of 6 KB and more, compressed to 70-85 KB, once per ``state_interval``)
+    shared the request queue with the findings and round records, and an append of it that
+    the broker took 120 to 270 ms over (its request log: ``localTimeMs``, in
+    ``LogSegment.append``) held every round record sent meanwhile that long: most of the tail
+    of ``make bench-stream`` (p99 114 to 192 ms; 89 and 92 with the states on their own
+    producer). The states' producer has the same settings (client ID with ``-states``);
+    ``flush`` waits for both, so Faust's commit still finds each state in the changelog before
+    the offsets it holds are committed, and a stop sends what both hold.
+
+    ``send_state(topic, key, value, partition)`` returns the delivery future; it raises
+    ``faust.exceptions.ProducerSendError`` if the record cannot be queued (not started, too
+    large).
 
     aiokafka sends one fetch at a time to a broker, for the assigned partitions that hold no
     record still to be handed on. When the agent has not yet taken a busy partition's records,
@@ -300,8 +316,41 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
         def _new_consumer_thread(self) -> FetchThread:
             return FetchThread(self, loop=self.loop, beacon=self.beacon)
 
+    class TwoLaneProducer(driver.Producer):
+        _states: Any = None
+
+        async def on_start(self) -> None:
+            await super().on_start()
+            config = {**self._settings_default(), **self._settings_auth(), **self._settings_extra()}
+            config["client_id"] = f"{config['client_id']}-states"
+            self._states = self._producer_type(**config)
+            await self._states.start()
+
+        async def on_stop(self) -> None:
+            states, self._states = self._states, None
+            if states is not None:
+                await states.stop()  # sends what it holds first
+            await super().on_stop()
+
+        async def flush(self) -> None:
+            await super().flush()
+            if self._states is not None:
+                await self._states.flush()
+
+        async def send_state(self, topic: str, key: bytes, value: bytes, partition: int | None) -> Any:
+            from aiokafka.errors import KafkaError
+            from faust.exceptions import ProducerSendError
+
+            if self._states is None:
+                raise ProducerSendError("the producer of the states is not started")
+            try:
+                return await self._states.send(topic, value, key=key, partition=partition)
+            except KafkaError as exc:
+                raise ProducerSendError(f"Error while sending a state: {exc!r}") from exc
+
     class FetchTransport(driver.Transport):
         Consumer = FetchConsumer
+        Producer = TwoLaneProducer
 
     return FetchTransport
 
@@ -488,7 +537,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         for key, partition, offset, state_json, unfit, holding in out.writes:
             findings, rounds = outbox.undelivered(key)
             stored = stored_json(offset, state_json, findings, rounds, partition, unfit, holding)
-            await write_state(states, key, stored, partition)
+            await write_state(states, app.producer, key, stored, partition)
             known[key] = stored
         for level, line, lifecycle in out.lines:
             (says if lifecycle else log).log(level, "%s", line)

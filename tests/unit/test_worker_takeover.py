@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 from schemas.codec import decode
 from streams.engine import apply
@@ -22,11 +21,8 @@ def _state():  # type: ignore[no-untyped-def]
 
 
 class _Changelog:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    async def send(self, **kwargs: Any) -> None:
-        self.sent.append(kwargs)
+    def get_topic_name(self) -> str:
+        return "dealtrail-worker-table-states-changelog"
 
 
 class _Table:
@@ -35,15 +31,23 @@ class _Table:
         self.changelog_topic = _Changelog()
 
 
+class _Producer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes, int | None]] = []
+
+    async def send_state(self, topic: str, key: bytes, value: bytes, partition: int | None) -> None:
+        self.sent.append((topic, key, value, partition))
+
+
 def test_a_table_entry_goes_to_the_changelog_partition_of_its_events_partition() -> None:
     # librdkafka's CRC32 put the table's events in partition 3; murmur2 of the key says another:
     # Faust restores the entry on the worker that owns changelog partition 3, the events' owner
-    table = _Table()
-    asyncio.run(write_state(table, b"C691-01", b"{}", 3))
+    table, producer = _Table(), _Producer()
+    asyncio.run(write_state(table, producer, b"C691-01", b"{}", 3))
     assert table.data[b"C691-01"] == b"{}"
-    assert table.changelog_topic.sent[0]["partition"] == 3
-    asyncio.run(write_state(table, b"C691-01", b"{}", None))
-    assert table.changelog_topic.sent[1]["partition"] is None, "no partition known: the key's"
+    assert producer.sent[0] == ("dealtrail-worker-table-states-changelog", b"C691-01", b"{}", 3)
+    asyncio.run(write_state(table, producer, b"C691-01", b"{}", None))
+    assert producer.sent[1][3] is None, "no partition known: the key's"
 
 
 def test_an_entry_that_holds_events_is_known_from_its_bytes_and_from_its_recovered_json() -> None:

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -162,3 +163,73 @@ def test_the_workers_consumer_asks_the_broker_to_hold_a_fetch_at_most_fetch_max_
     ours, faust_own = asyncio.run(fetch_waits())
     assert (ours, faust_own) == (200, 1500)
     assert Settings().worker.fetch_max_wait == 0.05
+
+
+class _FakeKafkaProducer:
+    """Stands in for aiokafka's producer: records its settings, its sends and its flushes."""
+
+    made: ClassVar[list[_FakeKafkaProducer]] = []
+
+    def __init__(self, **config: Any) -> None:
+        self.config = config
+        self.events: list[tuple[str, ...]] = []
+        _FakeKafkaProducer.made.append(self)
+
+    async def start(self) -> None:
+        self.events.append(("start",))
+
+    async def stop(self) -> None:
+        self.events.append(("stop",))
+
+    async def flush(self) -> None:
+        self.events.append(("flush",))
+
+    async def send(self, topic: str, value: bytes, key: bytes | None = None, partition: int | None = None) -> str:
+        if len(value) > 100:
+            from aiokafka.errors import MessageSizeTooLargeError
+
+            raise MessageSizeTooLargeError("too large")
+        self.events.append(("send", topic, key or b"", value, str(partition)))
+        return "delivery"
+
+
+def test_the_states_go_through_a_producer_of_their_own_that_every_flush_and_stop_waits_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slow append of a state write held every round record queued behind it (one produce
+    # request at a time per broker and producer): the states have a producer of their own, with
+    # the same settings, and Faust's flush before a commit waits for both
+    import asyncio
+
+    from faust.exceptions import ProducerSendError
+
+    from streams.worker import create_app
+
+    async def run() -> tuple[Any, list[_FakeKafkaProducer]]:
+        _FakeKafkaProducer.made.clear()
+        settings = Settings(namespace="nslanes", worker={"datadir": tmp_path})
+        app = create_app(settings)
+        producer = app.producer
+        monkeypatch.setattr(type(producer), "_producer_type", property(lambda self: _FakeKafkaProducer))
+        with pytest.raises(ProducerSendError, match="not started"):
+            await producer.send_state("t", b"k", b"v", 1)
+        await producer.on_start()
+        sent = await producer.send_state("nslanes-changelog", b"C691-01", b"{}", 3)
+        with pytest.raises(ProducerSendError, match="too large"):
+            await producer.send_state("nslanes-changelog", b"C691-01", b"x" * 101, 3)
+        await producer.flush()
+        await producer.on_stop()
+        return sent, list(_FakeKafkaProducer.made)
+
+    sent, (own, states) = asyncio.run(run())
+    assert sent == "delivery"
+    assert states.config["client_id"] == own.config["client_id"] + "-states"
+    apart = ("client_id", "transactional_id")  # Faust's producer: transactional_id=None
+    assert {k: v for k, v in states.config.items() if k not in apart} == {
+        k: v for k, v in own.config.items() if k not in apart
+    }, "the same bootstrap, acks, compression, batch size and credentials"
+    assert own.config["acks"] == -1 and own.config["max_batch_size"] == 512 * 1024
+    assert ("send", "nslanes-changelog", b"C691-01", b"{}", "3") in states.events
+    assert not [e for e in own.events if e[0] == "send"], "no state through Faust's producer"
+    assert ("flush",) in own.events and ("flush",) in states.events
+    assert states.events[-1] == ("stop",) and own.events[-1] == ("stop",)
