@@ -59,8 +59,10 @@ Prints exactly these lines on stdout (details and cross-checks go to stderr)::
   are the broker's append times. With ``--stages`` its worker is ``dealtrail worker`` run
   in-process with a clock at each stage (``run_stage_worker``), and stderr gives p50/p90/p99/max
   of each stage (publish -> broker append -> fetch response -> returned by the consumer ->
-  Faust's loop -> taken by the agent -> applied -> round row sent -> round record appended ->
-  downstream reader) and the fetches the broker held over 0.3 s.
+  Faust's loop -> batch handed to the judge process -> its answer back -> round row sent ->
+  round record appended -> downstream reader), the slowest rounds with what the worker did
+  meanwhile (state writes, judge calls, produce requests over 30 ms) and the fetches the broker
+  held over 0.3 s.
 
 With ``--designs`` the bench publishes, runs the bare agent (``take_events``) and two agents that
 do, besides, the worker's pure work on each event (decode, canonical encode, the engine with the

@@ -280,22 +280,23 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
     own (``send_state``).
 
     **Two producers.** aiokafka sends one produce request at a time to a broker. A state write
-    (about 50 entries of 6 KB and more, compressed to 70-85 KB, once per ``state_interval``)
+    (about 50 entries of 6 to 14 KB, compressed to 70-85 KB, once per ``state_interval``)
     shared the request queue with the findings and round records, and an append of it that
     the broker took 120 to 270 ms over (its request log: ``localTimeMs``, in
     ``LogSegment.append``) held every round record sent meanwhile that long: most of the tail
-    of ``make bench-stream`` (p99 114 to 192 ms; 89 and 92 with the states on their own
-    producer). The states' producer has the same settings (client ID with ``-states``);
-    ``flush`` waits for both, so Faust's commit still finds each state in the changelog before
-    the offsets it holds are committed, and a stop sends what both hold.
+    of ``make bench-stream`` (p99 114 to 192 ms in six runs; 102 to 109 in three with the
+    states on their own producer: docs/performance.md). The states' producer has the same
+    settings (client ID with ``-states``); ``flush`` waits for both, so Faust's commit still
+    finds each state in the changelog before the offsets it holds are committed, and a stop
+    sends what both hold.
 
     ``send_state(topic, key, value, partition)`` returns the delivery future; it raises
     ``faust.exceptions.ProducerSendError`` if the record cannot be queued (not started, too
     large).
 
-    aiokafka sends one fetch at a time to a broker, for the assigned partitions that hold no
-    record still to be handed on. When the agent has not yet taken a busy partition's records,
-    the fetch that goes out can name only quiet partitions (Faust's ``__assignor-__leader``
+    **The fetch wait.** aiokafka sends one fetch at a time to a broker, for the assigned
+    partitions that hold no record still to be handed on. When the agent has not yet taken a
+    busy partition's records, the fetch that goes out can name only quiet partitions (Faust's ``__assignor-__leader``
     topic, which never gets a record): the broker holds it the whole wait, and nothing new of
     any partition is fetched until it returns. Measured with ``make bench-stream --stages``:
     fetches of that leader partition alone, 1.5 s each, and the events appended 0.9 s (p50)
