@@ -170,9 +170,8 @@ async def write_state(table: Any, producer: Any, key: bytes, stored: bytes, part
     loop with a long batch, a commit could then land before the state of the events it
     commits, and a crash right after restored a state older than the committed offsets (the
     events in between were never applied again: a sequence gap that the replay does not
-    have). Sending the record with an awaited ``send`` hands it to the Kafka producer (or
-    attaches it to the current event's offset) before the batch is acknowledged, and the
-    commit waits for both.
+    have). Sending the record with an awaited ``send_state`` hands it to the states' Kafka
+    producer before the batch is acknowledged, and the flush before each commit waits for it.
 
     The record goes to the changelog partition of the same number as the events partition the
     table's messages come from: Faust restores a worker's table entries from the changelog
@@ -296,11 +295,11 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
 
     **The fetch wait.** aiokafka sends one fetch at a time to a broker, for the assigned
     partitions that hold no record still to be handed on. When the agent has not yet taken a
-    busy partition's records, the fetch that goes out can name only quiet partitions (Faust's ``__assignor-__leader``
-    topic, which never gets a record): the broker holds it the whole wait, and nothing new of
-    any partition is fetched until it returns. Measured with ``make bench-stream --stages``:
-    fetches of that leader partition alone, 1.5 s each, and the events appended 0.9 s (p50)
-    before they were in a fetch response. The wait bounds that stall.
+    busy partition's records, the fetch that goes out can name only quiet partitions (Faust's
+    ``__assignor-__leader`` topic, which never gets a record): the broker holds it the whole
+    wait, and nothing new of any partition is fetched until it returns. Measured with ``make
+    bench-stream --stages``: fetches of that leader partition alone, 1.5 s each, and the events
+    appended 0.9 s (p50) before they were in a fetch response. The wait bounds that stall.
     """
     from faust.transport.drivers import aiokafka as driver
 
@@ -318,6 +317,8 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
             return FetchThread(self, loop=self.loop, beacon=self.beacon)
 
     class TwoLaneProducer(driver.Producer):
+        """Faust's producer, and beside it one for the table's states (see above)."""
+
         _states: Any = None
 
         async def on_start(self) -> None:
