@@ -291,7 +291,10 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
 
     ``send_state(topic, key, value, partition)`` returns the delivery future; it raises
     ``faust.exceptions.ProducerSendError`` if the record cannot be queued (not started, too
-    large).
+    large). A state whose delivery fails for good stops the worker (``app.on_judge_failed``:
+    exit 1 under :func:`run_worker`) and makes every later ``flush`` raise
+    ``ProducerSendError``, so Faust commits no offset after it: aiokafka's own flush returns
+    even when a batch failed.
 
     **The fetch wait.** aiokafka sends one fetch at a time to a broker, for the assigned
     partitions that hold no record still to be handed on. When the agent has not yet taken a
@@ -301,6 +304,7 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
     bench-stream --stages``: fetches of that leader partition alone, 1.5 s each, and the events
     appended 0.9 s (p50) before they were in a fetch response. The wait bounds that stall.
     """
+    from faust.exceptions import ProducerSendError
     from faust.transport.drivers import aiokafka as driver
 
     wait_ms = max(1, round(fetch_max_wait * 1000))
@@ -321,6 +325,30 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
 
         _states: Any = None
 
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self._unsent: set[asyncio.Future[Any]] = set()  # states not yet acknowledged by the broker
+            self._failed: list[BaseException] = []
+
+        def _settle(self, delivery: asyncio.Future[Any]) -> None:
+            """A state's delivery ended: one that failed for good (the producer gave up) stops
+            the worker, as a failed send does (``app.on_judge_failed``), and fails every flush
+            after it, so no offset of the events it holds is committed (they are read again)."""
+            self._unsent.discard(delivery)
+            if delivery.cancelled() or delivery.exception() is None:
+                return
+            error = delivery.exception()
+            assert error is not None
+            self._failed.append(error)
+            log.critical(
+                "the worker stops: a state could not be written to the changelog (%s); nothing is lost "
+                "(the events it holds are read again)",
+                f"{type(error).__name__}: {error}"[:300],
+            )
+            stop = getattr(self.app, "on_judge_failed", None)
+            if stop is not None:
+                stop()
+
         async def on_start(self) -> None:
             await super().on_start()
             config = {**self._settings_default(), **self._settings_auth(), **self._settings_extra()}
@@ -329,26 +357,33 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
             await self._states.start()
 
         async def on_stop(self) -> None:
-            states, self._states = self._states, None
-            if states is not None:
-                await states.stop()  # sends what it holds first
+            if self._states is not None:
+                await self._states.stop()  # sends what it holds first
+                self._states = None
             await super().on_stop()
 
         async def flush(self) -> None:
             await super().flush()
             if self._states is not None:
                 await self._states.flush()
+            # a delivery that failed, its callback not run yet, counts as well
+            failed = [*self._failed, *(d.exception() for d in self._unsent if d.done() and not d.cancelled())]
+            first = next((error for error in failed if error is not None), None)
+            if first is not None:
+                raise ProducerSendError(f"a state could not be written to the changelog: {first!r}")
 
         async def send_state(self, topic: str, key: bytes, value: bytes, partition: int | None) -> Any:
             from aiokafka.errors import KafkaError
-            from faust.exceptions import ProducerSendError
 
             if self._states is None:
                 raise ProducerSendError("the producer of the states is not started")
             try:
-                return await self._states.send(topic, value, key=key, partition=partition)
+                delivery = await self._states.send(topic, value, key=key, partition=partition)
             except KafkaError as exc:
                 raise ProducerSendError(f"Error while sending a state: {exc!r}") from exc
+            self._unsent.add(delivery)
+            delivery.add_done_callback(self._settle)
+            return delivery
 
     class FetchTransport(driver.Transport):
         Consumer = FetchConsumer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -173,6 +174,7 @@ class _FakeKafkaProducer:
     def __init__(self, **config: Any) -> None:
         self.config = config
         self.events: list[tuple[str, ...]] = []
+        self.deliveries: list[asyncio.Future[str]] = []
         _FakeKafkaProducer.made.append(self)
 
     async def start(self) -> None:
@@ -184,13 +186,17 @@ class _FakeKafkaProducer:
     async def flush(self) -> None:
         self.events.append(("flush",))
 
-    async def send(self, topic: str, value: bytes, key: bytes | None = None, partition: int | None = None) -> str:
+    async def send(
+        self, topic: str, value: bytes, key: bytes | None = None, partition: int | None = None
+    ) -> asyncio.Future[str]:
         if len(value) > 100:
             from aiokafka.errors import MessageSizeTooLargeError
 
             raise MessageSizeTooLargeError("too large")
         self.events.append(("send", topic, key or b"", value, str(partition)))
-        return "delivery"
+        delivery: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.deliveries.append(delivery)
+        return delivery
 
 
 def test_the_states_go_through_a_producer_of_their_own_that_every_flush_and_stop_waits_for(
@@ -199,8 +205,6 @@ def test_the_states_go_through_a_producer_of_their_own_that_every_flush_and_stop
     # A slow append of a state write held every round record queued behind it (one produce
     # request at a time per broker and producer): the states have a producer of their own, with
     # the same settings, and Faust's flush before a commit waits for both
-    import asyncio
-
     from faust.exceptions import ProducerSendError
 
     from streams.worker import create_app
@@ -217,12 +221,13 @@ def test_the_states_go_through_a_producer_of_their_own_that_every_flush_and_stop
         sent = await producer.send_state("nslanes-changelog", b"C691-01", b"{}", 3)
         with pytest.raises(ProducerSendError, match="too large"):
             await producer.send_state("nslanes-changelog", b"C691-01", b"x" * 101, 3)
+        sent.set_result("delivered")
         await producer.flush()
         await producer.on_stop()
         return sent, list(_FakeKafkaProducer.made)
 
     sent, (own, states) = asyncio.run(run())
-    assert sent == "delivery"
+    assert sent.result() == "delivered"
     assert states.config["client_id"] == own.config["client_id"] + "-states"
     apart = ("client_id", "transactional_id")  # Faust's producer: transactional_id=None
     assert {k: v for k, v in states.config.items() if k not in apart} == {
@@ -233,3 +238,35 @@ def test_the_states_go_through_a_producer_of_their_own_that_every_flush_and_stop
     assert not [e for e in own.events if e[0] == "send"], "no state through Faust's producer"
     assert ("flush",) in own.events and ("flush",) in states.events
     assert states.events[-1] == ("stop",) and own.events[-1] == ("stop",)
+
+
+def test_a_state_the_producer_gives_up_on_stops_the_worker_and_fails_every_flush_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiokafka's flush returns even when a batch failed for good: without this check Faust's
+    # commit, which flushes first, would commit the offsets of events whose state is lost
+    from aiokafka.errors import KafkaTimeoutError
+    from faust.exceptions import ProducerSendError
+
+    from streams.worker import create_app
+
+    stopped: list[str] = []
+
+    async def run() -> None:
+        settings = Settings(namespace="nslanes2", worker={"datadir": tmp_path})
+        app = create_app(settings)
+        app.on_judge_failed = lambda: stopped.append("stopped")
+        producer = app.producer
+        monkeypatch.setattr(type(producer), "_producer_type", property(lambda self: _FakeKafkaProducer))
+        await producer.on_start()
+        delivery = await producer.send_state("nslanes2-changelog", b"C691-01", b"{}", 3)
+        delivery.set_exception(KafkaTimeoutError("expired after 1200 s"))
+        with pytest.raises(ProducerSendError, match="expired"):
+            await producer.flush()  # before the delivery's callback has run: it counts already
+        await asyncio.sleep(0)
+        assert stopped == ["stopped"], "the worker's stop hook (exit 1 under run_worker)"
+        with pytest.raises(ProducerSendError, match="expired"):
+            await producer.flush()
+        await producer.on_stop()
+
+    asyncio.run(run())
