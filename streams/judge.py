@@ -19,6 +19,7 @@ to write, and whether the events handed over so far may be acknowledged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import hashlib
 import json
@@ -921,14 +922,18 @@ def serve(fd: int) -> None:
         except EOFError:
             return
         except Exception as exc:
-            sock.sendall(_frame(("error", f"{type(exc).__name__}: {exc}")))
+            with contextlib.suppress(OSError):
+                sock.sendall(_frame(("error", f"{type(exc).__name__}: {exc}")))
             return
-        sock.sendall(_frame(("ok", None)))
+        # the worker gone (it exited on a failure, or was killed): its end of the socket closed,
+        # and this process ends without a word; the worker said why it stopped
+        with contextlib.suppress(OSError):
+            sock.sendall(_frame(("ok", None)))
         settle_heap()
         while True:
             try:
                 method, number, carried, args = _read_frame(sock)
-            except EOFError:
+            except (EOFError, OSError):
                 return
             try:
                 judge.begin(number, carried)
@@ -936,7 +941,10 @@ def serve(fd: int) -> None:
             except Exception as exc:
                 traceback.print_exc()
                 answer = ("error", f"{method}: {type(exc).__name__}: {exc}")
-            sock.sendall(_frame(answer))
+            try:
+                sock.sendall(_frame(answer))
+            except OSError:
+                return
 
 
 class JudgeProcess:
