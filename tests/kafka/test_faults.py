@@ -188,3 +188,50 @@ def test_a_worker_whose_judge_dies_stops_and_a_killed_workers_judge_ends_and_not
     db = tmp_path / "stream.duckdb"
     project_all(cluster, db)
     assert_stream_equals_replay(db, replay)
+
+
+def test_a_state_the_broker_refuses_stops_the_worker_before_any_commit_and_nothing_is_lost(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # The states go through a producer of their own, whose flush returns even when the broker
+    # refused a batch for good: the worker must stop on the refusal, with no offset committed
+    # past it. The broker refuses every state batch here: the changelog topic is made first
+    # with a 64-byte message limit (Faust finds it there and keeps it).
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    events, replay = shift
+    s = cluster.settings()
+    changelog = f"{s.topics.app_id}-table-states-changelog"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="dealtrail-test")
+    try:
+        topic = NewTopic(
+            changelog, cluster.partitions, 1, topic_configs={"cleanup.policy": "compact", "max.message.bytes": "64"}
+        )
+        admin.create_topics([topic])
+        publish_lines(cluster, events.read_bytes().splitlines(keepends=True), tmp_path / "all.jsonl")
+        worker = cluster.start_worker(tmp_path / "w0.log")
+        try:
+            assert worker.wait(timeout=90) == 1, "the worker goes on after a state was refused"
+        finally:
+            stop(worker)
+        said = (tmp_path / "w0.log").read_text()
+        assert "the worker stops: a state could not be written to the changelog" in said, said
+        assert "Traceback" not in said, said
+        assert "worker stopped:" in said, said
+        committed = admin.list_group_offsets(s.topics.app_id).get(s.topics.app_id, {})
+        past = {tp: at.offset for tp, at in committed.items() if tp.topic == s.topics.events.name and at.offset > 0}
+        assert not past, f"offsets committed although no state was written: {past}"
+        # the limit lifted, a new worker reads every event again and the stream equals the audit
+        limit = ConfigResource(ConfigResourceType.TOPIC, changelog, configs={"max.message.bytes": "1048588"})
+        admin.alter_configs([limit])
+    finally:
+        admin.close()
+    worker = cluster.start_worker(tmp_path / "w1.log")
+    try:
+        cluster.wait_consumed(timeout=300)
+    finally:
+        assert stop(worker) == 0, (tmp_path / "w1.log").read_text()
+    db = tmp_path / "stream.duckdb"
+    project_all(cluster, db)
+    assert_stream_equals_replay(db, replay)
