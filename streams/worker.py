@@ -283,7 +283,7 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
     shared the request queue with the findings and round records, and an append of it that
     the broker took 120 to 270 ms over (its request log: ``localTimeMs``, in
     ``LogSegment.append``) held every round record sent meanwhile that long: most of the tail
-    of ``make bench-stream`` (p99 114 to 192 ms in six runs; 102 to 109 in three with the
+    of ``make bench-stream`` (p99 114 to 192 ms in six runs; 88 to 109 in six with the
     states on their own producer: docs/performance.md). The states' producer has the same
     settings (client ID with ``-states``); ``flush`` waits for both, so Faust's commit still
     finds each state in the changelog before the offsets it holds are committed, and a stop
