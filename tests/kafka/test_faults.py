@@ -227,11 +227,7 @@ def test_a_state_the_broker_refuses_stops_the_worker_before_any_commit_and_nothi
         admin.alter_configs([limit])
     finally:
         admin.close()
-    worker = cluster.start_worker(tmp_path / "w1.log")
-    try:
-        cluster.wait_consumed(timeout=300)
-    finally:
-        assert stop(worker) == 0, (tmp_path / "w1.log").read_text()
+    consume_all(cluster, tmp_path / "w1.log", timeout=300)
     db = tmp_path / "stream.duckdb"
     project_all(cluster, db)
     assert_stream_equals_replay(db, replay)
