@@ -219,13 +219,21 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             if k == "decision-after-look" and seat == seats[0]:
                 continue
             sim.emit(ev.PlayerViewedCards, seat=seat, role=ActorRole.PLAYER, actor_id=f"P-{seat}")
-        house = k != "house-way-missed"
+        house = k not in ("house-way-missed", "house-way-reset")
         sim.emit(
             ev.HandSet, owner="DEALER", five_card=tuple(deck[0:5]), two_card=tuple(deck[5:7]), matches_house_way=house
         )
-        if not house:
+        if k == "house-way-missed":  # settled as set: one finding (rulebook 10.5.3)
             plan.expect.append("PGP-645a.14-i-house-way")
+        elif k == "house-way-reset":  # reset per the house way before settlement: the procedure followed
             sim.emit(ev.HandReset, owner="DEALER")
+            sim.emit(
+                ev.HandSet,
+                owner="DEALER",
+                five_card=tuple(deck[2:7]),
+                two_card=tuple(deck[0:2]),
+                matches_house_way=True,
+            )
         held = {cfg_order[(start + s - 1) % 7]: cards for s, cards in stack_cards.items()}
         reveal(sim, [(o, held.get(o, [])) for o in ("DEALER", *seats)])
         for w, seat in wagers.items():
@@ -264,6 +272,7 @@ INJECTIONS: dict[str, Injection] = {
     "stack-skipped": Injection(),
     "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
     "shoe-fault-cleared": Injection(applies=lambda s: s.method == "AUTO_SHOE", floor_event=True),
+    "house-way-reset": Injection(floor_event=True),
     CLOSING: Injection(applies=closing_table, ready=closing_ready, floor_event=True),
 }
 """Every kind of error injected at a PGP table: the common ones first, then the game's."""

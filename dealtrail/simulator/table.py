@@ -176,6 +176,10 @@ class TableSim:
         """This round's dealing method: the table's, or from the hand while its shoe is out of service."""
         self.hand_shuffled = False
         """This round's deck was shuffled by hand (no counting shuffler fed it)."""
+        self.unshuffled = False
+        """This round's deck had no shuffle since its last round (rulebook 10.5.4: not exempt)."""
+        self.spare = f"{table_id}-SHF-SPARE"
+        self.spare_registered = False
         self.outage: Outage | None = None
         self.closed = False
         """The table closed once already with a remedy owed (:data:`CLOSING`)."""
@@ -308,6 +312,9 @@ class TableSim:
         if plan.kind == "countless-shuffle-after-fault":
             self.device_fault("COUNT_ERROR", "IDLE")
         self.emit(ev.ShuffleStarted, method="AUTOMATED", device_id=self.shuffler, source=Source.SHUFFLER, **kwargs)
+        if plan.kind == "spare-shuffler":
+            self.shuffle_in_spare(deck, plan)
+            return
         if plan.kind == "fault-during-shuffle":
             self.device_fault("COUNT_ERROR", "SHUFFLE")
         if plan.kind in ("jam-cleared", "jam-dealt-unshuffled"):
@@ -350,6 +357,58 @@ class TableSim:
         if full is not False:
             self.cut(plan)
 
+    def shuffle_in_spare(self, deck: list[str], plan: Plan) -> None:
+        """``spare-shuffler`` (rulebook 10.5.1): the shuffler jams on the deck; the floor covers it
+        (half the time) and brings a spare, registered at the table, in which the deck is fully
+        reshuffled. The reshuffled deck is not dealt on a fault; at Pai Gow the jam is
+        PGP-645a.14-l-shuffler-fault and, with the jammed shuffler left uncovered, the round is
+        another method's round for § 645a.14(n). The jammed shuffler returns to service after the
+        round (:meth:`play_round`)."""
+        self.jam(plan.kind or "", len(deck))
+        if self.rng.random() < 0.5:
+            self.emit(
+                ev.DeviceTakenOutOfService,
+                round_id=None,
+                device_id=self.shuffler,
+                covered=True,
+                out_of_order_sign=self.rng.random() < 0.5,
+                role=ActorRole.FLOOR,
+                actor_id="FLOOR-1",
+            )
+        elif self.game is Game.PGP:
+            plan.expect.append("PGP-645a.14-n-out-of-order")
+        if not self.spare_registered:
+            self.emit(
+                ev.DeviceRegistered,
+                round_id=None,
+                role=ActorRole.FLOOR,
+                actor_id="FLOOR-1",
+                device_id=self.spare,
+                device_type="SHUFFLER",
+                counts_each_shuffle=self.counting,
+                indicates_full_deck=self.counting,
+            )
+            self.spare_registered = True
+        self.rng.shuffle(deck)
+        spare = {"round_id": None, "device_id": self.spare, "source": Source.SHUFFLER}
+        self.emit(ev.ShuffleStarted, method="AUTOMATED", **spare)
+        self.emit(
+            ev.ShuffleCompleted,
+            method="AUTOMATED",
+            device_card_count=len(deck) if self.counting else None,
+            device_full_deck_ok=True if self.counting else None,
+            role=ActorRole.DEVICE,
+            actor_id=self.spare,
+            **spare,
+        )
+        self.cut(plan)
+
+    def empty_shuffler_fault(self) -> None:
+        """``empty-shuffler-fault`` (rulebook 10.5.2): the shuffler signals a fault while it stands
+        empty (no deck named, ``during`` IDLE). The deck in play, shuffled before it, is dealt
+        without a finding; the next deck shuffled in the device clears it."""
+        self.device_fault(self.rng.choice((*STOPPING_FAULTS, "COUNT_ERROR")), "IDLE", empty=True)
+
     def cut(self, plan: Plan) -> None:
         """Chapter 691: the deck is cut after each shuffle (§ 691.4), unless the error is to skip it."""
         if self.game is not Game.C691:
@@ -360,10 +419,11 @@ class TableSim:
         self.cut_pending = False
         self.emit(ev.DeckCut, round_id=None, cut_by="PLAYER", role=ActorRole.PLAYER, actor_id="P-CUT")
 
-    def device_fault(self, fault: str, during: str, deck_id: str | None = None) -> None:
+    def device_fault(self, fault: str, during: str, deck_id: str | None = None, empty: bool = False) -> None:
         """The shuffler signals a fault on the deck in it (its deck and what it was doing);
-        ``deck_id`` names another deck than the table's current one."""
-        fields: dict[str, Any] = {} if deck_id is None else {"deck_id": deck_id}
+        ``deck_id`` names another deck than the table's current one; ``empty``: no deck is in it
+        (the event names none)."""
+        fields: dict[str, Any] = {} if deck_id is None and not empty else {"deck_id": deck_id}
         self.emit(
             ev.ShufflerFaulted,
             round_id=None,
@@ -580,6 +640,9 @@ class TableSim:
             self.shuffle(deck, Plan())
         if plan.kind == "device-fault-deal":
             self.device_fault("COUNT_ERROR", "IDLE")  # logged after the completion, before the deal
+        elif plan.kind == "empty-shuffler-fault":
+            self.empty_shuffler_fault()  # the deck is out of the shuffler, about to be dealt
+        self.unshuffled = plan.kind in ("redealt-unshuffled", "jam-dealt-unshuffled")
         round_id = self.next_round(plan)
         self.dealing = "HAND" if self.outage is not None and self.outage.device_id == self.shoe else self.method
         if self.outage is not None:
@@ -602,7 +665,7 @@ class TableSim:
         self.w.round_id = None
         if plan.kind == "shoe-fault":
             self.return_device(self.shoe)  # repaired after the voided round (rulebook 10.3.2)
-        elif plan.kind == "shuffler-jam-uncovered":
+        elif plan.kind in ("shuffler-jam-uncovered", "spare-shuffler"):
             self.return_device(self.shuffler)
         self.end_outage()
         if plan.kind == CLOSING:
@@ -633,12 +696,15 @@ class TableSim:
         deck = list(self.orders[in_play])
         round_id = self.next_round(plan)
         self.emit(ev.RoundStarted, round_no=self.round_no, dealing_method=self.method, dealer_id=self.w.dealer_id)
+        self.unshuffled = bool(self.carry)  # the deck jammed idle and dealt as it lay (10.5.4)
         for rule_id, kind in self.carry:
             self.expect(rule_id, round_id, kind)
         self.carry = []
         if plan.kind == "in-play-deck-fault":  # the shuffler flags the deck now in play, before its deal
             self.device_fault("COUNT_ERROR", "IDLE", deck_id=in_play)
             plan.expect.append("DT-deal-after-device-fault")
+        elif plan.kind == "empty-shuffler-fault":  # between the two decks' turns in it
+            self.empty_shuffler_fault()
         self.shuffle_rotating(idle, plan)  # the other deck goes through the shuffler meanwhile
         counted = self.rules.deal(self, plan, deck, round_id)
         for rule_id in plan.expect:
@@ -657,10 +723,12 @@ class TableSim:
         return f"D-{self.table_id}-{stint % 3 + 1}"
 
     def exempt(self, plan: Plan) -> bool:
-        """True if this round's shuffle came from a counting shuffler (no stub-count duty)."""
+        """True if this round's deck was fed by a shuffle of a counting shuffler since its last
+        round (no stub-count duty; rulebook section 8, 10.5.4)."""
         return (
             self.counting
             and not self.hand_shuffled
+            and not self.unshuffled
             and plan.kind
             not in (
                 "manual-shuffle",
@@ -688,11 +756,13 @@ class TableSim:
         """Mirror the engine's stub window (rulebook decision 1) to know when the count is overdue."""
         if self.suppress:
             self.suppress -= 1
-        if not self.stub_in_scope() or self.exempt(plan):
+        if not self.stub_in_scope():
             return
-        if counted:
+        if counted:  # a stub count resets the window, in an exempt round too (10.5.4)
             self.stub_run = 0
             self.count_after = self.rng.randint(1, 4)
+            return
+        if self.exempt(plan):
             return
         self.stub_run += 1
         if self.stub_run % 5 == 0:
@@ -898,6 +968,9 @@ COMMON: dict[str, Injection] = {
     "jam-dealt-unshuffled": Injection(applies=single_deck, ready=redeal_ready, floor_event=True),
     "out-of-service-unmarked": Injection(applies=single_deck, before_shuffle=start_outage, floor_event=True),
     "out-of-service-marked": Injection(applies=single_deck, before_shuffle=start_outage, floor_event=True),
+    # revision 5's (rulebook 10.5.1, 10.5.2)
+    "empty-shuffler-fault": Injection(ready=lambda s: not s.carry, floor_event=True),
+    "spare-shuffler": Injection(applies=single_deck, floor_event=True),
 }
 
 

@@ -99,7 +99,7 @@ class Rule:
         return "; ".join(REMEDY_TEXT[r] for r in self.remedies) or None
 
 
-RULEBOOK_REVISION = 4
+RULEBOOK_REVISION = 5
 """The revision of the rulebook (``shared/rulebook.md``) these rules apply: 2 adds section 10's
 decisions (a deck re-dealt unshuffled, what clears a device fault, the composition window,
 showdown is not an exposure, a verified deck ends a composition suspicion); 3 adds section 10.3's
@@ -108,7 +108,11 @@ values are refused, an owed remedy is awaited for a bounded window); 4 adds sect
 fault is cleared by its own remedy and a device is unusable only when taken out of service or
 passed over for another method on an uncleared fault; a remedy window that closes with nothing
 met raises DT-remedy-overdue at the table's next event; findings do not depend on arrival order
-or other tables). Every finding carries it (``Finding.rulebook_revision``)."""
+or other tables); 5 adds section 10.5's (any complete reshuffle of the deck clears its fault, in
+the faulted shuffler, a usable spare or by hand; a fault of an empty shuffler concerns only the
+next deck shuffled in it; a remedy in time before a "... and no X before Y" trigger is no breach;
+a counting shuffler exempts only the rounds a counted shuffle fed, and a stub count resets the
+window in any round). Every finding carries it (``Finding.rulebook_revision``)."""
 
 LAST_REVISED: dict[str, int] = {
     # revision 2 (rulebook section 10.1): a deck re-dealt unshuffled (10.1.1), what clears a device
@@ -129,9 +133,16 @@ LAST_REVISED: dict[str, int] = {
     # (10.4.1), a remedy window that closes raises DT-remedy-overdue at the next event (10.4.2)
     "PGP-645a.14-l-shuffler-fault": 4,
     "PGP-645a.14-m-shoe-fault": 4,
-    "PGP-645a.14-n-out-of-order": 4,
-    "DT-deal-after-device-fault": 4,
     "DT-remedy-overdue": 4,
+    # revision 5 (rulebook section 10.5): any complete reshuffle clears a deck's fault while the
+    # faulted shuffler stays faulted for (n) (10.5.1), a fault of an empty shuffler concerns the next
+    # deck in it (10.5.2), a remedy in time is no breach (10.5.3), the exemption follows the round's
+    # own counted shuffle and a stub count resets the window in any round (10.5.4)
+    "DT-deal-after-device-fault": 5,
+    "PGP-645a.14-n-out-of-order": 5,
+    "PGP-645a.14-i-house-way": 5,
+    "TCP-679a.9-d-stub-count-due": 5,
+    "C691-DH-d-stub-count-due": 5,
 }
 """Rule ID -> the rulebook revision that last changed it, for the rules changed after revision 1
 (``docs/rules.md`` shows it; a test checks every key is a rule of the catalogue)."""
@@ -146,14 +157,17 @@ DECISIONS: dict[str, tuple[str, ...]] = {
     "PGP-645a.14-f-one-face-up": ("10.2",),
     "PGP-645a.14-l-shuffler-fault": ("10.1.2", "10.3.1", "10.4.1"),
     "PGP-645a.14-m-shoe-fault": ("10.4.1",),
-    "PGP-645a.14-n-out-of-order": ("10.3.2", "10.4.1"),
+    "PGP-645a.14-n-out-of-order": ("10.3.2", "10.4.1", "10.5.1"),
+    "PGP-645a.14-i-house-way": ("10.5.3",),
+    "TCP-679a.9-d-stub-count-due": ("10.5.4",),
+    "C691-DH-d-stub-count-due": ("10.5.4",),
     "ALL-shuffle-count-mismatch-PROV": ("10.1.2",),
     "DT-deck-composition": ("10.1.3", "10.1.5", "10.2", "10.3.3"),
-    "DT-deal-after-device-fault": ("10.1.2", "10.3.1", "10.3.2", "10.4.1"),
+    "DT-deal-after-device-fault": ("10.1.2", "10.3.1", "10.3.2", "10.4.1", "10.5.1", "10.5.2"),
     "DT-remedy-overdue": ("10.3.5", "10.4.2"),
     "DT-sequence-gap": ("10.3.4",),
 }
-"""Rule ID -> the decisions of rulebook section 10 (revisions 2 to 4) that shape how the rule is
+"""Rule ID -> the decisions of rulebook section 10 (revisions 2 to 5) that shape how the rule is
 read; 10.4.3 (arrival order and other tables) holds for every rule. ``docs/rules.md`` shows them."""
 
 CLEARED_BY: dict[str, str] = {
@@ -173,7 +187,10 @@ CLEARED_BY: dict[str, str] = {
     "TCP-679a.9-b-pair-bonus-4th": "One fourth card to each Pair Bonus seat and to no other.",
     "TCP-679a.9-g-pair-bonus-community": "A community card only where elected, after every three-card hand.",
     "TCP-679a.9-c-stub-unexposed": "The stub placed in the discard rack unexposed (StubDiscarded, exposed false).",
-    "TCP-679a.9-d-stub-count-due": "A StubCounted within every 5 rounds, or a counting shuffler that counted the deck.",
+    "TCP-679a.9-d-stub-count-due": (
+        "A StubCounted within every 5 rounds, or a counting shuffler that counted the full deck for each round "
+        "(a round dealt from a deck not shuffled since its last round is counted, 10.5.4)."
+    ),
     "TCP-679a.9-d-count-method": "Count the stub face down on the layout.",
     "TCP-679a.9-e-correct-count": "After a count of 52 cards, the stub to the discard rack unexposed.",
     "TCP-679a.9-f-misdeal-full-deck": "Cleared by RoundVoided (all hands) and WagersReturned for every open wager.",
@@ -188,7 +205,10 @@ CLEARED_BY: dict[str, str] = {
     "C691-DH-b-five-community": "Five community cards, one at a time, and nothing else but the burn card.",
     "C691-DH-b-face-down": "Every card dealt face down from the top of the deck.",
     "C691-DH-c-stub-unexposed": "The stub placed in the discard rack unexposed after the five community cards.",
-    "C691-DH-d-stub-count-due": "A StubCounted within every 5 rounds, or a counting shuffler that counted the deck.",
+    "C691-DH-d-stub-count-due": (
+        "A StubCounted within every 5 rounds, or a counting shuffler that counted the full deck for each round "
+        "(a round dealt from a deck not shuffled since its last round is counted, 10.5.4)."
+    ),
     "C691-DH-d-count-method": "Count the stub face down on the layout.",
     "C691-DH-f-misdeal-full-deck": "Cleared by RoundVoided (all hands) and WagersReturned for every open wager.",
     "C691-DH-f-wrong-deck": "Cleared by RoundVoided (all hands), WagersReturned for every open wager and DeckRemoved.",
@@ -204,7 +224,7 @@ CLEARED_BY: dict[str, str] = {
     "PGP-645a.14-f-two-face-up": "Cleared by RoundVoided (all hands), WagersReturned and a reshuffle.",
     "PGP-645a.14-g-drawn-in-error": "The card drawn in error used as the next card.",
     "PGP-645a.14-hk-wrong-count": "Cleared by RoundVoided (all hands), WagersReturned and a reshuffle.",
-    "PGP-645a.14-i-house-way": "Cleared by a HandReset of the hand per the house way before any wager is settled.",
+    "PGP-645a.14-i-house-way": "Prevented by a HandReset of the hand per the house way before any wager is settled (10.5.3).",
     "PGP-645a.14-j-exposed-during-stacks": "Cleared by WagersReturned for every open wager and a reshuffle.",
     "PGP-645a.14-l-shuffler-fault": (
         "Cleared by the reshuffle: a clearing ShuffleCompleted of the jammed deck started after the fault; the "
@@ -229,8 +249,10 @@ CLEARED_BY: dict[str, str] = {
     "PGP-645a.9-unwagered-stacks-PROV": "A stack delivered to every position and to the dealer.",
     "DT-deck-composition": "The suspicion ends at DeckRemoved or a DeckVerified with result OK.",
     "DT-deal-after-device-fault": (
-        "A clearing ShuffleCompleted of the faulted deck (mode SHUFFLE, started after the fault, full deck reported "
-        "by a counting shuffler) before the deck is dealt again; no return to service is needed (10.4.1)."
+        "A complete reshuffle of the faulted deck started after the fault before it is dealt again: a clearing "
+        "ShuffleCompleted (mode SHUFFLE, full deck reported by a counting shuffler) in the faulted shuffler or a "
+        "usable spare, or a manual shuffle (10.5.1); no return to service is needed (10.4.1). A fault of an empty "
+        "shuffler concerns only the next deck shuffled in it (10.5.2)."
     ),
     "DT-remedy-overdue": (
         "The owed remedy events before the next round starts, and within the remedy window after the round ended."
@@ -538,8 +560,7 @@ RULES: tuple[Rule, ...] = (
         "58 Pa. Code § 645a.14(i)",
         PGP,
         P,
-        "A dealer or bank hand not set the house way is reset per the Rules Submission before the round completes.",
-        (Remedy.HAND_RESET,),
+        "A dealer or bank hand not set the house way is reset per the Rules Submission before settlement.",
     ),
     Rule(
         "PGP-645a.14-j-exposed-during-stacks",

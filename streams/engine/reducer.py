@@ -199,17 +199,32 @@ def _shuffle_started(d: Draft, e: ev.ShuffleStarted) -> None:
     if deck_id is None:
         return
     deck = _deck(d.state, deck_id)
-    d.put_deck(
-        deck.model_copy(
-            update={
-                "shuffle_started_seq": e.seq,
-                "shuffle_started_event_id": e.event_id,
-                "seen_cards": "",  # rulebook 10.1.3: the whole deck is gathered, the window starts
-                "seen_ids": (),
-            }
-        )
-    )
+    update: dict[str, Any] = {
+        "shuffle_started_seq": e.seq,
+        "shuffle_started_event_id": e.event_id,
+        "seen_cards": "",  # rulebook 10.1.3: the whole deck is gathered, the window starts
+        "seen_ids": (),
+    }
+    idle = _idle_fault(d.state, e.device_id if e.method == "AUTOMATED" else None)
+    if idle is not None:  # put into a device that faulted standing empty (10.5.2)
+        update.update(_faulted_by(deck, idle))
+    d.put_deck(deck.model_copy(update=update))
     d.set(current_deck_id=deck_id)
+
+
+def _idle_fault(state: TableState, device_id: str | None) -> PendingFault | None:
+    """Rulebook 10.5.2: the pending fault ``device_id`` signalled standing empty (no deck named,
+    ``during`` IDLE), which the next deck shuffled in it must clear, else None."""
+    if device_id is None:
+        return None
+    pending = state.faults.get(device_id)
+    return pending if pending is not None and pending.idle else None
+
+
+def _faulted_by(deck: DeckState, fault: PendingFault) -> dict[str, Any]:
+    """The deck-state fields that make ``fault`` a fault of ``deck`` (a fault it already has stays
+    its evidence; a clearing shuffle must start after the later of the two)."""
+    return {"fault_event_id": deck.fault_event_id or fault.event_id, "fault_seq": max(deck.fault_seq, fault.seq)}
 
 
 def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
@@ -229,6 +244,9 @@ def _shuffle_completed(d: Draft, e: ev.ShuffleCompleted) -> None:
     )
     good = e.mode == "SHUFFLE" and e.device_full_deck_ok is not False
     clearing = good and clears_fault(d.state, info)
+    idle = _idle_fault(d.state, by)
+    if idle is not None and (not clearing or info.started_seq <= idle.seq):
+        deck = deck.model_copy(update=_faulted_by(deck, idle))  # in the device, not cleared (10.5.2)
     if d.state.faults:
         unnamed = e.method == "AUTOMATED" and e.device_id is None  # some shuffler: not evidence of another method
         _resolve_faults(d, by, deck_id, info.started_seq, clearing, unnamed)
@@ -378,14 +396,17 @@ def clears_fault(state: TableState, info: ShuffleInfo) -> bool:
 
 
 def _shuffler_faulted(d: Draft, e: ev.ShufflerFaulted) -> None:
-    """Rulebook 10.3.1, 10.4.1: a fault of the deck it names (of every deck when it names none),
-    pending on the device until that deck's clearing completion in it; the device stays in use."""
-    if e.deck_id is None:  # a fault of the device: every deck must pass a clearing shuffle (10.3.1)
+    """Rulebook 10.3.1, 10.4.1, 10.5.2: a fault of the deck it names (of every deck when it names
+    none and ``during`` is not IDLE; of the next deck shuffled in the device when it stood empty),
+    pending on the device until a clearing completion in it; the device stays in use."""
+    # standing empty, it concerns only the next deck shuffled in it (10.5.2)
+    idle = e.deck_id is None and e.during == "IDLE"
+    if e.deck_id is None and not idle:  # a fault of the device: every deck must pass a clearing shuffle (10.3.1)
         d.set(shuffler_fault=e.event_id, fault_seq=e.seq)
-    else:
+    elif e.deck_id is not None:
         deck = _deck(d.state, e.deck_id)  # a deck already faulted keeps its first fault as evidence
         d.put_deck(deck.model_copy(update={"fault_event_id": deck.fault_event_id or e.event_id, "fault_seq": e.seq}))
-    _pending(d, e.device_id, PendingFault(event_id=e.event_id, seq=e.seq, deck_id=e.deck_id))
+    _pending(d, e.device_id, PendingFault(event_id=e.event_id, seq=e.seq, deck_id=e.deck_id, idle=idle))
 
 
 def _pending(d: Draft, device_id: str, fault: PendingFault) -> None:
@@ -516,7 +537,8 @@ def _round_started(d: Draft, e: ev.RoundStarted) -> None:
             started_event_id=e.event_id,
             started_seq=e.seq,
             started_at=e.occurred_at,
-            exempt=shuffle_counts(state, deck.last_shuffle if deck is not None else None),
+            # section 8, 10.5.4: only a round a counted shuffle fed is exempt
+            exempt=deck is not None and deck.dealt_round_id is None and shuffle_counts(state, deck.last_shuffle),
         )
     )
     if state.config.stub_window_resets_on_dealer_change and state.last_dealer_id not in (None, e.dealer_id):
@@ -529,12 +551,11 @@ def _round_completed(d: Draft, e: ev.RoundCompleted) -> None:
         return
     state = d.state
     run, run_rounds = state.stub_run, state.stub_run_rounds
-    if stub_window_applies(state, rnd) and not rnd.exempt:
-        if rnd.stub_event_id is not None:
-            run, run_rounds = 0, ()
-        else:
-            run += 1
-            run_rounds = (*run_rounds, e.event_id)[-state.config.stub_count_window :]
+    if rnd.stub_event_id is not None:  # a stub count resets the window, in an exempt round too (10.5.4)
+        run, run_rounds = 0, ()
+    elif stub_window_applies(state, rnd) and not rnd.exempt:
+        run += 1
+        run_rounds = (*run_rounds, e.event_id)[-state.config.stub_count_window :]
     d.start_round(None)
     d.set(
         last_dealer_id=rnd.dealer_id,
@@ -664,6 +685,21 @@ def _hands_revealed(d: Draft, rnd: RoundState, e: ev.HandsRevealed) -> None:
 def _hand_set(d: Draft, rnd: RoundState, e: ev.HandSet) -> None:
     if e.owner not in rnd.hands_set:
         d.set_round(hands_set=rnd.hands_set | {e.owner})
+    if e.owner in HOUSE_WAY_OWNERS and e.matches_house_way is not None:
+        wrong = {k: v for k, v in rnd.house_way_wrong.items() if k != e.owner}
+        if not e.matches_house_way:
+            wrong[e.owner] = e.event_id
+        d.set_round(house_way_wrong=wrong)
+
+
+HOUSE_WAY_OWNERS = frozenset({"DEALER", "BANK"})
+"""The hands § 645a.14(i) requires set the house way (the certificate holder's required setting)."""
+
+
+def _hand_reset(d: Draft, rnd: RoundState, e: ev.HandReset) -> None:
+    """§ 645a.14(i), rulebook 10.5.3: a hand reset per the house way is no longer set against it."""
+    if e.owner in rnd.house_way_wrong:
+        d.set_round(house_way_wrong={k: v for k, v in rnd.house_way_wrong.items() if k != e.owner})
 
 
 EXPOSED_OWNER = {"DEALER_HAND": "DEALER", "BANK_HAND": "BANK"}
@@ -755,6 +791,7 @@ ROUND_HANDLERS: dict[type[Envelope], Callable[[Draft, RoundState, Any], None]] =
     ev.PlayerVoidDecided: _void_decided,
     ev.HandsRevealed: _hands_revealed,
     ev.HandSet: _hand_set,
+    ev.HandReset: _hand_reset,
 }
 """Events that change the round in progress; ignored between rounds and when stamped with
 another round's ID (a late event must not change the current round)."""

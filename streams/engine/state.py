@@ -67,17 +67,19 @@ class PendingFault(_State):
 
     ``event_id`` is the fault (a ``ShufflerFaulted``, a ``ShuffleCompleted`` short of cards or in
     another mode, an ``AutoShoeFaulted``), ``seq`` its seq (a clearing shuffle must start after
-    it), ``deck_id`` the deck it concerns (None: the device's, any deck clears it).
-    ``cards_removed`` turns True when an automated dealing shoe's cards are taken out of it after
-    the fault (``CardsRemovedFromDevice``): § 645a.14(m)'s remedy is that and a reshuffle to a
-    clearing completion. The device stays in use; using another method while the fault is pending
-    makes it unusable (:attr:`TableState.unusable`).
+    it), ``deck_id`` the deck it concerns (None: the device's, any deck clears it). ``idle`` is True
+    for a fault naming no deck recorded ``during`` IDLE (rulebook 10.5.2): it concerns the next deck
+    shuffled in the device, not the decks outside it. ``cards_removed`` turns True when an automated
+    dealing shoe's cards are taken out of it after the fault (``CardsRemovedFromDevice``):
+    § 645a.14(m)'s remedy is that and a reshuffle to a clearing completion. The device stays in use;
+    using another method while the fault is pending makes it unusable (:attr:`TableState.unusable`).
     """
 
     event_id: str
     seq: int
     deck_id: str | None = None
     cards_removed: bool = False
+    idle: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, eq=True)
@@ -190,6 +192,8 @@ class RoundState(_State):
     the card faces are in those events). ``fired`` holds the rule IDs already
     raised in this round by once-per-round rules. ``revealed`` turns True at ``HandsRevealed``
     and ``hands_set`` holds the owners of ``HandSet`` hands: exposure rules stop there (10.1.4).
+    ``house_way_wrong`` maps a dealer's or bank's hand set against the house way and not reset
+    since to that ``HandSet`` event (§ 645a.14(i), rulebook 10.5.3).
     """
 
     round_id: str
@@ -222,6 +226,7 @@ class RoundState(_State):
     fired: StrSet = frozenset()
     revealed: bool = False
     hands_set: StrSet = frozenset()
+    house_way_wrong: Mapping[str, str] = field(default_factory=dict)
     # Pai Gow Poker dice and stacks
     shaken_event_id: str | None = None
     reveal: tuple[int, int, int] | None = None

@@ -34,6 +34,20 @@ def _cases() -> list[str]:
 
 CASES = _cases()
 
+CONTRADICTED: dict[str, tuple[str, str]] = {
+    "H27": (
+        "FAIL missing: (DT-deal-after-device-fault, TCP-52-R0005)",
+        "rulebook 10.5.2 (revision 5) replaces 10.3.1 for a fault with no deck_id recorded during IDLE: deck "
+        "TCP-52-DK01, whose last clearing completion (seq 172) came before the empty shuffler's fault (seq 198) and "
+        "which was not in the device since, is dealt in R0005 without a finding; the expectation, written under "
+        "revision 4, cites 10.3.1",
+    ),
+}
+"""Trails whose expectation the rulebook's later revision contradicts, with the exact line the
+runner must print for them and the section that decides (the README's rule: do not edit the trail,
+say so, follow the rulebook). A contradicted trail that starts to pass, or fails another way, fails
+its test."""
+
 
 @pytest.fixture(scope="module")
 def runner_lines() -> dict[str, str]:
@@ -64,8 +78,14 @@ def runner_lines() -> dict[str, str]:
 def test_the_acceptance_trail_gives_the_findings_the_rulebook_demands(case: str, runner_lines: dict[str, str]) -> None:
     line = runner_lines.get(case)
     assert line is not None, f"{case}: the runner printed no line for it"
+    if case in CONTRADICTED:
+        expected, why = CONTRADICTED[case]
+        assert line == expected, f"{case}: {line} (expected, as the rulebook decides: {expected}; {why})"
+        return
     assert line.startswith("PASS"), f"{case}: {line}"
 
 
-def test_every_acceptance_trail_passes(runner_lines: dict[str, str]) -> None:
-    assert runner_lines["acceptance"] == f"{len(CASES)}/{len(CASES)} cases pass"
+def test_every_acceptance_trail_passes_but_those_the_rulebook_contradicts(runner_lines: dict[str, str]) -> None:
+    assert set(CONTRADICTED) <= set(CASES)
+    passing = len(CASES) - len(CONTRADICTED)
+    assert runner_lines["acceptance"] == f"{passing}/{len(CASES)} cases pass"

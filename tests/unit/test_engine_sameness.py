@@ -5,7 +5,9 @@ but carry revision 4, with each state's pending device faults; and refreshed onc
 simulator began dealing the floor events of 10.4, a new trail: with ``floor_events=False`` the trail,
 findings and states were the fixture's before, byte for byte; and when the chain's hashes became
 RFC 8785's (issue 35: every finding the same, the states differing only in the hashes and the
-digests of the events' bytes they hold)), on a simulated floor with injected
+digests of the events' bytes they hold); and for revision 5, whose simulator deals its floor kinds
+(faults of an empty shuffler, spare shufflers, house-way resets) and a house-way error settled as
+set, a new trail), on a simulated floor with injected
 errors, exact and conflicting duplicates, sequence gaps and broken hash links.
 
 The fixture (``tests/fixtures/engine-sameness.jsonl.gz``) holds, in order, every finding and

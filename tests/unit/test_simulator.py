@@ -163,14 +163,17 @@ FLOOR_KINDS = {
     "out-of-service-marked",
     "shoe-fault-cleared",
     "closed-owing-remedy",
+    "spare-shuffler",
 }
-"""The floor's own events (rulebook 10.4): jams and stops cleared by a reshuffle in the same
+"""The floor's own events (rulebook 10.4, 10.5): jams and stops cleared by a reshuffle in the same
 shuffler, a jammed deck dealt before its reshuffle, devices out of service and returned, a shoe
-fault remedied per (m), a table closed past the remedy window owing a remedy."""
+fault remedied per (m), a table closed past the remedy window owing a remedy, a jammed deck
+reshuffled in a spare shuffler (the faults of an empty shuffler and the house-way resets raise
+nothing, so the truth does not name them: their own tests find them in the events)."""
 STOPPING = {"JAM", "STOPPED", "INCOMPLETE_CYCLE"}
 WINDOW = timedelta(hours=24)
 LIMITS = Plausibility(100_000, timedelta(hours=1), WINDOW)
-FLOOR = FloorSpec(tables=6, hours=3, seed=48, error_rate=0.3)
+FLOOR = FloorSpec(tables=6, hours=3, seed=53, error_rate=0.3)
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,10 @@ def test_devices_are_taken_out_of_service_covered_or_signed_or_neither_and_retur
             back = next(j for j, x in enumerate(rest) if x.type == "DeviceReturnedToService")
             assert rest[back].device_id == e.device_id
             rounds = [x.round_id for x in rest[:back] if x.type == "RoundStarted"]
+            spare = (x for x in rest[:back] if x.type == "ShuffleCompleted" and (x.device_id or "").endswith("-SPARE"))
+            if any(spare):
+                assert len(rounds) == 1  # covered while a spare stands in for one round (10.5.1)
+                continue
             assert 2 <= len(rounds) <= 4
             n = {
                 t.round_id
@@ -301,6 +308,46 @@ def test_devices_are_taken_out_of_service_covered_or_signed_or_neither_and_retur
     assert marked and unmarked
     kinds = {t.injected for t in floor_shift.truth}
     assert {"out-of-service-unmarked", "out-of-service-marked"} <= kinds
+
+
+def test_a_fault_of_the_empty_shuffler_leaves_the_deck_in_play_dealt_clean(floor_shift: Shift) -> None:
+    # rulebook 10.5.2: no deck named, recorded during IDLE; the round dealt next raises no fault finding
+    charged = {(t, r) for rule, t, r in floor_shift.expected if rule == "DT-deal-after-device-fault"}
+    seen = 0
+    for table, events in floor_shift.by_table().items():
+        for i, e in enumerate(events):
+            if e.type != "ShufflerFaulted" or e.during != "IDLE" or e.deck_id is not None:
+                continue
+            seen += 1
+            started = _after(events, i)[-1]
+            assert (table, started.round_id) not in charged
+    assert seen >= 2
+
+
+def test_a_spare_shuffler_reshuffles_the_jammed_deck_and_no_deal_is_on_a_fault(floor_shift: Shift) -> None:
+    # rulebook 10.5.1: the jammed deck reshuffled in a registered spare is not dealt on the jam
+    spare_rounds = set()
+    for table, events in floor_shift.by_table().items():
+        for i, e in enumerate(events):
+            if e.type == "ShuffleCompleted" and e.device_id and e.device_id.endswith("-SPARE"):
+                spare_rounds.add((table, _after(events, i)[-1].round_id))
+    assert len(spare_rounds) >= 2
+    charged = {(t, r) for rule, t, r in floor_shift.expected if rule == "DT-deal-after-device-fault"}
+    assert not spare_rounds & charged
+    assert {r for r, _t, _r in floor_shift.truth_of("spare-shuffler")} <= {
+        "PGP-645a.14-l-shuffler-fault",
+        "PGP-645a.14-n-out-of-order",
+    }
+
+
+def test_a_house_way_reset_before_settlement_raises_nothing_and_one_settled_as_set_raises_one(
+    floor_shift: Shift,
+) -> None:
+    # rulebook 10.5.3
+    resets = [e for e in floor_shift.events if e.type == "HandReset"]
+    assert resets
+    house_way = {r for rule, _t, r in floor_shift.expected if rule == "PGP-645a.14-i-house-way"}
+    assert not {e.round_id for e in resets} & house_way
 
 
 def test_a_shoe_fault_remedied_per_m_leaves_the_shoe_in_use(floor_shift: Shift) -> None:

@@ -38,7 +38,6 @@ READS: frozenset[type[Envelope]] = frozenset(
         ev.PlayerViewedCards,
         ev.CardFoundFaceUp,
         ev.CardDrawnInError,
-        ev.HandSet,
         ev.WagerSettled,
         ev.StubDiscarded,
         ev.RoundCompleted,
@@ -137,11 +136,9 @@ def check(step: Step) -> list[Finding]:
                 "Card drawn in error, unexposed, was not used as the next card.",
             )
         )
-    elif type(event) is ev.HandSet and event.owner in ("DEALER", "BANK") and event.matches_house_way is False:
-        out.append(
-            step.finding("PGP-645a.14-i-house-way", (event.event_id,), f"{event.owner} hand not set the house way.")
-        )
     elif type(event) is ev.WagerSettled and before is not None:
+        if not before.settled_any:
+            out.extend(_settled_against_house_way(step, before, event))
         wager = before.wagers.get(event.wager_id)
         unannounced = wager is not None and wager.wager_type in DICE_WAGERS and not before.values_announced
         if unannounced and not step.fired("PGP-645c.2-g-announce-dice"):
@@ -155,8 +152,28 @@ def check(step: Step) -> list[Finding]:
     elif type(event) is ev.StubDiscarded and event.exposed:
         out.append(step.finding("PGP-645a.9-stacks-PROV", (event.event_id,), "Leftover cards discarded exposed."))
     elif type(event) is ev.RoundCompleted and before is not None:
+        if not before.settled_any and not before.voided_all:  # completed with no settlement recorded
+            out.extend(_settled_against_house_way(step, before, event))
         out.extend(_completed(step, before, event))
     return out
+
+
+def _settled_against_house_way(step: Step, rnd: RoundState, event: Envelope) -> list[Finding]:
+    """PGP-645a.14-i-house-way, § 645a.14(i) as rulebook 10.5.3 reads it: a dealer's or bank's hand
+    set against the house way and not reset (``HandReset``) before settlement is one finding for
+    the round, raised at the round's first settlement (``event``: its ``WagerSettled``, or the
+    ``RoundCompleted`` of a round that recorded none). Evidence: the ``HandSet`` and ``event``. A
+    hand reset in time raises nothing: the regulation's procedure was followed."""
+    if not rnd.house_way_wrong:
+        return []
+    owners = sorted(rnd.house_way_wrong)
+    return [
+        step.finding(
+            "PGP-645a.14-i-house-way",
+            (*(rnd.house_way_wrong[o] for o in owners), event.event_id),
+            f"{' and '.join(owners)} hand not set the house way and not reset before settlement.",
+        )
+    ]
 
 
 def _shaken(step: Step, rnd: RoundState, event: ev.DiceShaken) -> list[Finding]:

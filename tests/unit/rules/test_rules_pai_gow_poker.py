@@ -264,10 +264,17 @@ def test_PGP_645a_14_hk_wrong_count_not_raised_for_seven_cards_everywhere(pgp):
 # -- § 645a.14(i) house way --------------------------------------------------------------------
 
 
+def _first_settlement(t, round_id):
+    return next(e.event_id for e in t.events if isinstance(e, ev.WagerSettled) and e.round_id == round_id)
+
+
 def test_PGP_645a_14_i_house_way_raised_for_dealer_hand_not_set_house_way(pgp):
+    # rulebook 10.5.3: raised at settlement, with the setting and the first settlement made on it
     t = pgp()
     log = t.pgp_round("R1", house_way=False)
-    t.assert_raised("PGP-645a.14-i-house-way", round_id="R1", evidence=log.ids("dealer_set"))
+    t.assert_raised(
+        "PGP-645a.14-i-house-way", round_id="R1", evidence=(*log.ids("dealer_set"), _first_settlement(t, "R1"))
+    )
 
 
 def test_PGP_645a_14_i_house_way_raised_for_bank_hand(pgp):
@@ -275,7 +282,9 @@ def test_PGP_645a_14_i_house_way_raised_for_bank_hand(pgp):
     log = t.pgp_round(
         "R1", hooks={"before_settle": lambda t: t.emit(ev.HandSet, owner="BANK", matches_house_way=False)}
     )
-    t.assert_raised("PGP-645a.14-i-house-way", round_id="R1", evidence=log.ids("before_settle"))
+    t.assert_raised(
+        "PGP-645a.14-i-house-way", round_id="R1", evidence=(*log.ids("before_settle"), _first_settlement(t, "R1"))
+    )
 
 
 def test_PGP_645a_14_i_house_way_not_raised_for_dealer_hand_set_house_way(pgp):

@@ -338,16 +338,14 @@ def test_no_roll_not_remedied_by_reshake_without_no_roll_call(pgp, rule_id, fiel
     t.assert_not_raised("DT-remedy-overdue")
 
 
-def test_PGP_645a_14_i_house_way_remedied_by_hand_reset(pgp):
+def test_PGP_645a_14_i_house_way_reset_before_settlement_is_no_finding_not_a_remedied_one(pgp):
+    # rulebook 10.5.3: the trigger names the missing remedy, so a remedy in time is no breach
     t = pgp()
-    log = t.pgp_round("R1", house_way=False, hooks={"before_settle": lambda t: t.emit(ev.HandReset, owner="DEALER")})
-    [f] = t.raised("PGP-645a.14-i-house-way")
-    history = t.history(f.finding_id)
-    assert [h.status for h in history] == [OPEN, REMEDIED]
-    assert history[-1].remedy_event_ids == log.ids("before_settle")
+    t.pgp_round("R1", house_way=False, hooks={"before_settle": lambda t: t.emit(ev.HandReset, owner="DEALER")})
+    t.assert_not_raised("PGP-645a.14-i-house-way")
 
 
-def test_PGP_645a_14_i_house_way_not_remedied_by_reset_of_another_hand(pgp):
+def test_PGP_645a_14_i_house_way_reset_of_another_hand_leaves_the_finding_open(pgp):
     t = pgp()
     t.pgp_round("R1", house_way=False, hooks={"before_settle": lambda t: t.emit(ev.HandReset, owner="SEAT_1")})
     [f] = t.raised("PGP-645a.14-i-house-way")
@@ -359,6 +357,7 @@ def test_PGP_645a_14_i_house_way_reset_after_settlement_is_not_a_remedy(pgp):
     t.pgp_round("R1", house_way=False, hooks={"before_complete": lambda t: t.emit(ev.HandReset, owner="DEALER")})
     [f] = t.raised("PGP-645a.14-i-house-way")
     assert REMEDIED not in [h.status for h in t.history(f.finding_id)]
+    t.assert_not_raised("DT-remedy-overdue")
 
 
 def test_PGP_645a_14_l_shuffler_fault_remedied_by_new_shuffle(pgp):

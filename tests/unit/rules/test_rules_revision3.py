@@ -145,10 +145,12 @@ def test_DT_deal_after_device_fault_deck_fault_on_the_deck_in_play_during_its_de
 
 
 def test_DT_deal_after_device_fault_deck_a_fault_naming_no_deck_is_a_fault_of_every_deck(tcp):
+    # revision 5 (10.5.2) reads a fault recorded during IDLE with no deck as the empty device's:
+    # this holds for a fault that says neither (tests/unit/rules/test_rules_revision5.py)
     t = two_decks(tcp)
     deal(t, "R1", "DK-1")
-    shuffle_deck(t, "DK-1")  # both decks shuffled, then the device faults with no deck in it
-    device = fault(t, None, fault="STOPPED", during="IDLE")
+    shuffle_deck(t, "DK-1")  # both decks shuffled, then the device faults naming no deck
+    device = fault(t, None, fault="STOPPED", during=None)
     t.emit(ev.DeviceReturnedToService, device_id=t.SHUFFLER, role="FLOOR", actor_id="F-01")
     r2 = deal(t, "R2", "DK-2")  # shuffled before the fault: must pass a clearing completion first
     shuffle_deck(t, "DK-1")  # DK-1 passes one started after the fault
@@ -422,10 +424,12 @@ def test_DT_remedy_overdue_window_an_obligation_of_a_table_that_deals_no_more_tu
 # -- the revision -------------------------------------------------------------------------------
 
 
-def test_the_rules_revision_3_changed_say_so_unless_revision_4_changed_them_again(tcp):
+def test_the_rules_revision_3_changed_say_so_unless_a_later_revision_changed_them_again(tcp):
     assert RULES_BY_ID[COMPOSITION].revised_in == 3
-    for rule_id in (FAULT, "PGP-645a.14-l-shuffler-fault", OUT_OF_ORDER, OVERDUE):
+    for rule_id in ("PGP-645a.14-l-shuffler-fault", OVERDUE):
         assert RULES_BY_ID[rule_id].revised_in == 4, rule_id
+    for rule_id in (FAULT, OUT_OF_ORDER):
+        assert RULES_BY_ID[rule_id].revised_in == 5, rule_id
 
 
 def test_PGP_645a14_l_shuffler_fault_deck_remedied_only_by_a_reshuffle_of_the_deck_that_jammed(pgp):
