@@ -23,6 +23,7 @@ from projections.models.generations import generation_diff
 from projections.store.store import Store
 from schemas.codec import encode
 from schemas.findings import Finding
+from streams.engine.catalog import RULEBOOK_REVISION
 from tests.revision4_trail import PGP_TABLE, TCP_TABLE, trail
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "revision3-findings.jsonl"
@@ -57,7 +58,7 @@ def _findings(db: Path, generation: int) -> list[tuple[str, str, str | None, int
     return [(str(r), str(t), None if d is None else str(d), int(v)) for r, t, d, v in rows]
 
 
-def test_reaudit_of_a_store_judged_under_revision_3_lists_what_revision_4_withdraws_per_rule(
+def test_reaudit_of_a_store_judged_under_revision_3_lists_what_revision_4_withdraws_per_rule(  # and 5 keeps
     revision3_store: Path,
 ) -> None:
     before = _findings(revision3_store, 1)
@@ -70,21 +71,22 @@ def test_reaudit_of_a_store_judged_under_revision_3_lists_what_revision_4_withdr
     result = CliRunner().invoke(app, ["reaudit", "--db", str(revision3_store), "--workers", "1"])
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())  # the printout wraps at the terminal's width
-    assert "rulebook revision 4); compared with generation 1 (judged under rulebook revision 3)" in out
-    assert "what rulebook revision 4 adds and withdraws against revision 3" in out
+    now = RULEBOOK_REVISION  # revision 5 changes nothing on this trail
+    assert f"rulebook revision {now}); compared with generation 1 (judged under rulebook revision 3)" in out
+    assert f"what rulebook revision {now} adds and withdraws against revision 3" in out
     assert "changed: 0 added, 12 withdrawn, 0 changed" in out
     assert f"{FAULT}" in out and f"{OUT_OF_ORDER}" in out
     con = duckdb.connect(str(revision3_store), read_only=True)
     try:
         diff = {d.rule_id: d for d in generation_diff(con, 2, 1)}
-        assert con.execute("SELECT rulebook_revision FROM generations WHERE generation = 2").fetchall() == [(4,)]
+        assert con.execute("SELECT rulebook_revision FROM generations WHERE generation = 2").fetchall() == [(now,)]
     finally:
         con.close()
     assert (diff[FAULT].added, diff[FAULT].withdrawn) == (0, 8)
     assert (diff[OUT_OF_ORDER].added, diff[OUT_OF_ORDER].withdrawn) == (0, 4)
     assert diff[OUT_OF_ORDER].rounds_withdrawn == [f"{PGP_TABLE}/{r}" for r in rounds]
     assert not diff[JAM].moved
-    assert _findings(revision3_store, 2) == [(JAM, PGP_TABLE, None, 4)]
+    assert _findings(revision3_store, 2) == [(JAM, PGP_TABLE, None, now)]
 
 
 def test_the_revision3_fixture_is_the_trail_it_names() -> None:

@@ -7,7 +7,6 @@ findings are the same, finding for finding."""
 
 from __future__ import annotations
 
-import heapq
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,13 +14,12 @@ import duckdb
 import pytest
 
 from dealtrail.ingest.audit import audit_file
-from dealtrail.simulator.run import write_simulation
 from projections.store.store import Store
 from schemas.codec import encode
 from streams.clock import FixedClock
 from streams.engine import Plausibility
 from streams.engine.reorder import ReorderLimits
-from tests.reorder_trails import shuffled
+from tests.reorder_trails import interleaved_with_a_floor
 from tests.revision4_trail import HAND_TABLE, IDLE_TABLE, order_trails
 
 WINDOW = ReorderLimits(events=50, seconds=30)
@@ -72,21 +70,7 @@ def test_the_revision4_trails_alone_give_the_findings_of_each_decision(alone: di
 def test_interleaved_with_a_floor_and_shuffled_within_the_window_each_table_gives_its_findings_alone(
     alone: dict[str, set[Row]], tmp_path: Path
 ) -> None:
-    floor = tmp_path / "floor.jsonl"
-    write_simulation(floor, tables=3, hours=0.5, seed=8, error_rate=0.2, duplicate_rate=0.0)
-    ours = [[(e.occurred_at, e.table_id, e.seq, encode(e)) for e in events] for events in order_trails().values()]
-    merged = [line for *_, line in heapq.merge(*ours)]
-    floor_lines = [line for line in floor.read_bytes().splitlines() if line.strip()]
-    mixed: list[bytes] = []
-    step = max(1, len(floor_lines) // max(1, len(merged)))
-    for i, line in enumerate(merged):  # the trails' events spread among the floor's
-        mixed.extend(floor_lines[i * step : (i + 1) * step])
-        mixed.append(line)
-    mixed.extend(floor_lines[len(merged) * step :])
-    in_order = tmp_path / "interleaved.jsonl"
-    in_order.write_bytes(b"\n".join(mixed) + b"\n")
-    swapped = shuffled(in_order, tmp_path / "swapped.jsonl", seed=3, swap=0.3)
-    assert swapped.read_bytes() != in_order.read_bytes()
+    in_order, swapped = interleaved_with_a_floor(order_trails().values(), tmp_path)
     for name, path, workers in (("interleaved", in_order, 1), ("swapped", swapped, 1), ("parallel", swapped, 2)):
         got = audited(path, tmp_path / f"{name}.duckdb", workers=workers)
         for table, expected in alone.items():
