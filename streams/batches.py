@@ -149,10 +149,10 @@ class Probe:
     def __init__(self, kafka: KafkaSettings) -> None:
         from kafka import KafkaConsumer
 
-        from streams.kafka import client_config
+        from streams.kafka import consumer_config
 
         self.consumer = KafkaConsumer(
-            **client_config(kafka, "dealtrail-batch-probe", one_shot=True), enable_auto_commit=False
+            **consumer_config(kafka, "dealtrail-batch-probe", one_shot=True), enable_auto_commit=False
         )
 
     def reads(self, tp: Any, offset: int, within: float = 5.0) -> bool:
