@@ -167,7 +167,7 @@ def count_records(cluster: Cluster, isolation_level: str) -> tuple[int, dict[int
         bootstrap_servers=cluster.bootstrap,
         isolation_level=isolation_level,
         enable_auto_commit=False,
-        consumer_timeout_ms=3000,
+        consumer_timeout_ms=1500,
     )
     try:
         tps = [TopicPartition(s.topics.events.name, p) for p in range(cluster.partitions)]
@@ -266,7 +266,7 @@ def test_transactional_producers_aborts_and_a_fenced_zombie_give_the_audit_of_th
     assert_stream_equals_replay(db, replay)
     assert stored_ids_matching(db, aborted) == {}, "an aborted record was stored"
 
-    for table in tables:
+    for table in tables[: len(producers)]:  # one table of each producer (table i: producer i % 3)
         from_topic = _cli(cluster, "verify", "--source", "kafka", "--table", table)
         from_audit = _cli(cluster, "verify", "--db", str(replay), "--table", table)
         assert from_topic.returncode == from_audit.returncode, from_topic.stdout + from_topic.stderr
