@@ -6,7 +6,8 @@ in the middle, and is fenced once as a zombie by a newer producer with its ``tra
 
 The stream must hold the committed lines only: the worker and the projector store exactly the
 embedded audit's findings, events and rounds, no aborted record is in any table of the store,
-and ``verify --source kafka`` reads every table as the audit stored it.
+and ``verify --source kafka`` reads every table as the audit stored it. A transaction left open
+holds back no reader (each reads to the last stable offset) and none of its records is read.
 """
 
 from __future__ import annotations
@@ -282,3 +283,59 @@ def _cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=180,
         check=False,
     )
+
+
+def test_a_transaction_left_open_holds_back_no_reader_and_none_of_its_records_is_read(
+    cluster: Cluster, shift: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # a consumer's end of a partition is its last stable offset: a reader that waited for the high
+    # watermark behind a transaction still open (a vendor's producer hung mid-transaction) would
+    # wait until the broker aborts it, minutes later
+    from confluent_kafka import Producer
+
+    from streams.kafka import read_table
+
+    events, _ = shift
+    lines = [line for line in events.read_bytes().splitlines() if line.strip()][:3_000]
+    cluster.cli("publish", str(_write(tmp_path / "head.jsonl", lines)))
+    topic = cluster.settings().topics.events.name
+    hung = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "transactional.id": f"{cluster.namespace}-hung",
+            "transaction.timeout.ms": 300_000,
+        }
+    )
+    hung.init_transactions(60)
+    hung.begin_transaction()
+    for line in lines[:ALTERED]:
+        hung.produce(topic, key=json.loads(line)["table_id"].encode(), value=altered(line))
+    hung.flush(60)
+    try:
+        uncommitted, _ = count_records(cluster, "read_uncommitted")
+        committed, _ = count_records(cluster, "read_committed")
+        started = time.monotonic()
+        db = tmp_path / "stream.duckdb"
+        project_all(cluster, db)  # --once: ends once it has read every committed record
+        took = time.monotonic() - started
+        table = json.loads(lines[0])["table_id"]
+        found = read_table(cluster.settings().kafka, topic, cluster.partitions, table.encode(), one_shot=True)
+    finally:
+        hung.abort_transaction(60)
+    assert took < 60, f"the projector waited {took:.0f} s behind the open transaction"
+    published = {m.group(1) for line in lines if (m := ID.search(line.decode()))}
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = {r[0] for r in con.execute("SELECT event_id FROM events").fetchall()}
+    finally:
+        con.close()
+    assert stored == published, "the committed events, none of the open transaction's"
+    assert found.records, table
+    read = {m.group(1) for r in found.records if (m := ID.search(r.value.decode()))}
+    assert read <= published
+    assert uncommitted == committed + ALTERED, "the open transaction's records are on the topic"
+
+
+def _write(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
