@@ -113,7 +113,7 @@ def main() -> None:
     from dealtrail.settings import Settings
     from dealtrail.simulator.run import write_simulation
     from schemas.codec import decode
-    from streams.kafka import create_topics
+    from streams.kafka import consumer_config, create_topics
     from streams.publish import Publisher
 
     namespace = f"bench-console-{uuid.uuid4().hex[:8]}"
@@ -190,7 +190,7 @@ def main() -> None:
         log("worker and console up")
 
         def read_findings() -> None:
-            consumer = KafkaConsumer(bootstrap_servers=settings.kafka.bootstrap, enable_auto_commit=False)
+            consumer = KafkaConsumer(**consumer_config(settings.kafka, "bench-console"), enable_auto_commit=False)
             name = settings.topics.findings.name
             consumer.assign([TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or ())])
             consumer.seek_to_beginning()

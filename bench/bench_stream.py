@@ -328,12 +328,12 @@ def run_latency_reader(args: argparse.Namespace) -> None:
     stops when every one has its round record, or 10 s later, and writes ``DIR/result.json``."""
     from kafka import KafkaConsumer
 
-    from streams.kafka import client_config
+    from streams.kafka import consumer_config
 
     settings = make_settings(args.namespace, args.partitions)
     t = settings.topics
     folder = Path(args.dir)
-    c = KafkaConsumer(**client_config(settings.kafka, "bench-stream-latency"), enable_auto_commit=False,
+    c = KafkaConsumer(**consumer_config(settings.kafka, "bench-stream-latency"), enable_auto_commit=False,
                       fetch_max_wait_ms=100)  # fmt: skip
     arrivals: dict[str, tuple[float, float]] = {}
     in_topic: dict[str, float] = {}
@@ -601,11 +601,11 @@ class Kafka:
     def __init__(self, settings: Any) -> None:
         from kafka import KafkaAdminClient, KafkaConsumer
 
-        from streams.kafka import client_config
+        from streams.kafka import client_config, consumer_config
 
         self.kafka = settings.kafka
         self.admin = KafkaAdminClient(**client_config(settings.kafka, "bench-stream-admin"))
-        self.meta = KafkaConsumer(**client_config(settings.kafka, "bench-stream-meta"), enable_auto_commit=False)
+        self.meta = KafkaConsumer(**consumer_config(settings.kafka, "bench-stream-meta"), enable_auto_commit=False)
 
     def close(self) -> None:
         self.meta.close()
@@ -718,14 +718,14 @@ def output_window(k: Kafka, settings: Any) -> tuple[float, float, int]:
     """
     from kafka import KafkaConsumer
 
-    from streams.kafka import client_config
+    from streams.kafka import consumer_config
     from streams.worker import TABLE_NAME
 
     t = settings.topics
     existing = set(k.admin.list_topics())
     names = [f"{t.app_id}-{TABLE_NAME}-changelog", t.rounds.name, t.findings.name]
     tps = [tp for n in names if n in existing for tp in k.tps(n)]
-    c = KafkaConsumer(**client_config(k.kafka, "bench-stream-window"), enable_auto_commit=False, max_poll_records=1)
+    c = KafkaConsumer(**consumer_config(k.kafka, "bench-stream-window"), enable_auto_commit=False, max_poll_records=1)
     try:
         begins, ends = c.beginning_offsets(tps), c.end_offsets(tps)
         stamps: list[int] = []

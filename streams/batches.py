@@ -77,6 +77,13 @@ class _GuardedBatch:
             self._skip(ValueError("the record batch fails its CRC check"))
         return True
 
+    def __next__(self) -> Any:
+        # aiokafka reads a control batch's one record (a transaction's commit or abort marker)
+        # with next() when it reads committed records only (_contains_abort_marker)
+        if self._skipped:
+            raise StopIteration
+        return next(self._batch)
+
     def __iter__(self) -> Any:
         if self._skipped:
             return iter(())
@@ -149,10 +156,10 @@ class Probe:
     def __init__(self, kafka: KafkaSettings) -> None:
         from kafka import KafkaConsumer
 
-        from streams.kafka import client_config
+        from streams.kafka import consumer_config
 
         self.consumer = KafkaConsumer(
-            **client_config(kafka, "dealtrail-batch-probe", one_shot=True), enable_auto_commit=False
+            **consumer_config(kafka, "dealtrail-batch-probe", one_shot=True), enable_auto_commit=False
         )
 
     def reads(self, tp: Any, offset: int, within: float = 5.0) -> bool:

@@ -62,6 +62,49 @@ def client_config(kafka: KafkaSettings, client_id: str, one_shot: bool = False) 
     return cfg
 
 
+ISOLATION_LEVEL = "read_committed"
+"""How every consumer dealtrail runs reads a topic: committed records only. Records of a
+transaction its producer aborted (or has not committed yet) are never delivered, and a
+consumer's end of a partition is its last stable offset (the first offset of a transaction
+still open), not the high watermark. A non-transactional producer's records are all committed."""
+
+
+def consumer_config(kafka: KafkaSettings, client_id: str, one_shot: bool = False) -> dict[str, Any]:
+    """Keyword arguments for every kafka-python ``KafkaConsumer`` dealtrail builds: the client
+    settings of :func:`client_config` and ``isolation_level`` :data:`ISOLATION_LEVEL`.
+
+    A test (``tests/unit/test_committed_reads.py``) fails if a consumer anywhere in the code is
+    built without it. The Faust worker's consumer (aiokafka) reads with the same level
+    (:func:`read_committed`).
+
+    Args:
+        kafka: cluster settings.
+        client_id: the client's name in the broker's logs.
+        one_shot: a client of a command a user waits on (see :func:`client_config`).
+    """
+    return {**client_config(kafka, client_id, one_shot), "isolation_level": ISOLATION_LEVEL}
+
+
+def read_committed(consumer: Any) -> Any:
+    """Make an aiokafka ``AIOKafkaConsumer`` not yet started read with :data:`ISOLATION_LEVEL`.
+
+    Faust builds its worker's consumer with ``read_committed`` only under its
+    ``exactly_once`` processing guarantee (which dealtrail does not use); aiokafka 0.14 hands
+    the consumer's ``_isolation_level`` to the fetcher it makes at ``start()``, so this is set
+    on the consumer between construction and start (a test holds both internals).
+
+    Returns:
+        The same consumer.
+
+    Raises:
+        RuntimeError: the consumer has started already (its fetcher would not see the level).
+    """
+    if getattr(consumer, "_fetcher", None) is not None:
+        raise RuntimeError("the consumer has started: its isolation level can no longer be set")
+    consumer._isolation_level = ISOLATION_LEVEL
+    return consumer
+
+
 def compression_type(kafka: KafkaSettings) -> str | None:
     """The ``compression_type`` of dealtrail's producers (kafka-python's and Faust's name for
     the ``kafka.compression`` setting): None for ``none``, else the codec's name."""
@@ -320,7 +363,7 @@ def iter_range(
 
     tp = TopicPartition(topic, partition)
     consumer = KafkaConsumer(
-        **client_config(kafka, "dealtrail-reread", one_shot), enable_auto_commit=False, max_poll_records=CHUNK_RECORDS
+        **consumer_config(kafka, "dealtrail-reread", one_shot), enable_auto_commit=False, max_poll_records=CHUNK_RECORDS
     )
     try:
         consumer.assign([tp])

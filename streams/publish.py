@@ -28,6 +28,7 @@ from streams.engine.reorder import ReorderLimits, TableWindow
 from streams.kafka import (
     client_config,
     compression_type,
+    consumer_config,
     create_topics,
     iter_range,
     partition_for,
@@ -177,7 +178,7 @@ class ChainKeeper:
         tables = sorted(set(table_ids) - self.ready)
         if not tables:
             return
-        consumer = KafkaConsumer(**client_config(self.kafka, "dealtrail-publisher-chain"), enable_auto_commit=False)
+        consumer = KafkaConsumer(**consumer_config(self.kafka, "dealtrail-publisher-chain"), enable_auto_commit=False)
         try:
             if not consumer.partitions_for_topic(self.topics.chain_heads.name):
                 create_topics(self.kafka, self.topics)  # a namespace made before the heads topic existed

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from schemas.staff import StaffMemberRecorded
 from streams.acked_publish import AckedPublisher
-from streams.kafka import client_config
+from streams.kafka import consumer_config
 from streams.topics import Topics
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def read_roster(kafka: KafkaSettings, topics: Topics, timeout: float = 10.0) -> 
 
     from schemas.staff import STAFF_ADAPTER
 
-    consumer: Any = KafkaConsumer(**client_config(kafka, "dealtrail-staff-reader", one_shot=True), group_id=None)
+    consumer: Any = KafkaConsumer(**consumer_config(kafka, "dealtrail-staff-reader", one_shot=True), group_id=None)
     try:
         parts = [
             TopicPartition(topics.staff.name, p) for p in sorted(consumer.partitions_for_topic(topics.staff.name) or ())

@@ -46,7 +46,7 @@ from streams.judge import (
     settle_heap,
     stored_json,
 )
-from streams.kafka import compression_type, faust_credentials
+from streams.kafka import compression_type, faust_credentials, read_committed
 from streams.link import KafkaLink
 from streams.publish import dead_letter_value
 
@@ -314,7 +314,9 @@ def _transport_class(fetch_max_wait: float) -> type[Any]:
             consumer = super()._create_worker_consumer(transport)
             # aiokafka 0.14 gives this to the Fetcher it makes when the consumer starts
             consumer._fetch_max_wait_ms = wait_ms
-            return consumer
+            # committed records only, as every consumer of dealtrail (Faust asks for it only
+            # under exactly_once): an aborted transaction's records are never taken
+            return read_committed(consumer)
 
     class FetchConsumer(driver.Consumer):
         def _new_consumer_thread(self) -> FetchThread:

@@ -21,7 +21,6 @@ import gc
 import json
 import multiprocessing as mp
 import os
-import queue as queue_module
 import shutil
 import tempfile
 import traceback
@@ -31,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from dealtrail.settings import DEFAULT_MAX_RECORD_BYTES
 from projections.store.event_rows import EventRowsFile, read_event_rows
@@ -693,8 +692,7 @@ def _worker(
     shard: int,
     shards: int,
     stage_dir: str,
-    queue: Any,
-    replies: Any,
+    conn: Any,
     options: ScanOptions,
 ) -> None:
     parent = mp.parent_process()
@@ -704,21 +702,20 @@ def _worker(
     def orphaned() -> bool:
         return parent is not None and not parent.is_alive()
 
-    def give_up() -> None:
-        # the writer was killed: nobody will read another batch, and a queue whose pipe fills
-        # up would keep this process waiting at exit for ever
+    def give_up() -> NoReturn:
+        # the writer was killed: nobody will read another batch
         shutil.rmtree(stage_dir, ignore_errors=True)
         os._exit(3)
 
     def send(item: object) -> None:
-        while True:
-            if orphaned():
-                give_up()
-            try:
-                queue.put(item, timeout=WORKER_POLL_SECONDS)
-                return
-            except queue_module.Full:
-                continue
+        # this worker's own pipe to the writer: a send blocks while the writer has not read the
+        # one before (the pipe's buffer), and fails once the writer is gone
+        if orphaned():
+            give_up()
+        try:
+            conn.send(item)
+        except OSError:  # a broken pipe: the writer died
+            give_up()
 
     def resume(table_id: str, seq: int) -> tuple[TableState, Stamps] | str | None:
         # only the writer may read the store: ask it, and wait for its answer
@@ -727,9 +724,10 @@ def _worker(
             if orphaned():
                 give_up()
             try:
-                return load_resume(replies.get(timeout=WORKER_POLL_SECONDS))
-            except queue_module.Empty:
-                continue
+                if conn.poll(WORKER_POLL_SECONDS):
+                    return load_resume(conn.recv())
+            except (EOFError, OSError):  # the writer died, maybe in the middle of its answer
+                give_up()
 
     try:
         options.scan(Path(path), shard, shards, Path(stage_dir), send, resume)
@@ -896,48 +894,73 @@ def _parallel(
     stored: Callable[[str, int], tuple[str, str] | str | None],
     options: ScanOptions,
 ) -> None:
+    """Run ``shards`` worker processes over the file and write what they hand over.
+
+    Each worker has a pipe of its own to the writer (its batches one way, the answers to its
+    state questions the other), and the writer holds no copy of the workers' ends: a worker
+    that dies at any moment, even in the middle of writing a message, closes its pipe, and the
+    writer's read ends there (end of file) instead of waiting for the rest of the message. A
+    shared queue let a worker killed mid-write leave half a message that the writer waited on
+    for ever.
+
+    Raises:
+        AuditWorkerError: a worker failed (its traceback is in the message) or died before it
+            handed over its last batch (its exit code is in the message).
+        NotEventsError: a worker found the file is not events.
+    """
+    from multiprocessing.connection import wait
+
     ctx = mp.get_context("spawn")
-    queue = ctx.Queue(maxsize=2 * shards)
-    replies = [ctx.Queue() for _ in range(shards)]  # the writer's answers to each worker's state questions
+    pipes = [ctx.Pipe(duplex=True) for _ in range(shards)]
     procs = [
         ctx.Process(
             target=_worker,
-            args=(str(path), k, shards, str(stage_dir), queue, replies[k], options),
+            args=(str(path), k, shards, str(stage_dir), pipes[k][1], options),
             daemon=True,
         )
         for k in range(shards)
     ]
     for p in procs:
         p.start()
+    for _, theirs in pipes:
+        theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
+    ours: dict[Any, int] = {pipes[k][0]: k for k in range(shards)}
     finished: set[int] = set()
-    suspects: set[int] = set()
+
+    def died(k: int) -> AuditWorkerError:
+        procs[k].join(timeout=10)
+        code = procs[k].exitcode
+        return AuditWorkerError(
+            f"audit worker {k} died (exit code {code if code is not None else 'unknown'}) before it finished its share"
+        )
+
     try:
         while len(finished) < shards:
-            try:
-                item = queue.get(timeout=WORKER_POLL_SECONDS)
-            except queue_module.Empty:
-                # a worker killed from outside (out of memory, a signal) reports nothing; one
-                # that just exited may still have its last batch in the pipe: give it one more poll
-                dead = {k for k, p in enumerate(procs) if k not in finished and p.exitcode is not None}
-                if dead & suspects:
-                    k = min(dead & suspects)
-                    raise AuditWorkerError(
-                        f"audit worker {k} died (exit code {procs[k].exitcode}) before it finished its share"
-                    ) from None
-                suspects = dead
-                continue
-            if isinstance(item, tuple) and item[0] == "state":
-                _, k, table_id, seq = item
-                replies[k].put(stored(table_id, seq))
-                continue
-            if isinstance(item, tuple) and item[0] == "refused":
-                raise NotEventsError(item[2])
-            if isinstance(item, tuple):
-                raise AuditWorkerError(f"audit worker {item[1]} failed:\n{item[2]}")
-            write(item)
-            if item.final:
-                finished.add(item.shard)
+            waiting = [c for c, k in ours.items() if k not in finished]
+            ready: list[Any] = wait(waiting, timeout=WORKER_POLL_SECONDS)
+            for conn in ready:
+                k = ours[conn]
+                try:
+                    item = conn.recv()
+                except (EOFError, OSError):  # gone, maybe in the middle of a message
+                    raise died(k) from None
+                if isinstance(item, tuple) and item[0] == "state":
+                    _, _, table_id, seq = item
+                    try:
+                        conn.send(stored(table_id, seq))
+                    except OSError:
+                        raise died(k) from None
+                    continue
+                if isinstance(item, tuple) and item[0] == "refused":
+                    raise NotEventsError(item[2])
+                if isinstance(item, tuple):
+                    raise AuditWorkerError(f"audit worker {item[1]} failed:\n{item[2]}")
+                write(item)
+                if item.final:
+                    finished.add(item.shard)
     finally:
+        for conn in ours:
+            conn.close()
         for p in procs:
             if p.is_alive() and len(finished) < shards:
                 p.terminate()

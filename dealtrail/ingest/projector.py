@@ -39,7 +39,7 @@ from schemas.staff import STAFF_ADAPTER, StaffMemberRecorded
 from streams.batches import Probe, find_unreadable, unreadable_error
 from streams.clock import IntakeClock, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
-from streams.kafka import client_config, key_mismatch, unreachable_errors
+from streams.kafka import consumer_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
 
 if TYPE_CHECKING:
@@ -396,7 +396,7 @@ class _Run:
         from kafka import KafkaConsumer, TopicPartition
 
         consumer = KafkaConsumer(
-            **client_config(self.settings.kafka, "dealtrail-projector", one_shot=True),
+            **consumer_config(self.settings.kafka, "dealtrail-projector", one_shot=True),
             group_id=self.group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",

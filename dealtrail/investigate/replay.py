@@ -384,11 +384,11 @@ def kafka_events(
     """
     from kafka import KafkaConsumer
 
-    from streams.kafka import client_config, key_mismatch, read_table
+    from streams.kafka import consumer_config, key_mismatch, read_table
 
     topic = settings.topics.events.name
     consumer = KafkaConsumer(
-        **client_config(settings.kafka, "dealtrail-replay", one_shot=True), enable_auto_commit=False
+        **consumer_config(settings.kafka, "dealtrail-replay", one_shot=True), enable_auto_commit=False
     )
     try:
         parts = consumer.partitions_for_topic(topic)
