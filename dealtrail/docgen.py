@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 
 from dealtrail.settings import Settings
 from schemas.base import SCHEMA_VERSION
+from schemas.bounds import BOUNDS
 from schemas.events import EVENT_TYPES
 from streams.engine.catalog import RULEBOOK_REVISION, RULES
 
@@ -313,6 +314,13 @@ def _json_type(prop: dict[str, Any]) -> str:
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
+def _bounds_of(field: str) -> str:
+    """The plausibility bounds of ``field`` (``Event.field``, ``*.field`` for the envelope) as the
+    events reference writes them beside its type: each bound's name and, if any, its setting."""
+    named = [f"`{b.name}`" + (f" (`{b.setting}`)" if b.setting else "") for b in BOUNDS if field in b.fields]
+    return f"; bound: {', '.join(named)}" if named else ""
+
+
 def events_markdown() -> str:
     """``docs/events.md``: every event type with its own fields (beyond the envelope) and its version."""
     from schemas.base import Envelope
@@ -327,6 +335,21 @@ def events_markdown() -> str:
         "version 1 event is read as it is, and an event of a newer version than this is dead-lettered as",
         "`unsupported_schema_version`.",
         "",
+        "## Plausibility bounds (rulebook 10.3.4, 10.5.5)",
+        "",
+        "A record beyond one of these is refused with the reason given, never judged; each is defined once,",
+        "in `schemas/bounds.py`, which the schemas, their JSON Schema, the settings and this page read. The",
+        "schema's bounds are fixed (whether a record is an event does not depend on the reader's",
+        "settings); the two that depend on a table's state or a clock are settings.",
+        "",
+        "| bound | refused | fields | setting | rulebook | refused as |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| `{b.name}` | {_cell(b.limit)} | {', '.join(f'`{f}`' for f in b.fields)} | "
+            f"{f'`{b.setting}`' if b.setting else 'fixed'} | {_cell(b.rulebook)} | `{b.refused_as}` |"
+            for b in BOUNDS
+        ),
+        "",
         "## The envelope (every event)",
         "",
         "| field | type | required | meaning |",
@@ -336,7 +359,7 @@ def events_markdown() -> str:
     required = set(schema.get("required", []))
     meaning = _attributes(Envelope)
     for name in Envelope.model_fields:
-        kind = _cell(_json_type(schema["properties"][name]))
+        kind = _cell(_json_type(schema["properties"][name]) + _bounds_of(f"*.{name}"))
         lines.append(f"| `{name}` | {kind} | {'yes' if name in required else ''} | {_cell(meaning.get(name, ''))} |")
     for cls in EVENT_TYPES:
         schema = cls.model_json_schema()
@@ -350,7 +373,8 @@ def events_markdown() -> str:
         lines += ["| field | type | required |", "|---|---|---|"]
         for name in own:
             prop = schema["properties"][name]
-            lines.append(f"| `{name}` | {_cell(_json_type(prop))} | {'yes' if name in required else ''} |")
+            kind = _cell(_json_type(prop) + _bounds_of(f"{cls.__name__}.{name}"))
+            lines.append(f"| `{name}` | {kind} | {'yes' if name in required else ''} |")
     return "\n".join(lines) + "\n"
 
 

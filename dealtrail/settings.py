@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.bounds import DEFAULT_MAX_CLOCK_SKEW, DEFAULT_MAX_SEQ_JUMP, MAX_SEQ
 from streams.engine.reorder import DEFAULT_EVENTS, DEFAULT_SECONDS, ReorderLimits
 from streams.topics import Topics
 
@@ -679,8 +680,8 @@ class Settings(BaseSettings):
     snapshot_every: int = Field(default=1000, ge=100, le=10_000_000)
 
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024, le=64 * 1024 * 1024)
-    max_seq_jump: int = Field(default=100_000, ge=1, le=2**62)
-    max_clock_skew: timedelta = Field(default=timedelta(hours=1), ge=timedelta(0), le=timedelta(days=366))
+    max_seq_jump: int = Field(default=DEFAULT_MAX_SEQ_JUMP, ge=1, le=MAX_SEQ)
+    max_clock_skew: timedelta = Field(default=DEFAULT_MAX_CLOCK_SKEW, ge=timedelta(0), le=timedelta(days=366))
     remedy_window: timedelta = Field(default=timedelta(hours=24), gt=timedelta(0), le=timedelta(days=366))
 
     @property

@@ -13,6 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from schemas.bounds import EARLIEST_INSTANT, LATEST_INSTANT, MAX_INT32, MAX_SEQ
+
+__all__ = ["EARLIEST_INSTANT", "LATEST_INSTANT", "MAX_INT32"]  # defined in schemas.bounds, read here too
+
 
 class Game(StrEnum):
     """The three seed games (rulebook section 1).
@@ -93,13 +97,6 @@ Area = Annotated[
 or ``STACK_s`` (Pai Gow stack s)."""
 
 
-EARLIEST_INSTANT = datetime(2000, 1, 1, tzinfo=UTC)
-"""The earliest ``occurred_at`` / ``recorded_at`` a trail can mean (rulebook 10.3.4: the years
-2000 to 2100)."""
-LATEST_INSTANT = datetime(2101, 1, 1, tzinfo=UTC)
-"""The first instant after the years 2000 to 2100 (excluded)."""
-
-
 def _plausible_instant(value: datetime) -> datetime:
     """Refuse an instant whose UTC time falls outside the years 2000 to 2100 (rulebook 10.3.4):
     no real trail holds one, and a year such as 0001 breaks every period computed from it
@@ -113,15 +110,22 @@ def _plausible_instant(value: datetime) -> datetime:
     return value
 
 
-Instant = Annotated[AwareDatetime, AfterValidator(_plausible_instant)]
+Instant = Annotated[
+    AwareDatetime,
+    AfterValidator(_plausible_instant),
+    # JSON Schema has no keyword for a time range; these are the ajv-formats keywords validators know
+    Field(
+        json_schema_extra={
+            "formatMinimum": EARLIEST_INSTANT.isoformat().replace("+00:00", "Z"),
+            "formatExclusiveMaximum": LATEST_INSTANT.isoformat().replace("+00:00", "Z"),
+        }
+    ),
+]
 """A timezone-aware time whose UTC instant lies within the years 2000 to 2100 (rulebook 10.3.4)."""
 
 Position = Annotated[str, StringConstraints(pattern=r"^(?:SEAT_[1-9]|DEALER|BANK)$")]
 """A betting position or the dealer/bank: ``SEAT_k``, ``DEALER`` or ``BANK``."""
 
-
-MAX_INT32 = 2**31 - 1
-"""The largest number an INTEGER column of the store holds (a round number at most: rulebook 10.3.4)."""
 
 SCHEMA_VERSION = 2
 """The ``schema_version`` events are written with now (2: rulebook revision 2's vocabulary).
@@ -182,7 +186,7 @@ class Envelope(Frozen):
     game: Game
     round_id: Identifier | None = None
     deck_id: Identifier | None = None
-    seq: Annotated[int, Field(ge=1, le=2**62)]
+    seq: Annotated[int, Field(ge=1, le=MAX_SEQ)]
     occurred_at: Instant
     recorded_at: Instant
     source: Source

@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from schemas import strict_json
 from schemas.base import SCHEMA_VERSION, Envelope
+from schemas.bounds import BOUNDS
 from schemas.events import EVENT_TYPE_NAMES, DealingEvent, HandsRevealed, TableConfigured
 
 EVENT_ADAPTER: TypeAdapter[DealingEvent] = TypeAdapter(DealingEvent)
@@ -207,23 +208,10 @@ def _beyond_bounds(err: Any) -> bool:
     return bool(err["type"] in ("less_than_equal", "less_than") and err["loc"] and err["loc"][-1] in _BOUNDED)
 
 
-_BOUNDED = frozenset(
-    {
-        "seq",
-        "round_no",
-        "amount",
-        "payout",
-        "count",
-        "card_count",
-        "cards_dealt_so_far",
-        "device_card_count",
-        "dealer_reconciled_total",
-        "deal_index",
-        "declared_count",
-    }
-)
-"""Fields whose upper bound is what a table can hold (rulebook 10.3.4: round numbers, counts of
-cards, amounts, seq), as against the rules of a game (a die shows at most 6: ``schema_error``)."""
+_BOUNDED = frozenset(f.rsplit(".", 1)[-1] for b in BOUNDS if b.refused_as == "out_of_bounds" for f in b.fields)
+"""Fields whose upper bound is what a table can hold (rulebook 10.3.4, :data:`schemas.bounds.BOUNDS`:
+round numbers, counts of cards, amounts, seq), as against the rules of a game (a die shows at
+most 6: ``schema_error``)."""
 
 
 def encode(event: Envelope) -> bytes:

@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Field, PlainSerializer, model_validator
 
 from schemas.base import DealingMethod, Frozen, Game, Identifier, Position, WagerType
+from schemas.bounds import MAX_DECLARED_DECK
 
 
 class PairBonusMode(StrEnum):
@@ -83,7 +84,7 @@ class TableConfig(Frozen):
     pair_bonus_mode: PairBonusMode = PairBonusMode.OFF
     house_way_id: Identifier | None = None
     shaker_mode: ShakerMode = ShakerMode.MANUAL
-    deck_size: Annotated[int, Field(ge=1, le=520)] | None = None
+    deck_size: Annotated[int, Field(ge=1, le=MAX_DECLARED_DECK)] | None = None
     pgp_stacks: Annotated[int, Field(ge=1, le=9)] = 7
     pgp_stack_size: Annotated[int, Field(ge=1, le=13)] = 7
     stub_count_window: Annotated[int, Field(ge=1, le=100)] = 5

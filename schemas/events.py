@@ -24,9 +24,10 @@ from schemas.base import (
     Position,
     WagerType,
 )
+from schemas.bounds import MAX_CARDS, MAX_DECLARED_DECK, MAX_PAYOUT_CENTS, MAX_WAGER_CENTS
 from schemas.config import TableConfig
 
-Count = Annotated[int, Field(ge=0, le=1000)]
+Count = Annotated[int, Field(ge=0, le=MAX_CARDS)]
 """A number of cards (cards)."""
 
 Die = Annotated[int, Field(ge=1, le=6)]
@@ -109,7 +110,7 @@ class DeckIntroduced(Envelope):
     """A deck (``deck_id`` in the envelope) was brought to the table."""
 
     type: Literal["DeckIntroduced"] = "DeckIntroduced"
-    declared_count: Annotated[int, Field(ge=1, le=520)]
+    declared_count: Annotated[int, Field(ge=1, le=MAX_DECLARED_DECK)]
     jokers: Annotated[int, Field(ge=0, le=10)] | None = None
     """Jokers in the deck; None means ``declared_count - 52`` (0 for 52, 2 for 54, 1 for 53)."""
     back_colour: Annotated[str, Field(max_length=32)] | None = None
@@ -219,7 +220,7 @@ class WagerPlaced(Envelope):
     seat: Position
     player_seated: bool = True
     wager_type: WagerType
-    amount: Annotated[int, Field(ge=0, le=10**10)]
+    amount: Annotated[int, Field(ge=0, le=MAX_WAGER_CENTS)]
     instrument: Literal["CHIPS", "PLAQUE", "APPROVED_INSTRUMENT", "CASH_VERBAL"] = "CHIPS"
 
 
@@ -230,7 +231,7 @@ class WagerChanged(Envelope):
     wager_id: Identifier
     seat: Position
     wager_type: WagerType
-    amount: Annotated[int, Field(ge=0, le=10**10)]
+    amount: Annotated[int, Field(ge=0, le=MAX_WAGER_CENTS)]
 
 
 class WagerWithdrawn(Envelope):
@@ -261,7 +262,7 @@ class CardDealt(Envelope):
     """One card left the deck or shoe for an area of the layout."""
 
     type: Literal["CardDealt"] = "CardDealt"
-    deal_index: Annotated[int, Field(ge=1, le=1000)]
+    deal_index: Annotated[int, Field(ge=1, le=MAX_CARDS)]
     dealt_from: Literal["DECK_IN_HAND", "MANUAL_SHOE", "AUTO_SHOE"] = "DECK_IN_HAND"
     to_area: Area
     face: Face = Face.DOWN
@@ -475,7 +476,7 @@ class WagerSettled(Envelope):
     type: Literal["WagerSettled"] = "WagerSettled"
     wager_id: Identifier
     outcome: Literal["WIN", "LOSS", "PUSH"]
-    payout: Annotated[int, Field(ge=0, le=10**12)] = 0
+    payout: Annotated[int, Field(ge=0, le=MAX_PAYOUT_CENTS)] = 0
 
 
 class DeckCut(Envelope):
