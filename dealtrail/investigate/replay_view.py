@@ -445,6 +445,10 @@ def layout_json(
             groups.append((order, pos, f"{owner}: {len(ids)} cards ({area_name(area).lower()})", ids))
             continue
         five, two = set(hand[0]), set(hand[1])
+        if not five | two <= {code(i) for i in ids}:  # the trail's set hand is not this position's cards
+            name = f"{owner}: {len(ids)} cards ({area_name(area).lower()}); its set hand names cards not dealt here"
+            groups.append((order, pos, name, ids))
+            continue
         groups.append(
             ((*order[:2], pos + "_2"), pos + "_TWO", f"{owner}: two-card hand", tuple(i for i in ids if code(i) in two))
         )
