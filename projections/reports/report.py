@@ -26,7 +26,7 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from projections.display.spreadsheet import neutralise_table
-from projections.display.timefmt import iso_local, iso_utc, show, span, stamp, zone_name
+from projections.display.timefmt import iso_local, iso_utc, parsed, show, span, stamp, zone_name
 from projections.models import incidents as incident_model
 from projections.models import reviews
 from projections.models.generations import generation_diff, generation_info
@@ -757,14 +757,24 @@ def local_times(table: pa.Table, tz: tzinfo) -> pa.Table:
     return table
 
 
-def report_title(property_name: str | None, start: datetime | None, end: datetime | None, tz: tzinfo = UTC) -> str:
+def report_title(
+    property_name: str | None,
+    start: datetime | None,
+    end: datetime | None,
+    tz: tzinfo = UTC,
+    trail: tuple[object, object] | None = None,
+) -> str:
     """A report's title as a regulator reads it: the property and the period in the casino's zone,
     e.g. ``Compliance report, Riverside Casino: 2026-11-27 14:00-05:00 to 22:00-05:00
-    America/New_York`` (an unbounded period: from or to the trail's first or last event)."""
+    America/New_York`` (an unbounded period: from or to the trail's first or last event; the
+    whole trail, with ``trail`` its first and last dealing events, as ``every event stored, ...``)."""
     from projections.records.property import NOT_NAMED
 
+    first, last = (parsed(trail[0]), parsed(trail[1])) if trail is not None else (None, None)
     if start is not None and end is not None:
         period = span(start, end, tz)
+    elif start is None and end is None and first is not None and last is not None:
+        period = f"every event stored, {span(first, last, tz)}"
     else:
         period = f"{show(start, tz) if start else 'the first event'} to {show(end, tz) if end else 'the last event'}"
     return f"Compliance report, {property_name or NOT_NAMED}: {period}"
@@ -941,7 +951,10 @@ def write_report(
         _env(tz)
         .get_template("report.html.j2")
         .render(
-            title=title or report_title(property_name, start, end, tz),
+            title=title
+            or report_title(
+                property_name, start, end, tz, (figures["period"]["first_event"], figures["period"]["last_event"])
+            ),
             period_start=show(start, tz) if start else None,
             period_end=show(end, tz) if end else None,
             first_event=figures["period"]["first_event"],

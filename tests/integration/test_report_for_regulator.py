@@ -102,3 +102,13 @@ def test_the_printed_procedural_table_has_a_rule_id_heading_and_each_id_in_its_o
     assert ids, part[:600]
     for m in ids:  # each ID stands in its own column: never run into its description ("...findingPGP-")
         assert not m.group(1) or len(m.group(2)) >= 2, part[max(0, m.start() - 80) : m.end() + 40]
+
+
+def test_the_title_of_a_report_of_the_whole_trail_names_its_first_and_last_event(
+    audited_shift: Path, tmp_path: Path
+) -> None:
+    files = write_report(audited_shift, tmp_path / "r", tz=NY, generated_at=NOW)
+    html = files.html.read_text(encoding="utf-8")
+    m = re.search(r"<title>(.*?)</title>", html)
+    expected = r"Compliance report, property not named: every event stored, 2026-11-27 13:00-05:00 to 14:\d\d-05:00"
+    assert m and re.fullmatch(expected + " America/New_York", m.group(1)), m
