@@ -280,7 +280,7 @@ def verify_signoff(
     With ``--db``, also check that ``signoff.json`` is the one the store's access log recorded at
     signing (its SHA-256) and that the log's chain is intact (exit 1 otherwise); without it, the
     sign-off record itself is not checked."""
-    from projections.records.signoff import SignOffError, verify
+    from projections.records.signoff import SignOffError, signed_shown, signer_label, verify
 
     target = _revision_folder(folder)
     try:
@@ -290,7 +290,7 @@ def verify_signoff(
     if check.record is None:
         raise _fail(f"{target} is not signed", code=1)
     r = check.record
-    who = f"signed by {r.get('signed_by')} ({r.get('role')}) at {r.get('signed_at')}"
+    who = f"signed by {signer_label(r)} at {signed_shown(r)}"  # in the zone the record names, else UTC, labelled
     if not check.intact:
         for line in check.problems():
             console.print(f"  {escape(line)}", soft_wrap=True)
