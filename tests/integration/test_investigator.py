@@ -312,6 +312,22 @@ def test_finding_page_of_a_dealer_exposure_draws_the_exposed_card_face_up_and_ou
     assert not any(name.startswith("Stack") for name, _ in hands)
 
 
+def test_the_round_as_it_lay_draws_pai_gow_hands_not_stacks_and_the_exposed_card_face_up(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-e-dealer-bank-exposed")
+    _, code = _exposed(store, f)
+    from projections.display.cards import card_face
+
+    html = client.get(f"/findings/{f['finding_id']}").text
+    m = re.search(r"<h2>The round as it lay(.*?)</section>", html, re.S)
+    assert m, "no round layout on the finding page"
+    names = re.findall(r'<div class="name">([^<]*)</div>', m.group(1))
+    assert len(names) == 7 and not any(n.startswith("Stack") for n in names), names
+    assert any(n.startswith("Dealer: 7 cards") for n in names), names
+    assert f'title="{card_face(code)["label"]} (face up)"' in m.group(1)
+
+
 def test_replay_steps_show_an_exposed_card_face_up_and_pai_gow_hands_as_seven_cards_then_as_set(
     client: TestClient, store: Store
 ) -> None:
