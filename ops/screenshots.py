@@ -23,6 +23,7 @@ from playwright.sync_api import sync_playwright
 
 from dealtrail.console import auth
 from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.settings import load
 from projections.models.reviews import ReviewDue
 from projections.store.store import Store
 
@@ -51,7 +52,8 @@ def main(out: Path = Path("out"), img: Path = Path("docs/img")) -> None:
         ).fetchone()
         if row is None:
             sys.exit("error: the demo store has no voiding finding")
-        app = create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "s" * 48))
+        # the casino's zone from the settings (DEALTRAIL_TIMEZONE), as `dealtrail serve` shows its pages
+        app = create_app(store, ConsoleConfig(ReviewDue(24, 24, 72), "s" * 48, tz=load().zone))
         port = _free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)

@@ -370,6 +370,30 @@ def users_add(
     console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
 
 
+@users_app.command("profile")
+def users_profile(
+    name: Annotated[str, typer.Argument(help="The console user.")],
+    full_name: Annotated[str, typer.Option("--full-name", help="Their full name, e.g. 'Max Keller'.")],
+    title: Annotated[str, typer.Option(help="Their job title, e.g. 'Compliance Manager'.")],
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.", show_default=_DB)] = None,
+) -> None:
+    """Record a user's full name and title, printed with their sign-offs: a new revision of the
+    profile (the earlier ones stay; a report signed before keeps the name it was signed under)."""
+    from projections.records import users
+    from projections.store.store import Store
+
+    settings = load()
+    store = _open_writer(db or settings.db, settings, users=True)
+    assert isinstance(store, Store)
+    with store:
+        try:
+            users.put_profile(store.con, name, full_name, title, datetime.now(UTC), "cli")
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        _log(store, "user_profile", f"{name}: {' '.join(full_name.split())}, {' '.join(title.split())}")
+    console.print(f"profile of {name}: {' '.join(full_name.split())}, {' '.join(title.split())}", markup=False)
+
+
 @users_app.command("token")
 def users_token(
     name: Annotated[str, typer.Argument(help="The user the token acts as (who types their password on stdin).")],

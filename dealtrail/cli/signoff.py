@@ -71,7 +71,15 @@ def sign_report(
     from dealtrail.console.auth import verify_password
     from dealtrail.console.totp import code_ok
     from projections.records import access_log, users
-    from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
+    from projections.records.signoff import (
+        SIGNER_ROLE,
+        SignOffError,
+        logged_detail,
+        record_sha256,
+        sign,
+        signed_shown,
+        signer_label,
+    )
     from projections.records.users import role_at_least
     from projections.store.store import Store
 
@@ -132,7 +140,15 @@ def sign_report(
             maker = signed_pdf_maker(target, key, name, settings.reports.chromium, identity)
         try:
             record = sign(
-                target, str(found["name"]), str(found["role"]), statement, datetime.now(UTC), maker, signer=key
+                target,
+                str(found["name"]),
+                str(found["role"]),
+                statement,
+                datetime.now(UTC),
+                maker,
+                signer=key,
+                profile=users.profile(store.con, str(found["name"])),
+                zone=settings.timezone,
             )
         except SignOffError as exc:
             raise refuse(str(exc)) from None
@@ -142,7 +158,7 @@ def sign_report(
         assert digest is not None
         _log(store, "report_signed", str(found["name"]), "ok", logged_detail(target, digest))
     console.print(
-        f"signed {escape(str(target))} as {escape(record['signed_by'])} ({record['role']}) at {record['signed_at']}: "
+        f"signed {escape(str(target))} as {escape(signer_label(record))} at {escape(signed_shown(record))}: "
         f"{len(record['files'])} files hashed; recorded in the access log of {escape(str(db))} "
         f"(signoff.json sha256:{digest[:16]}...)",
         soft_wrap=True,
@@ -264,7 +280,7 @@ def verify_signoff(
     With ``--db``, also check that ``signoff.json`` is the one the store's access log recorded at
     signing (its SHA-256) and that the log's chain is intact (exit 1 otherwise); without it, the
     sign-off record itself is not checked."""
-    from projections.records.signoff import SignOffError, verify
+    from projections.records.signoff import SignOffError, signed_shown, signer_label, verify
 
     target = _revision_folder(folder)
     try:
@@ -274,7 +290,7 @@ def verify_signoff(
     if check.record is None:
         raise _fail(f"{target} is not signed", code=1)
     r = check.record
-    who = f"signed by {r.get('signed_by')} ({r.get('role')}) at {r.get('signed_at')}"
+    who = f"signed by {signer_label(r)} at {signed_shown(r)}"  # in the zone the record names, else UTC, labelled
     if not check.intact:
         for line in check.problems():
             console.print(f"  {escape(line)}", soft_wrap=True)

@@ -89,6 +89,7 @@ def demo(
         db,
         out,
         property_name=settings.property_name,
+        tz=settings.zone,
         generated_at=now,
         console_url=settings.console_url,
         review_due=review_due(settings),

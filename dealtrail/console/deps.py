@@ -28,7 +28,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.api_models import ReviewRequest
 from dealtrail.investigate.video import VideoLinks
 from dealtrail.settings import ReviewSettings
-from projections.display.timefmt import NO_OFFSET_HELP, zone_name
+from projections.display.timefmt import NO_OFFSET_HELP, short, stamp, zone_name
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
 from projections.models.reviews import DispositionNeeds, FindingFilter, ReviewDue
@@ -322,25 +322,21 @@ def invalid(loc: tuple[str | int, ...], message: str) -> RequestValidationError:
 
 def local(value: datetime | None, tz: tzinfo = UTC) -> str:
     """A time as ``YYYY-MM-DD HH:MM:SS-05:00`` in ``tz`` with its offset (the page labels the
-    zone: the offset alone tells the two 01:30s of a night that falls back apart); ``-`` for None."""
-    if value is None:
-        return "-"
-    shown = value.astimezone(tz)
-    off = shown.strftime("%z")
-    return f"{shown:%Y-%m-%d %H:%M:%S}{off[:3]}:{off[3:]}"
+    zone: the offset alone tells the two 01:30s of a night that falls back apart); ``-`` for None
+    (:func:`projections.display.timefmt.stamp`)."""
+    return stamp(value, tz)
 
 
 def utc(value: datetime | None) -> str:
     """A time as ``YYYY-MM-DD HH:MM:SS+00:00`` (UTC with its offset); ``-`` for None."""
-    return local(value, UTC)
+    return stamp(value, UTC)
 
 
 def local_short(value: datetime | None, tz: tzinfo = UTC) -> str:
-    """A time as ``MM-DD HH:MM:SS`` in ``tz``, for the floor's narrow columns (the column
-    heads name the zone; the full time with its offset is the cell's title); ``-`` for None."""
-    if value is None:
-        return "-"
-    return value.astimezone(tz).strftime("%m-%d %H:%M:%S")
+    """A time as ``MM-DD HH:MM:SS-05:00`` in ``tz`` with its offset, for the floor's narrow
+    columns (the column heads name the zone); ``-`` for None
+    (:func:`projections.display.timefmt.short`)."""
+    return short(value, tz)
 
 
 def _env(tz: tzinfo = UTC) -> jinja2.Environment:

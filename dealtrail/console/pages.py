@@ -539,18 +539,19 @@ def _round_replay(
 
 
 def _round_layout(result: Any) -> dict[str, Any] | None:
-    """The round as it lay when it ended (or when the trail stops): cards per area (None: no
-    replay, or no card laid)."""
+    """The round as it lay when it ended (or when the trail stops): cards per area, drawn as the
+    replay draws them (exposed cards face up; Pai Gow stacks as the hands they became:
+    :func:`dealtrail.investigate.replay_view.layout_json`); None: no replay, or no card laid."""
     if result is None:
         return None
-    from dealtrail.investigate.replay import layout
+    from dealtrail.investigate.replay_view import layout_json, seen_by_step
 
+    seen = seen_by_step(result.steps)
     rows: list[dict[str, Any]] = []
     dealer = None
-    for step in result.steps:
-        found = layout(step.state, result.cards)
-        if found:
-            rows = found
+    for i, step in enumerate(result.steps):
+        if step.state.round is not None and step.state.round.cards:
+            rows = layout_json(step.state.round, result.cards, seen[i])
         if step.state.round is not None:
             dealer = step.state.round.dealer_id
     if not rows:
@@ -601,18 +602,29 @@ def _csv(rows: list[dict[str, Any]], names: Mapping[str, str] | None = None, tz:
 
 
 def table_layout(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Layout rows (from ``dealtrail.investigate.replay.layout``) placed as on the felt: the dealer's side
-    (dealer, bank), the middle (community cards, burns, stacks) and the players' seats."""
+    """Layout areas placed as on the felt: the dealer's side (dealer, bank, and their set hands),
+    the middle (community cards, burns, stacks not yet delivered) and the players' seats.
+
+    Args:
+        rows: areas as :func:`dealtrail.investigate.replay_view.layout_json` gives them (``area``,
+            ``name``, ``cards`` as ``[code, face_up, event_id, shown_by]``), or as
+            ``dealtrail.investigate.replay.layout`` does (``cards`` as ``(event_id, code, face)``).
+    """
     placed: dict[str, list[dict[str, Any]]] = {"dealer": [], "middle": [], "seats": []}
     for row in rows:
         area = row["area"]
-        cards = [{**card_face(code), "face_up": face == "UP", "event_id": eid} for eid, code, face in row["cards"]]
-        item = {"area": area, "name": area_name(area), "cards": cards}
-        if area in ("DEALER", "BANK"):
+        cards = [
+            {**card_face(c[0]), "face_up": bool(c[1]), "event_id": c[2]}
+            if len(c) == 4
+            else {**card_face(c[1]), "face_up": c[2] == "UP", "event_id": c[0]}
+            for c in row["cards"]
+        ]
+        item = {"area": area, "name": row.get("name") or area_name(area), "cards": cards}
+        if area.split("_")[0] in ("DEALER", "BANK"):
             placed["dealer"].append(item)
         elif area.startswith("SEAT_"):
             placed["seats"].append(item)
         else:
             placed["middle"].append(item)
-    placed["seats"].sort(key=lambda i: int(i["area"].split("_")[1]))
+    placed["seats"].sort(key=lambda i: int(i["area"].split("_")[1]))  # stable: a two-card hand before its five
     return placed

@@ -133,7 +133,7 @@ def router(console: Console) -> APIRouter:
         nearest snapshot before the window; ``page_size`` steps a page."""
         window = _window(round_, from_, to, tz)
         try:
-            found = replay_page(con, table_id, window, page, page_size).as_json()
+            found = replay_page(con, table_id, window, page, page_size, tz).as_json()
         except ReplayError as exc:
             raise HTTPException(404, str(exc)) from None
         if page == 1 or user.token is not None:  # the replay page's script reads its pages with the session

@@ -17,13 +17,14 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from dealtrail.console.deps import Console, ConsoleConfig, Cursor, PageUser, invalid, local
 from dealtrail.console.filters import parse_time
-from projections.display.timefmt import clock, show, zone_name
+from projections.display.timefmt import span
 from projections.records.signoff import (
     SIGNER_ROLE,
     SIGNOFF,
     SignOffError,
     block_html,
     check_anchor,
+    signer_label,
     verify,
     with_block,
 )
@@ -86,17 +87,13 @@ def router(console: Console) -> APIRouter:
         if start is not None and end is not None and start >= end:
             raise invalid(("query", "to"), "from must be before to")
         with tempfile.TemporaryDirectory(prefix="dealtrail-console-report-") as tmp:
-            span = f"{show(start, config.tz) if start else 'the first event'} to " + (
-                show(end, config.tz) if end else "the last event"
-            )
-            title = f"Compliance report, {span}"
             try:
                 files = write_report(
                     con,
                     Path(tmp),
                     start,
                     end,
-                    title,
+                    None,  # the title from the property and the period (report_title)
                     tz=config.tz,
                     review_due=config.review_due,
                     property_name=config.property_name,
@@ -168,15 +165,12 @@ def _scheduled(config: ConsoleConfig, con: duckdb.DuckDBPyConnection) -> list[di
         if revisions:
             try:
                 manifest = json.loads((sub / "manifest.json").read_text(encoding="utf-8"))
-                start = datetime.fromisoformat(manifest["start"]).astimezone(config.tz)
-                end = datetime.fromisoformat(manifest["end"]).astimezone(config.tz)
-                to = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
                 # in the casino's zone, each end with its offset (a night that falls back has two 01:30s)
-                span = f"{start:%Y-%m-%d %H:%M}{clock(start, config.tz)[8:]} to {to}{clock(end, config.tz)[8:]}"
-                span += f" {zone_name(config.tz)}"
+                start, end = datetime.fromisoformat(manifest["start"]), datetime.fromisoformat(manifest["end"])
+                shown: str | None = span(start, end, config.tz)
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                span = None
-            out.append({"label": sub.name, "span": span, "latest": revisions[0], "older": revisions[1:]})
+                shown = None
+            out.append({"label": sub.name, "span": shown, "latest": revisions[0], "older": revisions[1:]})
     return out
 
 
@@ -197,6 +191,7 @@ def _signoff(folder: Path, con: duckdb.DuckDBPyConnection, tz: tzinfo = UTC) -> 
         "intact": check.intact,
         "problems": check.problems(),
         "signed_shown": shown,
+        "signer": signer_label(record) if record else None,
         "anchor_problems": anchored,
     }
 

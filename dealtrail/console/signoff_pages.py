@@ -15,7 +15,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from dealtrail.console.deps import Console, Cursor, PageUser
 from dealtrail.reporting.pdfsign import PdfNotMadeError, load_identity, signed_pdf_maker
+from projections.display.timefmt import zone_name
 from projections.records import property as stored_property
+from projections.records import users
 from projections.records.signing import SigningError, load_key
 from projections.records.signoff import SIGNER_ROLE, SignOffError, logged_detail, record_sha256, sign
 from projections.records.users import role_at_least
@@ -61,7 +63,18 @@ def router(console: Console) -> APIRouter:
         try:
             key = load_key(config.signing_key) if config.signing_key is not None else None
             maker = _pdf_maker(console, report.parent, key)
-            sign(report.parent, user.name, user.role, statement, config.clock(), maker, signer=key, signed_stale=stale)
+            sign(
+                report.parent,
+                user.name,
+                user.role,
+                statement,
+                config.clock(),
+                maker,
+                signer=key,
+                signed_stale=stale,
+                profile=users.profile(con, user.name),
+                zone=zone_name(config.tz),
+            )
         except (SignOffError, SigningError, PdfNotMadeError) as exc:
             if isinstance(exc, PdfNotMadeError):
                 exc = SignOffError(f"not signed: the signed PDF could not be made: {exc}")

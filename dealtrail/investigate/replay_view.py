@@ -10,14 +10,15 @@ and the steps of a long window come in pages, so no answer grows with the table'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from dealtrail.investigate.replay import (
     ReplayError,
     ReplayResult,
+    Step,
     Window,
     replay,
     round_seqs,
@@ -25,10 +26,10 @@ from dealtrail.investigate.replay import (
     stored_events,
 )
 from projections.display.cards import area_name, card_face
-from projections.display.timefmt import clock, show
+from projections.display.timefmt import clock, show, stamp
 from schemas import events as ev
 from schemas.findings import Finding
-from streams.engine import TableState
+from streams.engine import RoundState, TableState
 from streams.engine.catalog import REMEDY_TEXT, RULES_BY_ID, Remedy
 from streams.engine.reducer import expected_cards_dealt
 from streams.engine.state import DeckState
@@ -195,7 +196,12 @@ def _events_between(
 
 
 def replay_page(
-    con: duckdb.DuckDBPyConnection, table_id: str, window: Window, page: int = 1, page_size: int = PAGE_STEPS
+    con: duckdb.DuckDBPyConnection,
+    table_id: str,
+    window: Window,
+    page: int = 1,
+    page_size: int = PAGE_STEPS,
+    tz: tzinfo = UTC,
 ) -> ReplayView:
     """One page of the steps of ``window`` at ``table_id``, each with the layout as it lay.
 
@@ -205,6 +211,7 @@ def replay_page(
         window: a round, or a span [start, end) of occurrence times (UTC-aware).
         page: which page (1-based); past the last, an empty page.
         page_size: steps per page (1..``MAX_PAGE_STEPS``).
+        tz: the zone each step's ``shown`` time is in (the casino's, ``DEALTRAIL_TIMEZONE``).
 
     Raises:
         ReplayError: no stored event of the table, none of the round, or none in the window.
@@ -216,7 +223,11 @@ def replay_page(
     shown = result.steps[first : first + page_size]
     pages = max(1, -(-len(result.steps) // page_size))
     hidden = result.removed_before
-    steps = [step_json(first + i, s.event, s.state, s.findings, result.cards, hidden) for i, s in enumerate(shown)]
+    seen = seen_by_step(result.steps)
+    steps = [
+        step_json(first + i, s.event, s.state, s.findings, result.cards, hidden, tz, seen[first + i])
+        for i, s in enumerate(shown)
+    ]
     return ReplayView(
         table_id=table_id,
         window={
@@ -283,7 +294,10 @@ def _deck_status(state: TableState, deck_id: str) -> str:
 
 
 def state_json(
-    state: TableState, cards: dict[str, tuple[str, str]], hidden: Mapping[str, DeckState] | None = None
+    state: TableState,
+    cards: dict[str, tuple[str, str]],
+    hidden: Mapping[str, DeckState] | None = None,
+    seen: Seen | None = None,
 ) -> dict[str, Any]:
     """The table as it lay in ``state``: the round's layout (cards in deal order with their face
     and the event that dealt them), burns, stub and discard rack, dice and stacks, each deck's
@@ -294,6 +308,8 @@ def state_json(
         cards: event ID -> (card code, face) of the cards dealt (``ReplayResult.cards``).
         hidden: decks left out of ``decks`` while their state is the one given (those removed
             before the window began: ``ReplayResult.removed_before``; one brought back is shown).
+        seen: what the trail showed of the round by then (:func:`seen_by_step`): exposed cards
+            face up, Pai Gow hands as hands (:func:`layout_json`).
     """
     gone = hidden or {}
     rnd = state.round
@@ -334,16 +350,7 @@ def state_json(
     }
     if rnd is None:
         return out
-    out["layout"] = [
-        {
-            "area": area,
-            "name": area_name(area),
-            "cards": [
-                [cards.get(eid, ("UNKNOWN", "DOWN"))[0], cards.get(eid, ("", "DOWN"))[1] == "UP", eid] for eid in ids
-            ],
-        }
-        for area, ids in sorted(rnd.cards.items(), key=lambda kv: _area_order(kv[0]))
-    ]
+    out["layout"] = layout_json(rnd, cards, seen)
     out["round"] = {
         "round_id": rnd.round_id,
         "dealer_id": rnd.dealer_id,
@@ -362,6 +369,102 @@ def state_json(
         "exempt": rnd.exempt,
     }
     return out
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the trail has shown of the round in progress by a step, which the engine's state does
+    not keep: the cards shown face up (card code -> the ``CardExposed`` or ``CardFoundFaceUp``
+    event) and the Pai Gow hands set (owner -> (five-card, two-card) codes of its ``HandSet``)."""
+
+    exposed: Mapping[str, str] = field(default_factory=dict)
+    hands: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+
+
+def seen_by_step(steps: Sequence[Step]) -> list[Seen]:
+    """:class:`Seen` after each of ``steps`` (one each, in order), started afresh with each round.
+
+    A hand reset (``HandReset``) goes back to its seven cards: the trail does not say how it was
+    set again. A replay that begins in the middle of a round knows only what followed."""
+    out: list[Seen] = []
+    current: str | None = None
+    exposed: dict[str, str] = {}
+    hands: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for step in steps:
+        rid = step.state.round.round_id if step.state.round is not None else None
+        if rid != current:
+            current, exposed, hands = rid, {}, {}
+        match step.event:
+            case ev.CardExposed() | ev.CardFoundFaceUp() if step.event.card != "UNKNOWN":
+                exposed = {**exposed, step.event.card: step.event.event_id}
+            case ev.HandSet() if step.event.five_card:
+                hands = {**hands, step.event.owner: (tuple(step.event.five_card), tuple(step.event.two_card))}
+            case ev.HandReset():
+                hands = {k: v for k, v in hands.items() if k != step.event.owner}
+            case _:
+                pass
+        out.append(Seen(exposed, hands))
+    return out
+
+
+def layout_json(
+    rnd: RoundState, cards: Mapping[str, tuple[str, str]], seen: Seen | None = None
+) -> list[dict[str, Any]]:
+    """The round's cards where they lie, each area ``{"area", "name", "cards": [[code, face_up,
+    dealing event ID, ID of the event that showed it face up or None], ...]}``.
+
+    A card dealt face down and later exposed (or found face up) is drawn face up. Pai Gow stacks
+    delivered to a position are that position's hand: its seven cards, then its two-card and
+    five-card hands once ``HandSet`` names them; a stack not yet delivered stays ``Stack n``.
+
+    Args:
+        rnd: the round in progress.
+        cards: event ID -> (card code, face) of the cards dealt (``ReplayResult.cards``).
+        seen: what the trail showed of the round by then (:func:`seen_by_step`); None: nothing.
+    """
+    seen = seen or Seen()
+    delivered = {f"STACK_{stack}": pos for pos, (stack, _, _) in rnd.stacks.items()}
+
+    def code(eid: str) -> str:
+        return cards.get(eid, ("UNKNOWN", "DOWN"))[0]
+
+    def card(eid: str) -> list[Any]:
+        c, face = cards.get(eid, ("UNKNOWN", "DOWN"))
+        shown_by = seen.exposed.get(c) if c != "UNKNOWN" else None
+        return [c, face == "UP" or shown_by is not None, eid, shown_by]
+
+    groups: list[tuple[tuple[int, int, str], str, str, tuple[str, ...]]] = []
+    for area, ids in rnd.cards.items():
+        pos = delivered.get(area)
+        if pos is None:
+            groups.append((_area_order(area), area, area_name(area), ids))
+            continue
+        owner, order = area_name(pos), _area_order(pos)
+        hand = seen.hands.get(pos)
+        if hand is None:
+            groups.append((order, pos, f"{owner}: {len(ids)} cards ({area_name(area).lower()})", ids))
+            continue
+        five, two = set(hand[0]), set(hand[1])
+        if not five | two <= {code(i) for i in ids}:  # the trail's set hand is not this position's cards
+            name = f"{owner}: {len(ids)} cards ({area_name(area).lower()}); its set hand names cards not dealt here"
+            groups.append((order, pos, name, ids))
+            continue
+        groups.append(
+            ((*order[:2], pos + "_2"), pos + "_TWO", f"{owner}: two-card hand", tuple(i for i in ids if code(i) in two))
+        )
+        groups.append(
+            (
+                (*order[:2], pos + "_5"),
+                pos + "_FIVE",
+                f"{owner}: five-card hand",
+                tuple(i for i in ids if code(i) in five),
+            )
+        )
+        rest = tuple(i for i in ids if code(i) not in five | two)
+        if rest:
+            groups.append(((*order[:2], pos + "_9"), pos + "_REST", f"{owner}: in neither set hand", rest))
+    groups.sort(key=lambda g: g[0])
+    return [{"area": key, "name": name, "cards": [card(i) for i in ids]} for _, key, name, ids in groups]
 
 
 def _area_order(area: str) -> tuple[int, int, str]:
@@ -388,13 +491,17 @@ def step_json(
     findings: Iterable[Finding],
     cards: dict[str, tuple[str, str]],
     hidden: Mapping[str, DeckState] | None = None,
+    tz: tzinfo = UTC,
+    seen: Seen | None = None,
 ) -> dict[str, Any]:
     """One replay step: the event, the findings it raised and the table after it (:func:`state_json`;
-    ``hidden``: the decks it leaves out)."""
+    ``hidden``: the decks it leaves out). ``time`` is the UTC instant (ISO 8601, for programs);
+    ``shown`` is it for people, in ``tz`` (the casino's zone) to the second with its offset."""
     return {
         "i": index,
         "seq": event.seq,
         "time": event.occurred_at.astimezone(UTC).isoformat(),
+        "shown": stamp(event.occurred_at, tz),
         "type": event.type,
         "event_id": event.event_id,
         "round_id": event.round_id,
@@ -402,7 +509,7 @@ def step_json(
         "details": event_details(event),
         "card": _event_card(event),
         "findings": [_finding_json(f) for f in findings],
-        **state_json(state, cards, hidden),
+        **state_json(state, cards, hidden, seen),
     }
 
 
@@ -485,21 +592,17 @@ def breach_picture(
         return None
     layout = None
     if state is not None and state.state.round is not None:
-        marks = set(evidence)
+        marks = set(evidence)  # a cited card: its dealing event, or the event that showed it face up, is evidence
+        at = next(i for i, st in enumerate(result.steps) if st is state)
         layout = [
             {
-                "area": area,
-                "name": area_name(area),
+                "area": a["area"],
+                "name": a["name"],
                 "cards": [
-                    _card(
-                        *result.cards.get(eid, ("UNKNOWN", "DOWN"))[:1],
-                        result.cards.get(eid, ("", "DOWN"))[1] == "UP",
-                        "cited" if eid in marks else "",
-                    )
-                    for eid in ids
+                    _card(c, up, "cited" if eid in marks or by in marks else "") for c, up, eid, by in a["cards"]
                 ],
             }
-            for area, ids in sorted(state.state.round.cards.items(), key=lambda kv: _area_order(kv[0]))
+            for a in layout_json(state.state.round, result.cards, seen_by_step(result.steps[: at + 1])[at])
         ]
     spec = RULES_BY_ID.get(rule)
     blank: dict[str, Any] = {"cards": [], "hand": None, "dice": None, "stub": None, "stacks": None, "facts": []}

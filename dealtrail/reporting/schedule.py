@@ -575,7 +575,7 @@ def _next_revision(
             tmp,
             start,
             end,
-            f"dealtrail compliance report {label}",
+            None,  # the title from the property and the period (report_title)
             tz=ZoneInfo(zone),
             property_name=options.property_name,
             review_due=options.review_due,

@@ -60,6 +60,50 @@ def show(t: datetime, tz: DisplayZone = UTC) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S}{_offset(local)} {zone_name(tz)}"
 
 
+def stamp(t: datetime | None, tz: DisplayZone = UTC) -> str:
+    """A time to the second with its offset, e.g. ``2026-11-27 13:19:15-05:00`` (no zone name:
+    the page or column names it once); ``-`` for None. What people read in a cell or a line.
+
+    Args:
+        t: a timezone-aware time (a naive one is taken as UTC, as DuckDB returns for UTC sessions).
+        tz: the casino's zone (``DEALTRAIL_TIMEZONE``), or ``datetime.UTC`` where the label says UTC.
+    """
+    if t is None:
+        return "-"
+    local = _aware(t).astimezone(tz)
+    return f"{local:%Y-%m-%d %H:%M:%S}{_offset(local)}"
+
+
+def short(t: datetime | None, tz: DisplayZone = UTC) -> str:
+    """A time for a narrow column, to the second with its offset, e.g. ``11-27 13:19:15-05:00``
+    (month and day, no year; the offset tells the two 01:30s of a night that falls back apart);
+    ``-`` for None."""
+    if t is None:
+        return "-"
+    local = _aware(t).astimezone(tz)
+    return f"{local:%m-%d %H:%M:%S}{_offset(local)}"
+
+
+def span(start: datetime, end: datetime, tz: DisplayZone = UTC) -> str:
+    """A period for people, to the minute, each end with its offset and the zone named once, e.g.
+    ``2026-11-27 14:00-05:00 to 22:00-05:00 America/New_York`` (the end's date only when it is
+    another day: ``2026-10-31 20:00-04:00 to 2026-11-01 04:00-05:00 ...``)."""
+    a, b = _aware(start).astimezone(tz), _aware(end).astimezone(tz)
+    to = f"{b:%H:%M}" if a.date() == b.date() else f"{b:%Y-%m-%d %H:%M}"
+    return f"{a:%Y-%m-%d %H:%M}{_offset(a)} to {to}{_offset(b)} {zone_name(tz)}"
+
+
+def parsed(value: object) -> datetime | None:
+    """``value`` as a timezone-aware time: a datetime as it is, an ISO 8601 string read (a naive
+    one taken as UTC); None when it is neither."""
+    if isinstance(value, datetime):
+        return _aware(value)
+    try:
+        return _aware(datetime.fromisoformat(str(value))) if value else None
+    except ValueError:
+        return None
+
+
 def clock(t: datetime, tz: DisplayZone = UTC) -> str:
     """The time of day with its offset, e.g. ``13:00:00-05:00`` (the offset tells the two
     01:30s of a night that falls back apart); label the column with :func:`zone_name`."""

@@ -27,12 +27,13 @@ import html
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from projections.display.timefmt import parsed, show, zone
 from projections.records.report_revisions import REVISION, file_hashes, history
 from projections.records.signing import key_id, public_pem
 from projections.records.signing import sign as sign_bytes
@@ -98,6 +99,8 @@ def sign(
     pdf: Callable[[dict[str, Any]], bytes] | None = None,
     signer: Ed25519PrivateKey | None = None,
     signed_stale: str | None = None,
+    profile: Mapping[str, Any] | None = None,
+    zone: str | None = None,
 ) -> dict[str, Any]:
     """Sign the report revision in ``folder``: write its ``signoff.json`` once.
 
@@ -116,6 +119,11 @@ def sign(
         signed_stale: the signer confirmed signing a revision that is no longer current, and
             why it is not (``"1 review(s) since its as-of"``): recorded as ``signed_stale``
             (absent: it was current, or nobody asked).
+        profile: the signer's profile in force (``full_name``, ``title``:
+            :func:`projections.records.users.profile`), recorded as ``signer_name`` and
+            ``signer_title`` (absent: none recorded; the block names the user and role only).
+        zone: the casino's zone (an IANA name, ``DEALTRAIL_TIMEZONE``), recorded as ``zone``:
+            the block shows the time of signing in it (absent: in UTC, labelled).
 
     Returns:
         The record written.
@@ -155,6 +163,10 @@ def sign(
     }
     if signed_stale:
         record["signed_stale"] = signed_stale
+    if profile is not None:
+        record["signer_name"], record["signer_title"] = str(profile["full_name"]), str(profile["title"])
+    if zone is not None:
+        record["zone"] = zone
     if (folder / SIGNOFF).exists():
         raise SignOffError(f"{folder} is signed already; a sign-off is never replaced")
     if pdf is not None:
@@ -325,8 +337,8 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     """The block's rows of a sign-off record (escaped HTML)."""
     e = html.escape
     return [
-        ("Signed by", f"{e(str(r.get('signed_by')))} ({e(str(r.get('role')))})"),
-        ("When", e(_shown(r.get("signed_at")))),
+        ("Signed by", e(signer_label(r))),
+        ("When", e(signed_shown(r))),
         ("Statement", e(str(r.get("statement")))),
         *((("Signed knowing it was stale", e(str(r["signed_stale"]))),) if r.get("signed_stale") else ()),
         (
@@ -352,11 +364,29 @@ def _section(body: str, state: str) -> str:
     return f'<section id="signoff" class="signoff signoff-{state}"><h2>Sign-off</h2>{body}</section>'
 
 
-def _shown(value: object) -> str:
-    try:
-        return datetime.fromisoformat(str(value)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
-    except ValueError:
-        return str(value)
+def signer_label(r: Mapping[str, Any]) -> str:
+    """Who signed, as a regulator reads it: ``Max Keller, Compliance Manager (console user max,
+    manager)``; a record without a profile: ``max (manager)``."""
+    who, role = str(r.get("signed_by")), str(r.get("role"))
+    if r.get("signer_name"):
+        title = f", {r['signer_title']}" if r.get("signer_title") else ""
+        return f"{r['signer_name']}{title} (console user {who}, {role})"
+    return f"{who} ({role})"
+
+
+def signed_shown(r: Mapping[str, Any], tz: tzinfo | None = None) -> str:
+    """When the record was signed, for people: in ``tz``, else in the zone the record names
+    (``zone``), else UTC, to the second with its offset and the zone's name
+    (:func:`projections.display.timefmt.show`); the stored text when it is no time."""
+    at = parsed(r.get("signed_at"))
+    if at is None:
+        return str(r.get("signed_at"))
+    if tz is None:
+        try:
+            tz = zone(str(r["zone"])) if r.get("zone") else UTC
+        except ValueError:
+            tz = UTC
+    return show(at, tz)
 
 
 def with_block(report_html: str, block: str) -> str:

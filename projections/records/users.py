@@ -94,6 +94,52 @@ def put_user(
     ).fetchall()
 
 
+def put_profile(con: duckdb.DuckDBPyConnection, name: str, full_name: str, title: str, at: datetime, by: str) -> None:
+    """Append a revision of a user's profile: the full name and title printed with their sign-offs
+    (the earlier revisions stay; the latest is in force).
+
+    Args:
+        con: the store's writer connection.
+        name: the user's name (a console user).
+        full_name: their full name, e.g. ``Max Keller``.
+        title: their job title, e.g. ``Compliance Manager``.
+        at: when (timezone-aware).
+        by: who made the change (``cli`` from the command line).
+
+    Raises:
+        ValueError: no such user, or an empty full name or title.
+    """
+    full_name, title = " ".join(full_name.split()), " ".join(title.split())
+    if not full_name or not title:
+        raise ValueError("a profile has a full name and a title, neither empty")
+    if user(con, name) is None:
+        raise ValueError(f"no console user {name!r}")
+    con.execute("INSERT INTO user_profiles VALUES (?, ?, ?, ?, ?)", [name, full_name, title, at, by]).fetchall()
+
+
+def profile(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
+    """The user's profile in force (``full_name``, ``title``, ``changed_at``, ``changed_by``), or
+    None when none was recorded (or the store predates profiles)."""
+    try:
+        cur = con.execute(
+            "SELECT full_name, title, changed_at, changed_by FROM dim_user_profiles WHERE name = ?", [name]
+        )
+    except duckdb.CatalogException:  # a store opened read-only that no writer of this version opened yet
+        return None
+    rows = cur.fetchall()
+    return dict(zip([d[0] for d in cur.description], rows[0], strict=True)) if rows else None
+
+
+def profile_history(con: duckdb.DuckDBPyConnection, name: str) -> list[dict[str, Any]]:
+    """Every revision of the user's profile, oldest first."""
+    cur = con.execute(
+        "SELECT full_name, title, changed_at, changed_by FROM user_profiles WHERE name = ? ORDER BY changed_at",
+        [name],
+    )
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
 def put_token(
     con: duckdb.DuckDBPyConnection, token_hash: str, user_name: str, active: bool, at: datetime, by: str
 ) -> None:

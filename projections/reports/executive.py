@@ -3,7 +3,8 @@ and what needs action, for the first page or two of the report; and the running 
 printed pages.
 
 The previous period is the span of the same length that ends where the period starts (the
-shift, day or hour before); a report of an unbounded span has none. Its figures are read from
+shift, day or hour before), compared only when its trail covers it as this period's does (see
+:data:`COVERAGE_SHARE`); a report of an unbounded span has none. Its figures are read from
 the same store as of the same time, with the same generation of findings, so they change if
 late events arrive for it; they are shown for comparison and are not part of the report's
 digest.
@@ -12,7 +13,7 @@ digest.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 import duckdb
@@ -60,6 +61,7 @@ def headline(
     due: ReviewDue | None,
     late_at: datetime,
     as_of: datetime | None,
+    tz: tzinfo = UTC,
 ) -> dict[str, Any]:
     """The period's headline figures and the previous period's (None for an unbounded period).
 
@@ -71,26 +73,64 @@ def headline(
         due: review due times per severity; None: lateness not judged.
         late_at: the instant lateness is judged at.
         as_of: reviews made later are not counted (None: every review).
+        tz: the zone the sentence of ``not_compared`` shows times in (the casino's).
 
     Returns:
         ``{"this": figures or None, "previous": figures or None, "previous_start",
-        "previous_end", "previous_empty"}``; a previous period without any stored dealing
-        event has no figures (``previous`` None, ``previous_empty`` True): "no data", never
-        zeros to compare with.
+        "previous_end", "previous_empty", "not_compared"}``; a previous period without any
+        stored dealing event has no figures (``previous`` None, ``previous_empty`` True): "no
+        data", never zeros to compare with; one whose events span less than
+        :data:`COVERAGE_SHARE` of what this period's do is not compared either (``previous``
+        None, ``not_compared`` the sentence that says why).
     """
     if start is None or end is None:
-        return {"this": None, "previous": None, "previous_start": None, "previous_end": None, "previous_empty": False}
+        return {
+            "this": None,
+            "previous": None,
+            "previous_start": None,
+            "previous_end": None,
+            "previous_empty": False,
+            "not_compared": None,
+        }
     before = start - (end - start)
-    events = con.execute(
-        "SELECT count(*) FROM events WHERE occurred_at >= $1 AND occurred_at < $2", [before, start]
-    ).fetchall()[0][0]
+    this_cover, prev_cover = _covered(con, start, end), _covered(con, before, start)
+    comparable = prev_cover is not None and this_cover is not None and prev_cover >= COVERAGE_SHARE * this_cover
+    why = None
+    if prev_cover is not None and not comparable:
+        why = (
+            f"No comparison with the previous period ({show(before, tz)} to {show(start, tz)}): its dealing "
+            f"events span {_length(prev_cover)} of its {_length(end - start)}, this period's "
+            f"{_length(this_cover or timedelta(0))}; figures of unequal coverage are not compared."
+        )
     return {
         "this": _figures(con, start, end, due, late_at, as_of),
-        "previous": _figures(con, before, start, due, late_at, as_of) if events else None,
+        "previous": _figures(con, before, start, due, late_at, as_of) if comparable else None,
         "previous_start": before,
         "previous_end": start,
-        "previous_empty": not events,
+        "previous_empty": prev_cover is None,
+        "not_compared": why,
     }
+
+
+COVERAGE_SHARE = 0.9
+"""The previous period is compared only when its dealing events span at least this share of the
+span this period's do (first to last event): a shift against a shift, not against an hour of one."""
+
+
+def _covered(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> timedelta | None:
+    """How long the dealing events of [start, end) span, first to last (None: no event)."""
+    first, last = con.execute(
+        "SELECT min(occurred_at), max(occurred_at) FROM events WHERE occurred_at >= $1 AND occurred_at < $2",
+        [start, end],
+    ).fetchall()[0]
+    return None if first is None else last - first
+
+
+def _length(d: timedelta) -> str:
+    """A span for people, to the minute: ``8 h``, ``1 h 2 min``, ``45 min``."""
+    minutes = int(d.total_seconds() // 60)
+    h, m = divmod(minutes, 60)
+    return " ".join(part for part in (f"{h} h" if h else "", f"{m} min" if m or not h else "") if part)
 
 
 ROWS = (
@@ -126,7 +166,8 @@ def summary(
         judged), ``action`` (the voiding and integrity incidents not disposed, the first
         :data:`ACTION_ROWS`), ``action_total``, ``overdue_remedies``, ``late_reviews``,
         ``data_quality`` (incidents), ``compared`` (a previous period was read),
-        ``previous_empty`` (the previous period holds no event: its column says "no data").
+        ``previous_empty`` (the previous period holds no event: its column says "no data"),
+        ``not_compared`` (why the previous period is not compared, or None).
     """
     this, prev = head.get("this"), head.get("previous")
     rows = []
@@ -136,7 +177,9 @@ def summary(
             change = now - then if isinstance(now, int | float) and isinstance(then, int | float) else None
             if isinstance(change, float):
                 change = round(change, 1)
-            rows.append({"label": label, "this": now, "previous": then, "change": change})
+            # more rounds is no warning: only a count of incidents going up or down is coloured
+            tone = "" if key == "rounds" or not change else ("up" if change > 0 else "down")
+            rows.append({"label": label, "this": now, "previous": then, "change": change, "tone": tone})
     open_findings = [f for f in listed if f.get("review_status") != "disposed"]
     return {
         "rows": rows,
@@ -150,6 +193,7 @@ def summary(
         "previous_start": head.get("previous_start"),
         "previous_end": head.get("previous_end"),
         "previous_empty": bool(head.get("previous_empty")),
+        "not_compared": head.get("not_compared"),
     }
 
 

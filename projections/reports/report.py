@@ -26,7 +26,7 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from projections.display.spreadsheet import neutralise_table
-from projections.display.timefmt import iso_local, iso_utc, show, zone_name
+from projections.display.timefmt import iso_local, iso_utc, parsed, show, span, stamp, zone_name
 from projections.models import incidents as incident_model
 from projections.models import reviews
 from projections.models.generations import generation_diff, generation_info
@@ -509,7 +509,11 @@ FINAL, PROVISIONAL = "final", "provisional"
 
 
 def judge_status(
-    con: duckdb.DuckDBPyConnection, start: datetime | None, end: datetime | None, grace: timedelta
+    con: duckdb.DuckDBPyConnection,
+    start: datetime | None,
+    end: datetime | None,
+    grace: timedelta,
+    tz: tzinfo = UTC,
 ) -> dict[str, Any] | None:
     """Whether the report of [start, end) is final or provisional, judged on event time only.
 
@@ -527,6 +531,8 @@ def judge_status(
         end: end of the period, exclusive (None: the status is not judged).
         grace: how far past ``end`` the newest stored event must be for the report to be final
             however many tables have not yet dealt past the end (event time).
+        tz: the zone the reason's one time is shown in (the casino's), to the second with its
+            offset; ``final_on`` and ``newest_event`` stay UTC instants.
 
     Only stored events count, and the store holds only events that passed the intake's clock
     check (``recorded_in_future``: :func:`streams.engine.check_recorded`): an event stamped in
@@ -560,14 +566,18 @@ def judge_status(
     final_on: list[dict[str, Any]] = []
     if by_tables or (newest is not None and newest >= end + grace):
         final_on = _last_events(con, start, end, grace, by_tables)
-    named = "; made final by the last events of " + ", ".join(
-        f"{t['table_id']} (seq {t['seq']}, {t['occurred_at']})" for t in final_on
-    )
+    named = ""
+    if final_on:  # the tables by ID and one time, the latest; each table's seq and time are in final_on
+        latest = max(datetime.fromisoformat(t["occurred_at"]) for t in final_on)
+        named = (
+            f"; made final by the last events of {len(final_on)} table(s) "
+            f"({', '.join(t['table_id'] for t in final_on)}), the latest at {stamp(latest, tz)}"
+        )
     if by_tables:
         status, reason = FINAL, "every table that dealt in the period has an event at or after its end" + named
     elif newest is not None and newest >= end + grace:
         status = FINAL
-        reason = f"the newest stored event ({iso_utc(newest)}) is past the period's end + {grace_text}" + named
+        reason = f"the newest stored event ({stamp(newest, tz)}) is past the period's end + {grace_text}" + named
     else:
         status = PROVISIONAL
         reason = (
@@ -747,12 +757,35 @@ def local_times(table: pa.Table, tz: tzinfo) -> pa.Table:
     return table
 
 
+def report_title(
+    property_name: str | None,
+    start: datetime | None,
+    end: datetime | None,
+    tz: tzinfo = UTC,
+    trail: tuple[object, object] | None = None,
+) -> str:
+    """A report's title as a regulator reads it: the property and the period in the casino's zone,
+    e.g. ``Compliance report, Riverside Casino: 2026-11-27 14:00-05:00 to 22:00-05:00
+    America/New_York`` (an unbounded period: from or to the trail's first or last event; the
+    whole trail, with ``trail`` its first and last dealing events, as ``every event stored, ...``)."""
+    from projections.records.property import NOT_NAMED
+
+    first, last = (parsed(trail[0]), parsed(trail[1])) if trail is not None else (None, None)
+    if start is not None and end is not None:
+        period = span(start, end, tz)
+    elif start is None and end is None and first is not None and last is not None:
+        period = f"every event stored, {span(first, last, tz)}"
+    else:
+        period = f"{show(start, tz) if start else 'the first event'} to {show(end, tz) if end else 'the last event'}"
+    return f"Compliance report, {property_name or NOT_NAMED}: {period}"
+
+
 def write_report(
     db: str | os.PathLike[str] | duckdb.DuckDBPyConnection,
     out: str | os.PathLike[str],
     start: datetime | None = None,
     end: datetime | None = None,
-    title: str = "dealtrail compliance report",
+    title: str | None = None,
     tz: tzinfo = UTC,
     generation: int | None = None,
     review_due: reviews.ReviewDue | None = None,
@@ -779,7 +812,7 @@ def write_report(
         out: the folder.
         start: start of the period, inclusive (timezone-aware; None: unbounded).
         end: end of the period, exclusive (None: unbounded).
-        title: the page title.
+        title: the page title (None: :func:`report_title`, from the property and the period).
         tz: the zone the HTML and the CSV show times in (``datetime.UTC`` or a ``ZoneInfo``).
         generation: the generation of findings to report (None: the latest); the page also
             shows, per rule, what it changed against the generation before.
@@ -842,7 +875,7 @@ def write_report(
             con.execute("SET VARIABLE dealtrail_reviews_as_of = $1::TIMESTAMPTZ", [as_of])
         covered = coverage(con, start, end, as_of)
         property_name = stored_property.resolve(con, property_name)
-        judged = judge_status(con, start, end, grace) if grace is not None else None
+        judged = judge_status(con, start, end, grace, tz) if grace is not None else None
         make_private_dirs(out_dir)
         names = staff.names(con)  # the roster's names: beside each dealer ID on the page and in the exports
         table = staff.with_names(query(con, "rpt_findings", start, end), names)
@@ -853,7 +886,7 @@ def write_report(
         # both say the same at the same instant); without a time, at the period's last detection
         late_at = generated_at if generated_at is not None else _review_as_of(findings, end)
         figures = build_summary(con, findings, start, end, review_due, as_of=late_at, reviews_until=as_of)
-        headline = executive.headline(con, start, end, review_due, late_at, as_of)
+        headline = executive.headline(con, start, end, review_due, late_at, as_of, tz)
         review_rows: dict[str, dict[str, Any]] = {}
         if reviews.has_console_tables(con):
             rows, _ = reviews.find(
@@ -918,7 +951,10 @@ def write_report(
         _env(tz)
         .get_template("report.html.j2")
         .render(
-            title=title,
+            title=title
+            or report_title(
+                property_name, start, end, tz, (figures["period"]["first_event"], figures["period"]["last_event"])
+            ),
             period_start=show(start, tz) if start else None,
             period_end=show(end, tz) if end else None,
             first_event=figures["period"]["first_event"],

@@ -281,6 +281,83 @@ def test_finding_page_of_an_exposure_marks_the_exposed_card_and_who_exposed_it(
     assert re.search(rf'class="pc[^"]* mark-exposed" title="{re.escape(card_face(card)["label"])} \(face up\)', part)
 
 
+def _exposed(store: Store, f: dict[str, Any]) -> tuple[str, str]:
+    """The (event ID, card code) of the finding's cited ``CardExposed``."""
+    rows = store.con.execute(
+        "SELECT event_id, payload->>'card' FROM events WHERE event_id IN (SELECT unnest(?)) AND type = 'CardExposed'",
+        [list(f["evidence_event_ids"])],
+    ).fetchall()
+    assert rows, "the finding cites no CardExposed"
+    return str(rows[0][0]), str(rows[0][1])
+
+
+def test_finding_page_of_a_dealer_exposure_draws_the_exposed_card_face_up_and_outlined_in_the_dealers_hand(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-e-dealer-bank-exposed")
+    _, code = _exposed(store, f)
+    from projections.display.cards import card_face
+
+    part = _breach(client.get(f"/findings/{f['finding_id']}").text)
+    layout = part.split("<details", 1)[1]  # the layout at the finding's event
+    label = re.escape(card_face(code)["label"])
+    # face up and outlined where it lies (the simulator's "dealer's" card is stack 1's first card,
+    # which lies in the hand of the starting position)
+    hands = re.findall(r'<div class="name">([^<]*)</div>(.*?)</div>', layout, re.S)
+    where = [
+        name for name, cards in hands if re.search(rf'class="pc[^"]* mark-cited" title="{label} \(face up\)', cards)
+    ]
+    assert len(where) == 1, layout[:800]
+    assert re.fullmatch(r"(Dealer|Bank|Seat \d): 7 cards \(stack \d\)", where[0])  # the stacks became hands
+    assert not any(name.startswith("Stack") for name, _ in hands)
+
+
+def test_the_round_as_it_lay_draws_pai_gow_hands_not_stacks_and_the_exposed_card_face_up(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-e-dealer-bank-exposed")
+    _, code = _exposed(store, f)
+    from projections.display.cards import card_face
+
+    html = client.get(f"/findings/{f['finding_id']}").text
+    m = re.search(r"<h2>The round as it lay(.*?)</section>", html, re.S)
+    assert m, "no round layout on the finding page"
+    names = re.findall(r'<div class="name">([^<]*)</div>', m.group(1))
+    assert len(names) == 7 and not any(n.startswith("Stack") for n in names), names
+    assert any(n.startswith("Dealer: 7 cards") for n in names), names
+    assert f'title="{card_face(code)["label"]} (face up)"' in m.group(1)
+
+
+def test_replay_steps_show_an_exposed_card_face_up_and_pai_gow_hands_as_seven_cards_then_as_set(
+    client: TestClient, store: Store
+) -> None:
+    f = _finding(store, "PGP-645a.14-e-dealer-bank-exposed")
+    exposed_id, code = _exposed(store, f)
+    r = client.get(f"/api/v1/tables/{f['table_id']}/replay", params={"round": f["round_id"], "page_size": 200})
+    steps = r.json()["steps"]
+    at = next(s for s in steps if s["event_id"] == exposed_id)
+    shown = [c for a in at["layout"] for c in a["cards"] if c[0] == code]
+    assert [c[1] for c in shown] == [True] and [c[3] for c in shown] == [exposed_id]  # outlined where it is cited
+    assert re.fullmatch(r"2026-\d\d-\d\d \d\d:\d\d:\d\d\+00:00", at["shown"])  # to the second, with its offset
+    # a round whose dealer's hand is set, stack 1 delivered to the dealer (whose cards the simulator
+    # sets): seven cards, then the two-card and five-card hands
+    table_id, round_id = store.con.execute(
+        """SELECT s.table_id, s.round_id FROM events s JOIN events h USING (table_id, round_id)
+           WHERE s.type = 'StartingPositionDetermined' AND s.payload->>'position' = 'DEALER'
+             AND h.type = 'HandSet' AND h.payload->>'owner' = 'DEALER' ORDER BY s.seq LIMIT 1"""
+    ).fetchall()[0]
+    r = client.get(f"/api/v1/tables/{table_id}/replay", params={"round": round_id, "page_size": 200})
+    steps = r.json()["steps"]
+    delivered = [s for s in steps if s["type"] == "StackDelivered"]
+    assert len(delivered) == 7 and not any(a["name"].startswith("Stack") for a in delivered[-1]["layout"])
+    set_at = next(i for i, s in enumerate(steps) if s["type"] == "HandSet" and "owner=DEALER" in s["details"])
+    before = {a["name"]: len(a["cards"]) for a in steps[set_at - 1]["layout"]}
+    assert before["Dealer: 7 cards (stack 1)"] == 7
+    after = {a["name"]: len(a["cards"]) for a in steps[set_at]["layout"]}
+    assert after["Dealer: two-card hand"] == 2 and after["Dealer: five-card hand"] == 5
+    assert "Dealer: 7 cards (stack 1)" not in after
+
+
 def test_finding_page_of_two_face_up_shows_the_two_cards_found_not_the_stacks(client: TestClient, store: Store) -> None:
     f = _finding(store, "PGP-645a.14-f-two-face-up")
     part = _breach(client.get(f"/findings/{f['finding_id']}").text)

@@ -593,3 +593,51 @@ def test_a_sign_off_made_with_the_property_key_carries_a_detached_signature_open
     bad = CliRunner().invoke(app, ["verify-signoff", str(rev), "--public-key", str(registered)])
     assert bad.exit_code == 1 and "is not key" in bad.output and "(altered)" in bad.output, bad.output
     assert subprocess.run(cmd, capture_output=True, check=False).returncode != 0
+
+
+def test_a_signers_full_name_and_title_are_profile_revisions_and_the_sign_off_shows_them_with_local_time(
+    db: Path, periods: Path
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    for title in ("Shift Manager", "Compliance Manager"):  # a change is a new revision, the first one kept
+        done = CliRunner().invoke(
+            app, ["users", "profile", "meg", "--full-name", "Meg  Ortiz", "--title", title, "--db", str(db)]
+        )
+        assert done.exit_code == 0 and f"profile of meg: Meg Ortiz, {title}" in done.output, done.output
+    unknown = CliRunner().invoke(app, ["users", "profile", "zed", "--full-name", "Z", "--title", "T", "--db", str(db)])
+    assert unknown.exit_code != 0 and "no console user 'zed'" in unknown.output and "Traceback" not in unknown.output
+    with Store(db) as s:
+        assert [(p["full_name"], p["title"]) for p in users.profile_history(s.con, "meg")] == [
+            ("Meg Ortiz", "Shift Manager"),
+            ("Meg Ortiz", "Compliance Manager"),
+        ]
+        assert users.profile(s.con, "meg") is not None and users.profile(s.con, "ada") is None
+    store = Store(db)
+    try:
+        config = ConsoleConfig(
+            DUE,
+            "s" * 48,
+            reports_dir=periods,
+            clock=lambda: NOW + timedelta(minutes=10),
+            tz=ZoneInfo("America/New_York"),
+        )
+        client = TestClient(create_app(store, config))
+        csrf = _login(client, "meg")
+        client.post(f"/reports/scheduled/{LABEL}/rev-0001/sign", data={"statement": STATEMENT, "csrf": csrf})
+        record = json.loads((periods / LABEL / "rev-0001" / SIGNOFF).read_text())
+        assert (record["signer_name"], record["signer_title"], record["zone"]) == (
+            "Meg Ortiz",
+            "Compliance Manager",
+            "America/New_York",
+        )
+        assert record["signed_at"] == "2026-11-27T21:10:00+00:00"  # the instant stays UTC
+        page = client.get(f"/reports/scheduled/{LABEL}/rev-0001/report.html").text
+        block = page[page.index('<section id="signoff"') :]
+        block = block[: block.index("</section>")]
+        assert "Meg Ortiz, Compliance Manager (console user meg, manager)" in block
+        assert "2026-11-27 16:10:00-05:00 America/New_York" in block and "+00:00" not in block
+        listed = client.get("/reports").text
+        assert "by Meg Ortiz, Compliance Manager (console user meg, manager), 2026-11-27 16:10:00-05:00" in listed
+    finally:
+        store.close()

@@ -78,7 +78,7 @@
     pos.textContent = "step " + (at + 1) + " of " + total;
     const evBox = $("rp-event");
     const dl = el("dl", "facts");
-    fact(dl, "Seq", s.seq); fact(dl, "Time", s.time.replace("T", " ")); fact(dl, "By", s.actor);
+    fact(dl, "Seq", s.seq); fact(dl, "Time", s.shown || s.time.replace("T", " ")); fact(dl, "By", s.actor);
     fact(dl, "Round", s.round_id || "between rounds");
     evBox.replaceChildren(el("div", "etype", s.type), dl, el("div", "edet", s.details));
     if (s.card) {
@@ -101,7 +101,7 @@
     $("rp-layout").replaceChildren(...s.layout.map((a) => {
       const box = el("div", "area" + (a.area === "BURN" ? " burn" : ""));
       box.append(el("div", "name", a.name));
-      for (const c of a.cards) box.append(card(c[0], c[1], marked.has(c[2])));
+      for (const c of a.cards) box.append(card(c[0], c[1], marked.has(c[2]) || (c[3] && marked.has(c[3]))));
       return box;
     }));
     const ex = el("div", "rp-extras");
