@@ -181,10 +181,13 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
         remedy_void(sim, list(wagers), rule)
         voided = True
     void_seat: str | None = None  # a seat whose hand the player voided: its hand wagers are returned
+    held = {cfg_order[(start + s - 1) % 7]: cards for s, cards in stack_cards.items()}
+    dealer = held.get("DEALER") or deck[0:7]  # the dealer's seven cards, as the stacks were delivered
     if not voided:
         exposed_seat = seats[0]
         if k in ("player-card-exposed", "decision-after-look"):
-            sim.emit(ev.CardExposed, card=deck[idx], location="PLAYER_HAND", seat=exposed_seat, phase="PLAY")
+            card = (held.get(exposed_seat) or [deck[idx]])[0]  # a card of the seat's own hand
+            sim.emit(ev.CardExposed, card=card, location="PLAYER_HAND", seat=exposed_seat, phase="PLAY")
             plan.expect.append("PGP-645a.14-d-player-card-exposed")
             if k == "decision-after-look":
                 sim.emit(ev.PlayerViewedCards, seat=exposed_seat, role=ActorRole.PLAYER, actor_id=f"P-{exposed_seat}")
@@ -207,7 +210,7 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 )
         unremedied = k in ("dealer-exposed-unremedied", CLOSING)  # CLOSING: the table closes before the void
         if k == "dealer-card-exposed" or unremedied:
-            sim.emit(ev.CardExposed, card=deck[0], location="DEALER_HAND", phase="PLAY")
+            sim.emit(ev.CardExposed, card=dealer[0], location="DEALER_HAND", phase="PLAY")
             plan.expect.append("PGP-645a.14-e-dealer-bank-exposed")
             if k == "dealer-card-exposed":
                 remedy_void(sim, list(wagers), "PGP-645a.14-e-dealer-bank-exposed")
@@ -220,9 +223,8 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
                 continue
             sim.emit(ev.PlayerViewedCards, seat=seat, role=ActorRole.PLAYER, actor_id=f"P-{seat}")
         house = k not in ("house-way-missed", "house-way-reset")
-        sim.emit(
-            ev.HandSet, owner="DEALER", five_card=tuple(deck[0:5]), two_card=tuple(deck[5:7]), matches_house_way=house
-        )
+        five, two = tuple(dealer[0:5]), tuple(dealer[5:7])
+        sim.emit(ev.HandSet, owner="DEALER", five_card=five, two_card=two, matches_house_way=house)
         if k == "house-way-missed":  # settled as set: one finding (rulebook 10.5.3)
             plan.expect.append("PGP-645a.14-i-house-way")
         elif k == "house-way-reset":  # reset per the house way before settlement: the procedure followed
@@ -230,11 +232,10 @@ def deal_pgp(sim: TableSim, plan: Plan, deck: list[str], round_id: str) -> bool:
             sim.emit(
                 ev.HandSet,
                 owner="DEALER",
-                five_card=tuple(deck[2:7]),
-                two_card=tuple(deck[0:2]),
+                five_card=tuple(dealer[2:7]),
+                two_card=tuple(dealer[0:2]),
                 matches_house_way=True,
             )
-        held = {cfg_order[(start + s - 1) % 7]: cards for s, cards in stack_cards.items()}
         reveal(sim, [(o, held.get(o, [])) for o in ("DEALER", *seats)])
         for w, seat in wagers.items():
             outcome = rng.choice(("WIN", "LOSS", "PUSH"))
