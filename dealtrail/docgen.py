@@ -251,7 +251,43 @@ def settings_markdown() -> str:
             f"| {names} | {_type_name(info.annotation)} | {_cell(_default(info, path))} | {_cell(meaning)} "
             f"| {', '.join(readers(path))} |"
         )
+    lines += [
+        "",
+        "## The local broker's variables (`ops/kafka/broker`, `make kafka-up`)",
+        "",
+        "Not settings of dealtrail: the development broker's script reads them (from its own header, where",
+        "they are documented). Give a broker of your own its own ports and state folder, and point the",
+        "commands at it with `DEALTRAIL_KAFKA_BOOTSTRAP=127.0.0.1:PORT`.",
+        "",
+        "| variable | meaning (default) |",
+        "|---|---|",
+        *(f"| `{name}` | {_cell(text)} |" for name, text in broker_variables()),
+    ]
     return "\n".join(lines) + "\n"
+
+
+BROKER_VARIABLE = re.compile(r"^#\s{2,}(DEALTRAIL_[A-Z_]+)\s+(.*)$")
+
+
+def broker_variables() -> list[tuple[str, str]]:
+    """The ``DEALTRAIL_*`` variables ``ops/kafka/broker`` documents in its header, with their text
+    (continuation lines joined): ``(name, meaning)``, in the script's order."""
+    script = Path(__file__).resolve().parents[1] / "ops" / "kafka" / "broker"
+    out: list[tuple[str, str]] = []
+    for line in script.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            if out:
+                break
+            continue
+        found = BROKER_VARIABLE.match(line)
+        if found:
+            out.append((found.group(1), " ".join(found.group(2).split())))
+        elif out and line.startswith("#    ") and line.strip("# "):
+            name, text = out[-1]
+            out[-1] = (name, " ".join(f"{text} {line.strip('# ')}".split()))
+        elif out and not line.strip("# "):
+            break
+    return out
 
 
 def rules_markdown() -> str:
