@@ -21,6 +21,7 @@ from dealtrail.cli import app
 from dealtrail.ingest.audit import audit_file
 from projections.models.generations import generation_diff
 from projections.store.store import Store
+from schemas.base import Envelope
 from schemas.codec import encode
 from schemas.findings import Finding
 from streams.engine.catalog import RULEBOOK_REVISION
@@ -32,17 +33,24 @@ OUT_OF_ORDER = "PGP-645a.14-n-out-of-order"
 JAM = "PGP-645a.14-l-shuffler-fault"
 
 
-@pytest.fixture
-def revision3_store(tmp_path: Path) -> Path:
-    events = tmp_path / "events.jsonl"
-    events.write_bytes(b"".join(encode(e) + b"\n" for e in trail()))
-    db = tmp_path / "store.duckdb"
-    judged = [Finding.model_validate_json(line) for line in FIXTURE.read_text().splitlines()]
+def judged_store(trail_events: list[Envelope], fixture: Path, folder: Path) -> Path:
+    """A store of ``trail_events`` audited, its generation-1 findings replaced by ``fixture``'s (the
+    findings an earlier engine gave the trail, one JSON per line): a store judged under that
+    engine's revision."""
+    events = folder / "events.jsonl"
+    events.write_bytes(b"".join(encode(e) + b"\n" for e in trail_events))
+    db = folder / "store.duckdb"
+    judged = [Finding.model_validate_json(line) for line in fixture.read_text().splitlines()]
     with Store(db) as store:
         audit_file(events, store)
         store.con.execute("DELETE FROM findings")
         store.write_batch((), findings=judged)
     return db
+
+
+@pytest.fixture
+def revision3_store(tmp_path: Path) -> Path:
+    return judged_store(trail(), FIXTURE, tmp_path)
 
 
 def _findings(db: Path, generation: int) -> list[tuple[str, str, str | None, int]]:

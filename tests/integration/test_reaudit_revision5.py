@@ -19,11 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app
-from dealtrail.ingest.audit import audit_file
 from projections.models.generations import generation_diff
-from projections.store.store import Store
-from schemas.codec import encode
-from schemas.findings import Finding
+from tests.integration.test_reaudit_revision4 import _findings, judged_store
 from tests.revision5_trail import HOUSE_TABLE, IDLE_TABLE, SPARE_TABLE, STUB_TABLE, trail
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "revision4-findings.jsonl"
@@ -36,28 +33,7 @@ JAM = "PGP-645a.14-l-shuffler-fault"
 
 @pytest.fixture
 def revision4_store(tmp_path: Path) -> Path:
-    events = tmp_path / "events.jsonl"
-    events.write_bytes(b"".join(encode(e) + b"\n" for e in trail()))
-    db = tmp_path / "store.duckdb"
-    judged = [Finding.model_validate_json(line) for line in FIXTURE.read_text().splitlines()]
-    with Store(db) as store:
-        audit_file(events, store)
-        store.con.execute("DELETE FROM findings")
-        store.write_batch((), findings=judged)
-    return db
-
-
-def _findings(db: Path, generation: int) -> list[tuple[str, str, str | None, int]]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        rows = con.execute(
-            "SELECT rule_id, table_id, round_id, rulebook_revision FROM findings WHERE generation = ? AND revision = 0 "
-            "ORDER BY rule_id, table_id, round_id",
-            [generation],
-        ).fetchall()
-    finally:
-        con.close()
-    return [(str(r), str(t), None if d is None else str(d), int(v)) for r, t, d, v in rows]
+    return judged_store(trail(), FIXTURE, tmp_path)
 
 
 def test_reaudit_of_a_store_judged_under_revision_4_lists_what_revision_5_adds_and_withdraws_per_rule(

@@ -15,6 +15,7 @@ import pytest
 
 from dealtrail.ingest.audit import audit_file
 from projections.store.store import Store
+from schemas.base import Envelope
 from schemas.codec import encode
 from streams.clock import FixedClock
 from streams.engine import Plausibility
@@ -46,16 +47,20 @@ def audited(events: Path, db: Path, workers: int = 1) -> dict[str, set[Row]]:
     return table_findings(db)
 
 
-@pytest.fixture(scope="module")
-def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[Row]]:
-    """Each revision-4 trail audited in a file of its own, in seq order."""
-    folder = tmp_path_factory.mktemp("alone")
+def audited_alone(trails: dict[str, list[Envelope]], folder: Path) -> dict[str, set[Row]]:
+    """Each trail (by table) audited in a file of its own, in seq order: its table's findings."""
     out: dict[str, set[Row]] = {}
-    for table, events in order_trails().items():
+    for table, events in trails.items():
         path = folder / f"{table}.jsonl"
         path.write_bytes(b"".join(encode(e) + b"\n" for e in events))
         out[table] = audited(path, folder / f"{table}.duckdb").get(table, set())
     return out
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[Row]]:
+    """Each revision-4 trail audited in a file of its own, in seq order."""
+    return audited_alone(order_trails(), tmp_path_factory.mktemp("alone"))
 
 
 def test_the_revision4_trails_alone_give_the_findings_of_each_decision(alone: dict[str, set[Row]]) -> None:

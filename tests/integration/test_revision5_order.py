@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.codec import encode
-from tests.integration.test_revision4_order import Row, audited
+from tests.integration.test_revision4_order import Row, audited, audited_alone
 from tests.reorder_trails import interleaved_with_a_floor
 from tests.revision5_trail import HOUSE_TABLE, IDLE_TABLE, SPARE_TABLE, STUB_TABLE, order_trails
 
@@ -19,13 +18,7 @@ from tests.revision5_trail import HOUSE_TABLE, IDLE_TABLE, SPARE_TABLE, STUB_TAB
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[Row]]:
     """Each revision-5 trail audited in a file of its own, in seq order."""
-    folder = tmp_path_factory.mktemp("alone5")
-    out: dict[str, set[Row]] = {}
-    for table, events in order_trails().items():
-        path = folder / f"{table}.jsonl"
-        path.write_bytes(b"".join(encode(e) + b"\n" for e in events))
-        out[table] = audited(path, folder / f"{table}.duckdb").get(table, set())
-    return out
+    return audited_alone(order_trails(), tmp_path_factory.mktemp("alone5"))
 
 
 def test_the_revision5_trails_alone_give_the_findings_of_each_decision(alone: dict[str, set[Row]]) -> None:
