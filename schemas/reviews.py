@@ -191,6 +191,23 @@ class FindingRejected(_Review):
     proposal_id: Identifier
 
 
+class FindingEvidenceAttached(_Review):
+    """Evidence was attached to a finding: a note, video references, or both (issue 47, item 1).
+
+    It records what someone added, not a decision: the finding's review status, cause,
+    assignee, disposition and approval stay as the review events before it left them (the
+    review status projection, ``rev_status.sql``, reads no status from this event).
+    """
+
+    type: Literal["FindingEvidenceAttached"] = "FindingEvidenceAttached"
+
+    @model_validator(mode="after")
+    def _carries_evidence(self) -> FindingEvidenceAttached:
+        if not self.note.strip() and not self.references:
+            raise ValueError("attached evidence needs a note or a video reference")
+        return self
+
+
 AnyReview = (
     FindingAcknowledged
     | FindingAssigned
@@ -199,6 +216,7 @@ AnyReview = (
     | FindingDispositionProposed
     | FindingApproved
     | FindingRejected
+    | FindingEvidenceAttached
 )
 """Any review event class (the union of the review stream's kinds)."""
 
@@ -217,4 +235,9 @@ STATUS_OF_TYPE: dict[str, ReviewStatus] = {
     "FindingApproved": ReviewStatus.DISPOSED,
     "FindingRejected": ReviewStatus.REOPENED,
 }
-"""The review status each review event leaves the finding in."""
+"""The review status each decision leaves the finding in (an event not named here, such as
+:class:`FindingEvidenceAttached`, leaves it as it was)."""
+
+EVIDENCE_TYPES = ("FindingEvidenceAttached",)
+"""The review events that record evidence, not a decision: they change no status, cause,
+assignee or approval."""
