@@ -16,7 +16,7 @@ import unicodedata
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, StringConstraints, TypeAdapter, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
 
 from schemas.base import Frozen, Identifier
 
@@ -84,8 +84,18 @@ class VideoReference(Frozen):
         url: a link to the clip (``http``/``https`` only; may be empty when only the ID is known).
         note: free text about what the clip shows (may be empty).
 
-    At least one of ``clip_id`` and ``url`` is given.
+    At least one of ``clip_id`` and ``url`` is given (the JSON Schema says so too, in ``anyOf``:
+    a client that reads the API's document knows it; issue 47, item 7).
     """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["clip_id"], "properties": {"clip_id": {"minLength": 1}}},
+                {"required": ["url"], "properties": {"url": {"minLength": 1}}},
+            ]
+        }
+    )
 
     camera: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
     clip_id: Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
