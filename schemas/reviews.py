@@ -70,9 +70,13 @@ class ReviewStatus(StrEnum):
     PENDING_APPROVAL = "pending_approval"
 
 
-VideoUrl = Annotated[str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s<>\"'`]+$")]
+VideoUrl = Annotated[
+    str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s\x00-\x1f\x7f-\x9f\ufeff<>\"'`]+$")
+]
 """A link to a clip in the casino's video management system: ``http`` or ``https`` only, no
-spaces, quotes or angle brackets (shown as a link, and escaped wherever it is shown)."""
+spaces, control characters, quotes or angle brackets (the pattern names each class it refuses,
+so that Python and a JSON Schema validator, whose whitespace classes differ, read it alike); shown
+as a link, and escaped wherever it is shown."""
 
 
 class VideoReference(Frozen):

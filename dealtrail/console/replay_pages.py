@@ -137,7 +137,13 @@ def router(console: Console) -> APIRouter:
         """The events of a round, or of a time window [from, to) of at most a day, one step each
         with the table as it lay after it (layout, burns, stub, dice, stacks, decks, devices,
         remedies owed) and the findings it raised, replayed by the rule engine from the
-        nearest snapshot before the window; ``page_size`` steps a page."""
+        nearest snapshot before the window; ``page_size`` steps a page. Neither a round nor a
+        time: the last day of the table's stored events."""
+        if not round_ and from_ is None and to is None:  # the table's last day (issue 47, item 7)
+            last = con.execute("SELECT max(occurred_at) FROM events WHERE table_id = ?", [table_id]).fetchall()
+            if not last or last[0][0] is None:
+                raise HTTPException(404, f"no stored event of table {table_id}")
+            to = last[0][0] + timedelta(microseconds=1)
         window = _window(round_, from_, to, tz)
         try:
             found = replay_page(con, table_id, window, page, page_size).as_json()
