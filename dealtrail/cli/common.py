@@ -253,8 +253,12 @@ def _busy(db: Path | None, exc: Exception) -> typer.Exit:
 
 def is_locked(exc: BaseException) -> bool:
     """True if DuckDB refused to open a file because another process holds its lock ("Could not
-    set lock on file ..."): a busy store, as opposed to a file that is not a database."""
-    return "lock" in str(exc).lower()
+    set lock on file ...", or one this process holds with another configuration): a busy store, as
+    opposed to a file that is not a database."""
+    text = str(exc).lower()
+    # the same file already open in this process with another configuration (a library caller,
+    # or a test, holding its writer): held too, and said so
+    return "lock" in text or "same database file with a different configuration" in text
 
 
 def cannot_write(db: Path, exc: BaseException) -> typer.Exit:

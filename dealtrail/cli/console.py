@@ -24,6 +24,7 @@ from dealtrail.cli.common import (
     cannot_write,
     console,
     err,
+    is_locked,
     load,
     report_grace,
     review_due,
@@ -40,7 +41,7 @@ def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
     except NotAStoreError as exc:
         raise _fail(str(exc)) from None
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        if users and "lock" in str(exc).lower():  # DuckDB: "Could not set lock on file ..."
+        if users and is_locked(exc):  # DuckDB: "Could not set lock on file ..."
             raise _fail(
                 f"{db} is held by another process (a projector, an audit or a console (serve)?): "
                 "manage users on the console's admin page (one writer per file)",
