@@ -52,7 +52,6 @@ READERS: dict[str, tuple[str, ...]] = {
         "users",
         "staff",
         "sign-report",
-        "verify-package",  # the key validity periods it checks against, when the file exists
     ),
     "out": ("report", "project", "schedule"),
     "property_name": REPORTERS,

@@ -16,7 +16,7 @@ import unicodedata
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, Field, StringConstraints, TypeAdapter, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, TypeAdapter, model_validator
 
 from schemas.base import Frozen, Identifier
 
@@ -70,9 +70,13 @@ class ReviewStatus(StrEnum):
     PENDING_APPROVAL = "pending_approval"
 
 
-VideoUrl = Annotated[str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s<>\"'`]+$")]
+VideoUrl = Annotated[
+    str, StringConstraints(max_length=2000, pattern=r"^https?://[^\s\x00-\x1f\x7f-\x9f\ufeff<>\"'`]+$")
+]
 """A link to a clip in the casino's video management system: ``http`` or ``https`` only, no
-spaces, quotes or angle brackets (shown as a link, and escaped wherever it is shown)."""
+spaces, control characters, quotes or angle brackets (the pattern names each class it refuses,
+so that Python and a JSON Schema validator, whose whitespace classes differ, read it alike); shown
+as a link, and escaped wherever it is shown."""
 
 
 class VideoReference(Frozen):
@@ -84,8 +88,18 @@ class VideoReference(Frozen):
         url: a link to the clip (``http``/``https`` only; may be empty when only the ID is known).
         note: free text about what the clip shows (may be empty).
 
-    At least one of ``clip_id`` and ``url`` is given.
+    At least one of ``clip_id`` and ``url`` is given (the JSON Schema says so too, in ``anyOf``:
+    a client that reads the API's document knows it; issue 47, item 7).
     """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["clip_id"], "properties": {"clip_id": {"minLength": 1}}},
+                {"required": ["url"], "properties": {"url": {"minLength": 1}}},
+            ]
+        }
+    )
 
     camera: Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
     clip_id: Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
@@ -191,6 +205,23 @@ class FindingRejected(_Review):
     proposal_id: Identifier
 
 
+class FindingEvidenceAttached(_Review):
+    """Evidence was attached to a finding: a note, video references, or both (issue 47, item 1).
+
+    It records what someone added, not a decision: the finding's review status, cause,
+    assignee, disposition and approval stay as the review events before it left them (the
+    review status projection, ``rev_status.sql``, reads no status from this event).
+    """
+
+    type: Literal["FindingEvidenceAttached"] = "FindingEvidenceAttached"
+
+    @model_validator(mode="after")
+    def _carries_evidence(self) -> FindingEvidenceAttached:
+        if not self.note.strip() and not self.references:
+            raise ValueError("attached evidence needs a note or a video reference")
+        return self
+
+
 AnyReview = (
     FindingAcknowledged
     | FindingAssigned
@@ -199,6 +230,7 @@ AnyReview = (
     | FindingDispositionProposed
     | FindingApproved
     | FindingRejected
+    | FindingEvidenceAttached
 )
 """Any review event class (the union of the review stream's kinds)."""
 
@@ -217,4 +249,9 @@ STATUS_OF_TYPE: dict[str, ReviewStatus] = {
     "FindingApproved": ReviewStatus.DISPOSED,
     "FindingRejected": ReviewStatus.REOPENED,
 }
-"""The review status each review event leaves the finding in."""
+"""The review status each decision leaves the finding in (an event not named here, such as
+:class:`FindingEvidenceAttached`, leaves it as it was)."""
+
+EVIDENCE_TYPES = ("FindingEvidenceAttached",)
+"""The review events that record evidence, not a decision: they change no status, cause,
+assignee or approval."""

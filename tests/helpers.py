@@ -70,7 +70,8 @@ def rebag(out: Path) -> None:
     payload = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
     labels = info({"bag-info.txt": (out / "bag-info.txt").read_bytes()})
     labels.pop("Payload-Oxum", None)
-    for rel, data in make_bag(payload, labels).items():
+    tags = {"check_chain.py": (out / "check_chain.py").read_bytes()} if (out / "check_chain.py").exists() else {}
+    for rel, data in make_bag(payload, labels, tags).items():
         (out / rel).write_bytes(data)
 
 

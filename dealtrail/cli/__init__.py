@@ -30,7 +30,7 @@ from dealtrail.cli import (  # noqa: F401
     staff,
     stream,
 )
-from dealtrail.cli.common import _DUCKDB_INTERRUPTED, _INTERRUPTED, app, err
+from dealtrail.cli.common import _DUCKDB_INTERRUPTED, _INTERRUPTED, app, err, store_failure
 from dealtrail.cli.stream import publish_report
 
 __all__ = ["app", "main", "publish_report"]
@@ -58,6 +58,8 @@ def main() -> None:
         sys.stderr.close()
     except (KeyboardInterrupt, duckdb.InterruptException):  # Ctrl-C, in Python or inside a query
         _interrupted()
+    except duckdb.Error as exc:  # a store held, damaged or of another version: one line, never a traceback
+        raise SystemExit(store_failure(exc)) from None
     except RuntimeError as exc:
         if str(exc) != _DUCKDB_INTERRUPTED:
             raise

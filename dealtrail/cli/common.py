@@ -197,8 +197,19 @@ def command_line(*parts: object) -> str:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, whatever the width
+    """Print ``error: message`` on one line to standard error; the exit to raise, with ``code``."""
+    err.print(f"[bold red]error:[/] {' '.join(message.split())}", soft_wrap=True)  # one line, whatever the width
     return typer.Exit(code)
+
+
+def store_failure(exc: BaseException) -> int:
+    """Print one ``error:`` line for a store error no command turned into one (the last net of
+    :func:`dealtrail.cli.main`, so that no DuckDB error reaches the user as a traceback); returns
+    the exit code: 1 for a store another process holds (a busy store), else 2."""
+    busy = is_locked(exc)
+    said = f"the store is held by another process (is a projector, an audit or a console (serve) writing it?): {exc}"
+    _fail(said if busy else f"the store cannot be used: {exc}")
+    return 1 if busy else 2
 
 
 def open_writer(db: Path, settings: Settings, resume: str) -> Store:
@@ -242,8 +253,12 @@ def _busy(db: Path | None, exc: Exception) -> typer.Exit:
 
 def is_locked(exc: BaseException) -> bool:
     """True if DuckDB refused to open a file because another process holds its lock ("Could not
-    set lock on file ..."): a busy store, as opposed to a file that is not a database."""
-    return "lock" in str(exc).lower()
+    set lock on file ...", or one this process holds with another configuration): a busy store, as
+    opposed to a file that is not a database."""
+    text = str(exc).lower()
+    # the same file already open in this process with another configuration (a library caller,
+    # or a test, holding its writer): held too, and said so
+    return "lock" in text or "same database file with a different configuration" in text
 
 
 def cannot_write(db: Path, exc: BaseException) -> typer.Exit:
@@ -256,9 +271,11 @@ def cannot_write(db: Path, exc: BaseException) -> typer.Exit:
     return _fail(f"cannot open {db} for writing: {exc}")
 
 
-def _read_store(db: Path) -> duckdb.DuckDBPyConnection:
-    """The store ``db`` opened read-only; a missing file (exit code 2) or one a writer holds
-    (exit code 1, a busy store) ends the command with a clean message."""
+def _read_store(db: Path, code: int = 2) -> duckdb.DuckDBPyConnection:
+    """The store ``db`` opened read-only; a missing file or one that is no readable dealtrail
+    store (another application's, a damaged or unknown DuckDB version: exit ``code``, 2 unless the
+    command documents another) or one a writer holds (exit code 1, a busy store) ends the command
+    with one ``error:`` line."""
     import duckdb
 
     from projections.store.store import connect_read_only
@@ -266,9 +283,11 @@ def _read_store(db: Path) -> duckdb.DuckDBPyConnection:
     try:
         return connect_read_only(db)
     except FileNotFoundError as exc:
-        raise _fail(str(exc)) from None
-    except duckdb.IOException as exc:
-        raise _busy(db, exc) from None
+        raise _fail(str(exc), code=code) from None
+    except duckdb.Error as exc:
+        if is_locked(exc):
+            raise _busy(db, exc) from None
+        raise _fail(f"cannot open {db} read-only: {exc}", code=code) from None
 
 
 def _unreachable(settings: Settings, exc: Exception) -> typer.Exit:

@@ -16,7 +16,19 @@ if TYPE_CHECKING:
     from dealtrail.console.guard import SecurityPolicy
     from projections.store.store import Store
 
-from dealtrail.cli.common import _DB, _fail, app, console, err, load, report_grace, review_due
+from dealtrail.cli.common import (
+    _DB,
+    _fail,
+    _read_store,
+    app,
+    cannot_write,
+    console,
+    err,
+    is_locked,
+    load,
+    report_grace,
+    review_due,
+)
 
 
 def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
@@ -29,17 +41,13 @@ def _open_writer(db: Path, settings: Settings, users: bool = False) -> object:
     except NotAStoreError as exc:
         raise _fail(str(exc)) from None
     except Exception as exc:  # duckdb raises its own IOException when the file is locked
-        if users and "lock" in str(exc).lower():  # DuckDB: "Could not set lock on file ..."
+        if users and is_locked(exc):  # DuckDB: "Could not set lock on file ..."
             raise _fail(
                 f"{db} is held by another process (a projector, an audit or a console (serve)?): "
                 "manage users on the console's admin page (one writer per file)",
                 code=1,
             ) from None
-        raise _fail(
-            f"cannot open {db} for writing (a projector, audit or console holds it; one writer per file: "
-            f"manage users on the console's admin page instead): {exc}",
-            code=1,
-        ) from None
+        raise cannot_write(db, exc) from None  # exit 1 when another process holds it, else 2
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -318,16 +326,10 @@ def users_list(db: Annotated[Path | None, typer.Option(help="DuckDB file.", show
     and ``RITA`` in a store from before names were unique in case-folded form): exit code 3 while
     such twins remain, for an admin to resolve (deactivate all but one of each)."""
     from projections.records import users
-    from projections.store.store import connect_read_only
 
     settings = load()
     db = db or settings.db
-    import duckdb
-
-    try:
-        con = connect_read_only(db)
-    except (OSError, ValueError, duckdb.Error) as exc:
-        raise _fail(str(exc), code=2) from None
+    con = _read_store(db)  # one line for a store missing, held (exit 1) or unreadable
     try:
         rows, twins = users.users(con), users.twins(con)
     finally:

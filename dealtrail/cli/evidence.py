@@ -89,8 +89,8 @@ def verify_package(
         Path | None,
         typer.Option(
             help="The property's store (read-only): the package must have been made within its key's validity "
-            "period recorded there (dealtrail keys show).",
-            show_default="DEALTRAIL_DB if that file exists; else the validity is not checked",
+            "period recorded there (dealtrail keys show). Only this option opens a store (never DEALTRAIL_DB).",
+            show_default="none: the validity is not checked",
         ),
     ] = None,
 ) -> None:
@@ -121,15 +121,13 @@ def verify_package(
 
 
 def _recorded_keys(store: Path | None) -> list[dict[str, Any]] | None:
-    """The signing keys with their validity periods recorded in ``store`` (``--store``), or in the
-    default store when that file exists; None when there is no store to check against."""
+    """The signing keys with their validity periods recorded in ``store`` (``--store``); None
+    without one. A package is checked without a store unless one is given: the default store
+    (``DEALTRAIL_DB``) is never opened, so a console holding it stops no check (issue 47, item 5)."""
     from projections.records import signing_keys
 
     if store is None:
-        default = load().db
-        if not default.is_file():
-            return None
-        store = default
+        return None
     con = _read_store(store)
     try:
         return signing_keys.history(con)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import getpass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dealtrail.cli.common import _DB, _fail, app, console, load
+from dealtrail.cli.common import _DB, _fail, _read_store, app, console, load
+
+if TYPE_CHECKING:
+    from projections.store.store import Store
 
 keys_app = typer.Typer(help="The property's signing key (Ed25519): packages and sign-offs are signed with it.")
 app.add_typer(keys_app, name="keys")
@@ -22,22 +25,28 @@ app.add_typer(keys_app, name="keys")
 _DB_OPTION = typer.Option(help="DuckDB file (this process writes it).", show_default=_DB)
 
 
-def _record(db: Path, path: Path, at: datetime) -> str:
-    """Record the public key of the key in ``path`` in the store; return its ID."""
+def _writer(db: Path) -> Store:
+    """The store opened for writing, before any key file is touched: a store that is held,
+    missing or unreadable ends the command in one ``error:`` line with no key made or moved."""
     from dealtrail.cli.console import _open_writer
+    from projections.store.store import Store as Writer
+
+    store = _open_writer(db, load())
+    assert isinstance(store, Writer)
+    return store
+
+
+def _record(store: Store, path: Path, at: datetime) -> str:
+    """Record the public key of the key in ``path`` in the open ``store``; return its ID."""
     from projections.records import signing_keys
     from projections.records.signing import key_id, load_key, public_pem
-    from projections.store.store import Store
 
     pem = public_pem(load_key(path))
     kid = key_id(pem)
-    store = _open_writer(db, load())
-    assert isinstance(store, Store)
-    with store:
-        try:
-            signing_keys.record(store.con, kid, pem.decode(), at, getpass.getuser())
-        except ValueError as exc:
-            raise _fail(str(exc)) from None
+    try:
+        signing_keys.record(store.con, kid, pem.decode(), at, getpass.getuser())
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     return kid
 
 
@@ -56,11 +65,14 @@ def keys_create(db: Annotated[Path | None, _DB_OPTION] = None) -> None:
 
     path = _key_file()
     db = db or load().db
-    try:
-        create_key(path)
-    except SigningError as exc:
-        raise _fail(f"{exc} (dealtrail keys rotate replaces a key)") from None
-    kid = _record(db, path, datetime.now(UTC))
+    if path.exists():  # before the store is opened: nothing to do either way
+        raise _fail(f"{path} exists: a key file is never written over (dealtrail keys rotate replaces a key)")
+    with _writer(db) as store:
+        try:
+            create_key(path)
+        except SigningError as exc:
+            raise _fail(f"{exc} (dealtrail keys rotate replaces a key)") from None
+        kid = _record(store, path, datetime.now(UTC))
     console.print(f"signing key {kid} created in {path}; its public key is recorded in {db}", markup=False)
     console.print("register it with the regulator: dealtrail keys show", markup=False)
 
@@ -81,13 +93,14 @@ def keys_rotate(db: Annotated[Path | None, _DB_OPTION] = None) -> None:
     retired = path.with_name(f"{path.name}.retired-{old[:16]}")
     if retired.exists():
         raise _fail(f"{retired} exists: a retired key is never written over")
-    path.rename(retired)
-    try:
-        create_key(path)
-    except SigningError as exc:
-        retired.rename(path)
-        raise _fail(str(exc)) from None
-    kid = _record(db, path, datetime.now(UTC))
+    with _writer(db) as store:  # the key file is moved only once the store can record the new key
+        path.rename(retired)
+        try:
+            create_key(path)
+        except SigningError as exc:
+            retired.rename(path)
+            raise _fail(str(exc)) from None
+        kid = _record(store, path, datetime.now(UTC))
     console.print(f"signing key {kid} replaces {old} (kept in {retired}); both are recorded in {db}", markup=False)
 
 
@@ -96,13 +109,9 @@ def keys_show(db: Annotated[Path | None, _DB_OPTION] = None) -> None:
     """Print every public key the property has signed with, its ID and validity period, as PEM:
     what the regulator registers and checks signatures with (openssl pkeyutl -verify)."""
     from projections.records import signing_keys
-    from projections.store.store import connect_read_only
 
     db = db or load().db
-    try:
-        con = connect_read_only(db)
-    except FileNotFoundError as exc:
-        raise _fail(str(exc)) from None
+    con = _read_store(db)  # one line for a store missing, held (exit 1) or unreadable
     try:
         keys = signing_keys.history(con)
     finally:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from dealtrail.cli.common import _DB, _busy, _fail, app, console, load
+from dealtrail.cli.common import _DB, _fail, _read_store, app, console, load
 from dealtrail.settings import Settings
 from schemas.access import Outcome
 
@@ -333,9 +333,7 @@ def _signature(target: Path, db: Path | None, public_key: Path | None) -> str | 
             pem = public_key.read_bytes()
             keys[key_id(pem)] = pem
         if db is not None:
-            from projections.store.store import connect_read_only
-
-            con = connect_read_only(db)
+            con = _read_store(db, code=1)  # one line for a store missing, held or unreadable
             try:
                 recorded = signing_keys.history(con)
             finally:
@@ -369,17 +367,9 @@ def _signature(target: Path, db: Path | None, public_key: Path | None) -> str | 
 
 def _anchor(target: Path, db: Path) -> Anchor:
     """:func:`projections.records.signoff.check_anchor` over the store at ``db`` opened read-only."""
-    import duckdb
-
     from projections.records.signoff import check_anchor
-    from projections.store.store import connect_read_only
 
-    try:
-        con = connect_read_only(db)
-    except FileNotFoundError as exc:
-        raise _fail(str(exc), code=1) from None
-    except duckdb.IOException as exc:
-        raise _busy(db, exc) from None
+    con = _read_store(db, code=1)
     try:
         return check_anchor(con, target)
     finally:

@@ -119,7 +119,9 @@ class ReviewRequest(BaseModel):
 
     Attributes:
         action: acknowledge, assign, dispose or reopen; approve or reject (a manager, of a
-            disposition someone else proposed).
+            disposition someone else proposed); attach: a note or video references recorded as
+            evidence (``FindingEvidenceAttached``), which changes no status, cause, assignee or
+            approval.
         cause: with ``dispose``: DEALER_ERROR, SUPERVISOR_ERROR, DEVICE, PATRON, DATA_ERROR or
             NOT_A_VIOLATION (on a voiding or integrity finding only proposed: a manager other
             than the proposer approves it).
@@ -134,7 +136,7 @@ class ReviewRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["acknowledge", "assign", "dispose", "reopen", "approve", "reject"]
+    action: Literal["acknowledge", "assign", "dispose", "reopen", "approve", "reject", "attach"]
     cause: Cause | None = None
     corrective_action: Text = Field(default="", max_length=4000)
     assignee: Text | None = Field(default=None, max_length=64)

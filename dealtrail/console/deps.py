@@ -45,6 +45,7 @@ from schemas.reviews import (
     FindingAssigned,
     FindingDisposed,
     FindingDispositionProposed,
+    FindingEvidenceAttached,
     FindingRejected,
     FindingReopened,
     identity_key,
@@ -606,7 +607,9 @@ class Console:
     def record_review(self, con: duckdb.DuckDBPyConnection, finding_id: str, user: User, body: ReviewRequest) -> Any:
         """Record a review of a finding: to the review sink if there is one, else to the store.
 
-        A disposition needs a cause, and per the finding's severity a corrective action and a
+        ``attach`` records a note or video references as evidence (``FindingEvidenceAttached``),
+        which changes no review status, cause, assignee or approval. A disposition needs a cause,
+        and per the finding's severity a corrective action and a
         note (``ConsoleConfig.disposition_needs``). A ``NOT_A_VIOLATION`` disposition of a
         voiding or integrity finding is recorded as a proposal (``FindingDispositionProposed``:
         the finding stays open, ``pending_approval``) until a manager other than the proposer
@@ -637,7 +640,11 @@ class Console:
             "references": tuple(body.references),
         }
         event: reviews.ReviewEvent
-        if body.action == "acknowledge":
+        if body.action == "attach":  # evidence, not a decision: the review status stays as it was
+            if not body.note.strip() and not body.references:
+                raise invalid(("body", "note"), "attach needs a note or a video reference")
+            event = FindingEvidenceAttached.model_validate(common)
+        elif body.action == "acknowledge":
             event = FindingAcknowledged.model_validate(common)
         elif body.action == "assign":
             target = users.user(con, body.assignee or "")

@@ -39,7 +39,7 @@ from schemas.reviews import Cause, ReviewStatus
 from streams.engine.catalog import RULES_BY_ID
 
 PAGE_SIZE = 50
-ACTIONS = ("acknowledge", "assign", "dispose", "reopen", "approve", "reject")
+ACTIONS = ("acknowledge", "assign", "dispose", "reopen", "approve", "reject", "attach")
 
 
 def router(console: Console) -> APIRouter:

@@ -36,15 +36,22 @@ ASSETS = {"replay.js": "text/javascript", "investigate.css": "text/css"}
 
 
 def _window(round_: str | None, from_: datetime | None, to: datetime | None, tz: tzinfo = UTC) -> Window:
-    """The replay window asked for, checked (422 when it is none, both, or longer than a day);
+    """The replay window asked for, checked (422 when it is none, both, or longer than a day); with
+    only ``from`` (or only ``to``) it is the day from (or up to) it, the longest a window may be;
     times without an offset are read in ``tz``, the casino's zone (``filters.parse_time``)."""
     from_, to = parse_time(from_, "from", tz), parse_time(to, "to", tz)
     if round_ and (from_ or to):
         raise invalid(("query", "round"), "ask for a round or a time window (from, to), not both")
     if round_:
         return Window(round_id=round_)
-    if from_ is None or to is None:
-        raise invalid(("query", "from"), "a replay needs a round, or both from and to")
+    if from_ is None and to is None:
+        raise invalid(("query", "from"), "a replay needs a round, or a time window (from, to)")
+    span = timedelta(hours=MAX_WINDOW_HOURS)  # one end given: the longest window from it (issue 47, item 7)
+    if from_ is None and to is not None:
+        from_ = to - span
+    elif to is None and from_ is not None:
+        to = from_ + span
+    assert from_ is not None and to is not None
     if to <= from_:
         raise invalid(("query", "to"), "to must be after from")
     if (to - from_).total_seconds() > MAX_WINDOW_HOURS * 3600:
@@ -130,7 +137,13 @@ def router(console: Console) -> APIRouter:
         """The events of a round, or of a time window [from, to) of at most a day, one step each
         with the table as it lay after it (layout, burns, stub, dice, stacks, decks, devices,
         remedies owed) and the findings it raised, replayed by the rule engine from the
-        nearest snapshot before the window; ``page_size`` steps a page."""
+        nearest snapshot before the window; ``page_size`` steps a page. Neither a round nor a
+        time: the last day of the table's stored events."""
+        if not round_ and from_ is None and to is None:  # the table's last day (issue 47, item 7)
+            last = con.execute("SELECT max(occurred_at) FROM events WHERE table_id = ?", [table_id]).fetchall()
+            if not last or last[0][0] is None:
+                raise HTTPException(404, f"no stored event of table {table_id}")
+            to = last[0][0] + timedelta(microseconds=1)
         window = _window(round_, from_, to, tz)
         try:
             found = replay_page(con, table_id, window, page, page_size, tz).as_json()

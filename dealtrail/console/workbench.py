@@ -3,9 +3,10 @@
 - The clips of a finding's evidence window, one link per camera of its table
   (:class:`dealtrail.investigate.video.VideoLinks`, from ``DEALTRAIL_VIDEO__*``), drawn by the partial
   ``_finding_video.html.j2`` through the template function ``video_clips``.
-- ``POST /findings/{id}/video-references``: a review (acknowledge, dispose or reopen) carrying
-  one video reference (camera, clip ID, URL, note), recorded like any review (to the store, or
-  to the reviews topic in the streaming deployment).
+- ``POST /findings/{id}/video-references``: one video reference (camera, clip ID, URL, note) and
+  an optional note, recorded as evidence (``FindingEvidenceAttached``, to the store or to the
+  reviews topic in the streaming deployment): it changes no review status, cause, assignee or
+  approval (issue 47, item 1); a decision goes through the review form.
 - ``GET /findings/{id}/evidence.zip``: the finding's evidence package
   (:func:`dealtrail.investigate.evidence.build_package`), for any logged-in user; each download is logged
   (user, finding, the zip's SHA-256) on the ``dealtrail.console.evidence`` logger, which writes
@@ -30,8 +31,10 @@ from dealtrail.investigate.video import Clip
 
 log = logging.getLogger("dealtrail.console.evidence")
 
-REFERENCE_ACTIONS = ("acknowledge", "dispose", "reopen")
-"""The review actions the video reference form offers (an assignment goes through the review form)."""
+REFERENCE_ACTIONS = ("attach",)
+"""What the video reference form records: evidence only (a decision goes through the review form).
+A form from an older page that still names a decision (``ref_action=acknowledge`` ...) is refused
+with 422 rather than recorded as something its user did not choose."""
 
 
 def router(console: Console) -> APIRouter:
@@ -67,27 +70,26 @@ def router(console: Console) -> APIRouter:
         user: PageUser,
         con: Cursor,
         csrf: Annotated[str, Form()],
-        ref_action: Annotated[str, Form()],
         camera: Annotated[str, Form(max_length=128)],
+        ref_action: Annotated[str, Form()] = "attach",
         clip_id: Annotated[str, Form(max_length=200)] = "",
         url: Annotated[str, Form(max_length=2000)] = "",
         reference_note: Annotated[str, Form(max_length=4000)] = "",
-        ref_cause: Annotated[str, Form()] = "",
         ref_review_note: Annotated[str, Form(max_length=4000)] = "",
-        ref_corrective_action: Annotated[str, Form(max_length=4000)] = "",
     ) -> Response:
         with console.review_refusals(user, ref_action, f"finding {finding_id}"):  # each refusal logged
             console.check_csrf(request, csrf)
             if not user.can_review:
                 raise HTTPException(403, "a viewer cannot review findings")
             if ref_action not in REFERENCE_ACTIONS:
-                raise invalid(("body", "ref_action"), f"ref_action must be one of {', '.join(REFERENCE_ACTIONS)}")
+                raise invalid(
+                    ("body", "ref_action"),
+                    "a video reference is recorded as evidence only: record a decision with the review form",
+                )
             try:
                 body = ReviewRequest.model_validate(
                     {
-                        "action": ref_action,
-                        "cause": ref_cause or None,
-                        "corrective_action": ref_corrective_action,  # a disposition needs one per severity
+                        "action": "attach",
                         "note": ref_review_note,
                         "references": [{"camera": camera, "clip_id": clip_id, "url": url, "note": reference_note}],
                     }
@@ -95,7 +97,7 @@ def router(console: Console) -> APIRouter:
             except ValidationError as exc:  # refused as the API refuses them
                 raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from None
             console.record_review(con, finding_id, user, body)
-        return RedirectResponse(f"/findings/{finding_id}?done={ref_action}#video", status_code=303)
+        return RedirectResponse(f"/findings/{finding_id}?done=attach#video", status_code=303)
 
     @routes.get("/findings/{finding_id}/evidence.zip", include_in_schema=False)
     def evidence_zip(finding_id: str, user: PageUser, con: Cursor) -> Response:

@@ -4,15 +4,21 @@ A bag is a folder holding ``bagit.txt`` (the version), ``bag-info.txt`` (who mad
 is), ``manifest-sha256.txt`` (the SHA-256 of every payload file under ``data/``) and
 ``tagmanifest-sha256.txt`` (the SHA-256 of those three tag files). Any BagIt tool checks it
 (``bagit.py --validate FOLDER``); :func:`check_bag` does the same checks and names the file
-that fails. A detached signature (``tagmanifest-sha256.txt.sig``, :mod:`projections.records.signing`)
-over the tag manifest covers every file through it, and with it the public key it verifies with
-(``signing-key.pem``): these two are tag files outside the tag manifest, which BagIt allows.
+that fails.
+
+Other tag files a bag carries (the public key, the standard-library chain checker) are listed in
+the tag manifest too, so that every file of the bag is in a manifest. A signed bag also holds
+:data:`SIGNED` (the SHA-256 of every tag file but the tag manifest, in a manifest's form) and its
+detached signature :data:`SIGNED_SIGNATURE` (:mod:`projections.records.signing`), both in the tag
+manifest: the signature covers every tag file and, through the payload manifest, every payload
+file. Neither is named ``manifest-*`` or ``tagmanifest-*``, which BagIt reserves for manifests
+(bagit-java reads every file so named as one).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 BAGIT_TXT = b"BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"
 MANIFEST = "manifest-sha256.txt"
@@ -20,6 +26,10 @@ TAGMANIFEST = "tagmanifest-sha256.txt"
 BAG_INFO = "bag-info.txt"
 TAG_FILES = ("bagit.txt", BAG_INFO, MANIFEST, TAGMANIFEST)
 """The tag files every bag holds, in the order they are written."""
+SIGNED = "signed-sha256.txt"
+"""A signed bag's list of the SHA-256 of its tag files (all but the tag manifest): what its signature signs."""
+SIGNED_SIGNATURE = SIGNED + ".sig"
+"""The detached Ed25519 signature of :data:`SIGNED`."""
 
 
 class BagError(ValueError):
@@ -35,22 +45,42 @@ def _info_line(key: str, value: str) -> str:
     return f"{key}: {clean}\n"
 
 
-def make_bag(payload: Mapping[str, bytes], info: Mapping[str, str]) -> dict[str, bytes]:
+def make_bag(
+    payload: Mapping[str, bytes],
+    info: Mapping[str, str],
+    tags: Mapping[str, bytes] | None = None,
+    signer: Callable[[bytes], bytes] | None = None,
+) -> dict[str, bytes]:
     """The files of a bag (relative path -> bytes): ``payload`` under ``data/`` and the tag files.
 
     Args:
         payload: file name -> content (plain names, no folders).
         info: ``bag-info.txt`` labels -> values (one line each; ``Payload-Oxum`` is added).
+        tags: more tag files (name -> content) for the bag's top, listed in its tag manifest.
+        signer: signs bytes (a detached signature); given, the bag holds :data:`SIGNED` and
+            :data:`SIGNED_SIGNATURE`, both in its tag manifest.
 
     Returns:
-        Every file of the bag, tag files first.
+        Every file of the bag, tag files first; every one of them is in a manifest.
     """
     data = {f"data/{name}": content for name, content in payload.items()}
     oxum = f"{sum(len(c) for c in data.values())}.{len(data)}"
     bag_info = "".join(_info_line(k, v) for k, v in {**info, "Payload-Oxum": oxum}.items()).encode()
-    tags = {"bagit.txt": BAGIT_TXT, BAG_INFO: bag_info, MANIFEST: _manifest(data)}
-    tags[TAGMANIFEST] = _manifest(tags)
-    return {**tags, **data}
+    files = {"bagit.txt": BAGIT_TXT, BAG_INFO: bag_info, MANIFEST: _manifest(data), **(tags or {})}
+    if signer is not None:
+        files[SIGNED] = _manifest(files)
+        files[SIGNED_SIGNATURE] = signer(files[SIGNED])
+    files[TAGMANIFEST] = _manifest(files)
+    return {**files, **data}
+
+
+def read_manifest(name: str, text: bytes) -> dict[str, str]:
+    """A manifest's lines (``<sha256>  <path>``) as path -> SHA-256 (lower case).
+
+    Raises:
+        BagError: a line not of that form, a path twice, or one outside the bag (``name`` named).
+    """
+    return _read_manifest(name, text)
 
 
 def _read_manifest(name: str, text: bytes) -> dict[str, str]:
@@ -77,12 +107,14 @@ def info(files: Mapping[str, bytes]) -> dict[str, str]:
     return out
 
 
-def check_bag(files: Mapping[str, bytes]) -> None:
+def check_bag(files: Mapping[str, bytes], every_tag_listed: bool = False) -> None:
     """Check a bag's completeness and fixity as ``bagit.py --validate`` does.
 
     Args:
         files: every file of the bag, relative path -> bytes (tag files at the top, payload
             under ``data/``).
+        every_tag_listed: also refuse a tag file the tag manifest does not list (every file of
+            the bag in a manifest, as :func:`make_bag` writes it).
 
     Raises:
         BagError: a tag file missing, ``bagit.txt`` not BagIt 1.0, a payload file changed,
@@ -103,6 +135,10 @@ def check_bag(files: Mapping[str, bytes]) -> None:
                 raise BagError(f"{path} is listed in {text} but not in the bag (removed)")
             if hashlib.sha256(files[path]).hexdigest() != digest:
                 raise BagError(f"{path}: its SHA-256 is not the one {text} lists (altered)")
+        if scope == "tag" and every_tag_listed:
+            for path in sorted(files):
+                if "/" not in path and path != TAGMANIFEST and path not in listed:
+                    raise BagError(f"{path} is in the bag but not listed in {TAGMANIFEST} (added)")
         if scope == "payload":
             for path in sorted(files):
                 if path.startswith("data/") and path not in listed:

@@ -45,7 +45,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dealtrail.investigate.bag import TAG_FILES, TAGMANIFEST, BagError, check_bag, make_bag
+from dealtrail.investigate.bag import (
+    MANIFEST,
+    SIGNED,
+    SIGNED_SIGNATURE,
+    TAG_FILES,
+    TAGMANIFEST,
+    BagError,
+    check_bag,
+    make_bag,
+    read_manifest,
+)
 from dealtrail.investigate.bag import info as bag_info
 from projections.records.signing import SIGNATURE_SUFFIX, SigningError, key_id, public_pem, sign
 from projections.records.signing import verify as verify_signature
@@ -62,19 +72,37 @@ if TYPE_CHECKING:
     import duckdb
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-FORMAT = "dealtrail-evidence-2"
+FORMAT = "dealtrail-evidence-3"
 """The package format's name and version (``manifest.json``'s ``format``): a BagIt bag whose
-payload (``data/``) holds :data:`FILES`, hashed in RFC 8785 form, signed when a key is set."""
+payload (``data/``) holds :data:`FILES`, hashed in RFC 8785 form, with the chain checker
+:data:`CHECKER` beside it, every file in a manifest, signed when a key is set (the signature
+:data:`dealtrail.investigate.bag.SIGNED_SIGNATURE` of the tag files' hashes,
+:data:`dealtrail.investigate.bag.SIGNED`)."""
+BAG_FORMAT_2 = "dealtrail-evidence-2"
+"""The format of packages made before issue 47 (signature ``tagmanifest-sha256.txt.sig`` over the
+tag manifest, the key outside it, no checker): still verified."""
+BAG_FORMATS = (FORMAT, BAG_FORMAT_2)
+"""The formats of a package that is a BagIt bag."""
+CHECKER = "check_chain.py"
+"""The standard-library script that checks the package's hash chain, carried at the bag's top
+(the same as docs/integrity.md's "Checking a package without dealtrail")."""
 LEGACY_FORMAT = "dealtrail-evidence-1"
 """The format of dealtrail 0.2.0's packages (:data:`FILES` at the top, no bag, no signature):
 still verified."""
-SIGNATURE = TAGMANIFEST + SIGNATURE_SUFFIX
-"""The detached Ed25519 signature over the bag's tag manifest (which covers ``bag-info.txt``
-and the payload manifest, and through it every payload file)."""
+SIGNATURE_2 = TAGMANIFEST + SIGNATURE_SUFFIX
+"""A :data:`BAG_FORMAT_2` package's detached signature over its tag manifest."""
 PUBLIC_KEY = "signing-key.pem"
 """The public key the signature verifies with (compare its ID with the property's registered key)."""
-BAG_TAGS = (*TAG_FILES, SIGNATURE, PUBLIC_KEY)
+BAG_TAGS = (*TAG_FILES, CHECKER, PUBLIC_KEY, SIGNED, SIGNED_SIGNATURE, SIGNATURE_2)
 """The files a bag may hold at its top."""
+SIGNED_TAGS = ("bagit.txt", "bag-info.txt", MANIFEST, CHECKER, PUBLIC_KEY)
+"""What the signature of a :data:`FORMAT` package must cover (through :data:`dealtrail.investigate.bag.SIGNED`)."""
+
+
+def checker_script() -> bytes:
+    """The chain checker every package carries (:data:`CHECKER`)."""
+    return (Path(__file__).parent / "templates" / CHECKER).read_bytes()
+
 
 FILES = (
     "README.md",
@@ -398,10 +426,16 @@ def build_package(
         pem = public_pem(signer)
         kid = key_id(pem)
         info["Dealtrail-Signing-Key"] = kid
-    bag = make_bag({name: files[name] for name in FILES}, info)
+    tags = {CHECKER: checker_script()}
     if signer is not None:
-        bag[SIGNATURE] = sign(signer, bag[TAGMANIFEST])
-        bag[PUBLIC_KEY] = pem
+        tags[PUBLIC_KEY] = pem
+    key = signer
+    bag = make_bag(
+        {name: files[name] for name in FILES},
+        info,
+        tags,
+        (lambda data: sign(key, data)) if key is not None else None,
+    )
     return Package(finding_id, files, len(lines), len(links), bag, kid)
 
 
@@ -425,11 +459,15 @@ that holds the bag (called `pkg` here), with the property's registered public ke
 
     bagit.py --validate pkg
     openssl pkeyutl -verify -pubin -inkey registered-key.pem -rawin \\
-        -in pkg/tagmanifest-sha256.txt -sigfile pkg/tagmanifest-sha256.txt.sig
+        -in pkg/signed-sha256.txt -sigfile pkg/signed-sha256.txt.sig
+    (cd pkg && sha256sum --quiet -c signed-sha256.txt)
 
 The first checks that every file is there and unchanged, the second that the property signed the
-bag (when it is signed: `bag-info.txt` names the key). The hash chain is checked with the short
-standard-library script in dealtrail's docs/integrity.md ("Checking a package without dealtrail").
+bag (when it is signed: `bag-info.txt` names the key), and the third that the signed list of the
+tag files' SHA-256 (which covers `bag-info.txt` and `manifest-sha256.txt`, and so every file) is
+the bag's. The hash chain is checked with the standard-library script the bag carries:
+
+    python3 pkg/check_chain.py pkg/data
 
 With dealtrail installed (the same engine version, or one of the same rulebook revision), and no
 access to the casino's database:
@@ -787,33 +825,53 @@ class _Failed(Exception):
         self.problem, self.event_id = problem, event_id
 
 
+def _check_signed_list(folder: _Folder) -> None:
+    """The signed list of a :data:`FORMAT` bag's tag files names each of :data:`SIGNED_TAGS`
+    with the SHA-256 the file has (a bag re-hashed after a change fails here)."""
+    try:
+        listed = read_manifest(SIGNED, folder.files[SIGNED])
+    except BagError as exc:
+        raise _Failed(str(exc)) from None
+    for name in SIGNED_TAGS:
+        if name not in listed:
+            raise _Failed(f"{SIGNED} does not list {name}: the signature does not cover it")
+        if hashlib.sha256(folder.files[name]).hexdigest() != listed[name]:
+            raise _Failed(f"{name}: its SHA-256 is not the one the signed {SIGNED} lists (altered after signing)")
+
+
 def _check_bag(
     folder: _Folder, report: PackageReport, public_key: bytes | None, keys: list[dict[str, Any]] | None = None
 ) -> None:
     """The bag's completeness and fixity (as ``bagit.py --validate``), then its signature, then
     that it was made within its key's validity period (``keys``: the store's; None: not checked)."""
+    labels = bag_info(folder.files)
+    current = labels.get("Dealtrail-Format", FORMAT) != BAG_FORMAT_2
     try:
-        check_bag(folder.files)
+        check_bag(folder.files, every_tag_listed=current)  # every file in a manifest (issue 47)
     except BagError as exc:
         raise _Failed(f"the BagIt check fails: {exc}") from None
     for name in FILES:
         if f"data/{name}" not in folder.files:
             raise _Failed(f"the bag's payload has no data/{name} (removed, with its line of manifest-sha256.txt)")
-    labels = bag_info(folder.files)
+    if current and CHECKER not in folder.files:
+        raise _Failed(f"the bag has no {CHECKER} (removed, with its line of {TAGMANIFEST})")
     claimed = labels.get("Dealtrail-Signing-Key")
-    signature, pem = folder.files.get(SIGNATURE), folder.files.get(PUBLIC_KEY)
-    if signature is None or pem is None:
+    signed, sig_name = (SIGNED, SIGNED_SIGNATURE) if current else (TAGMANIFEST, SIGNATURE_2)
+    signature, pem = folder.files.get(sig_name), folder.files.get(PUBLIC_KEY)
+    if signature is None or pem is None or signed not in folder.files:
         if claimed is not None or public_key is not None:
-            raise _Failed(f"the package is not signed: {SIGNATURE} or {PUBLIC_KEY} is missing")
+            raise _Failed(f"the package is not signed: {sig_name} or {PUBLIC_KEY} is missing")
         report.notes.append("WARNING: the package is not signed (no signing key was set when it was made)")
         return
     try:
         kid = key_id(pem)
-        ok = verify_signature(pem, folder.files[TAGMANIFEST], signature)
+        ok = verify_signature(pem, folder.files[signed], signature)
     except SigningError as exc:
         raise _Failed(f"{PUBLIC_KEY}: {exc}") from None
     if not ok:
-        raise _Failed(f"{SIGNATURE} is not a signature of {TAGMANIFEST} by the key in {PUBLIC_KEY}")
+        raise _Failed(f"{sig_name} is not a signature of {signed} by the key in {PUBLIC_KEY}")
+    if current:
+        _check_signed_list(folder)
     if claimed != kid:
         raise _Failed(f"bag-info.txt names signing key {claimed}, the package carries key {kid}")
     if public_key is not None and key_id(public_key) != kid:
@@ -860,11 +918,11 @@ def _verify(
     elif public_key is not None:
         raise _Failed("the package is not signed: it is no BagIt bag (made by dealtrail 0.2.0)")
     manifest = _json(folder, "manifest.json")
-    expected = FORMAT if folder.bag else LEGACY_FORMAT
-    if not isinstance(manifest, dict) or manifest.get("format") != expected:
-        if not folder.bag and isinstance(manifest, dict) and manifest.get("format") == FORMAT:
+    expected = BAG_FORMATS if folder.bag else (LEGACY_FORMAT,)
+    if not isinstance(manifest, dict) or manifest.get("format") not in expected:
+        if not folder.bag and isinstance(manifest, dict) and manifest.get("format") in BAG_FORMATS:
             raise PackageRefused(f"a {FORMAT} package is a BagIt bag: this one has no bagit.txt (refused)")
-        raise EvidenceError(f"manifest.json is not a {expected} manifest")
+        raise EvidenceError(f"manifest.json is not a {' or '.join(expected)} manifest")
     revision = manifest.get("rulebook_revision")
     if revision != RULEBOOK_REVISION:
         report.notes.append(

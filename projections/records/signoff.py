@@ -259,25 +259,44 @@ class Verification:
         changed: files whose SHA-256 differs from the record's.
         missing: files of the record no longer there.
         added: files there now that the record does not cover.
+        misplaced: why the folder is not the revision the record names (a signed revision
+            copied under another period or revision folder); None: it is.
     """
 
     record: dict[str, Any] | None
     changed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
+    misplaced: str | None = None
 
     @property
     def intact(self) -> bool:
-        """Signed, and every file is as it was signed (nothing changed, missing or added)."""
-        return self.record is not None and not (self.changed or self.missing or self.added)
+        """Signed, every file as it was signed (nothing changed, missing or added), in the folder
+        of the period and revision the sign-off names."""
+        return self.record is not None and not (self.changed or self.missing or self.added or self.misplaced)
 
     def problems(self) -> list[str]:
-        """One line per file changed, missing or added since signing."""
+        """One line per file changed, missing or added since signing, and one for a folder that
+        is not the revision the sign-off names."""
         return (
-            [f"{n} changed since signing" for n in self.changed]
+            ([self.misplaced] if self.misplaced else [])
+            + [f"{n} changed since signing" for n in self.changed]
             + [f"{n} missing since signing" for n in self.missing]
             + [f"{n} added since signing (not covered by the sign-off)" for n in self.added]
         )
+
+
+def _misplaced(folder: Path, record: dict[str, Any]) -> str | None:
+    """Why ``folder`` is not the revision ``record`` signed (its period folder's name, its
+    ``rev-NNNN``), or None; a record that names no period (an older record) is not judged."""
+    from projections.records.report_revisions import revision_folder  # it imports this module lazily too
+
+    period, revision = record.get("period"), record.get("revision")
+    if period is not None and str(period) != folder.parent.name:
+        return f"the sign-off is of period {period}, but this revision lies under {folder.parent.name} (copied)"
+    if isinstance(revision, int) and folder.name != revision_folder(revision):
+        return f"the sign-off is of revision {revision}, but this folder is {folder.name} (copied)"
+    return None
 
 
 def verify(folder: Path) -> Verification:
@@ -296,6 +315,7 @@ def verify(folder: Path) -> Verification:
         changed=sorted(n for n in signed if n in now and now[n] != signed[n]),
         missing=sorted(n for n in signed if n not in now),
         added=sorted(n for n in now if n not in signed),
+        misplaced=_misplaced(folder, record),
     )
 
 

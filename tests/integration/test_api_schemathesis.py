@@ -30,10 +30,14 @@ from projections.store.store import Store
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
 EXAMPLES = 40
 EXCLUDED = [positive_data_acceptance]
-"""Left out: "schema-valid data is accepted". Some refusals depend on the store, not on the
-document: an ``assign`` needs an active console user, a ``dispose`` a cause, a review a finding
-that exists. Those are 4xx answers with a reason, documented; every other check runs (no
-server error, documented status, content type and body shape, hostile values refused)."""
+"""Left out: "schema-valid data is accepted". Issue 47 (item 7) moved some refusals into the
+document or out of the API (a video reference's clip ID or URL, ``anyOf``; a URL pattern that
+Python and JSON Schema read alike; a replay with only ``from``, only ``to``, or neither), but some
+still depend on the store or on two values together, which the document cannot state: an
+``assign`` needs an active console user, a ``dispose`` a cause (and per severity a corrective
+action and a note), an ``attach`` a note or a reference, a replay a round or a window, not both,
+``to`` after ``from`` and at most a day. Those are 422 answers with a reason; every other check
+runs (no server error, documented status, content type and body shape, hostile values refused)."""
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +247,30 @@ def test_a_malformed_request_is_a_422_with_fastapis_list_of_reasons(
         assert detail[0]["loc"] == where, detail
     if where == ["body", 0]:  # not JSON text (NaN, Infinity, a lone surrogate): refused whole, before any field
         assert detail[0]["msg"].startswith("malformed_json"), detail
+
+
+def test_the_requests_the_document_allows_that_were_refused_are_now_answered_or_stated_in_it(
+    api: tuple[Any, dict[str, str]],
+) -> None:
+    # issue 47, item 7: a replay with only `from` and a video reference with neither clip ID nor
+    # URL were schema-valid and answered 422
+    import jsonschema_rs  # Schemathesis's own validator
+    from fastapi.testclient import TestClient
+
+    app, headers = api
+    client = TestClient(app)
+    doc = client.get("/api/v1/openapi.json", headers=headers).json()
+    table = client.get("/api/v1/floor", headers=headers).json()["tables"][0]["table_id"]
+    for query in ({"from": "2026-11-27T18:00:00+00:00"}, {"to": "2026-11-27T18:20:00+00:00"}, {"page_size": 5}):
+        r = client.get(f"/api/v1/tables/{table}/replay", params=query, headers=headers)
+        assert r.status_code in (200, 404), (query, r.status_code, r.text)  # a day from (up to) it; the last day
+    r = client.get(
+        f"/api/v1/tables/{table}/replay", params={"from": "2026-11-27T18:00:00+00:00", "page_size": 5}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    schema = {**doc["components"]["schemas"]["VideoReference"], "components": doc["components"]}
+    validator = jsonschema_rs.validator_for(schema)
+    assert validator.is_valid({"camera": "CAM-1", "clip_id": "C-1"})
+    assert validator.is_valid({"camera": "CAM-1", "url": "https://vms.local/c"})
+    for neither in ({"camera": "CAM-1"}, {"camera": "CAM-1", "clip_id": "", "url": ""}):
+        assert not validator.is_valid(neither), neither

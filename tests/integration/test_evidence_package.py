@@ -17,10 +17,9 @@ from typer.testing import CliRunner, Result
 
 from dealtrail.cli import app as cli
 from dealtrail.investigate import evidence
-from dealtrail.investigate.bag import info as bag_info
-from dealtrail.investigate.bag import make_bag
 from dealtrail.investigate.evidence import Package, build_package, verify_package
 from streams.engine import Plausibility
+from tests.helpers import rebag
 
 LIMITS = Plausibility(100_000, timedelta(hours=1))
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -57,11 +56,7 @@ def _rewrite(out: Path, name: str, text: str) -> None:
     """Edit a payload file of a written (unsigned) package, and make the bag's manifests anew,
     as anyone can: what the re-derivation then checks."""
     (out / "data" / name).write_text(text)
-    payload = {p.name: p.read_bytes() for p in (out / "data").iterdir()}
-    labels = bag_info({"bag-info.txt": (out / "bag-info.txt").read_bytes()})
-    labels.pop("Payload-Oxum")
-    for rel, data in make_bag(payload, labels).items():
-        (out / rel).write_bytes(data)
+    rebag(out)
 
 
 def _forged_events(package: Package) -> bytes:

@@ -413,16 +413,99 @@ def test_the_console_takes_what_a_disposition_needs_from_the_settings(
         Settings()
 
 
-def test_a_disposition_with_a_video_reference_meets_the_same_rules(client: TestClient, store: Store) -> None:
+def test_a_video_reference_form_naming_a_decision_is_refused_and_records_nothing(
+    client: TestClient, store: Store
+) -> None:
+    # a page from before issue 47 offered "Acknowledge" / "Dispose" / "Reopen" beside the clip:
+    # such a form is refused, never recorded as a decision its user did not choose
     fid = finding_of(store, "voiding")
     csrf = login(client, "rita")
-    form = {"csrf": csrf, "ref_action": "dispose", "ref_cause": "NOT_A_VIOLATION", "camera": "CAM-1", "clip_id": "c1"}
     url = f"/findings/{fid}/video-references"
-    assert client.post(url, data=form).status_code == 422  # no corrective action, no note
-    full = {**form, "ref_corrective_action": "none needed", "ref_review_note": "the clip shows the cut card"}
-    assert client.post(url, data=full, follow_redirects=False).status_code == 303
-    row = get(client, store, fid)
-    assert (row["review_status"], row["reviews"][0]["references"][0]["clip_id"]) == ("pending_approval", "c1")
+    for action in ("acknowledge", "dispose", "reopen"):
+        form = {"csrf": csrf, "ref_action": action, "ref_cause": "DEALER_ERROR", "camera": "CAM-1", "clip_id": "c1"}
+        assert client.post(url, data=form).status_code == 422, action
+    assert get(client, store, fid)["reviews"] == []
+
+
+# What a decision leaves, and what evidence must never change (issue 47, item 1).
+DECIDED = ("review_status", "cause", "assignee", "disposed_by", "approved_by", "proposed_cause",
+           "corrective_action", "disposition_note", "last_reviewed_by", "last_reviewed_at", "disposed_at")  # fmt: skip
+STATUSES: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "unreviewed": [],
+    "acknowledged": [("rita", {"action": "acknowledge"})],
+    "assigned": [("rita", {"action": "assign", "assignee": "ron"})],
+    "disposed": [("rita", {"action": "dispose", "cause": "DEALER_ERROR", **FULL})],
+    "reopened": [("rita", {"action": "dispose", "cause": "DEVICE", **FULL}), ("rita", {"action": "reopen"})],
+    "pending_approval": [("max", {"action": "dispose", "cause": "NOT_A_VIOLATION", **FULL})],
+    "approved": [
+        ("max", {"action": "dispose", "cause": "NOT_A_VIOLATION", **FULL}),
+        ("mia", {"action": "approve"}),
+    ],
+    "rejected": [
+        ("max", {"action": "dispose", "cause": "NOT_A_VIOLATION", **FULL}),
+        ("mia", {"action": "reject", "note": "the clip shows a flash"}),
+    ],
+}
+
+
+@pytest.mark.parametrize("status", list(STATUSES))
+def test_attaching_a_note_or_a_video_reference_changes_no_decision_of_a_finding_in_any_status(
+    client: TestClient, store: Store, status: str
+) -> None:
+    # every way to write evidence to a finding (the video reference form, the review form's
+    # "attach the note only", the API's attach with a note and with references) on a finding in
+    # each review status: a new FindingEvidenceAttached in its history, and its status, cause,
+    # assignee, disposition and approval as they were
+    fid = finding_of(store, "voiding")
+    for who, body in STATUSES[status]:
+        assert review(client, store, fid, who, **body).status_code == 201, (who, body)
+    before = get(client, store, fid)
+    decided = {k: before[k] for k in DECIDED}
+    csrf = login(client, "ron")
+    writers: list[tuple[str, Any]] = [
+        (
+            "video reference form",
+            lambda: client.post(
+                f"/findings/{fid}/video-references",
+                data={"csrf": csrf, "camera": "CAM-1", "clip_id": "C-1", "ref_review_note": "the cut"},
+                follow_redirects=False,
+            ),
+        ),
+        (
+            "review form, note only",
+            lambda: client.post(
+                f"/findings/{fid}/reviews",
+                data={"csrf": csrf, "action": "attach", "note": "spoke to the dealer"},
+                follow_redirects=False,
+            ),
+        ),
+        ("API, a note", lambda: review(client, store, fid, "rita", action="attach", note="from the pit log")),
+        (
+            "API, a reference",
+            lambda: review(client, store, fid, "rita", action="attach", references=[{"camera": "C", "clip_id": "K"}]),
+        ),
+    ]
+    seen = len(before["reviews"])
+    for name, write in writers:
+        r = write()
+        assert r.status_code in (201, 303), (name, r.status_code, r.text)
+        after = get(client, store, fid)
+        assert {k: after[k] for k in DECIDED} == decided, name
+        assert len(after["reviews"]) == seen + 1 and after["reviews"][-1]["type"] == "FindingEvidenceAttached", name
+        seen += 1
+    # the list, the floor and the report count it as they did (not disposed is not disposed)
+    rows, _ = reviews.find(store.con, FindingFilter(finding_id=fid), DUE, AT)
+    assert rows[0]["review_status"] == decided["review_status"]
+    if status == "pending_approval":  # the proposal still waits, and a manager can still decide it
+        assert review(client, store, fid, "mia", action="approve").status_code == 201
+        assert get(client, store, fid)["review_status"] == "disposed"
+
+
+def test_attach_with_neither_a_note_nor_a_reference_is_refused(client: TestClient, store: Store) -> None:
+    fid = finding_of(store, "procedural")
+    r = review(client, store, fid, "rita", action="attach")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "note"], r.text
+    assert get(client, store, fid)["reviews"] == []
 
 
 def test_every_refused_review_action_is_in_the_access_log_with_its_reason(client: TestClient, store: Store) -> None:

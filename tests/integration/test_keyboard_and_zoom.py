@@ -138,6 +138,33 @@ def test_tab_reaches_every_control_of_the_findings_and_a_finding_page_in_order_w
         assert not unringed, (path, unringed[:5])
 
 
+def test_every_page_shows_a_visible_focus_ring_on_each_control_tab_reaches(
+    served: tuple[str, Store, Path],  # noqa: F811
+    browser: Any,
+) -> None:
+    # WCAG 2.4.7 everywhere (issue 47, item 7): the replay's stage hid its ring (outline: none)
+    base, store, periods = served
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(base + "/login")
+    _, _, unringed = _tab_through(page)
+    missing = {"sign-in": unringed} if unringed else {}
+    _sign_in(page, base)
+    for name, path in _pages(store, periods):
+        page.goto(base + path)
+        page.wait_for_load_state("networkidle" if name == "replay" else "load")
+        _, _, unringed = _tab_through(page)
+        if unringed:
+            missing[name] = unringed[:5]
+        if name == "replay":  # the stage the arrow keys step (focused by the page's script), reached back with Tab
+            page.keyboard.press("Tab")  # a keyboard user, then focus on the stage as its script puts it
+            page.evaluate("() => document.querySelector('#replay').focus()")
+            focused = page.evaluate(_FOCUSED)
+            assert focused is not None and focused["what"].startswith("div"), focused
+            if not focused["ring"]:
+                missing["replay stage"] = [focused["what"]]
+    assert not missing, missing
+
+
 def test_the_review_form_is_filled_and_submitted_with_the_keyboard_alone(
     served: tuple[str, Store, Path],  # noqa: F811
     browser: Any,

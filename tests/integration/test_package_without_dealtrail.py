@@ -52,6 +52,18 @@ def doc_script() -> str:
     return block.group(1)
 
 
+def test_the_package_carries_the_docs_chain_script_under_its_signature(signed: tuple[Package, bytes]) -> None:
+    package, _ = signed
+    assert package.bag["check_chain.py"].decode() == doc_script()
+    signed_list = package.bag["signed-sha256.txt"].decode()
+    assert f"{hashlib.sha256(package.bag['check_chain.py']).hexdigest()}  check_chain.py" in signed_list
+    # every file of the bag is in a manifest; no file but a manifest is named manifest-* or tagmanifest-*
+    listed = {line.split("  ", 1)[1] for line in package.bag[TAGMANIFEST].decode().splitlines()}
+    listed |= {line.split("  ", 1)[1] for line in package.bag[MANIFEST].decode().splitlines()}
+    assert set(package.bag) - {TAGMANIFEST} == listed
+    assert [n for n in package.bag if n.startswith(("manifest-", "tagmanifest-"))] == [MANIFEST, TAGMANIFEST]
+
+
 def test_the_docs_chain_script_is_short_and_imports_only_the_standard_library() -> None:
     script = doc_script()
     assert len(script.splitlines()) <= 40
@@ -88,7 +100,6 @@ def _lay_out(package: Package, public_key: bytes, where: Path) -> Path:
     the doc's script, and a ``bin`` with ``bagit.py`` only (nothing of dealtrail on PATH)."""
     package.write(where / "pkg")
     (where / "registered-key.pem").write_bytes(public_key)
-    (where / "check_chain.py").write_text(doc_script(), encoding="utf-8")
     (where / "bin").mkdir()
     (where / "bin" / "bagit.py").symlink_to(Path(sys.executable).parent / "bagit.py")
     return where
@@ -128,8 +139,7 @@ def _rehash(pkg: Path) -> None:
     """What a forger without the key does after an edit: the bag's manifests made anew."""
     payload = sorted(p for p in (pkg / "data").iterdir())
     (pkg / MANIFEST).write_text("".join(f"{_sha(p)}  data/{p.name}\n" for p in payload))
-    tags = [pkg / n for n in ("bag-info.txt", "bagit.txt", MANIFEST)]
-    (pkg / TAGMANIFEST).write_text("".join(f"{_sha(p)}  {p.name}\n" for p in tags))
+    _rehash_tags(pkg)
 
 
 def _sha(path: Path) -> str:
@@ -159,20 +169,26 @@ def _outside(pkg: Path) -> None:
 
 
 def _rehash_tags(pkg: Path) -> None:
-    tags = [pkg / n for n in ("bag-info.txt", "bagit.txt", MANIFEST)]
+    tags = sorted(p for p in pkg.iterdir() if p.is_file() and p.name != TAGMANIFEST)
     (pkg / TAGMANIFEST).write_text("".join(f"{_sha(p)}  {p.name}\n" for p in tags))
+
+
+def _checker_rehashed(pkg: Path) -> None:
+    (pkg / "check_chain.py").write_text('print("chain OK")\n')
+    _rehash_tags(pkg)
 
 
 # alteration -> (the change, which of the doc's commands must fail: bagit, openssl, sha256sum, chain, what
 # verify-package names)
 ALTERATIONS: dict[str, tuple[Callable[[Path], None], tuple[bool, bool, bool, bool], str]] = {
     "an event": (_edit("data/events.jsonl", _alter_event), (True, False, True, True), "data/events.jsonl"),
-    "an event, the bag rehashed": (_event_rehashed, (False, True, False, True), "is not a signature"),
+    "an event, the bag rehashed": (_event_rehashed, (False, False, True, True), "altered after signing"),
+    "the checker, the bag rehashed": (_checker_rehashed, (False, False, True, False), "check_chain.py"),
     "the manifest": (
         _edit(MANIFEST, lambda b: b.replace(b"  data/events.jsonl", b"  data/event.jsonl")),
         (True, False, True, False),
         "manifest-sha256.txt",
-    ),
+    ),  # (the signed list names the manifest's SHA-256: sha256sum -c signed-sha256.txt fails)
     "the digest": (_edit("data/digest.json", _alter_digest), (True, False, True, True), "data/digest.json"),
     "a removed file": (lambda pkg: (pkg / "data" / "reviews.json").unlink(), (True, False, True, False), "reviews"),
     "an added file": (
@@ -180,7 +196,7 @@ ALTERATIONS: dict[str, tuple[Callable[[Path], None], tuple[bool, bool, bool, boo
         (True, False, False, False),
         "data/notes.txt",
     ),
-    "a path outside the bag": (_outside, (True, True, False, False), "outside the bag"),
+    "a path outside the bag": (_outside, (True, False, True, False), "outside the bag"),
 }
 
 

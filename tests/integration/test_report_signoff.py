@@ -641,3 +641,25 @@ def test_a_signers_full_name_and_title_are_profile_revisions_and_the_sign_off_sh
         assert "by Meg Ortiz, Compliance Manager (console user meg, manager), 2026-11-27 16:10:00-05:00" in listed
     finally:
         store.close()
+
+
+def test_a_signed_revision_copied_under_another_period_is_refused_with_and_without_the_store(
+    db: Path, periods: Path, tmp_path: Path
+) -> None:
+    # issue 47, item 6: a signed report folder copied under another period's name verified
+    # without --db ("8 files as signed") though its sign-off names a different period
+    rev = periods / LABEL / "rev-0001"
+    sign(rev, "meg", "manager", STATEMENT, NOW + timedelta(minutes=5))
+    other = tmp_path / "copied" / "2026-11-27T1900+0000_UTC" / "rev-0001"
+    shutil.copytree(rev, other)
+    assert verify(rev).intact and not verify(other).intact
+    for extra in ([], ["--db", str(db)]):
+        r = CliRunner().invoke(app, ["verify-signoff", str(other), *extra])
+        out = " ".join(r.output.split())
+        assert r.exit_code == 1 and f"the sign-off is of period {LABEL}" in out and "NOT as signed" in out, out
+        assert "files as signed" not in out
+    renumbered = tmp_path / "copied" / LABEL / "rev-0002"  # the same period, another revision's folder
+    shutil.copytree(rev, renumbered)
+    assert "the sign-off is of revision 1" in " ".join(verify(renumbered).problems())
+    r = CliRunner().invoke(app, ["verify-signoff", str(rev)])
+    assert r.exit_code == 0 and "files as signed" in r.output, r.output

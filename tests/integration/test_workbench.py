@@ -126,7 +126,6 @@ def test_a_reference_attached_in_a_review_appears_in_the_page_the_api_and_the_re
     assert csrf and f'action="/findings/{fid}/video-references"' in page
     form = {
         "csrf": csrf.group(1),
-        "ref_action": "acknowledge",
         "camera": "CAM-1",
         "clip_id": "CLIP-<77>",
         "url": "https://vms.local/clip/77?x=1&y=2",

@@ -11,15 +11,19 @@
 --     rejection reopened;
 --   * cause and disposed_at: those of the disposition in force (none once reopened); proposed_cause
 --     that of a pending proposal; disposed_by, corrective_action and disposition_note those of the
---     disposition (or the proposal) in force; approved_by the manager who approved it (four eyes).
-WITH last AS (
-    SELECT * FROM rev_events
+--     disposition (or the proposal) in force; approved_by the manager who approved it (four eyes);
+--   * a FindingEvidenceAttached (a note or video references attached) is no decision: it is left
+--     out here, so it changes no status, reviewer, cause, assignee or approval (issue 47, item 1).
+WITH decided AS (
+    SELECT * FROM rev_events WHERE type <> 'FindingEvidenceAttached'
+), last AS (
+    SELECT * FROM decided
     QUALIFY row_number() OVER (PARTITION BY finding_id ORDER BY reviewed_at DESC, review_id DESC) = 1
 ), dsp AS (  -- the latest disposition or proposal of each finding
-    SELECT * FROM rev_events WHERE type IN ('FindingDisposed', 'FindingDispositionProposed')
+    SELECT * FROM decided WHERE type IN ('FindingDisposed', 'FindingDispositionProposed')
     QUALIFY row_number() OVER (PARTITION BY finding_id ORDER BY reviewed_at DESC, review_id DESC) = 1
 ), decision AS (  -- the latest decision of each finding (a proposal stays pending through acknowledgements and assignments)
-    SELECT * FROM rev_events
+    SELECT * FROM decided
     WHERE type IN ('FindingDisposed', 'FindingDispositionProposed', 'FindingApproved', 'FindingRejected',
                    'FindingReopened')
     QUALIFY row_number() OVER (PARTITION BY finding_id ORDER BY reviewed_at DESC, review_id DESC) = 1
@@ -28,7 +32,7 @@ WITH last AS (
            count(*) AS reviews,
            min(reviewed_at) AS first_reviewed_at,
            arg_max(assignee, reviewed_at) FILTER (WHERE type = 'FindingAssigned') AS assignee
-    FROM rev_events GROUP BY finding_id
+    FROM decided GROUP BY finding_id
 ), in_force AS (
     SELECT last.finding_id, last.type, last.user_name, last.reviewed_at, last.cause,
            decision.type = 'FindingDispositionProposed' AS proposed,
