@@ -387,6 +387,7 @@ class Judge:
         self.intake = IntakeClock(self.limits, clock)
         self.clock = clock
         self.host_clock = HostClockCheck(self.limits.max_clock_skew)
+        self.clock_last: dict[int, tuple[int, datetime, datetime]] = {}  # partition -> last record taken
         self.window_limits = settings.reorder.limits
         self.windows: dict[bytes, TableWindow[tuple[Taken, ev.DealingEvent]]] = {}
         self.entries: dict[bytes, Stored] = {}  # the entry last loaded or written, by table
@@ -457,6 +458,11 @@ class Judge:
         """
         self.out, self.given = Outcome(), {}
         self.marks, self.running_since = marks, running_since
+        for partition, (offset, stamped, host) in list(self.clock_last.items()):
+            mark = marks.get(partition, (None, None))[0]
+            if mark is not None and offset + 1 >= mark:  # it was the partition's newest record
+                del self.clock_last[partition]
+                self._clock_line(self.host_clock.observe(host, stamped, True))
         for partition, first, last in passed:
             self.passed.setdefault(partition, []).append((first, last))
         if release and self.windows:
@@ -529,14 +535,19 @@ class Judge:
         return out
 
     def _watch_clock(self, partition: int, offset: int, timestamp: int | None) -> None:
-        """Compare the host clock with a record's timestamp (:class:`streams.clock.HostClockCheck`);
-        a record at or past the high watermark last seen counts as fresh."""
-        if timestamp is None:
+        """Compare the host clock with a record's timestamp (:class:`streams.clock.HostClockCheck`):
+        at once for a clock behind it; for a clock ahead, once a tick's high watermark shows that
+        the partition's last record taken was its newest (the worker had caught up)."""
+        stamped = record_time(timestamp)
+        if stamped is None:
             return
-        mark = self.marks.get(partition, (None, None))[0]
-        line = self.host_clock.observe(self.clock(), record_time(timestamp), mark is not None and offset + 1 >= mark)
+        host = self.clock()
+        self.clock_last[partition] = (offset, stamped, host)
+        self._clock_line(self.host_clock.observe(host, stamped, False))
+
+    def _clock_line(self, line: str | None) -> None:
         if line is not None:
-            self._say(logging.WARNING if self.host_clock.off else logging.INFO, line)
+            self._say(logging.WARNING if self.host_clock.off else logging.INFO, line, lifecycle=True)
 
     def _say(self, level: int, message: str, lifecycle: bool = False) -> None:
         self.out.lines.append((level, message, lifecycle))
