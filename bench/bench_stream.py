@@ -441,7 +441,7 @@ def run_stage_worker(args: argparse.Namespace) -> None:
         future = submit(self, method, number, carried, *rest)
         mine: list[str] = []
         records = rest[0] if method == "batch" and rest else ()
-        for _, _, _, raw in records:
+        for _, _, _, raw, _ in records:
             if b'"RoundCompleted"' in raw:
                 event_id = json.loads(raw)["event_id"]
                 if event_id in stages:

@@ -631,9 +631,11 @@ class Settings(BaseSettings):
             ``recorded_at`` is refused, dead-lettered as ``implausible_clock_skew``
             (``DEALTRAIL_MAX_CLOCK_SKEW``, seconds or an ISO 8601 duration such as ``PT1H``,
             default 1 hour; rulebook 10.3.4). The time between two events is never a limit. An
-            event whose ``recorded_at`` is more than this after the intake's own clock (the
-            audit's, the publisher's, the worker's, the projector's) is refused too, dead-lettered
-            as ``recorded_in_future``.
+            event whose ``recorded_at`` is more than this after the intake's clock is refused too,
+            dead-lettered as ``recorded_in_future``: the audit's and the publisher's own clock;
+            for the worker and the projector, the timestamp of the Kafka record that carried it
+            (the broker's time of append), so both decide alike. A worker or projector whose
+            clock is more than this off from the broker's record timestamps says so.
         remedy_window: how long after its round ended an owed remedy is awaited (event time;
             ``DEALTRAIL_REMEDY_WINDOW``, seconds or an ISO 8601 duration such as ``PT24H``,
             default 24 hours; rulebook 10.3.5). The obligation then leaves the table's state and

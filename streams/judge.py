@@ -43,7 +43,7 @@ from pydantic import TypeAdapter
 from schemas import events as ev
 from schemas.codec import DecodeError, decode, encode
 from schemas.snapshots import TableSnapshot
-from streams.clock import IntakeClock
+from streams.clock import HostClockCheck, IntakeClock, record_time
 from streams.engine import EventRejected, TableState, apply, check_plausible
 from streams.engine.catalog import ENGINE_VERSION, RULEBOOK_REVISION
 from streams.engine.reorder import TableWindow
@@ -72,6 +72,9 @@ class Taken(NamedTuple):
     offset: int
     key: bytes | None
     value: bytes
+    timestamp: int | None = None
+    """The record's timestamp (ms since the epoch; None if not known): what ``recorded_in_future``
+    is judged against (:meth:`streams.clock.IntakeClock.check`)."""
 
 
 @dataclass(frozen=True)
@@ -382,6 +385,9 @@ class Judge:
         self.source = settings.topics.events.name
         self.limits = settings.plausibility
         self.intake = IntakeClock(self.limits, clock)
+        self.clock = clock
+        self.host_clock = HostClockCheck(self.limits.max_clock_skew)
+        self.clock_last: dict[int, tuple[int, datetime, datetime]] = {}  # partition -> last record taken
         self.window_limits = settings.reorder.limits
         self.windows: dict[bytes, TableWindow[tuple[Taken, ev.DealingEvent]]] = {}
         self.entries: dict[bytes, Stored] = {}  # the entry last loaded or written, by table
@@ -415,17 +421,19 @@ class Judge:
 
     def batch(
         self,
-        records: list[tuple[int, int, bytes | None, bytes]],
+        records: list[tuple[int, int, bytes | None, bytes, int | None]],
         given: dict[bytes, bytes | dict[str, Any] | None],
         write: bool,
     ) -> Outcome:
-        """Take a batch of the events topic's messages, ``(partition, offset, key, value)`` in
-        the order the consumer delivered them; ``given``: the Faust table's current value of
+        """Take a batch of the events topic's messages, ``(partition, offset, key, value,
+        timestamp)`` (the record's timestamp in ms, None if unknown) in the order the consumer
+        delivered them; ``given``: the Faust table's current value of
         each table of the batch that the judge may not hold (see :meth:`load`); ``write``: write
         the states changed (the worker's ``state_interval`` is over, or it is draining)."""
         self.out, self.given = Outcome(), given
-        for partition, offset, key, value in records:
-            self._take_message(Taken(self.source, partition, offset, key, value))
+        for partition, offset, key, value, timestamp in records:
+            self._watch_clock(partition, offset, timestamp)
+            self._take_message(Taken(self.source, partition, offset, key, value, timestamp))
         if write:
             self._write_states()
         return self._done()
@@ -450,6 +458,11 @@ class Judge:
         """
         self.out, self.given = Outcome(), {}
         self.marks, self.running_since = marks, running_since
+        for partition, (offset, stamped, host) in list(self.clock_last.items()):
+            mark = marks.get(partition, (None, None))[0]
+            if mark is not None and offset + 1 >= mark:  # it was the partition's newest record
+                del self.clock_last[partition]
+                self._clock_line(self.host_clock.observe(host, stamped, True))
         for partition, first, last in passed:
             self.passed.setdefault(partition, []).append((first, last))
         if release and self.windows:
@@ -520,6 +533,21 @@ class Judge:
     def _done(self) -> Outcome:
         out, self.out, self.given = self.out, Outcome(), {}
         return out
+
+    def _watch_clock(self, partition: int, offset: int, timestamp: int | None) -> None:
+        """Compare the host clock with a record's timestamp (:class:`streams.clock.HostClockCheck`):
+        at once for a clock behind it; for a clock ahead, once a tick's high watermark shows that
+        the partition's last record taken was its newest (the worker had caught up)."""
+        stamped = record_time(timestamp)
+        if stamped is None:
+            return
+        host = self.clock()
+        self.clock_last[partition] = (offset, stamped, host)
+        self._clock_line(self.host_clock.observe(host, stamped, False))
+
+    def _clock_line(self, line: str | None) -> None:
+        if line is not None:
+            self._say(logging.WARNING if self.host_clock.off else logging.INFO, line, lifecycle=True)
 
     def _say(self, level: int, message: str, lifecycle: bool = False) -> None:
         self.out.lines.append((level, message, lifecycle))
@@ -719,7 +747,7 @@ class Judge:
         self.last_taken[key] = self.partition_taken[msg.partition] = time.monotonic()
         self.table_partition[key] = msg.partition
         try:  # judged on arrival (rulebook 10.3.4): a seq far ahead must not wait in the window
-            self.intake.check(dealing)
+            self.intake.check(dealing, record_time(msg.timestamp))
             check_plausible(window.last, dealing, self.limits)
         except EventRejected as exc:
             position = f"{msg.topic}[{msg.partition}]@{msg.offset}"
@@ -784,7 +812,7 @@ class Judge:
             return None
         again = []
         for rec in records:
-            taken = Taken(rec.topic, rec.partition, rec.offset, rec.key, bytes(rec.value or b""))
+            taken = Taken(rec.topic, rec.partition, rec.offset, rec.key, bytes(rec.value or b""), rec.timestamp)
             dealing = self._decoded(taken)
             if dealing is not None and not self._mismatched(taken, dealing):
                 again.append((taken, dealing))

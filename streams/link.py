@@ -36,6 +36,10 @@ class LinkStatus:
             (a corrupt batch, a codec it cannot decompress) since it started; they are not
             outages: consumption went on past each.
         last_consumption_error: where and what the latest of them was; None if none.
+        host_clock: how far this host's clock is from the broker's record timestamps
+            (:meth:`streams.clock.HostClockCheck.as_json`); None until measured. A clock that is
+            off does not make the process unready: events are judged against their records'
+            timestamps, not this clock (issue 46).
     """
 
     connected: bool
@@ -44,6 +48,7 @@ class LinkStatus:
     down_seconds: float | None
     consumption_errors: int = 0
     last_consumption_error: str | None = None
+    host_clock: dict[str, object] | None = None
 
     def ready(self, max_lag_seconds: float) -> bool:
         """Connected and caught up: nothing left to read, or behind by at most ``max_lag_seconds``."""
@@ -62,6 +67,7 @@ class LinkStatus:
             "down_seconds": None if self.down_seconds is None else round(self.down_seconds, 1),
             "consumption_errors": self.consumption_errors,
             "last_consumption_error": self.last_consumption_error,
+            "host_clock": self.host_clock,
         }
 
 
@@ -88,6 +94,7 @@ class KafkaLink:
         self._measured_at: float | None = None
         self._errors = 0
         self._last_error: str | None = None
+        self._host_clock: dict[str, object] | None = None
 
     @property
     def connected(self) -> bool:
@@ -150,6 +157,15 @@ class KafkaLink:
             self._errors += 1
             self._last_error = what[:300]
 
+    def host_clock(self, line: str | None, state: dict[str, object]) -> None:
+        """This host's clock against the broker's record timestamps, as just measured
+        (:class:`streams.clock.HostClockCheck`): ``state`` for ``/readyz``, and ``line`` said
+        when the verdict changed."""
+        with self._lock:
+            self._host_clock = state
+        if line is not None:
+            self._say(line)
+
     def lag(self, messages: int, seconds: float) -> None:
         """The lag, as just measured: records left to read on the topics (messages), and how long
         ago the process had read everything there was (seconds; 0 when caught up)."""
@@ -172,6 +188,7 @@ class KafkaLink:
                 down_seconds=None if self._down_since is None else now - self._down_since,
                 consumption_errors=self._errors,
                 last_consumption_error=self._last_error,
+                host_clock=self._host_clock,
             )
 
 

@@ -20,8 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-EVENTS_RETENTION = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
-"""The dealing-events topic is the system of record: never expire a record."""
+EVENTS_RETENTION = {
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "LogAppendTime",
+}
+"""The dealing-events topic is the system of record: never expire a record. Its records carry the
+broker's time of append (``LogAppendTime``), not the producer's: the worker and the projector
+judge ``recorded_in_future`` against it (issue 46), so no producer's or reader's host clock does."""
 
 
 @dataclass(frozen=True)

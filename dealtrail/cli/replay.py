@@ -112,6 +112,11 @@ def replay(
         result = run(
             table, trail, stored, window, at, begin if begin.state is not None else None, settings.plausibility
         )
+        if con is not None:
+            from projections.models.conflicts import conflicting_copies
+
+            shown = sorted({s.event.event_id for s in result.steps})
+            result.conflicts = [c.as_json() for c in conflicting_copies(con, table, shown)]
     except (ReplayError, FileNotFoundError, TimeoutError) as exc:
         raise _fail(str(exc)) from None
     except duckdb.IOException as exc:
@@ -189,6 +194,8 @@ def _print_replay(result: object, tz: tzinfo) -> None:
         f"replayed {result.events_total:,} events of {escape(result.table_id)}{began} to its last stored event "
         f"(a finding of the window may be raised after it); {len(result.steps):,} shown"
     )
+    for c in result.conflicts:
+        console.print(f"[bold yellow]conflicting copy[/]: {escape(c['message'])}")
     if result.compared:
         if result.matches:
             n, plural = len(result.stored), "" if len(result.stored) == 1 else "s"

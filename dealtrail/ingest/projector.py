@@ -37,7 +37,7 @@ from schemas.reviews import REVIEW_ADAPTER
 from schemas.snapshots import TableSnapshot
 from schemas.staff import STAFF_ADAPTER, StaffMemberRecorded
 from streams.batches import Probe, find_unreadable, unreadable_error
-from streams.clock import IntakeClock, utc_now
+from streams.clock import HostClockCheck, IntakeClock, record_time, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import consumer_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
@@ -635,10 +635,12 @@ class Heads:
 
     The seq limit is judged against the table's highest stored seq (read from the store once
     per table, then followed batch by batch), as the worker judges it against its state's. An
-    event recorded more than ``max_clock_skew`` after the projector's clock is not stored either
-    (the worker dead-letters it as ``recorded_in_future``): it cannot be true, and stored it
-    would make every open period's report final. The two clocks are read apart, so an event
-    stamped within seconds of that bound may be judged apart by them, never one from 2099.
+    event recorded more than ``max_clock_skew`` after its Kafka record's timestamp is not stored
+    either (the worker dead-letters it as ``recorded_in_future``): the worker and the projector
+    judge it against the same timestamp, never their own clocks, so the event is stored or
+    dead-lettered exactly once whatever either host clock says (issue 46). The projector's clock
+    decides only for a record without a timestamp. ``watch`` compares that clock with the
+    records' timestamps (one line when it is off, and ``/readyz``).
 
     Args:
         limits: the resolved ``settings.plausibility``.
@@ -647,23 +649,35 @@ class Heads:
 
     def __init__(self, limits: Plausibility, clock: Callable[[], datetime] = utc_now) -> None:
         self.limits = limits
+        self.clock = clock
         self.intake = IntakeClock(limits, clock)
+        self.watch = HostClockCheck(limits.max_clock_skew)
         self.last: dict[str, int | None] = {}
 
-    def admits(self, store: Store, event: Any) -> bool:
-        """Whether ``event`` is within the limits; if so, it becomes its table's head."""
+    def admits(self, store: Store, event: Any, stamped: datetime | None = None) -> bool:
+        """Whether ``event`` is within the limits; if so, it becomes its table's head.
+        ``stamped``: its Kafka record's timestamp (:func:`streams.clock.record_time`)."""
         table = event.table_id
         if table not in self.last:
             row = store.con.execute("SELECT max(seq) FROM events WHERE table_id = ?", [table]).fetchone()
             self.last[table] = None if row is None or row[0] is None else int(row[0])
         last = self.last[table]
         try:
-            self.intake.check(event)
+            self.intake.check(event, stamped)
             check_plausible(last, event, self.limits)
         except EventRejected:
             return False
         self.last[table] = event.seq if last is None else max(last, event.seq)
         return True
+
+    def observe(self, stamped: datetime | None, fresh: bool, link: KafkaLink | None) -> None:
+        """Compare the projector's clock with one record's timestamp (``fresh``: read at the end of
+        its partition); the verdict goes to ``link`` (a line when it changes, and ``/readyz``)."""
+        if stamped is None:
+            return
+        line = self.watch.observe(self.clock(), stamped, fresh)
+        if link is not None:
+            link.host_clock(line, self.watch.as_json())
 
 
 def _write(
@@ -720,7 +734,11 @@ def _write(
                         # their own table's trail only (a record keyed otherwise is not part of it).
                         summary.skipped_events += 1
                         continue
-                    if heads is not None and not heads.admits(store, event):
+                    stamped = record_time(r.timestamp)
+                    if heads is not None and r is records[-1]:
+                        high = consumer.highwater(tp)
+                        heads.observe(stamped, high is not None and r.offset + 1 >= high, link)
+                    if heads is not None and not heads.admits(store, event, stamped):
                         summary.skipped_events += 1  # implausible: the worker dead-letters it
                         continue
                     raw_events.append((r.offset, encode(event)))  # canonical, as the audit stores it

@@ -254,6 +254,7 @@ def build_package(
     """
     from dealtrail.investigate.replay import Window, snapshot_start
     from projections.models import reviews
+    from projections.models.conflicts import conflicting_copies
 
     revisions = _finding_revisions(con, finding_id)
     if not revisions:
@@ -302,18 +303,28 @@ def build_package(
         last = (start.last_seq, start.last_event_id, state.last_hash)
     lines: list[str] = []
     links: list[dict[str, Any]] = []
+    # A later record that claims an event ID already in the trail with other content (a
+    # conflicting copy, issue 46 item 3) is not part of the chain: it is shown in the manifest,
+    # beside the record the trail keeps, and left out of the links and the engine's walk.
+    conflicts = {(c.event_id, c.other.arrival): c for c in conflicting_copies(con, table_id)}
+    copies: list[dict[str, Any]] = []
     cur = con.execute(
-        """SELECT event_id, seq, payload::VARCHAR FROM events WHERE table_id = ? AND seq > ? AND seq <= ?
+        """SELECT event_id, seq, payload::VARCHAR, arrival FROM events WHERE table_id = ? AND seq > ? AND seq <= ?
            ORDER BY seq, arrival""",
         [table_id, start.last_seq, given["head_seq"] if given is not None else 2**62],
     )
     previous_seq: int | None = None
     stop = False
     while not stop and (batch := cur.fetchmany(10_000)):
-        for event_id, stored_seq, payload in batch:
+        for event_id, stored_seq, payload, arrival in batch:
             seq = int(stored_seq)
             text = str(payload)
             data = json.loads(text)
+            conflict = conflicts.get((str(event_id), int(arrival)))
+            if conflict is not None:
+                if seq in wanted:
+                    copies.append({**conflict.as_json(), "other_record": data})
+                continue
             if seq >= seqs[0]:
                 if anchor is None:
                     anchor = {"seq": last[0], "event_id": last[1], "hash": last[2]} if last else None
@@ -400,6 +411,7 @@ def build_package(
         if digest is not None
         else "the head of the table's intact chain nearest after the finding, when the package was made",
         "files": list(FILES),
+        "conflicting_copies": copies,
     }
     files = {
         "manifest.json": _dumps(manifest),
@@ -439,6 +451,23 @@ def build_package(
     return Package(finding_id, files, len(lines), len(links), bag, kid)
 
 
+def _conflicts_text(manifest: dict[str, Any]) -> str:
+    """The README's paragraph on conflicting copies (none: empty)."""
+    copies = manifest.get("conflicting_copies") or []
+    if not copies:
+        return ""
+    lines = ["", "## Conflicting copies", ""]
+    lines.append(
+        "Records that claim an event ID of this package with other content than the record the trail keeps. "
+        "The kept record is in `events.jsonl` and the chain; the other is in `manifest.json` "
+        "(`conflicting_copies[].other_record`), outside the chain (its content does not match the chain), "
+        "so it is not proven by it, and a finding it raised cannot be raised again from the packaged events."
+    )
+    lines.append("")
+    lines += [f"- {c['message']}" for c in copies]
+    return "\n".join(lines) + "\n"
+
+
 def readme(manifest: dict[str, Any], finding: Finding) -> str:
     """The package's README for its recipient: what the finding is, what each file holds and how to check it."""
     return f"""# Evidence package: finding {manifest["finding_id"]}
@@ -447,7 +476,7 @@ def readme(manifest: dict[str, Any], finding: Finding) -> str:
 round {manifest["round_id"] or "(between rounds)"}.
 
 {finding.message}
-
+{_conflicts_text(manifest)}
 Made {manifest["generated_at"]} by dealtrail, engine {manifest["engine_version"]}, rulebook revision \
 {manifest["rulebook_revision"]}.
 

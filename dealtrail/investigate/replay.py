@@ -98,6 +98,10 @@ class ReplayResult:
             event, with their state then (a table changes decks every shift or so: after a month
             its state names hundreds of removed decks; a view of the window leaves out each while
             its state is still that one, so a deck brought back inside the window is shown).
+        conflicts: the table's stored records that claim an event ID of the window with other
+            content than the record the trail keeps (:mod:`projections.models.conflicts`), as
+            JSON: both records' seqs and arrivals, the fields that differ; filled from the
+            store by the caller (the replay itself reads only the trail).
     """
 
     table_id: str
@@ -113,6 +117,7 @@ class ReplayResult:
     compared: bool = False
     start: SnapshotStart | None = None
     removed_before: Mapping[str, DeckState] = field(default_factory=dict)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def matches(self) -> bool:

@@ -108,7 +108,7 @@ def check_plausible(last_seq: int | None, event: Envelope, limits: Plausibility)
         )
 
 
-def check_recorded(event: Envelope, now: datetime, limits: Plausibility) -> None:
+def check_recorded(event: Envelope, now: datetime, limits: Plausibility, against: str = "this intake's clock") -> None:
     """Refuse a record stamped later than the intake that received it can have seen it.
 
     No capture system records an event after the moment it reaches dealtrail: an event whose
@@ -122,6 +122,8 @@ def check_recorded(event: Envelope, now: datetime, limits: Plausibility) -> None
         event: the event as received.
         now: the intake's clock (timezone-aware), read by the caller.
         limits: the limits in force (``max_clock_skew``).
+        against: what ``now`` is, as the refusal names it (the stream passes the Kafka record's
+            timestamp: every reader of the record then decides alike, whatever its own clock).
 
     Raises:
         EventRejected: ``recorded_in_future`` (``recorded_at`` more than ``max_clock_skew``
@@ -131,7 +133,7 @@ def check_recorded(event: Envelope, now: datetime, limits: Plausibility) -> None
     if ahead > limits.max_clock_skew:
         raise EventRejected(
             "recorded_in_future",
-            f"recorded_at {event.recorded_at.isoformat()} is {ahead} after this intake's clock "
+            f"recorded_at {event.recorded_at.isoformat()} is {ahead} after {against} "
             f"({now.isoformat()}; at most {limits.max_clock_skew}: DEALTRAIL_MAX_CLOCK_SKEW)",
         )
 

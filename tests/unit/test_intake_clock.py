@@ -12,7 +12,7 @@ import pytest
 
 from dealtrail.simulator.floor import FloorSpec, simulate
 from schemas.base import Envelope
-from streams.clock import FixedClock, IntakeClock
+from streams.clock import FixedClock, HostClockCheck, IntakeClock, record_time
 from streams.engine import EventRejected, Plausibility, check_recorded
 
 LIMITS = Plausibility(max_seq_jump=100_000, max_clock_skew=timedelta(hours=1))
@@ -68,3 +68,42 @@ def test_a_fixed_clock_travels_to_a_worker_process() -> None:
     clock = pickle.loads(pickle.dumps(FixedClock(NOW)))
     assert clock() == NOW
     assert json.dumps(clock().isoformat())
+
+
+def test_a_kafka_records_timestamp_decides_whatever_the_intakes_clock_says() -> None:
+    """Issue 46 item 2: the worker and the projector judge a record against its timestamp, so
+    two intakes whose clocks are a day ahead and an hour behind decide it alike."""
+    stamped = record_time(NOW.timestamp() * 1000)
+    ahead, behind = (
+        IntakeClock(LIMITS, FixedClock(NOW + timedelta(days=1))),
+        IntakeClock(LIMITS, FixedClock(NOW - timedelta(hours=1))),
+    )
+    for minutes, refused in ((57, False), (30, False), (63, True), (120, True)):
+        event = recorded_at(NOW + timedelta(minutes=minutes))
+        for intake in (ahead, behind):
+            if refused:
+                with pytest.raises(EventRejected) as info:
+                    intake.check(event, stamped)
+                assert info.value.reason == "recorded_in_future"
+                assert "its Kafka record's timestamp" in info.value.detail
+            else:
+                intake.check(event, stamped)
+    # without a record timestamp (a file), the intake's own clock decides, as before
+    IntakeClock(LIMITS, FixedClock(NOW + timedelta(days=1))).check(recorded_at(NOW + timedelta(hours=2)))
+    assert record_time(-1) is None and record_time(None) is None
+
+
+def test_a_host_clock_off_from_the_brokers_timestamps_is_said_once_and_once_again_when_it_agrees() -> None:
+    check = HostClockCheck(timedelta(hours=1))
+    broker = NOW
+    assert check.observe(broker + timedelta(minutes=5), broker, fresh=True) is None  # within the limit
+    assert check.observe(broker + timedelta(days=1), broker, fresh=False) is None  # an old record read late
+    line = check.observe(broker + timedelta(days=1), broker, fresh=True)
+    assert line is not None and "1 day, 0:00:00 ahead of the broker's record timestamps" in line
+    assert check.observe(broker + timedelta(days=1), broker, fresh=True) is None  # said once
+    assert check.as_json() == {"off": True, "offset_seconds": 86400.0, "limit_seconds": 3600.0}
+    back = check.observe(broker, broker, fresh=True)
+    assert back is not None and "agrees" in back
+    line = check.observe(broker - timedelta(hours=2), broker, fresh=False)  # behind: any record shows it
+    assert line is not None and "2:00:00 behind the broker's" in line
+    assert check.off and check.as_json()["offset_seconds"] == -7200.0

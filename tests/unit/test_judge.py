@@ -49,9 +49,10 @@ def _judge(tmp_path: Path) -> Judge:
     return Judge(Settings(namespace="nsjudge"), LATER, tmp_path)
 
 
-def _records(lines: list[bytes], first: int = 0) -> list[tuple[int, int, bytes | None, bytes]]:
-    """The lines as messages of partition 0 from offset ``first``, keyed by their tables."""
-    return [(0, first + i, decode(line).table_id.encode(), line) for i, line in enumerate(lines)]
+def _records(lines: list[bytes], first: int = 0) -> list[tuple[int, int, bytes | None, bytes, int | None]]:
+    """The lines as messages of partition 0 from offset ``first``, keyed by their tables (with no
+    record timestamp: the judge's clock decides)."""
+    return [(0, first + i, decode(line).table_id.encode(), line, None) for i, line in enumerate(lines)]
 
 
 def _call(judge: Judge, number: int, carried: int, method: str, *args: object) -> Outcome:

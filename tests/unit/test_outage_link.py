@@ -70,7 +70,7 @@ def test_readiness_needs_the_connection_and_a_lag_within_the_bound() -> None:
     assert body["kafka"] == "disconnected"
     assert set(body) == {
         "ready", "kafka", "lag_messages", "lag_seconds", "max_lag_seconds", "down_seconds",
-        "consumption_errors", "last_consumption_error",
+        "consumption_errors", "last_consumption_error", "host_clock",
     }  # fmt: skip
 
 

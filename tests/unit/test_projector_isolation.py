@@ -31,6 +31,7 @@ class Rec:
     offset: int
     value: bytes
     key: bytes | None = None
+    timestamp: int | None = None  # ms, as kafka-python gives it; None: the projector's clock decides
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Consumer:
 
     def seek(self, tp: Any, offset: int) -> None:
         raise AssertionError("no snapshot gate here")
+
+    def highwater(self, tp: Any) -> int | None:
+        return None  # not known: no record counts as fresh
 
 
 def test_a_round_the_store_cannot_hold_is_a_dead_letter_and_the_rest_of_the_batch_is_stored(tmp_path: Path) -> None:
