@@ -273,7 +273,7 @@ INJECTIONS: dict[str, Injection] = {
     "stack-skipped": Injection(),
     "shuffle-count-mismatch": Injection(applies=lambda s: s.counting),
     "shoe-fault-cleared": Injection(applies=lambda s: s.method == "AUTO_SHOE", floor_event=True),
-    "house-way-reset": Injection(floor_event=True),
+    "house-way-reset": Injection(floor_event=True, appended=True),
     CLOSING: Injection(applies=closing_table, ready=closing_ready, floor_event=True),
 }
 """Every kind of error injected at a PGP table: the common ones first, then the game's."""

@@ -183,14 +183,15 @@ class TableSim:
         self.outage: Outage | None = None
         self.closed = False
         """The table closed once already with a remedy owed (:data:`CLOSING`)."""
-        self.kinds = cycle(
-            [(k, inj.weight) for k, inj in rules.injections.items() if inj.applies(self) and self.may(inj)]
-        )
+        dealt = [(k, inj) for k, inj in rules.injections.items() if inj.applies(self) and self.may(inj)]
+        self.kinds = cycle([(k, inj.weight) for k, inj in dealt if not inj.appended])
         # where the table starts in its cycle: drawn over the kinds other than the floor events and
         # scaled to the whole cycle, so that a floor without errors deals the same bytes whether
         # the floor events are on or off (and the same as before they existed)
         plain = sum(1 for inj in rules.injections.values() if inj.applies(self) and not inj.floor_event)
         self.kind_cursor = self.rng.randrange(plain) * len(self.kinds) // plain
+        # the kinds added later come after all the others, so the cycle before them stays as it was
+        self.kinds += [k for k, inj in dealt if inj.appended]
 
     # -- plumbing -----------------------------------------------------------------------------
     def _new_id(self, _table: str, _seq: int, when: datetime) -> str:
@@ -758,11 +759,13 @@ class TableSim:
             self.suppress -= 1
         if not self.stub_in_scope():
             return
+        exempt = self.exempt(plan)
         if counted:  # a stub count resets the window, in an exempt round too (10.5.4)
             self.stub_run = 0
-            self.count_after = self.rng.randint(1, 4)
+            if not exempt:  # the dealer's next count is drawn after a count that was due
+                self.count_after = self.rng.randint(1, 4)
             return
-        if self.exempt(plan):
+        if exempt:
             return
         self.stub_run += 1
         if self.stub_run % 5 == 0:
@@ -867,7 +870,8 @@ class Injection:
 
     ``weight`` is how many places the kind takes in a table's cycle of kinds (1: as often as any
     other; a floor's common events more); ``floor_event`` marks the kinds of
-    :attr:`FloorSpec.floor_events`."""
+    :attr:`FloorSpec.floor_events`; ``appended`` kinds (revision 5's) are tried after every other
+    kind of the cycle, once a round, so that what a table dealt before them is dealt the same."""
 
     applies: Callable[[TableSim], bool] = lambda _s: True
     ready: Callable[[TableSim], bool] = lambda _s: True
@@ -875,6 +879,7 @@ class Injection:
     before_shuffle: Callable[[TableSim, Plan], None] | None = None
     weight: int = 1
     floor_event: bool = False
+    appended: bool = False
 
 
 def cycle(kinds: list[tuple[str, int]]) -> list[str]:
@@ -969,8 +974,8 @@ COMMON: dict[str, Injection] = {
     "out-of-service-unmarked": Injection(applies=single_deck, before_shuffle=start_outage, floor_event=True),
     "out-of-service-marked": Injection(applies=single_deck, before_shuffle=start_outage, floor_event=True),
     # revision 5's (rulebook 10.5.1, 10.5.2)
-    "empty-shuffler-fault": Injection(ready=lambda s: not s.carry, floor_event=True),
-    "spare-shuffler": Injection(applies=single_deck, floor_event=True),
+    "empty-shuffler-fault": Injection(ready=lambda s: not s.carry, floor_event=True, appended=True),
+    "spare-shuffler": Injection(applies=single_deck, floor_event=True, appended=True),
 }
 
 

@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dealtrail.cli import app as cli
-from dealtrail.investigate.evidence import SIGNATURE, build_package, verify_package
+from dealtrail.investigate.bag import SIGNED, SIGNED_SIGNATURE
+from dealtrail.investigate.evidence import build_package, verify_package
 from projections.records import signing_keys
 from projections.records.signing import SigningError, key_id, load_key, public_pem
 from streams.engine import Plausibility
@@ -115,7 +116,7 @@ def test_rotating_the_key_keeps_every_earlier_package_verifiable_with_the_key_va
     r = subprocess.run(
         [
             *("openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(registered), "-rawin"),
-            *("-in", str(before / "tagmanifest-sha256.txt"), "-sigfile", str(before / SIGNATURE)),
+            *("-in", str(before / SIGNED), "-sigfile", str(before / SIGNED_SIGNATURE)),
         ],
         capture_output=True,
         text=True,
