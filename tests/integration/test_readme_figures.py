@@ -46,3 +46,15 @@ def test_the_exit_codes_the_readme_names_are_the_commands_exit_codes() -> None:
     text = " ".join(README.split())
     for code in re.findall(r"exits (\d+)", text):
         assert f" {code} " in f" {EXIT_CODES} ", f"README says a command exits {code}, not an exit code"
+
+
+def test_the_exit_code_table_of_the_docs_is_the_commands() -> None:
+    from dealtrail.cli.common import EXIT_CODES
+
+    text = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    table = text[text.index("## Exit codes") :]
+    rows = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\| (\d+) \| (.*) \|$", table, flags=re.M)}
+    assert set(rows) == {int(c) for c in re.findall(r"(\d+) [a-z]", EXIT_CODES.split(":", 1)[1])}
+    # the verifiers' failed checks: verify and verify-package exit 4, verify-signoff 1 (its tests say so)
+    assert "`verify`" in rows[4] and "`verify-package`" in rows[4] and "verify-signoff" not in rows[4]
+    assert "`verify-signoff`" in rows[1]
