@@ -461,6 +461,8 @@ def users_unlock(
 
     settings = load()
     db = db or settings.db
+    if not db.exists():  # an unlock never makes a store: there is no account in one that is not there
+        raise _fail(f"no dealtrail database at {db}: nothing to unlock")
     store = _open_writer(db, settings, users=True)
     assert isinstance(store, Store)
     with store:

@@ -228,3 +228,15 @@ def test_a_command_against_a_store_it_cannot_read_or_a_missing_one_ends_with_one
     if name in READERS or args[0] in READERS:
         r = _run(args, tmp_path / "none.duckdb", world, tmp_path, monkeypatch, capsys)
         _one_error_line(r, f"{name} (missing)")
+
+
+def test_users_unlock_against_a_missing_store_makes_none_and_says_so(tmp_path: Path) -> None:
+    # noticed while testing issue 47: it created an empty store and said "unlocked"
+    from typer.testing import CliRunner
+
+    from dealtrail.cli import app
+
+    missing = tmp_path / "none.duckdb"
+    r = CliRunner().invoke(app, ["users", "unlock", "rita", "--db", str(missing)])
+    assert r.exit_code == 2 and "no dealtrail database" in r.output and "unlocked" not in r.output, r.output
+    assert not missing.exists()
