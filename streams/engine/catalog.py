@@ -35,7 +35,9 @@ class Remedy(StrEnum):
     VOID_SEAT = "VOID_SEAT"
     """``RoundVoided(scope=SEAT_k)`` for the seat that chose to void."""
     HAND_RESET = "HAND_RESET"
-    """``HandReset`` of the hand set against the house way."""
+    """``HandReset`` of the hand set against the house way. No rule owes it since revision 5 (10.5.3:
+    a reset in time means no finding); kept so that an obligation in a state stored under revision 4
+    still loads, and is still met by its reset."""
     REMOVED_FROM_DEVICE = "REMOVED_FROM_DEVICE"
     """``CardsRemovedFromDevice`` for the faulted automated dealing shoe."""
 
