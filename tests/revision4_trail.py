@@ -29,8 +29,10 @@ IDLE_TABLE = "TCP-R4I"
 ROUNDS = 5
 
 
-def _table(table_id: str, game: Game) -> tuple[TableWriter, list[Envelope], str]:
-    w = TableWriter(table_id, game, START, chained=True)
+def _table(table_id: str, game: Game, start: datetime = START) -> tuple[TableWriter, list[Envelope], str]:
+    """A configured table of two seats dealt by hand, its counting shuffler, and deck DK-1 (also
+    the revision-5 trails' start): the writer, the events so far, the shuffler's ID."""
+    w = TableWriter(table_id, game, start, chained=True)
     out: list[Envelope] = []
     shuffler = f"{table_id}-SHF"
     config = TableConfig(

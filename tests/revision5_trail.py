@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from dealtrail.simulator.builder import TableWriter
 from schemas import events as ev
 from schemas.base import ActorRole, Envelope, Game
-from schemas.config import TableConfig
+from tests.revision4_trail import _table as table
 
 START = datetime(2026, 12, 3, 18, 0, tzinfo=UTC)
 FACES = tuple(r + s for s in "CDHS" for r in "23456789TJQKA")
@@ -38,23 +38,7 @@ SPARE_TABLE = "PGP-R5S"
 
 
 def _table(table_id: str, game: Game) -> tuple[TableWriter, list[Envelope], str]:
-    w = TableWriter(table_id, game, START, chained=True)
-    out: list[Envelope] = []
-    shuffler = f"{table_id}-SHF"
-    config = TableConfig(
-        game=game,
-        rules_submission_id=f"RS-{game.value}-2026-01",
-        seats=("SEAT_1", "SEAT_2"),
-        dealing_methods_allowed=frozenset({"HAND"}),
-        wagers_enabled=frozenset({"ANTE", "PLAY"} if game is Game.TCP else {"MAIN"}),
-        **({"pair_bonus_mode": "OFF"} if game is Game.TCP else {"house_way_id": "HW-1"}),
-    )
-    out.append(w.emit(ev.TableConfigured, config=config, role=ActorRole.FLOOR, actor_id="F-01"))
-    out.append(_register(w, shuffler))
-    w.deck_id = "DK-1"
-    size = 52 if game is Game.TCP else 53
-    out.append(w.emit(ev.DeckIntroduced, declared_count=size, jokers=size - 52, role=ActorRole.FLOOR, actor_id="F-01"))
-    return w, out, shuffler
+    return table(table_id, game, START)
 
 
 def _register(w: TableWriter, device_id: str) -> Envelope:

@@ -249,16 +249,7 @@ class TableSim:
         self.emit(
             ev.TableConfigured, source=Source.SYSTEM, role=ActorRole.FLOOR, actor_id="FLOOR-1", config=self.config
         )
-        self.emit(
-            ev.DeviceRegistered,
-            source=Source.SYSTEM,
-            role=ActorRole.FLOOR,
-            actor_id="FLOOR-1",
-            device_id=self.shuffler,
-            device_type="SHUFFLER",
-            counts_each_shuffle=self.counting,
-            indicates_full_deck=self.counting,
-        )
+        self.register_shuffler(self.shuffler, source=Source.SYSTEM)
         if self.method == "AUTO_SHOE":
             self.emit(
                 ev.DeviceRegistered,
@@ -379,16 +370,7 @@ class TableSim:
         elif self.game is Game.PGP:
             plan.expect.append("PGP-645a.14-n-out-of-order")
         if not self.spare_registered:
-            self.emit(
-                ev.DeviceRegistered,
-                round_id=None,
-                role=ActorRole.FLOOR,
-                actor_id="FLOOR-1",
-                device_id=self.spare,
-                device_type="SHUFFLER",
-                counts_each_shuffle=self.counting,
-                indicates_full_deck=self.counting,
-            )
+            self.register_shuffler(self.spare, round_id=None)
             self.spare_registered = True
         self.rng.shuffle(deck)
         spare = {"round_id": None, "device_id": self.spare, "source": Source.SHUFFLER}
@@ -403,6 +385,19 @@ class TableSim:
             **spare,
         )
         self.cut(plan)
+
+    def register_shuffler(self, device_id: str, **fields: Any) -> None:
+        """The floor registers a shuffler at the table, counting like the table's own."""
+        self.emit(
+            ev.DeviceRegistered,
+            role=ActorRole.FLOOR,
+            actor_id="FLOOR-1",
+            device_id=device_id,
+            device_type="SHUFFLER",
+            counts_each_shuffle=self.counting,
+            indicates_full_deck=self.counting,
+            **fields,
+        )
 
     def empty_shuffler_fault(self) -> None:
         """``empty-shuffler-fault`` (rulebook 10.5.2): the shuffler signals a fault while it stands

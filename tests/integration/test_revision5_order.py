@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_revision4_order import Row, audited, audited_alone
-from tests.reorder_trails import interleaved_with_a_floor
+from tests.integration.test_revision4_order import Row, assert_each_table_as_alone, audited_alone
 from tests.revision5_trail import HOUSE_TABLE, IDLE_TABLE, SPARE_TABLE, STUB_TABLE, order_trails
 
 
@@ -34,8 +33,4 @@ def test_the_revision5_trails_alone_give_the_findings_of_each_decision(alone: di
 def test_revision5_trails_interleaved_with_a_floor_and_shuffled_within_the_window_give_their_findings_alone(
     alone: dict[str, set[Row]], tmp_path: Path
 ) -> None:
-    in_order, swapped = interleaved_with_a_floor(order_trails().values(), tmp_path)
-    for name, path, workers in (("interleaved", in_order, 1), ("swapped", swapped, 1), ("parallel", swapped, 2)):
-        got = audited(path, tmp_path / f"{name}.duckdb", workers=workers)
-        for table, expected in alone.items():
-            assert got.get(table, set()) == expected, f"{name}: {table}"
+    assert_each_table_as_alone(alone, order_trails(), tmp_path)
