@@ -113,7 +113,7 @@ def test_review_events_decode_by_type_and_reject_an_unknown_cause() -> None:
 def test_review_status_is_the_latest_review_event_and_the_history_keeps_every_one(
     client: TestClient, store: Store, clock: Clock
 ) -> None:
-    fid = first_finding(store)
+    fid = first_finding(store, "procedural")  # a disposition with a cause and an action alone
     headers = token(store, "rita")
     steps = [
         ({"action": "acknowledge"}, "acknowledged"),
@@ -142,7 +142,7 @@ def test_review_status_is_the_latest_review_event_and_the_history_keeps_every_on
 def test_a_finding_disposed_as_not_a_violation_stays_in_every_list_shown_apart(
     client: TestClient, store: Store
 ) -> None:
-    fid = first_finding(store)
+    fid = first_finding(store, "procedural")
     before = client.get("/api/v1/findings", headers=token(store, "vic")).json()["total"]
     r = client.post(
         f"/api/v1/findings/{fid}/reviews",

@@ -68,8 +68,8 @@ def store(audited_shift: Path, tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def first_finding(store: Store) -> str:
-    rows, _ = reviews.find(store.con, FindingFilter(), DUE, AT, limit=1)
+def first_finding(store: Store, severity: str | None = None) -> str:
+    rows, _ = reviews.find(store.con, FindingFilter(severity=severity), DUE, AT, limit=1)
     return str(rows[0]["finding_id"])
 
 
@@ -157,7 +157,7 @@ def test_the_console_with_a_review_sink_publishes_the_review_and_leaves_the_stor
 ) -> None:
     sent: list[object] = []
     client = TestClient(create_app(store, ConsoleConfig(DUE, "s" * 48, clock=lambda: AT), review_sink=sent.append))
-    fid = first_finding(store)
+    fid = first_finding(store, "procedural")  # disposed with a cause and a note alone
     h = {"Authorization": "Bearer " + auth.new_token(store.con, "rita", AT)}
     body = {"action": "dispose", "cause": "DEVICE", "note": "shuffler jammed"}
     r = client.post(f"/api/v1/findings/{fid}/reviews", json=body, headers=h)
