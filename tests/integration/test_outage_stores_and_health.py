@@ -129,6 +129,7 @@ def test_the_console_in_the_projector_is_ready_only_while_connected_and_caught_u
         "down_seconds": None,
         "consumption_errors": 0,
         "last_consumption_error": None,
+        "host_clock": None,  # no record timestamp compared yet (issue 46: the host clock against the broker's)
     }
     link.lag(90_000, 120.0)
     behind = client.get("/readyz")

@@ -64,7 +64,7 @@ def test_scheduled_findings_csv_and_parquet_carry_review_status_disposed_by_and_
 
 @pytest.fixture(scope="module")
 def busy_shift(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A busy shift: nine tables for an hour with an error in 60 % of rounds (about 450 finding
+    """A busy shift: nine tables for an hour with an error in 70 % of rounds (about 450 finding
     records, 350 of them voiding or integrity), audited into a store."""
     from dealtrail.ingest.audit import audit_file
     from dealtrail.simulator.floor import FloorSpec, simulate
@@ -72,7 +72,7 @@ def busy_shift(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("busy")
     events, db = folder / "events.jsonl", folder / "busy.duckdb"
-    spec = FloorSpec(tables=9, hours=1.0, seed=3, error_rate=0.6)
+    spec = FloorSpec(tables=9, hours=1.0, seed=3, error_rate=0.7)
     events.write_bytes(b"".join(encode(e) + b"\n" for e in simulate(spec)))
     with Store(db) as store:
         audit_file(events, store)
