@@ -22,12 +22,14 @@ from projections.store.store import Store
 
 
 class DiesMidMessage(ScanOptions):
-    """A worker's scan that starts handing over a 64 MB message and is killed (SIGKILL, by
-    itself) while it is being written: the writer has its first bytes, never the rest."""
+    """A worker's scan that starts handing over a 256 MB message and is killed (SIGKILL, by
+    itself) 50 ms later, while it is being pickled or written: the writer has at most its first
+    bytes, never the rest. (With 64 MB and 200 ms, a writer reading at once could take the whole
+    message before the kill on a busy machine: seen once in a full run.)"""
 
     def scan(self, path: Path, shard: int, shards: int, stage_dir: Path, emit: Callable[..., None], resume: Any) -> Any:
-        threading.Thread(target=emit, args=(b"x" * (64 * 1024 * 1024),), daemon=True).start()
-        time.sleep(0.2)
+        threading.Thread(target=emit, args=(b"x" * (256 * 1024 * 1024),), daemon=True).start()
+        time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
