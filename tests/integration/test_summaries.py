@@ -141,7 +141,7 @@ def _remedies(html: str) -> int:
     return len(re.findall(r"<tr(?: class=\"overdue\")?>\s*<td class=\"t\">", section))
 
 
-@pytest.mark.parametrize("cap", [1])  # below what the small shift lists and owes (it owes 2 or more remedies, not always 3)
+@pytest.mark.parametrize("cap", [1])  # below what the small shift lists and owes (2 or more remedies)
 def test_report_lists_at_most_max_listed_findings_and_says_how_many_more_and_where(
     audited_shift: Path, tmp_path: Path, cap: int
 ) -> None:
