@@ -10,6 +10,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # The locked dependencies first, checked against their hashes (a layer that changes only with the
 # lock); then only what `pip install .` needs (pyproject.toml reads README.md; package data lives
 # in the packages), without dependencies: the image runs exactly the locked versions.
+# Debian's Chromium prints report PDFs (dealtrail report --pdf, the console's Sign button, the
+# projector's signed revisions) headless, as the image's unprivileged user (--no-sandbox); DejaVu
+# is the font it prints with. No browser is downloaded at run time.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends chromium fonts-dejavu-core \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /src
 COPY requirements.lock ./
 RUN pip install --no-cache-dir --require-hashes -r requirements.lock
@@ -29,7 +36,8 @@ RUN groupadd --system --gid 10001 dealtrail \
     && chown dealtrail:dealtrail /data
 
 ENV DEALTRAIL_DB=/data/dealtrail.duckdb \
-    DEALTRAIL_OUT=/data/report
+    DEALTRAIL_OUT=/data/report \
+    DEALTRAIL_REPORTS__CHROMIUM=/usr/bin/chromium
 
 USER dealtrail
 WORKDIR /data

@@ -104,6 +104,38 @@ def keys_rotate(db: Annotated[Path | None, _DB_OPTION] = None) -> None:
     console.print(f"signing key {kid} replaces {old} (kept in {retired}); both are recorded in {db}", markup=False)
 
 
+@keys_app.command("register")
+def keys_register(db: Annotated[Path | None, _DB_OPTION] = None) -> None:
+    """Record the public key of a private key made elsewhere (a Docker secret, a key made with
+    openssl genpkey -algorithm ed25519) from DEALTRAIL_SIGNING__KEY_FILE, valid from now: the
+    key in force before it is valid until now. The key file is only read. A key recorded
+    already and in force: nothing to do (exit 0); a retired key is never put back in force."""
+    from projections.records import signing_keys
+    from projections.records.signing import SigningError, key_id, load_key, public_pem
+
+    path = _key_file()
+    db = db or load().db
+    try:
+        kid = key_id(public_pem(load_key(path)))
+    except SigningError as exc:
+        raise _fail(str(exc)) from None
+    with _writer(db) as store:
+        keys = signing_keys.history(store.con)
+        if keys and keys[-1]["key_id"] == kid:
+            console.print(f"signing key {kid} in {path} is recorded in {db} and in force: nothing to do", markup=False)
+            return
+        if any(k["key_id"] == kid for k in keys):
+            raise _fail(
+                f"signing key {kid} in {path} was retired in {db}: a retired key is never put back in force"
+                " (make a new key)",
+                1,
+            )
+        kid = _record(store, path, datetime.now(UTC))
+    replaced = f"; it replaces {keys[-1]['key_id']} (valid until now)" if keys else ""
+    console.print(f"signing key {kid} in {path} is recorded in {db}, valid from now{replaced}", markup=False)
+    console.print("register it with the regulator: dealtrail keys show", markup=False)
+
+
 @keys_app.command("show")
 def keys_show(db: Annotated[Path | None, _DB_OPTION] = None) -> None:
     """Print every public key the property has signed with, its ID and validity period, as PEM:

@@ -34,15 +34,43 @@ def simulate(
     truth: Annotated[
         Path | None, typer.Option(help="Write the expected findings here (JSON Lines).", show_default="not written")
     ] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            help="When the shift starts: ISO 8601 with its offset (2026-10-31T20:00-04:00), or Z for UTC.",
+            show_default="2026-11-27T18:00Z",
+        ),
+    ] = None,
 ) -> None:
     """Simulate a casino floor: real rounds of the three games, with injected dealing errors."""
     from dealtrail.simulator.run import write_simulation
 
+    began = _start_time(start)
     _output_file(out, "--out")
     _output_file(truth, "--truth")
     window = load().remedy_window  # a table closed owing a remedy stays closed past the engine's window
-    n, expected = write_simulation(out, tables, hours, seed, error_rate, duplicate_rate, truth, console, window)
+    n, expected = write_simulation(
+        out, tables, hours, seed, error_rate, duplicate_rate, truth, console, window, start=began
+    )
     console.print(f"wrote {n:,} events to {out}" + (f" and {expected:,} expected findings to {truth}" if truth else ""))
+
+
+def _start_time(text: str | None) -> datetime | None:
+    """The ``--start`` of ``simulate`` as an aware instant (None: the simulator's own start).
+
+    Raises:
+        typer.Exit: (2) not an ISO 8601 time, or one without its offset (which instant it
+            names would depend on the machine's zone).
+    """
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise _fail(f"--start {text!r} is not an ISO 8601 time (2026-10-31T20:00-04:00)") from None
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise _fail(f"--start {text!r} has no offset: add one (-04:00) or Z for UTC")
+    return at
 
 
 @app.command()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +25,7 @@ def write_simulation(
     truth_path: Path | None = None,
     console: Console | None = None,
     remedy_window: timedelta = timedelta(hours=24),
+    start: datetime | None = None,
 ) -> tuple[int, int]:
     """Simulate and write ``out`` (one event per line) and, if asked, the truth file.
 
@@ -34,6 +36,9 @@ def write_simulation(
 
     The truth file holds one JSON object per expected finding (``rule_id``, ``table_id``,
     ``round_id``, ``injected``), sorted by table, round and rule. Same arguments, same bytes.
+
+    ``start`` is the shift's start (timezone-aware; None: the simulator's fixed
+    ``DEFAULT_START``, 2026-11-27 18:00 UTC).
 
     Returns:
         ``(events written, expected findings)``.
@@ -46,6 +51,8 @@ def write_simulation(
         duplicate_rate=duplicate_rate,
         remedy_window=remedy_window,
     )
+    if start is not None:
+        spec = dataclasses.replace(spec, start=start)
     truth: list[Truth] = []
     make_private_dirs(out.parent)
     n = 0

@@ -125,3 +125,53 @@ def test_rotating_the_key_keeps_every_earlier_package_verifiable_with_the_key_va
     assert r.returncode == 0 and "Signature Verified Successfully" in r.stdout, r.stderr
     r2 = CliRunner().invoke(cli, ["verify-package", str(before), "--public-key", str(registered)])
     assert r2.exit_code == 0 and f"signed by key {key_id(first_pem)}" in r2.output, r2.output
+
+
+def _openssl_key(path: Path) -> Path:
+    """A key made as docker-compose.yml's header makes it: openssl, owner-only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(path)], check=True, capture_output=True)
+    path.chmod(0o600)
+    return path
+
+
+def test_keys_register_records_a_key_made_elsewhere_and_reads_it_only(store: Path, tmp_path: Path) -> None:
+    key = _openssl_key(tmp_path / "secrets" / "signing-key.pem")
+    before = key.read_bytes()
+    code, out = _keys("register", db=store, key=key)
+    assert code == 0, out
+    assert key.read_bytes() == before and (key.stat().st_mode & 0o777) == 0o600
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        (recorded,) = signing_keys.history(con)
+    finally:
+        con.close()
+    public = subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout"], capture_output=True, text=True, check=True)
+    assert recorded["public_key_pem"].strip() == public.stdout.strip()
+    assert recorded["key_id"] == key_id(public_pem(load_key(key)))
+    assert recorded["valid_until"] is None
+    code, again = _keys("register", db=store, key=key)
+    assert code == 0 and "nothing to do" in again, again
+
+
+def test_keys_register_replaces_the_key_in_force_and_never_puts_a_retired_one_back(store: Path, tmp_path: Path) -> None:
+    first = tmp_path / "keys" / "first.pem"
+    assert _keys("create", db=store, key=first)[0] == 0
+    second = _openssl_key(tmp_path / "secrets" / "second.pem")
+    code, out = _keys("register", db=store, key=second)
+    assert code == 0 and f"replaces {key_id(public_pem(load_key(first)))}" in " ".join(out.split()), out
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        old, new = signing_keys.history(con)
+    finally:
+        con.close()
+    assert old["valid_until"] == new["valid_from"] and new["valid_until"] is None
+    code, out = _keys("register", db=store, key=first)
+    assert code == 1 and "retired" in out and "never put back" in " ".join(out.split()), out
+
+
+def test_keys_register_refuses_a_key_others_may_read(store: Path, tmp_path: Path) -> None:
+    key = _openssl_key(tmp_path / "secrets" / "signing-key.pem")
+    key.chmod(0o644)
+    code, out = _keys("register", db=store, key=key)
+    assert code == 2 and "chmod 600" in out, out

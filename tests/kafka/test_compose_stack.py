@@ -48,6 +48,7 @@ pytestmark = pytest.mark.kafka
 
 COMPOSE_BROKER = "kafka:9092"
 VOLUME = "/data"
+SECRETS = "/run/secrets"
 BIN = Path(sys.executable).parent
 
 
@@ -63,7 +64,22 @@ def image_env() -> dict[str, str]:
 
 
 def _on_host(value: str, data: Path, bootstrap: str) -> str:
-    return value.replace(COMPOSE_BROKER, bootstrap).replace(VOLUME, str(data))
+    secrets = data.parent / "run-secrets"  # where compose mounts the services' secrets
+    return value.replace(COMPOSE_BROKER, bootstrap).replace(VOLUME, str(data)).replace(SECRETS, str(secrets))
+
+
+def make_secrets(compose: dict[str, Any], data: Path) -> Path:
+    """The signing key as the compose file's header says to make it (openssl, 0600), mounted
+    where compose mounts each service's secrets; returns the key file."""
+    (name,) = compose["secrets"]
+    key = data.parent / "secrets" / "signing-key.pem"
+    key.parent.mkdir(mode=0o700)
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True, capture_output=True)
+    key.chmod(0o600)
+    mounted = data.parent / "run-secrets"
+    mounted.mkdir(mode=0o700)
+    (mounted / name).symlink_to(key)  # a bind mount of the file: its owner and mode are the host file's
+    return key
 
 
 def service_env(service: dict[str, Any], user: dict[str, str], data: Path, bootstrap: str) -> dict[str, str]:
@@ -246,6 +262,17 @@ def test_the_compose_services_own_commands_bring_findings_into_the_projected_sto
     issued = _run(users, user, data, bootstrap, token_argv, stdin="admin-long-password\n")
     assert issued.returncode == 0, issued.stderr
     bearer = {"Authorization": "Bearer " + issued.stdout.split()[-1]}
+    # the signing key: made with openssl as the header says, a secret, registered by the keys
+    # service's own command (the store records its public key; the projector then signs with it)
+    key = make_secrets(load_compose(), data)
+    keys = services["keys"]
+    registered = _run(keys, user, data, bootstrap, service_argv(keys, data, bootstrap))
+    assert registered.returncode == 0 and "is recorded in" in registered.stdout, registered.stdout + registered.stderr
+    again = _run(keys, user, data, bootstrap, service_argv(keys, data, bootstrap))
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout + again.stderr
+    shown = _run(keys, user, data, bootstrap, [*service_argv(keys, data, bootstrap)[:2], "show"])
+    public = subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout"], capture_output=True, text=True, check=True)
+    assert public.stdout.strip() in shown.stdout, shown.stdout + shown.stderr
 
     # 3. the workers (deploy.replicas) and the projector, with its scheduled reports and the console
     replicas = int((services["worker"].get("deploy") or {}).get("replicas", 1))

@@ -32,7 +32,13 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 KAFKA_SERVICE = "kafka"
 # Settings whose compose default deliberately differs from the Settings default.
-CONTAINER_DEFAULTS = {"DEALTRAIL_KAFKA_BOOTSTRAP", "DEALTRAIL_WORKER__ALIVE_FILE", "DEALTRAIL_REPLICA__EVERY"}
+CONTAINER_DEFAULTS = {
+    "DEALTRAIL_KAFKA_BOOTSTRAP",
+    "DEALTRAIL_WORKER__ALIVE_FILE",
+    "DEALTRAIL_REPLICA__EVERY",
+    "DEALTRAIL_SIGNING__KEY_FILE",  # the signing_key secret's mount point (check_secrets)
+}
+SECRETS_DIR = "/run/secrets"
 PREFIX = str(Settings.model_config.get("env_prefix", "")).upper()
 DELIMITER = str(Settings.model_config.get("env_nested_delimiter", "__"))
 
@@ -296,6 +302,29 @@ def check_defaults(compose: Mapping[str, Any], monkeypatch: pytest.MonkeyPatch) 
     return problems
 
 
+def check_secrets(compose: Mapping[str, Any]) -> list[str]:
+    """Every service whose commands read the signing key file mounts the secret that file is, at
+    the path its environment names; every secret a service mounts is declared with a file."""
+    problems = []
+    declared = compose.get("secrets") or {}
+    for name, spec in declared.items():
+        if not isinstance(spec, dict) or not spec.get("file"):
+            problems.append(f"secret {name}: no file")
+    signers = set(docgen.readers("signing.key_file"))
+    for name, svc in dealtrail_services(compose).items():
+        mounted = {s if isinstance(s, str) else s["source"]: s for s in svc.get("secrets") or []}
+        for secret in mounted:
+            if secret not in declared:
+                problems.append(f"{name}: mounts secret {secret}, which is not declared")
+        if not {run[0] for run in invocations(svc) if run} & signers:
+            continue
+        path = resolved_environment(svc, {}).get("DEALTRAIL_SIGNING__KEY_FILE", "")
+        secret = path.removeprefix(SECRETS_DIR + "/")
+        if not path.startswith(SECRETS_DIR + "/") or secret not in mounted:
+            problems.append(f"{name}: signs, but DEALTRAIL_SIGNING__KEY_FILE={path!r} is no secret it mounts")
+    return problems
+
+
 def duckdb_path(run: list[str], option: str = "db") -> str | None:
     """The value of the command's ``--db`` (or another path ``option``) in ``run``; None if not given."""
     cmd, rest, _ = resolve_command(run)
@@ -454,8 +483,33 @@ def test_the_compose_file_passes_every_check(clean_env: pytest.MonkeyPatch) -> N
         + check_kafka(compose)
         + check_topology(compose)
         + check_health(compose)
+        + check_secrets(compose)
     )
     assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        (["services", "projector", "secrets"], [], "projector: signs"),
+        (["services", "keys", "secrets"], ["other"], "keys: mounts secret other"),
+        (["secrets", "signing_key"], {"external": True}, "secret signing_key: no file"),
+    ],
+)
+def test_the_secrets_check_catches_a_signer_without_its_key(path: list[str], value: Any, needle: str) -> None:
+    assert any(needle in p for p in check_secrets(_mutated(path, value))), check_secrets(_mutated(path, value))
+
+
+def test_the_image_prints_pdfs_with_debian_chromium() -> None:
+    """The console's Sign button prints the signed PDF in the projector's container: the image
+    installs Debian's chromium and points DEALTRAIL_REPORTS__CHROMIUM at the program it installs."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    installs = re.search(r"apt-get install -y --no-install-recommends ([^\\&]+)", text)
+    assert installs is not None and "chromium" in installs.group(1).split(), "the image installs chromium"
+    assert "DEALTRAIL_REPORTS__CHROMIUM=/usr/bin/chromium" in text
+    dpkg = Path("/var/lib/dpkg/info/chromium.list")  # where Debian's package puts it (CI installs it)
+    if dpkg.is_file():
+        assert "/usr/bin/chromium" in dpkg.read_text().split()
 
 
 def test_the_introspection_sees_the_real_cli_and_settings() -> None:
