@@ -39,10 +39,6 @@ START = datetime(2026, 11, 27, 18, 0, tzinfo=UTC)
 NOW = START + timedelta(hours=3)
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 BLOCKING = {"serious", "critical"}
-REPORT_PAGES = {"period-report", "report"}
-"""The compliance report's own HTML (``projections/reports/``): its landmarks are the report
-template's to give, which is being reworked apart from issue 47 (the region and main-landmark
-best-practice rules fail there; every serious or critical rule is still checked)."""
 
 
 @pytest.fixture()
@@ -63,13 +59,13 @@ def served(audited_shift: Path, tmp_path: Path) -> Iterator[tuple[str, Store, Pa
     store.close()
 
 
-def _blocking(results: dict[str, Any], best_practice: bool = True) -> list[str]:
+def _blocking(results: dict[str, Any]) -> list[str]:
     """One line per serious or critical violation, and per violation of a best-practice rule
     whatever its impact (landmarks, one top-level heading: issue 47, item 7): rule, impact,
     count and the first targets."""
     lines = []
     for v in results.get("violations", []):
-        if v.get("impact") in BLOCKING or (best_practice and "best-practice" in v.get("tags", [])):
+        if v.get("impact") in BLOCKING or "best-practice" in v.get("tags", []):
             nodes = v.get("nodes", [])
             targets = ", ".join(str(n.get("target")) for n in nodes[:3])
             lines.append(f"{v['id']} ({v['impact']}, {len(nodes)}): {v['help']} e.g. {targets}")
@@ -122,7 +118,7 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_console_page_or_repor
 
     def check(page: Any, name: str) -> None:
         page.screenshot(path=str(shots / f"a11y-{name}.png"), full_page=True)
-        lines = _blocking(axe.run(page, options=options).response, best_practice=name not in REPORT_PAGES)
+        lines = _blocking(axe.run(page, options=options).response)
         if lines:
             found[name] = lines
 
