@@ -18,7 +18,7 @@ from dealtrail.console.api_models import (
     ReviewRequest,
     StoredReview,
 )
-from dealtrail.console.deps import ApiUser, Console, Cursor, known_query
+from dealtrail.console.deps import ApiUser, Console, Cursor, StateRefusal, known_query
 from dealtrail.console.filters import filters_from
 from projections.display.timefmt import FROM_HELP, TO_HELP
 from projections.models import incidents, reviews
@@ -146,7 +146,12 @@ def router(console: Console) -> APIRouter:
                 "make or the proposer made (four eyes are two people).",
             },
             404: {"model": ErrorMessage, "description": "No such finding."},
-            409: {"model": ErrorMessage, "description": "Approve or reject with no proposed disposition pending."},
+            409: {
+                "model": ErrorMessage,
+                "description": "Refused for what the store holds: approve or reject with no proposed disposition "
+                "pending; an assignee who is not an active user who can review; a disposition without the "
+                "corrective action or the note the finding's severity needs (the settings name them).",
+            },
             503: {"model": ErrorMessage, "description": "The review was not recorded (the broker did not take it)."},
             201: {"model": StoredReview, "description": "The stored review event.", "links": _REVIEW_LINKS},
         },
@@ -161,7 +166,10 @@ def router(console: Console) -> APIRouter:
         with console.review_refusals(user, body.action, f"finding {finding_id}"):
             if not user.can_review:
                 raise HTTPException(403, "a viewer cannot review findings")
-            event = console.record_review(con, finding_id, user, body)
+            try:
+                event = console.record_review(con, finding_id, user, body)
+            except StateRefusal as exc:  # valid as the document says, refused for what the store holds
+                raise HTTPException(409, exc.reason) from None
         return dict(event.model_dump(mode="json"))
 
     @routes.get(

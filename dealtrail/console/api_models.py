@@ -114,6 +114,30 @@ class Floor(_Open):
     tables: list[FloorTable]
 
 
+_WORDS = {"type": "string", "pattern": r"\S"}  # not blank: what the console takes as a note written
+
+
+def _when(action: str, then: dict[str, Any]) -> dict[str, Any]:
+    return {"if": {"properties": {"action": {"const": action}}}, "then": then}
+
+
+_NEEDS = (
+    _when("dispose", {"required": ["cause"], "properties": {"cause": {"not": {"type": "null"}}}}),
+    _when("reject", {"required": ["note"], "properties": {"note": _WORDS}}),
+    _when("assign", {"required": ["assignee"], "properties": {"assignee": {"type": "string", "minLength": 1}}}),
+    _when(
+        "attach",
+        {
+            "anyOf": [
+                {"required": ["note"], "properties": {"note": _WORDS}},
+                {"required": ["references"], "properties": {"references": {"type": "array", "minItems": 1}}},
+            ]
+        },
+    ),
+)
+"""What each review action needs, as JSON Schema (:class:`ReviewRequest`)."""
+
+
 class ReviewRequest(BaseModel):
     """Body of ``POST /api/v1/findings/{finding_id}/reviews`` (unknown fields are refused).
 
@@ -132,9 +156,15 @@ class ReviewRequest(BaseModel):
             settings name).
         references: video clips attached as evidence, each with ``camera``, ``clip_id``,
             ``url`` (http or https only) and ``note``; a clip ID or a URL is needed (at most 20).
+
+    What each action needs is stated in the document too (``allOf`` of ``if``/``then``, JSON
+    Schema 2020-12 as OpenAPI 3.1 reads it), so that a request the document allows is never
+    refused for its shape (issue 47, item 7): ``dispose`` a cause, ``reject`` a note,
+    ``assign`` an assignee, ``attach`` a note or a reference. What depends on the store (who can
+    be assigned, what a finding's severity needs) is a 409.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": list(_NEEDS)})
 
     action: Literal["acknowledge", "assign", "dispose", "reopen", "approve", "reject", "attach"]
     cause: Cause | None = None

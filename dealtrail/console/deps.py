@@ -321,6 +321,23 @@ def invalid(loc: tuple[str | int, ...], message: str) -> RequestValidationError:
     return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message}])
 
 
+class StateRefusal(RequestValidationError):
+    """A refusal that depends on what the store holds, not on the request's shape: an assignee
+    who is not an active user who can review, a disposition without what the finding's severity
+    needs (``ConsoleConfig.disposition_needs``). A form shows it as any 422 (the page again, with
+    the reason and the typed values); the API answers 409, since its document states every
+    constraint a request's shape can carry and a schema-valid request is not a 422 (issue 47,
+    item 7).
+
+    Attributes:
+        reason: ``"<field>: <message>"``, for the 409's detail.
+    """
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__([{"type": "value_error", "loc": loc, "msg": message}])
+        self.reason = f"{loc[-1]}: {message}"
+
+
 def local(value: datetime | None, tz: tzinfo = UTC) -> str:
     """A time as ``YYYY-MM-DD HH:MM:SS-05:00`` in ``tz`` with its offset (the page labels the
     zone: the offset alone tells the two 01:30s of a night that falls back apart); ``-`` for None
@@ -623,8 +640,9 @@ class Console:
                 not a manager or who proposed the disposition; 404 for an unknown finding; 409
                 for an approval or rejection with no proposal pending; 503 when the sink did not
                 take it.
-            RequestValidationError: 422, an assignee who cannot review, a disposition without
-                cause or without what its severity needs, a rejection without note.
+            RequestValidationError: 422, a disposition without cause, a rejection without
+                note, an attachment of nothing; :class:`StateRefusal` (a subclass) for an
+                assignee who cannot review or a disposition without what its severity needs.
         """
         if not user.can_review:
             raise HTTPException(403, "a viewer cannot review findings")
@@ -647,9 +665,11 @@ class Console:
         elif body.action == "acknowledge":
             event = FindingAcknowledged.model_validate(common)
         elif body.action == "assign":
-            target = users.user(con, body.assignee or "")
+            if not body.assignee:  # the document says an assignment names one: the request's shape
+                raise invalid(("body", "assignee"), "assign needs an assignee: the name of a user who can review")
+            target = users.user(con, body.assignee)
             if target is None or not target["active"] or target["role"] not in REVIEWER_ROLES:
-                raise invalid(
+                raise StateRefusal(
                     ("body", "assignee"), "assign needs the name of an active user who can review (not a viewer)"
                 )
             event = FindingAssigned.model_validate({**common, "assignee": target["name"]})
@@ -684,7 +704,7 @@ class Console:
         missing = self.config.disposition_needs.missing(str(f["severity"]), body.corrective_action, body.note)
         if missing:
             names = " and ".join(m.replace("_", " ") for m in missing)
-            raise invalid(("body", missing[0]), f"a disposition of a {f['severity']} finding needs a {names}")
+            raise StateRefusal(("body", missing[0]), f"a disposition of a {f['severity']} finding needs a {names}")
         fields = {**common, "cause": body.cause, "corrective_action": body.corrective_action}
         if reviews.needs_approval(str(f["severity"]), body.cause.value):
             return FindingDispositionProposed.model_validate(fields)

@@ -59,6 +59,33 @@ def _window(round_: str | None, from_: datetime | None, to: datetime | None, tz:
     return Window(start=from_.astimezone(UTC), end=to.astimezone(UTC))
 
 
+def _api_window(
+    round_: str | None, from_: datetime | None, to: datetime | None, tz: tzinfo = UTC
+) -> tuple[Window, datetime | None]:
+    """The replay window of an API call, which takes every request its document allows (issue
+    47, item 7): a round with a time span is the round's events in it; a span with ``to`` not
+    after ``from`` holds no event (the caller answers 404, as for any window without one); a span
+    longer than a day is answered for its first day. Returns the window and, when it was cut
+    to a day, the end that was asked for (else None). One end given: the day from (or up to) it."""
+    from_, to = parse_time(from_, "from", tz), parse_time(to, "to", tz)
+    if round_:
+        return Window(round_id=round_, start=_utc(from_), end=_utc(to)), None
+    span = timedelta(hours=MAX_WINDOW_HOURS)
+    if from_ is None and to is not None:
+        from_ = to - span
+    elif to is None and from_ is not None:
+        to = from_ + span
+    assert from_ is not None and to is not None
+    asked = None
+    if to - from_ > span:
+        asked, to = to, from_ + span
+    return Window(start=from_.astimezone(UTC), end=to.astimezone(UTC)), asked
+
+
+def _utc(at: datetime | None) -> datetime | None:
+    return at.astimezone(UTC) if at is not None else None
+
+
 def replay_detail(table_id: str, window: Window, finding_id: str | None) -> str:
     """What a replay showed, for its access-log entry: the table, the round or the UTC window, and
     the finding it was opened from."""
@@ -120,7 +147,10 @@ def router(console: Console) -> APIRouter:
         dependencies=[Depends(known_query)],
         responses={
             401: {"model": ErrorMessage, "description": "No token, or a revoked one."},
-            404: {"model": ErrorMessage, "description": "No stored event of the table (or of the round) there."},
+            404: {
+                "model": ErrorMessage,
+                "description": "No stored event of the table (or of the round) there, or in the window.",
+            },
             200: {"description": "One page of the window's steps, each with the layout as it lay."},
         },
     )
@@ -138,17 +168,22 @@ def router(console: Console) -> APIRouter:
         with the table as it lay after it (layout, burns, stub, dice, stacks, decks, devices,
         remedies owed) and the findings it raised, replayed by the rule engine from the
         nearest snapshot before the window; ``page_size`` steps a page. Neither a round nor a
-        time: the last day of the table's stored events."""
+        time: the last day of the table's stored events. A round and a window: the round's
+        events in the window. One end of a window: the day from (or up to) it. A window longer
+        than a day: its first day, with ``window.asked_to`` the end asked for (ask again from
+        ``window.to``). A window with ``to`` not after ``from`` holds no event (404)."""
         if not round_ and from_ is None and to is None:  # the table's last day (issue 47, item 7)
             last = con.execute("SELECT max(occurred_at) FROM events WHERE table_id = ?", [table_id]).fetchall()
             if not last or last[0][0] is None:
                 raise HTTPException(404, f"no stored event of table {table_id}")
             to = last[0][0] + timedelta(microseconds=1)
-        window = _window(round_, from_, to, tz)
+        window, asked = _api_window(round_, from_, to, tz)
         try:
             found = replay_page(con, table_id, window, page, page_size, tz).as_json()
         except ReplayError as exc:
             raise HTTPException(404, str(exc)) from None
+        if asked is not None:  # cut to its first day: the answer says so, and where to go on from
+            found["window"]["asked_to"] = asked.astimezone(UTC).isoformat()
         if page == 1 or user.token is not None:  # the replay page's script reads its pages with the session
             detail = f"{replay_detail(table_id, window, None)}, API page {page} with {user.credential}"
             console.access.record_read("replay_viewed", user.name, detail)

@@ -52,9 +52,10 @@ class Window:
     near: datetime | None = None
 
     def shows(self, event: ev.DealingEvent) -> bool:
-        """True if ``event`` is inside the window."""
-        if self.round_id is not None:
-            return event.round_id == self.round_id
+        """True if ``event`` is inside the window: of its round, if it names one, and within
+        [start, end) where those are set (a round with a span: the round's events in it)."""
+        if self.round_id is not None and event.round_id != self.round_id:
+            return False
         if self.start is not None and event.occurred_at < self.start:
             return False
         return not (self.end is not None and event.occurred_at >= self.end)

@@ -264,7 +264,7 @@ def test_api_review_contract_401_403_201_and_the_review_is_listed_with_its_user(
         client.post(
             f"/api/v1/findings/{fid}/reviews", json={"action": "assign", "assignee": "nobody"}, headers=h
         ).status_code
-        == 422
+        == 409  # a well-formed request: who can be assigned is the store's to say (issue 47, item 7)
     )
     assert client.post(f"/api/v1/findings/{fid}/reviews", json={"action": "shrug"}, headers=h).status_code == 422
     assert (
