@@ -146,6 +146,25 @@ class HealthSettings(BaseModel):
     max_lag_seconds: float = Field(default=60.0, gt=0, le=86_400)
 
 
+class MetricsSettings(BaseModel):
+    """The Prometheus metrics endpoint (``/metrics``, the text format) of the worker, the
+    projector and the console: events judged, dead letters, findings, latencies, the reorder
+    window, consumer lag per partition, the forwarder's backlog, the store's size and free disk
+    (docs/operating.md, "Metrics"). Served without authentication: it holds no user, table or
+    finding, only counts by rule, severity, reason, group, topic and partition.
+
+    Attributes:
+        host: the address the endpoint listens on (``DEALTRAIL_METRICS__HOST``, default 127.0.0.1).
+        port: its port (``DEALTRAIL_METRICS__PORT``); unset: no metrics endpoint. Each process
+            run needs its own port (set it per process: worker, projector, console).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
 class ReorderSettings(BaseModel):
     """The reorder window (rulebook decision 10.1.2; :mod:`streams.engine.reorder`): within a
     table, events are applied in seq order, whatever order they arrive in, by the audit, the
@@ -596,6 +615,7 @@ class Settings(BaseSettings):
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
+        metrics: see :class:`MetricsSettings` (``DEALTRAIL_METRICS__PORT`` ...).
         video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
         replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
         archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
@@ -673,6 +693,7 @@ class Settings(BaseSettings):
     reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()
+    metrics: MetricsSettings = MetricsSettings()
     video: VideoSettings = VideoSettings()
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()

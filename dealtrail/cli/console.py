@@ -28,6 +28,7 @@ from dealtrail.cli.common import (
     load,
     report_grace,
     review_due,
+    serve_metrics,
 )
 
 
@@ -203,6 +204,7 @@ def serve(
     from dealtrail.cli.access import start_access_forward
 
     forward = start_access_forward(settings.access_forward, store.con, db)  # a thread: requests never wait
+    metrics = serve_metrics(settings, db)
     with store:
         server_config = uvicorn_config(
             console_app,
@@ -218,6 +220,8 @@ def serve(
         finally:
             if forward is not None:  # what was written last goes out before the store closes
                 forward.stop()
+            if metrics is not None:
+                metrics.stop()  # type: ignore[attr-defined]
 
 
 class _NotifyLoop:
