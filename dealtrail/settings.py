@@ -552,17 +552,24 @@ class AccessForwardSettings(BaseModel):
             ``syslog_cert``.
         syslog_hostname: the HOSTNAME field of each message; unset: this machine's name (in a
             container, set it to the host's name).
+        syslog_resend_window: entries before the cursor sent again to the syslog receiver after
+            every new connection (entries, default 10,000; 0: none): plain TCP does not say which
+            entries a receiver read, so one that stalled and was replaced, or lost what its kernel
+            had taken, gets them again (duplicates carry the same ``seq`` and ``entry_id``).
+        relp_host: the RELP receiver's name or address (rsyslog's ``imrelp``): each entry counts
+            as delivered only once the receiver acknowledged it (``rsp 200``); unset: no RELP.
+        relp_port: its TCP port (default 2514).
         jsonl_path: a file to which each entry is appended as one JSON line (for a log shipper
             that tails it); made owner-only if absent (create it beforehand, readable by the
             shipper's group, to share it); unset: none.
         cursor_dir: the folder of the forwarding cursors (owner-only files holding the last entry
             sent to each target: ``<store name>.access-forward.syslog.cursor``,
-            ``...jsonl.cursor``); unset: the store's folder.
+            ``...relp.cursor``, ``...jsonl.cursor``); unset: the store's folder.
         poll_seconds: how often the writer looks for new entries (seconds).
         retry_max_seconds: the longest wait between two attempts at a receiver that does not
             answer; the wait starts at ``poll_seconds`` and doubles (seconds).
-        timeout_seconds: how long a connection or a send to the syslog receiver may take before
-            it counts as failed (seconds).
+        timeout_seconds: how long a connection or a send to the syslog receiver (or an answer of
+            the RELP receiver) may take before it counts as failed (seconds).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -574,6 +581,9 @@ class AccessForwardSettings(BaseModel):
     syslog_cert: Path | None = None
     syslog_key: Path | None = None
     syslog_hostname: str | None = Field(default=None, min_length=1, max_length=255)
+    syslog_resend_window: int = Field(default=10_000, ge=0, le=10_000_000)
+    relp_host: str | None = Field(default=None, min_length=1, max_length=253)
+    relp_port: int = Field(default=2514, ge=1, le=65535)
     jsonl_path: Path | None = None
     cursor_dir: Path | None = None
     poll_seconds: float = Field(default=1.0, gt=0, le=3600)
@@ -590,8 +600,8 @@ class AccessForwardSettings(BaseModel):
 
     @property
     def enabled(self) -> bool:
-        """True if there is a target (a syslog receiver or a file)."""
-        return self.syslog_host is not None or self.jsonl_path is not None
+        """True if there is a target (a syslog or RELP receiver, or a file)."""
+        return self.syslog_host is not None or self.relp_host is not None or self.jsonl_path is not None
 
 
 class Settings(BaseSettings):

@@ -203,7 +203,8 @@ def serve(
     _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
     from dealtrail.cli.access import start_access_forward
 
-    forward = start_access_forward(settings.access_forward, store.con, db)  # a thread: requests never wait
+    # a thread: requests never wait
+    forward = start_access_forward(settings.access_forward, store.con, db, settings.property_name)
     metrics = serve_metrics(settings, db)
     with store:
         server_config = uvicorn_config(

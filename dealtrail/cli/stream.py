@@ -257,7 +257,7 @@ def _project(
             elif settings.health.port is not None and not once:
                 health = _serve_health(settings, link)
             # the access log as the projector stores it, to the SIEM (a thread; a batch never waits)
-            forward = start_access_forward(settings.access_forward, store.con, db)
+            forward = start_access_forward(settings.access_forward, store.con, db, settings.property_name)
             try:
                 summary = run(
                     settings,
