@@ -106,10 +106,13 @@ class LagReader:
         from kafka import KafkaAdminClient, KafkaConsumer
 
         if self._admin is None:
-            self._admin = KafkaAdminClient(**client_config(self.kafka, self.client_id), request_timeout_ms=REQUEST_MS)
+            # one_shot: no broker answering within kafka.connect_timeout fails the read (a person
+            # or a scrape waits on it)
+            config = client_config(self.kafka, self.client_id, one_shot=True)
+            self._admin = KafkaAdminClient(**config, request_timeout_ms=REQUEST_MS)
         if self._consumer is None:
             self._consumer = KafkaConsumer(
-                **consumer_config(self.kafka, self.client_id), group_id=None, enable_auto_commit=False
+                **consumer_config(self.kafka, self.client_id, one_shot=True), group_id=None, enable_auto_commit=False
             )
         return self._admin, self._consumer
 
