@@ -301,8 +301,8 @@ class RelpTarget:
         port: its TCP port (rsyslog's examples use 2514).
         hostname: the HOSTNAME field of each message; None: this machine's name.
         timeout: seconds a connection, a send or an answer may take before it counts as failed.
-        window: messages sent before their answers are awaited (RELP's window; rsyslog's
-            ``omrelp`` sends up to 128 ahead).
+        window: messages sent before their answers are awaited (RELP's window; 128 as in
+            librelp's default).
     """
 
     host: str
