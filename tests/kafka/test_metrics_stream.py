@@ -11,6 +11,7 @@ Prometheus fails the test.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -135,9 +136,12 @@ def test_prometheus_scrapes_worker_projector_and_console_and_agrees_with_status_
             verdict = check_metrics(_scrape(port))
             assert verdict.returncode == 0, verdict.stdout + verdict.stderr
         worker_text = _scrape(worker_port).decode()
-        assert "dealtrail_events_judged_total" in worker_text and "dealtrail_round_record_latency_seconds_bucket" in (
-            worker_text
-        )
+        judged = re.search(r"^dealtrail_events_judged_total (\S+)$", worker_text, re.M)
+        timed = re.search(r"^dealtrail_round_record_latency_seconds_count (\S+)$", worker_text, re.M)
+        rounds = re.search(r"^dealtrail_rounds_total (\S+)$", worker_text, re.M)
+        assert judged and timed and rounds and float(judged[1]) > 0
+        assert 0 < float(timed[1]) <= float(rounds[1])  # rounds completed by a batch are timed
+        assert re.search(r"^dealtrail_reorder_window_events 0\.0$", worker_text, re.M)  # all released
         assert "dealtrail_store_write_seconds_count" in _scrape(projector_port).decode()
         # Prometheus's answer per partition equals what dealtrail status reads from the broker
         expected = _offsets(status)
@@ -151,9 +155,11 @@ def test_prometheus_scrapes_worker_projector_and_console_and_agrees_with_status_
         con = duckdb.connect(str(db), read_only=True)
         try:
             stored = dict(con.execute("SELECT rule_id, count(*) FROM findings GROUP BY rule_id").fetchall())
+            stored_rounds = con.execute("SELECT count(*) FROM rounds").fetchone()
         finally:
             con.close()
-        assert stored
+        assert stored and stored_rounds
+        assert float(rounds[1]) == stored_rounds[0]
 
         def findings_by_rule() -> bool:
             rows = prometheus.query('sum by (rule) (dealtrail_findings_total{job="dealtrail-worker"})')
