@@ -222,7 +222,7 @@ def serve(
             if forward is not None:  # what was written last goes out before the store closes
                 forward.stop()
             if metrics is not None:
-                metrics.stop()  # type: ignore[attr-defined]
+                metrics.stop()
 
 
 class _NotifyLoop:

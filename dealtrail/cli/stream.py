@@ -294,7 +294,7 @@ def _project(
         failed = unreachable is not None
     finally:
         if metrics is not None:
-            metrics.stop()  # type: ignore[attr-defined]
+            metrics.stop()
         _restore_signals(stop)
         if created and failed:
             remove_if_empty(db)  # a store this run made and that holds nothing: no empty file left
