@@ -66,6 +66,14 @@ STORE_WRITE = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 STORE_RECORDS = Counter("dealtrail_store_records", "Kafka records the projector read and stored, by topic.", ["topic"])
+CONSOLE_REQUESTS = Counter(
+    "dealtrail_console_requests",
+    "Requests the console answered, by method, route template (no IDs) and status class (2xx, 4xx ...).",
+    ["method", "route", "status"],
+)
+CONSOLE_SECONDS = Histogram(
+    "dealtrail_console_request_seconds", "Time the console took to answer a request.", buckets=LATENCY_BUCKETS
+)
 FORWARD_PENDING = Gauge(
     "dealtrail_access_forward_pending_entries",
     "Access-log entries stored and not yet acknowledged by a forwarding target, by target kind.",

@@ -16,6 +16,8 @@ from prometheus_client import CollectorRegistry
 
 from streams.lag import GroupLag, Member, PartitionLag
 from streams.metrics import (
+    CONSOLE_REQUESTS,
+    CONSOLE_SECONDS,
     DEAD_LETTERS,
     EVENTS_JUDGED,
     FINDINGS,
@@ -56,10 +58,12 @@ def every_metric(tmp_path_factory: pytest.TempPathFactory) -> CollectorRegistry:
 
     tmp_path = tmp_path_factory.mktemp("metrics")
     registry = CollectorRegistry()
-    for metric in (DEAD_LETTERS, EVENTS_JUDGED, FINDINGS, FORWARD_PENDING, FORWARD_SENT, REORDER_HELD, ROUND_LATENCY,
-                   ROUNDS, STORE_RECORDS, STORE_WRITE):  # fmt: skip
+    for metric in (CONSOLE_REQUESTS, CONSOLE_SECONDS, DEAD_LETTERS, EVENTS_JUDGED, FINDINGS, FORWARD_PENDING,
+                   FORWARD_SENT, REORDER_HELD, ROUND_LATENCY, ROUNDS, STORE_RECORDS, STORE_WRITE):  # fmt: skip
         registry.register(metric)
     DEAD_LETTERS.labels("invalid_json").inc()
+    CONSOLE_REQUESTS.labels("GET", "/findings/{finding_id}", "2xx").inc()
+    CONSOLE_SECONDS.observe(0.05)
     FINDINGS.labels("TCP-679a.9-d-stub-count-due", "major").inc()
     FORWARD_PENDING.labels("relp").set(3)
     FORWARD_SENT.labels("relp").inc()
