@@ -28,9 +28,9 @@ from schemas.bounds import BOUNDS
 from schemas.events import EVENT_TYPES
 from streams.engine.catalog import RULEBOOK_REVISION, RULES
 
-KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify", "staff")
+KAFKA_CLIENTS = ("topics", "publish", "worker", "project", "replay", "verify", "staff", "status")
 """The commands that talk to Kafka (``replay`` and ``verify`` with ``--source kafka``, ``staff
-import --publish``)."""
+import --publish``, ``status``)."""
 WRITERS = ("audit", "demo", "reaudit", "project", "serve", "users", "staff", "sign-report")
 """The commands that open the store for writing."""
 REPORTERS = ("report", "demo", "schedule", "project", "serve")
@@ -63,6 +63,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "reorder": ("audit", "demo", "publish", "worker", "reaudit"),
     "reorder.idle": ("worker",),
     "health": ("project", "serve"),
+    "metrics": ("worker", "project", "serve"),
     "health.host": ("project",),
     "health.port": ("project",),
     "review": REPORTERS,

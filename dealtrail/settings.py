@@ -146,6 +146,25 @@ class HealthSettings(BaseModel):
     max_lag_seconds: float = Field(default=60.0, gt=0, le=86_400)
 
 
+class MetricsSettings(BaseModel):
+    """The Prometheus metrics endpoint (``/metrics``, the text format) of the worker, the
+    projector and the console: events judged, dead letters, findings, latencies, the reorder
+    window, consumer lag per partition, the forwarder's backlog, the store's size and free disk
+    (docs/operating.md, "Metrics"). Served without authentication: it holds no user, table or
+    finding, only counts by rule, severity, reason, group, topic and partition.
+
+    Attributes:
+        host: the address the endpoint listens on (``DEALTRAIL_METRICS__HOST``, default 127.0.0.1).
+        port: its port (``DEALTRAIL_METRICS__PORT``); unset: no metrics endpoint. Each process
+            run needs its own port (set it per process: worker, projector, console).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
 class ReorderSettings(BaseModel):
     """The reorder window (rulebook decision 10.1.2; :mod:`streams.engine.reorder`): within a
     table, events are applied in seq order, whatever order they arrive in, by the audit, the
@@ -533,17 +552,24 @@ class AccessForwardSettings(BaseModel):
             ``syslog_cert``.
         syslog_hostname: the HOSTNAME field of each message; unset: this machine's name (in a
             container, set it to the host's name).
+        syslog_resend_window: entries before the cursor sent again to the syslog receiver after
+            every new connection (entries, default 10,000; 0: none): plain TCP does not say which
+            entries a receiver read, so one that stalled and was replaced, or lost what its kernel
+            had taken, gets them again (duplicates carry the same ``seq`` and ``entry_id``).
+        relp_host: the RELP receiver's name or address (rsyslog's ``imrelp``): each entry counts
+            as delivered only once the receiver acknowledged it (``rsp 200``); unset: no RELP.
+        relp_port: its TCP port (default 2514).
         jsonl_path: a file to which each entry is appended as one JSON line (for a log shipper
             that tails it); made owner-only if absent (create it beforehand, readable by the
             shipper's group, to share it); unset: none.
         cursor_dir: the folder of the forwarding cursors (owner-only files holding the last entry
             sent to each target: ``<store name>.access-forward.syslog.cursor``,
-            ``...jsonl.cursor``); unset: the store's folder.
+            ``...relp.cursor``, ``...jsonl.cursor``); unset: the store's folder.
         poll_seconds: how often the writer looks for new entries (seconds).
         retry_max_seconds: the longest wait between two attempts at a receiver that does not
             answer; the wait starts at ``poll_seconds`` and doubles (seconds).
-        timeout_seconds: how long a connection or a send to the syslog receiver may take before
-            it counts as failed (seconds).
+        timeout_seconds: how long a connection or a send to the syslog receiver (or an answer of
+            the RELP receiver) may take before it counts as failed (seconds).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -555,6 +581,9 @@ class AccessForwardSettings(BaseModel):
     syslog_cert: Path | None = None
     syslog_key: Path | None = None
     syslog_hostname: str | None = Field(default=None, min_length=1, max_length=255)
+    syslog_resend_window: int = Field(default=10_000, ge=0, le=10_000_000)
+    relp_host: str | None = Field(default=None, min_length=1, max_length=253)
+    relp_port: int = Field(default=2514, ge=1, le=65535)
     jsonl_path: Path | None = None
     cursor_dir: Path | None = None
     poll_seconds: float = Field(default=1.0, gt=0, le=3600)
@@ -571,8 +600,8 @@ class AccessForwardSettings(BaseModel):
 
     @property
     def enabled(self) -> bool:
-        """True if there is a target (a syslog receiver or a file)."""
-        return self.syslog_host is not None or self.jsonl_path is not None
+        """True if there is a target (a syslog or RELP receiver, or a file)."""
+        return self.syslog_host is not None or self.relp_host is not None or self.jsonl_path is not None
 
 
 class Settings(BaseSettings):
@@ -596,6 +625,7 @@ class Settings(BaseSettings):
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
+        metrics: see :class:`MetricsSettings` (``DEALTRAIL_METRICS__PORT`` ...).
         video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
         replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
         archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
@@ -673,6 +703,7 @@ class Settings(BaseSettings):
     reports: ReportSettings = ReportSettings()
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()
+    metrics: MetricsSettings = MetricsSettings()
     video: VideoSettings = VideoSettings()
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()

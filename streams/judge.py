@@ -227,6 +227,8 @@ class Outcome:
         dead_letters: records dead-lettered in this call.
         lines: ``(level, message, lifecycle)`` log lines for the worker's log (``lifecycle``:
             one of the lines shown at every log level, ``streams.worker.says``).
+        held: events the reorder windows of every table hold after this call (the worker's
+            ``dealtrail_reorder_window_events`` metric).
     """
 
     actions: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)
@@ -239,6 +241,7 @@ class Outcome:
     findings: int = 0
     dead_letters: int = 0
     lines: list[tuple[int, str, bool]] = field(default_factory=list)
+    held: int = 0
 
 
 def snapshot_due(before: TableState | None, after: TableState, every: int) -> bool:
@@ -532,6 +535,7 @@ class Judge:
     # -- the work ---------------------------------------------------------------------------
     def _done(self) -> Outcome:
         out, self.out, self.given = self.out, Outcome(), {}
+        out.held = sum(len(w) for w in self.windows.values())
         return out
 
     def _watch_clock(self, partition: int, offset: int, timestamp: int | None) -> None:

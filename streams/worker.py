@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import os
 import shutil
@@ -48,6 +49,7 @@ from streams.judge import (
 )
 from streams.kafka import compression_type, faust_credentials, read_committed
 from streams.link import KafkaLink
+from streams.metrics import DEAD_LETTERS, EVENTS_JUDGED, FINDINGS, REORDER_HELD, ROUND_LATENCY, ROUNDS
 from streams.publish import dead_letter_value
 
 if TYPE_CHECKING:
@@ -158,6 +160,36 @@ def _delivered(sent: Any) -> bool:
     if done is None:  # not a future: the send returned its metadata, so it was delivered
         return True
     return bool(done()) and not sent.cancelled() and sent.exception() is None
+
+
+def count_sent(kind: str, value: bytes, sent: Any, published: float | None) -> None:
+    """Count a record the worker sent in its metrics: a finding by rule and severity, a dead
+    letter by reason, a round record (and, once the broker acknowledges it, the time since
+    ``published``, the broker's timestamp of the newest event of its batch, in epoch seconds)."""
+    if kind == FINDING:
+        try:
+            finding = json.loads(value)
+            FINDINGS.labels(str(finding.get("rule_id", "")), str(finding.get("severity", ""))).inc()
+        except ValueError:  # the worker's own JSON: never, but a metric never stops a send
+            FINDINGS.labels("unknown", "unknown").inc()
+    elif kind == DEAD_LETTER:
+        try:
+            DEAD_LETTERS.labels(str(json.loads(value).get("reason", "unknown"))).inc()
+        except ValueError:
+            DEAD_LETTERS.labels("unknown").inc()
+    elif kind == ROUND:
+        ROUNDS.inc()
+        if published is not None:
+            add = getattr(sent, "add_done_callback", None)
+
+            def acknowledged(future: Any) -> None:
+                if _delivered(future):
+                    ROUND_LATENCY.observe(max(0.0, time.time() - published))
+
+            if add is None:
+                acknowledged(sent)
+            else:
+                add(acknowledged)
 
 
 async def write_state(table: Any, producer: Any, key: bytes, stored: bytes, partition: int | None = None) -> None:
@@ -504,6 +536,9 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     # Faust commits the offset of an acknowledged event only, after flushing the producer, so a
     # state is always in the changelog before the offsets it holds are committed.
     calls: deque[tuple[int, asyncio.Future[Outcome], asyncio.Future[None], dict[bytes, Any]]] = deque()
+    # the broker's timestamp of the newest event of each batch call (epoch seconds), for the
+    # round-record latency of what the call decides
+    published: dict[int, float] = {}
     held: deque[tuple[int, Any]] = deque()
     numbers = itertools.count()
     carrier: list[asyncio.Task[None]] = []
@@ -512,7 +547,11 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
     broken: list[BaseException] = []
 
     def call(
-        method: str, *args: Any, events: Iterable[Any] = (), handed: dict[bytes, Any] | None = None
+        method: str,
+        *args: Any,
+        events: Iterable[Any] = (),
+        handed: dict[bytes, Any] | None = None,
+        newest: float | None = None,
     ) -> asyncio.Future[None]:
         """Hand ``method`` of the judge to its process (after every call made before), with the
         ``events`` it takes (acknowledged once their states are written) and the table values
@@ -523,6 +562,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
             failed.set_exception(broken[0])
             return failed
         number = next(numbers)
+        if newest is not None:
+            published[number] = newest
         result = judge.submit(method, number, carried[0], *args)
         done: asyncio.Future[None] = loop.create_future()
         held.extend((number, e) for e in events)
@@ -562,12 +603,14 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         """Send what a call of the judge decided, write the entries it handed over, then
         acknowledge the events those entries hold; note which table values it now holds (of
         those ``handed`` over with the call, and those it wrote)."""
+        newest = published.pop(number, None)
         for kind, key, value in out.actions:
             if kind == FORGET:
                 assert key is not None
                 outbox.forget(key)
                 continue
             sent = await sends[kind].send(key=key, value=value)
+            count_sent(kind, value, sent, newest)
             if kind in (FINDING, ROUND):
                 assert key is not None
                 outbox.add(key, kind == FINDING, value, sent)
@@ -581,6 +624,8 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
         for level, line, lifecycle in out.lines:
             (says if lifecycle else log).log(level, "%s", line)
         counts.applied += out.applied
+        EVENTS_JUDGED.inc(out.applied)
+        REORDER_HELD.set(out.held)
         counts.findings += out.findings
         counts.dead_letters += out.dead_letters
         if out.wrote:
@@ -602,6 +647,7 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                 bad.position, bad.error[:200], bad.last + 1,
             )  # fmt: skip
             counts.dead_letters += 1
+            DEAD_LETTERS.labels("unreadable_batch").inc()
             value = dead_letter_value(bad.topic, bad.position, "unreadable_batch", bad.error, b"")
             await sends[DEAD_LETTER].send(key=None, value=value)
         return passed
@@ -717,7 +763,9 @@ def create_app(settings: Settings, clock: Callable[[], datetime] = utc_now) -> f
                 last_write[0] = time.monotonic()
             keys = {r[2] for r in records if isinstance(r[2], bytes)}
             handed = given(keys)
-            out.append(call("batch", records, handed, write, events=events, handed=handed))
+            stamps = [r[4] for r in records if r[4] is not None]
+            newest = max(stamps) / 1000 if stamps else None
+            out.append(call("batch", records, handed, write, events=events, handed=handed, newest=newest))
             while len(out) >= IN_FLIGHT or (out and out[0].done()):
                 with contextlib.suppress(Exception):  # a failure is carried out (the worker stops)
                     await out.popleft()
@@ -924,6 +972,19 @@ def run_worker(settings: Settings) -> None:
     Raises:
         streams.judge.JudgeFailed: the judge process could not start.
     """
+    metrics = None
+    if settings.metrics.port is not None:
+        from streams.metrics import LagCollector, MetricsServer
+
+        lag = LagCollector(settings.kafka, [(settings.topics.app_id, [settings.topics.events.name])])
+        try:
+            metrics = MetricsServer(settings.metrics.host, settings.metrics.port, [lag])
+        except OSError as exc:
+            log.critical(
+                "cannot serve the metrics on %s:%d (DEALTRAIL_METRICS__PORT in use?): %s",
+                settings.metrics.host, settings.metrics.port, exc,
+            )  # fmt: skip
+            raise SystemExit(1) from None
     app = create_app(settings)
     watch = watch_link(app, settings)
     counts: WorkCounts = app.work_counts  # type: ignore[attr-defined]
@@ -934,6 +995,8 @@ def run_worker(settings: Settings) -> None:
         topics.app_id, topics.events.name, topics.findings.name, topics.rounds.name, topics.snapshots.name,
         topics.dead_letter.name, settings.kafka.bootstrap, settings.kafka.compression,
     )  # fmt: skip
+    if metrics is not None:
+        says.info("metrics: http://%s:%d/metrics", metrics.host, metrics.port)
     try:
         worker = _worker_class()(app, loglevel=settings.worker.loglevel, quiet=settings.worker.loglevel != "debug")
         worker.on_stop_signal = lambda: _exit_when_stuck(settings, watch, counts)  # type: ignore[attr-defined]
@@ -944,6 +1007,8 @@ def run_worker(settings: Settings) -> None:
         worker.execute_from_commandline()
     finally:
         app.judge.close()  # type: ignore[attr-defined]
+        if metrics is not None:
+            metrics.stop()
         _stopped_line(counts)
         shutil.rmtree(worker_datadir(settings), ignore_errors=True)
         if settings.worker.alive_file is not None:

@@ -4,7 +4,7 @@ Each command is a few lines over one library function: :mod:`.simulate` (simulat
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
 :mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key),
-:mod:`.access` (access-log forward);
+:mod:`.access` (access-log forward), :mod:`.status` (consumer lag);
 :mod:`.common` holds what they share.
 """
 
@@ -28,6 +28,7 @@ from dealtrail.cli import (  # noqa: F401
     signoff,
     simulate,
     staff,
+    status,
     stream,
 )
 from dealtrail.cli.common import _DUCKDB_INTERRUPTED, _INTERRUPTED, app, err, store_failure

@@ -19,17 +19,22 @@ if TYPE_CHECKING:
 
 
 def access_forwarder(
-    forward: AccessForwardSettings, con: duckdb.DuckDBPyConnection, db: Path
+    forward: AccessForwardSettings, con: duckdb.DuckDBPyConnection, db: Path, property_name: str | None = None
 ) -> AccessForwarder | None:
     """The forwarder of the store ``db``'s access log to the targets of ``forward``
     (``DEALTRAIL_ACCESS_FORWARD__*``), or None when none is set.
 
-    Each target's cursor is ``<cursor_dir or the store's folder>/<store name>.access-forward.<target>.cursor``.
+    Each target's cursor is ``<cursor_dir or the store's folder>/<store name>.access-forward.<target>.cursor``;
+    each message names ``property_name`` (``DEALTRAIL_PROPERTY``; ``-`` when unset) and the
+    store's absolute path.
     """
     from dealtrail.reporting.access_forward import (
         AccessForwarder,
         Cursor,
         JsonLinesSender,
+        Origin,
+        RelpSender,
+        RelpTarget,
         Sender,
         SyslogSender,
         SyslogTarget,
@@ -38,6 +43,7 @@ def access_forwarder(
     if not forward.enabled:
         return None
     folder = forward.cursor_dir or db.parent
+    origin = Origin(property_name or "-", str(db.resolve()))
     routes: list[tuple[Sender, Cursor]] = []
     if forward.syslog_host is not None:
         target = SyslogTarget(
@@ -49,21 +55,26 @@ def access_forwarder(
             forward.syslog_key,
             forward.syslog_hostname,
             forward.timeout_seconds,
+            forward.syslog_resend_window,
         )
-        routes.append((SyslogSender(target), Cursor(folder / f"{db.name}.access-forward.syslog.cursor")))
+        routes.append((SyslogSender(target, origin), Cursor(folder / f"{db.name}.access-forward.syslog.cursor")))
+    if forward.relp_host is not None:
+        relp = RelpTarget(forward.relp_host, forward.relp_port, forward.syslog_hostname, forward.timeout_seconds)
+        routes.append((RelpSender(relp, origin), Cursor(folder / f"{db.name}.access-forward.relp.cursor")))
     if forward.jsonl_path is not None:
-        routes.append((JsonLinesSender(forward.jsonl_path), Cursor(folder / f"{db.name}.access-forward.jsonl.cursor")))
+        jsonl = JsonLinesSender(forward.jsonl_path, origin)
+        routes.append((jsonl, Cursor(folder / f"{db.name}.access-forward.jsonl.cursor")))
     return AccessForwarder(con, routes, say=lambda line: err.print(line, soft_wrap=True, markup=False))
 
 
 def start_access_forward(
-    forward: AccessForwardSettings, con: duckdb.DuckDBPyConnection, db: Path
+    forward: AccessForwardSettings, con: duckdb.DuckDBPyConnection, db: Path, property_name: str | None = None
 ) -> ForwardLoop | None:
     """Forward the access log from a background thread of the store's writer process, if a
     target is set (one line says where to); None otherwise. Stop it with ``.stop()``."""
     from dealtrail.reporting.access_forward import ForwardLoop
 
-    forwarder = access_forwarder(forward, con, db)
+    forwarder = access_forwarder(forward, con, db, property_name)
     if forwarder is None:
         return None
     names = ", ".join(r.sender.name for r in forwarder.routes)
@@ -100,7 +111,7 @@ def forward_command(
             f"cannot open {db} (a console or projector holds it, and forwards its log itself): {exc}", 1
         ) from None
     with store:
-        forwarder = access_forwarder(settings.access_forward, store.con, db)
+        forwarder = access_forwarder(settings.access_forward, store.con, db, settings.property_name)
         assert forwarder is not None
         try:
             while True:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from projections.models.reviews import ReviewDue
     from projections.store.store import Store
+    from streams.metrics import MetricsServer
 
 
 EXIT_CODES = (
@@ -358,3 +359,37 @@ _INTERRUPTED = "interrupted (a store keeps every batch committed before; run the
 
 _DUCKDB_INTERRUPTED = "Query interrupted"
 """How DuckDB's Python client reports Ctrl-C inside a query (a plain RuntimeError)."""
+
+
+def serve_metrics(settings: Settings, db: Path | None = None, groups: tuple[str, ...] = ()) -> MetricsServer | None:
+    """Serve this process's Prometheus metrics on ``metrics.host:metrics.port`` when the port is
+    set (one line says where); None otherwise. Stop it with ``.stop()``.
+
+    Args:
+        settings: the settings (``metrics``, ``kafka``).
+        db: the store this process writes: its size and free disk are reported.
+        groups: consumer groups whose lag per partition is read from the broker at each scrape.
+
+    Raises:
+        typer.Exit: the port cannot be listened on (exit 1, one line).
+    """
+    if settings.metrics.port is None:
+        return None
+    from prometheus_client.registry import Collector
+
+    from streams.metrics import LagCollector, MetricsServer, StoreCollector
+
+    collectors: list[Collector] = []
+    if db is not None:
+        collectors.append(StoreCollector(db))
+    if groups:
+        collectors.append(LagCollector(settings.kafka, [(g, ()) for g in groups]))
+    host, port = settings.metrics.host, settings.metrics.port
+    try:
+        server = MetricsServer(host, port, collectors)
+    except OSError as exc:
+        raise _fail(
+            f"cannot serve the metrics on {host}:{port} (DEALTRAIL_METRICS__PORT in use?): {exc}", code=1
+        ) from None
+    err.print(f"metrics: http://{host}:{server.port}/metrics", soft_wrap=True, markup=False, highlight=False)
+    return server

@@ -28,6 +28,7 @@ from dealtrail.cli.common import (
     load,
     report_grace,
     review_due,
+    serve_metrics,
 )
 
 
@@ -202,7 +203,9 @@ def serve(
     _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
     from dealtrail.cli.access import start_access_forward
 
-    forward = start_access_forward(settings.access_forward, store.con, db)  # a thread: requests never wait
+    # a thread: requests never wait
+    forward = start_access_forward(settings.access_forward, store.con, db, settings.property_name)
+    metrics = serve_metrics(settings, db)
     with store:
         server_config = uvicorn_config(
             console_app,
@@ -218,6 +221,8 @@ def serve(
         finally:
             if forward is not None:  # what was written last goes out before the store closes
                 forward.stop()
+            if metrics is not None:
+                metrics.stop()
 
 
 class _NotifyLoop:

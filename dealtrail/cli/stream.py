@@ -37,6 +37,7 @@ from dealtrail.cli.common import (
     report_grace,
     report_signer,
     review_due,
+    serve_metrics,
     writing,
 )
 from dealtrail.cli.console import _console_config, _host_port, _NotifyLoop, _start_notifier, uvicorn_config
@@ -246,15 +247,17 @@ def _project(
     health: object | None = None
     unreachable: KafkaUnreachableError | None = None
     failed = True
+    metrics = None
     try:
         with store:
+            metrics = serve_metrics(settings, db, (settings.topics.projector_group,))
             if address is not None:
                 own = (reports or settings.out / "periods") if spec is not None else None  # its shift reports
                 hosted = _host_console(settings, store, lock, address, db, link, stop, own)
             elif settings.health.port is not None and not once:
                 health = _serve_health(settings, link)
             # the access log as the projector stores it, to the SIEM (a thread; a batch never waits)
-            forward = start_access_forward(settings.access_forward, store.con, db)
+            forward = start_access_forward(settings.access_forward, store.con, db, settings.property_name)
             try:
                 summary = run(
                     settings,
@@ -290,6 +293,8 @@ def _project(
                     health.should_exit = True  # type: ignore[attr-defined]
         failed = unreachable is not None
     finally:
+        if metrics is not None:
+            metrics.stop()
         _restore_signals(stop)
         if created and failed:
             remove_if_empty(db)  # a store this run made and that holds nothing: no empty file left

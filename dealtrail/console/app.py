@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -59,6 +60,7 @@ from projections.display.cards import card_face
 from projections.models import reviews
 from projections.store.store import Store
 from schemas.access import AccessEntry
+from streams.metrics import CONSOLE_REQUESTS, CONSOLE_SECONDS
 
 __all__ = [
     "CSP",
@@ -193,6 +195,16 @@ def create_app(
         same_site="strict",
         https_only=config.secure_cookies,
     )
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        # the route's template (/findings/{finding_id}), never the path: no ID in a metric label
+        began = time.perf_counter()
+        response: Response = await call_next(request)
+        route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+        CONSOLE_REQUESTS.labels(request.method, route, f"{response.status_code // 100}xx").inc()
+        CONSOLE_SECONDS.observe(time.perf_counter() - began)
+        return response
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next: Callable[[Request], Any]) -> Response:

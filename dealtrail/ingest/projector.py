@@ -41,6 +41,7 @@ from streams.clock import HostClockCheck, IntakeClock, record_time, utc_now
 from streams.engine.engine import EventRejected, Plausibility, check_plausible
 from streams.kafka import consumer_config, key_mismatch, unreachable_errors
 from streams.link import Backoff, KafkaLink, quiet_clients
+from streams.metrics import STORE_RECORDS, STORE_WRITE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -711,6 +712,7 @@ def _write(
         tp.partition: recs[-1].offset + 1 for tp, recs in polled.items() if tp.topic == events_name and recs
     }
     for tp, records in polled.items():
+        STORE_RECORDS.labels(tp.topic).inc(len(records))
         if gate is not None and tp.topic == gate.topic:
             summary.records += len(records)
             rows, last = gate.admit(records, batch_events, dead)
@@ -772,6 +774,7 @@ def _write(
         commit[tp] = OffsetAndMetadata(last, "", -1)
     if staff_events:  # before the offsets: a crash in between redelivers them, and change_id dedups
         staff.append(store.con, staff_events)
+    began = time.perf_counter()
     added, refused = store.write_batch_isolating(
         raw_events=raw_events,
         findings=findings,
@@ -782,6 +785,7 @@ def _write(
         reviews=review_rows,
         access=access_entries,
     )
+    STORE_WRITE.observe(time.perf_counter() - began)
     # every valid event is stored, refused by the store (a dead letter below) or a copy of a stored fact
     summary.duplicates += len(raw_events) - added.events - sum(1 for kind, *_ in refused if kind == "raw_events")
     if refused:  # rows the store could not hold: dead letters, the batch stored without them, no crash loop

@@ -1,6 +1,8 @@
 """The access log leaves the building: each stored entry is forwarded, as the log grows, to the
 casino's SIEM as syslog (RFC 5424 over TCP with octet-counting framing, RFC 6587; TLS when
-configured, RFC 5425) and/or as JSON lines appended to a file that any log shipper tails.
+configured, RFC 5425), over RELP (rsyslog's Reliable Event Logging Protocol, which acknowledges
+each message: :class:`RelpSender`) and/or as JSON lines appended to a file that any log shipper
+tails.
 
 Delivery is at-least-once and in chain order, per target: the forwarder reads the entries after
 the last one it sent (``seq`` above its cursor, :func:`projections.access_log.after`), sends them
@@ -10,10 +12,13 @@ never rewritten. After an outage of the receiver (refused, reset, closed by its 
 the forwarder says so in one line, retries with a backoff that doubles up to a cap, and resumes
 from the entry after its cursor, so nothing written meanwhile is lost. An entry may be sent twice
 (a crash between a send and the cursor's move, a connection that died under a batch): each
-carries its ``seq`` and ``entry_id``, by which a SIEM de-duplicates. Plain syslog over TCP has no
-acknowledgement: an entry the receiver's kernel accepted and the receiver then lost (a crash
-without a disk queue) is not seen by the sender; a receiver that closes its connection is seen,
-and what was sent after that is sent again.
+carries its ``seq`` and ``entry_id`` (and names its property and store), by which a SIEM
+de-duplicates. What counts as delivered depends on the transport (docs/operating.md, "What each
+transport can lose or repeat"): RELP moves the cursor past an entry only once the receiver
+answered ``rsp 200`` for it; the file, once the line is fsynced. Plain syslog over TCP has no
+acknowledgement: an entry the receiver's kernel accepted and the receiver never read (a receiver
+that stalls, then is replaced) is not seen by the sender, so after every new connection the last
+``resend_window`` entries before the cursor are sent again (at-least-once within that window).
 
 The forwarder runs as a background thread of the store's writer process (``dealtrail serve``,
 ``dealtrail project``), which alone may open the store while it runs, and never blocks a request:
@@ -24,13 +29,16 @@ Nothing secret is logged: the lines name the target (host and port, or the file)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import select
 import socket
 import ssl
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
@@ -41,6 +49,7 @@ import duckdb
 
 from projections.records import access_log
 from schemas.access import AccessRecord
+from streams.metrics import FORWARD_PENDING, FORWARD_SENT
 
 SD_ID = "dealtrail@32473"
 """The structured-data ID of the entry's fields. 32473 is the private enterprise number that RFC
@@ -53,11 +62,55 @@ FACILITY = 10
 SEVERITY = {"ok": 6, "refused": 5, "throttled": 5, "expired": 5, "locked": 4}
 """RFC 5424 severities by outcome: informational, notice, warning."""
 
+_CONTROLS = frozenset(
+    [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+)
+"""Code points never forwarded as they are: C0 and DEL, C1 (NEL among them), the line and
+paragraph separators, and the bidirectional embeddings, overrides and isolates (U+202A-202E,
+U+2066-2069) that would make a line read otherwise than it is."""
+_ESCAPES = {c: f"\\u{c:04x}" for c in _CONTROLS}
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with each control character of :data:`_CONTROLS` written as ``\\uXXXX`` (six
+    printable characters: a SIEM shows that a name held one, and the line stays one line that
+    reads as it is)."""
+    return text.translate(_ESCAPES)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where forwarded entries come from, named in every message so that a SIEM that receives the
+    logs of several stores tells their ``seq`` apart.
+
+    Attributes:
+        property: the casino property (``DEALTRAIL_PROPERTY``; ``-`` when unset).
+        store: the store (its file's absolute path; with the message's HOSTNAME it names the store).
+    """
+
+    property: str
+    store: str
+
+
+class PartialDelivery(OSError):
+    """A send that failed after the receiver acknowledged the first :attr:`delivered` records.
+
+    Args:
+        delivered: records acknowledged, in order, before the failure.
+        message: what failed.
+    """
+
+    def __init__(self, delivered: int, message: str) -> None:
+        super().__init__(message)
+        self.delivered = delivered
+
 
 class Sender(Protocol):
-    """Where forwarded entries go; :meth:`send` raises ``OSError`` when they did not get there."""
+    """Where forwarded entries go; :meth:`send` raises ``OSError`` when they did not get there
+    (:class:`PartialDelivery` when the first ones did)."""
 
     name: str
+    kind: str
 
     def send(self, records: Sequence[AccessRecord]) -> None:
         """Send ``records`` in order (all of them, or raise)."""
@@ -77,19 +130,24 @@ def _printable(text: str, limit: int) -> str:
     return kept or "-"
 
 
-def syslog_message(record: AccessRecord, hostname: str, app_name: str = "dealtrail") -> bytes:
-    """One entry as an RFC 5424 message (UTF-8), without framing.
+def syslog_message(
+    record: AccessRecord, hostname: str, app_name: str = "dealtrail", origin: Origin | None = None
+) -> bytes:
+    r"""One entry as an RFC 5424 message (UTF-8), without framing.
 
     ``<PRI>1 TIMESTAMP HOSTNAME dealtrail - KIND [dealtrail@32473 seq=... entry_id=... user=...
     client=... outcome=... hash=... prev_hash=...] BOM user kind outcome: detail``: the facility is
     authpriv, the severity follows the outcome (:data:`SEVERITY`), the time is the entry's in UTC
-    with microseconds, the MSGID its kind. Entries hold no control character (the console replaces
-    them), so one message is one line.
+    with microseconds, the MSGID its kind; ``property`` and ``store`` close the structured data
+    when ``origin`` is given. Control characters (C0, C1, U+2028/2029, bidirectional overrides and
+    isolates) in the fields and the text are written as ``\\uXXXX`` (:func:`escape_controls`), so one
+    message is one line that reads as it is.
 
     Args:
         record: the stored entry (with its ``seq`` and hashes).
         hostname: the HOSTNAME field (printable ASCII, at most 255; ``-`` when empty).
         app_name: the APP-NAME field.
+        origin: the property and store the entry comes from.
     """
     pri = FACILITY * 8 + SEVERITY.get(record.outcome, 5)
     stamp = record.at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -102,9 +160,12 @@ def syslog_message(record: AccessRecord, hostname: str, app_name: str = "dealtra
         "hash": record.hash or "",
         "prev_hash": record.prev_hash or "",
     }
-    sd = "[" + SD_ID + "".join(f' {k}="{_sd_value(v)}"' for k, v in params.items()) + "]"
+    if origin is not None:
+        params["property"], params["store"] = origin.property, origin.store
+    sd = "[" + SD_ID + "".join(f' {k}="{_sd_value(escape_controls(v))}"' for k, v in params.items()) + "]"
     header = f"<{pri}>1 {stamp} {_printable(hostname, 255)} {_printable(app_name, 48)} - {_printable(record.kind, 32)}"
     text = f"{record.user or '-'} {record.kind} {record.outcome}" + (f": {record.detail}" if record.detail else "")
+    text = escape_controls(text)
     return f"{header} {sd} ".encode() + b"\xef\xbb\xbf" + text.encode("utf-8")
 
 
@@ -127,6 +188,8 @@ class SyslogTarget:
         key: the PEM private key of ``cert`` (unencrypted; keep it owner-only); None: in ``cert``.
         hostname: the HOSTNAME field of each message; None: this machine's name.
         timeout: seconds a connection or a send may take before it counts as failed.
+        resend_window: entries before the cursor sent again after every new connection (0:
+            none), since plain TCP cannot tell which of them the receiver read (entries).
     """
 
     host: str
@@ -137,18 +200,35 @@ class SyslogTarget:
     key: Path | None = None
     hostname: str | None = None
     timeout: float = 10.0
+    resend_window: int = 0
 
 
 class SyslogSender:
     """Sends entries to a :class:`SyslogTarget` over one kept-open connection (reconnected when it
     breaks). Before each batch, and after it, the connection is checked: a receiver that closed it
-    (stopped, restarted) makes :meth:`send` raise, so the batch is not counted as sent."""
+    (stopped, restarted) makes :meth:`send` raise, so the batch is not counted as sent. A batch
+    is counted as sent once the local kernel took it: the forwarder sends the last
+    ``target.resend_window`` entries again after every new connection (:meth:`will_reconnect`).
 
-    def __init__(self, target: SyslogTarget) -> None:
-        self.target = target
+    Args:
+        target: the receiver.
+        origin: the property and store named in each message.
+    """
+
+    kind = "syslog"
+
+    def __init__(self, target: SyslogTarget, origin: Origin | None = None) -> None:
+        self.target, self.origin = target, origin
         self.name = f"syslog {target.host}:{target.port}" + (" (TLS)" if target.tls else "")
+        self.resend_window = target.resend_window
         self._hostname = target.hostname or socket.gethostname()
         self._sock: socket.socket | None = None
+
+    def will_reconnect(self) -> bool:
+        """True if the next send opens a new connection (none yet, or the receiver closed it)."""
+        if self._sock is not None and self._closed_by_peer(self._sock):
+            self.close()
+        return self._sock is None
 
     def _connect(self) -> socket.socket:
         t = self.target
@@ -190,7 +270,7 @@ class SyslogSender:
         """
         if not records:
             return
-        data = b"".join(octet_counted(syslog_message(r, self._hostname)) for r in records)
+        data = b"".join(octet_counted(syslog_message(r, self._hostname, origin=self.origin)) for r in records)
         try:
             if self._sock is not None and self._closed_by_peer(self._sock):
                 self.close()
@@ -212,17 +292,210 @@ class SyslogSender:
                 self._sock = None
 
 
+@dataclass(frozen=True)
+class RelpTarget:
+    """A RELP receiver (rsyslog's ``imrelp``): plain TCP, each message acknowledged.
+
+    Attributes:
+        host: the receiver's name or address.
+        port: its TCP port (rsyslog's examples use 2514).
+        hostname: the HOSTNAME field of each message; None: this machine's name.
+        timeout: seconds a connection, a send or an answer may take before it counts as failed.
+        window: messages sent before their answers are awaited (RELP's window; 128 as in
+            librelp's default).
+    """
+
+    host: str
+    port: int
+    hostname: str | None = None
+    timeout: float = 10.0
+    window: int = 128
+
+
+_RELP_HEAD = re.compile(rb"([0-9]{1,9}) ([A-Za-z]{1,32}) ([0-9]{1,9})([ \n])")
+"""A RELP frame's header (``TXNR SP COMMAND SP DATALEN``) and the byte after it (SP before
+data, LF for a frame without data)."""
+_RELP_PREFIX = re.compile(rb"[0-9]{0,9}( [A-Za-z]{0,32}( [0-9]{0,9})?)?$")
+"""What a header not yet whole may look like."""
+
+
+class RelpError(OSError):
+    """The RELP receiver answered something other than ``200`` or broke the protocol."""
+
+
+RELP_OFFER = b"relp_version=0\nrelp_software=dealtrail\ncommands=syslog"
+"""What the ``open`` command offers (librelp's ``relp_version=0``, the ``syslog`` command only)."""
+
+
+class RelpSender:
+    """Sends entries over RELP, the Reliable Event Logging Protocol of rsyslog and librelp: each
+    frame is ``TXNR SP COMMAND SP DATALEN [SP DATA] LF``; the session opens with ``open`` (the
+    offer :data:`RELP_OFFER`), each entry is a ``syslog`` command whose message is the RFC 5424
+    text of :func:`syslog_message`, and the receiver answers each transaction number with ``rsp``
+    and a status (``200 OK`` once it has taken the message). :meth:`send` returns only when every
+    record has its ``200``; when the answers stop (a receiver that never reads, a timeout, a
+    closed connection) or one is not ``200``, it raises :class:`PartialDelivery` with how many of
+    the first records were acknowledged, so the cursor moves past those and no further.
+
+    A ``serverclose`` from the receiver (rsyslog stopping) ends the session: what it has not
+    acknowledged is sent again on a new one. An entry is repeated only when its answer is lost
+    with the connection after the receiver took it.
+
+    Args:
+        target: the receiver.
+        origin: the property and store named in each message.
+    """
+
+    kind = "relp"
+
+    def __init__(self, target: RelpTarget, origin: Origin | None = None) -> None:
+        self.target, self.origin = target, origin
+        self.name = f"relp {target.host}:{target.port}"
+        self._hostname = target.hostname or socket.gethostname()
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self._txnr = 0
+
+    def _next_txnr(self) -> int:
+        self._txnr = self._txnr % 999_999_999 + 1  # RELP's transaction numbers: 1..999999999, then 1 again
+        return self._txnr
+
+    @staticmethod
+    def frame(txnr: int, command: str, data: bytes = b"") -> bytes:
+        """One RELP frame: ``TXNR SP COMMAND SP DATALEN [SP DATA] LF``."""
+        head = f"{txnr} {command} {len(data)}".encode()
+        return head + (b" " + data if data else b"") + b"\n"
+
+    def _read_frame(self) -> tuple[int, str, bytes]:
+        """The next frame from the receiver: ``(txnr, command, data)``.
+
+        Raises:
+            OSError: the connection closed or timed out; :class:`RelpError` for a malformed frame.
+        """
+        assert self._sock is not None
+        while True:
+            head = _RELP_HEAD.match(self._buffer)
+            if head is not None:
+                length, start = int(head[3]), head.end()
+                if length == 0 or head[4] == b"\n":
+                    if length or head[4] != b"\n":
+                        raise RelpError(f"a malformed RELP frame from the receiver: {self._buffer[:60]!r}")
+                    self._buffer = self._buffer[start:]
+                    return int(head[1]), head[2].decode("ascii"), b""
+                if len(self._buffer) >= start + length + 1:
+                    data, trailer = self._buffer[start : start + length], self._buffer[start + length]
+                    if trailer != 0x0A:
+                        raise RelpError("a RELP frame from the receiver without its trailer")
+                    self._buffer = self._buffer[start + length + 1 :]
+                    return int(head[1]), head[2].decode("ascii"), data
+            elif len(self._buffer) > 64 or not _RELP_PREFIX.match(self._buffer):
+                raise RelpError(f"a malformed RELP frame from the receiver: {self._buffer[:60]!r}")
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the RELP receiver closed the connection")
+            self._buffer += chunk
+
+    def _answer(self, txnr: int) -> bytes:
+        """The data of the ``rsp`` to ``txnr`` (a ``serverclose`` or another answer first fails)."""
+        got, command, data = self._read_frame()
+        if command == "serverclose":
+            raise ConnectionResetError("the RELP receiver closed the session (serverclose)")
+        if command != "rsp" or got != txnr:
+            raise RelpError(f"the RELP receiver answered {command} {got}, not rsp {txnr}")
+        return data
+
+    def _open(self) -> None:
+        t = self.target
+        self._sock = socket.create_connection((t.host, t.port), timeout=t.timeout)
+        self._buffer, self._txnr = b"", 0
+        txnr = self._next_txnr()
+        self._sock.sendall(self.frame(txnr, "open", RELP_OFFER))
+        status = self._answer(txnr)
+        if not status.startswith(b"200"):
+            raise RelpError(f"the RELP receiver refused the session: {status[:200]!r}")
+
+    def send(self, records: Sequence[AccessRecord]) -> None:
+        """Send ``records`` in order and wait for each one's ``rsp 200``.
+
+        Raises:
+            PartialDelivery: the receiver is unreachable, refused, closed the session, timed out
+                or answered other than ``200`` after acknowledging the first ``delivered``
+                records; the connection is dropped and made again next time.
+        """
+        delivered = 0
+        try:
+            if self._sock is None:
+                self._open()
+            assert self._sock is not None
+            pending: deque[int] = deque()
+            for record in records:
+                txnr = self._next_txnr()
+                message = syslog_message(record, self._hostname, origin=self.origin)
+                self._sock.sendall(self.frame(txnr, "syslog", message))
+                pending.append(txnr)
+                if len(pending) >= self.target.window:
+                    delivered += self._acknowledged(pending.popleft())
+            while pending:
+                delivered += self._acknowledged(pending.popleft())
+        except OSError as exc:
+            self._drop()
+            raise PartialDelivery(delivered, f"{type(exc).__name__}: {exc}") from exc
+
+    def _acknowledged(self, txnr: int) -> int:
+        status = self._answer(txnr)
+        if not status.startswith(b"200"):
+            raise RelpError(f"the RELP receiver did not take message {txnr}: {status[:200]!r}")
+        return 1
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock, self._buffer = None, b""
+
+    def close(self) -> None:
+        """End the session (``close``, its answer awaited briefly) and the connection."""
+        if self._sock is None:
+            return
+        try:
+            self._sock.settimeout(min(2.0, self.target.timeout))
+            txnr = self._next_txnr()
+            self._sock.sendall(self.frame(txnr, "close"))
+            with contextlib.suppress(OSError):
+                self._answer(txnr)
+        except OSError:
+            pass
+        finally:
+            self._drop()
+
+
 class JsonLinesSender:
-    """Appends entries to a file, one JSON object per line (the stored record: ``seq``,
+    r"""Appends entries to a file, one JSON object per line (the stored record: ``seq``,
     ``entry_id``, ``at``, ``user``, ``client``, ``kind``, ``outcome``, ``detail``, ``prev_hash``,
     ``hash``, ``schema_version``), flushed to disk before the cursor moves. A file it creates is
     owner-only (make it beforehand, readable by the shipper's group, to share it: its mode is
     kept); it is only ever appended to, and a last line cut short by a crash is ended before the
-    next one is written."""
+    next one is written. With an ``origin``, each line also holds ``property`` and ``store``.
+    Control characters are JSON escapes (``\\u2028`` ...), so a line reads as it is.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    Args:
+        path: the file.
+        origin: the property and store named in each line.
+    """
+
+    kind = "jsonl"
+
+    def __init__(self, path: Path, origin: Origin | None = None) -> None:
+        self.path, self.origin = path, origin
         self.name = f"file {path}"
+
+    def _line(self, record: AccessRecord) -> str:
+        data = record.model_dump(mode="json")
+        if self.origin is not None:
+            data["property"], data["store"] = self.origin.property, self.origin.store
+        # ensure_ascii=False keeps names readable; the controls JSON leaves raw are escaped
+        return "".join(f"\\u{ord(c):04x}" if ord(c) in _CONTROLS else c for c in json.dumps(data, ensure_ascii=False))
 
     def send(self, records: Sequence[AccessRecord]) -> None:
         """Append ``records`` as lines, then fsync.
@@ -232,7 +505,7 @@ class JsonLinesSender:
         """
         if not records:
             return
-        data = "".join(r.model_dump_json() + "\n" for r in records).encode()
+        data = "".join(self._line(r) + "\n" for r in records).encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
@@ -341,6 +614,7 @@ class AccessForwarder:
                             f"access log: forwarding to {route.sender.name} failed ({type(exc).__name__}: {exc}); "
                             f"entries after {seq} are kept in the store and sent when it answers"
                         )
+            self._pending(cur)
         finally:
             cur.close()
         return sent, ok
@@ -354,13 +628,43 @@ class AccessForwarder:
                     f"entry {seq} of this store is not the one {route.cursor.path} last forwarded "
                     "(another store's cursor?): move the cursor file away to forward this log from its start"
                 )
+        window = int(getattr(route.sender, "resend_window", 0) or 0)
+        if window and seq and route.sender.will_reconnect():  # type: ignore[attr-defined]
+            # plain TCP: what the last receiver's kernel took may never have been read
+            again = access_log.after(cur, max(0, seq - window), min(window, seq))
+            if again:
+                route.sender.send(again)
+                self.say(
+                    f"access log: sent entries {again[0].seq}-{again[-1].seq} to {route.sender.name} again "
+                    "(a new connection; plain TCP does not say which of them the last one read)"
+                )
         sent = 0
         while records := access_log.after(cur, seq, self.batch):
-            route.sender.send(records)
+            try:
+                route.sender.send(records)
+            except PartialDelivery as exc:
+                if exc.delivered:
+                    last = records[exc.delivered - 1]
+                    route.cursor.write(last.seq, last.hash)
+                    sent += exc.delivered
+                    FORWARD_SENT.labels(route.sender.kind).inc(exc.delivered)
+                raise
             seq, digest = records[-1].seq, records[-1].hash
             route.cursor.write(seq, digest)
             sent += len(records)
+            FORWARD_SENT.labels(route.sender.kind).inc(len(records))
         return sent
+
+    def _pending(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Set each target's ``dealtrail_access_forward_pending_entries``: entries after its cursor."""
+        try:
+            head = access_log.head(cur)
+        except duckdb.Error:
+            return
+        last = head[0] if head is not None else 0
+        for route in self.routes:
+            seq, _ = _safe_read(route.cursor)
+            FORWARD_PENDING.labels(route.sender.kind).set(max(0, last - seq))
 
     def close(self) -> None:
         """Close every target's connection."""

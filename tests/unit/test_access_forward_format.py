@@ -60,3 +60,18 @@ def test_octet_counting_prefixes_the_length_in_bytes_not_characters() -> None:
     msg = "é".encode() * 3
     assert octet_counted(msg) == b"6 " + msg
     assert os.linesep not in octet_counted(b"x").decode()
+
+
+def test_control_characters_of_every_kind_are_escaped_in_fields_and_text_and_origin_is_named() -> None:
+    from dealtrail.reporting.access_forward import Origin
+
+    typed = "ri\u2028ta\u2029\x85\x1b[31m\u202egnp.exe\u2066x\u2069\x7f"
+    msg = syslog_message(_record(user=typed, detail="a\u202db"), "h", origin=Origin("Keystone", "/srv/a.duckdb"))
+    text = msg.decode("utf-8")
+    for c in ("\u2028", "\u2029", "\x85", "\x1b", "\u202e", "\u2066", "\u2069", "\x7f", "\u202d"):
+        assert c not in text
+    # in the structured data the escape's backslash is itself escaped (RFC 5424 PARAM-VALUE)
+    assert 'user="ri\\\\u2028ta\\\\u2029\\\\u0085\\\\u001b[31m\\\\u202egnp.exe\\\\u2066x\\\\u2069\\\\u007f"' in text
+    assert "\ufeffri\\u2028ta\\u2029\\u0085" in text  # the message text: one backslash
+    assert text.endswith("finding_viewed ok: a\\u202db")
+    assert 'property="Keystone" store="/srv/a.duckdb"]' in text
