@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from dealtrail.simulator.run import write_simulation
+
+# Property tests check properties, not speed (that is the benchmarks'): no per-example deadline,
+# which a busy CI machine (or a first example that imports a module) can overrun for nothing.
+hypothesis_settings.register_profile("dealtrail", deadline=None)
+hypothesis_settings.load_profile("dealtrail")
 
 
 @pytest.fixture(scope="session")
