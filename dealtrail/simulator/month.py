@@ -17,6 +17,7 @@ Poisson's) times the dealer's raise if the round falls in a :class:`Raise`. Same
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -114,7 +115,7 @@ def rows(spec: MonthSpec) -> tuple[pa.Table, pa.Table]:
                     round_no += 1
                     done = begin + timedelta(seconds=span * (i + 0.5) / n)
                     started = done - timedelta(seconds=min(60.0, span / n / 2))
-                    round_id = f"{table_id}-R{round_no:06d}"
+                    round_id = f"{table_id}-{spec.seed}-R{round_no:06d}"
                     rounds.append(_round(table_id, round_id, game, round_no, dealer, started, done))
                     raised = next(
                         (r.factor for r in spec.raises if r.dealer_id == dealer and r.start <= done < r.end), 1.0
@@ -122,7 +123,8 @@ def rows(spec: MonthSpec) -> tuple[pa.Table, pa.Table]:
                     for cat, rate in zip(CATEGORIES, spec.rates, strict=True):
                         if rnd.random() < rate / 1000 * factor * raised:
                             rule = rnd.choice(rules[(game, cat)])
-                            findings.append(_finding(len(findings), rule, game, cat, table_id, round_id, started))
+                            fid = hashlib.sha256(f"{spec.seed}:{round_id}:{cat}".encode()).hexdigest()[:32]
+                            findings.append(_finding(fid, rule, game, cat, table_id, round_id, started))
     return pa.Table.from_pylist(rounds), pa.Table.from_pylist(findings)
 
 
@@ -152,11 +154,11 @@ def _round(
 
 
 def _finding(
-    k: int, rule_id: str, game: str, severity: str, table_id: str, round_id: str, at: datetime
+    finding_id: str, rule_id: str, game: str, severity: str, table_id: str, round_id: str, at: datetime
 ) -> dict[str, object]:
     spec = RULES_BY_ID[rule_id]
     return {
-        "finding_id": f"F-{k:07d}",
+        "finding_id": finding_id,
         "revision": 0,
         "rule_id": rule_id,
         "citation": spec.citation,

@@ -251,8 +251,7 @@ def _round_row(table_id: str, round_id: str, at: datetime) -> dict[str, Any]:
 def _finding_row(finding_id: str, table_id: str, round_id: str, at: datetime) -> dict[str, Any]:
     from dealtrail.simulator.month import _finding
 
-    row = _finding(0, "TCP-679a.7-a-instrument", "TCP", "procedural", table_id, round_id, at)
-    return {**row, "finding_id": finding_id}
+    return _finding(finding_id, "TCP-679a.7-a-instrument", "TCP", "procedural", table_id, round_id, at)
 
 
 MONTH_START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday

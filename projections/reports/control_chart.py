@@ -1,0 +1,78 @@
+"""A control chart drawn for people (issue 50): a dealer's or a table's incidents per 1,000 rounds,
+point by point, with the centre line, Laney's u' limits (the plain u-chart's dotted beside them),
+the signals ringed in red and numbered as the signals list numbers them, hollow points for those
+with too few rounds to judge, and the baseline the chart was judged against named under it.
+Server-rendered with matplotlib (as the report's other charts), the same bytes on every run."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from projections.models.control import ChartSpec
+
+SLOT_WORDS = {"shift": "shift", "day": "day", "week": "week"}
+
+
+def render(points: list[dict[str, Any]], title: str, spec: ChartSpec, baseline: str, fmt: str = "svg") -> bytes:
+    """Draw one subject's chart.
+
+    Args:
+        points: one subject's rows of :func:`projections.models.control.chart`, in time order.
+        title: what the chart is of (``Dealer D-7``).
+        spec: the chart (its slot, category and minimum rounds are named on it).
+        baseline: the sentence naming the baseline (:func:`projections.records.baselines.label`).
+        fmt: ``svg`` or ``png``.
+
+    Returns:
+        The picture's bytes (SVG without a date or random IDs, so the same chart is the same bytes).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [p["slot_start"] for p in points]
+    idx = list(range(len(points)))
+    fig, ax = plt.subplots(figsize=(9, 3.4), dpi=110)
+    ucl = [p["ucl"] for p in points]
+    lcl = [p["lcl"] for p in points]
+    ax.step(idx, ucl, where="mid", color="#b2182b", linewidth=1.2, label="limits (Laney u')")
+    ax.step(idx, lcl, where="mid", color="#b2182b", linewidth=1.2)
+    ax.step(idx, [p["ucl_u"] for p in points], where="mid", color="#999999", linewidth=0.8, linestyle=":",
+            label="u-chart limits")  # fmt: skip
+    u_bar = points[0]["u_bar"] if points else 0.0
+    ax.axhline(u_bar or 0.0, color="#2166ac", linewidth=1.2, label=f"centre {u_bar or 0:.2f}")
+    ax.plot(idx, [p["u"] for p in points], color="#555555", linewidth=0.6, zorder=1)
+    solid = [i for i, p in enumerate(points) if p["solid"]]
+    hollow = [i for i, p in enumerate(points) if not p["solid"]]
+    ax.scatter(solid, [points[i]["u"] for i in solid], s=18, color="#222222", zorder=3, label="point")
+    if hollow:
+        ax.scatter(hollow, [points[i]["u"] for i in hollow], s=22, facecolors="white", edgecolors="#222222",
+                   zorder=3, label=f"under {spec.min_rounds} rounds (not judged)")  # fmt: skip
+    signals = [i for i, p in enumerate(points) if p["signal"]]
+    if signals:
+        ax.scatter(signals, [points[i]["u"] for i in signals], s=90, facecolors="none", edgecolors="#d7301f",
+                   linewidths=1.8, zorder=4, label="signal")  # fmt: skip
+        for n, i in enumerate(signals, start=1):
+            ax.annotate(str(n), (i, points[i]["u"]), xytext=(5, 6), textcoords="offset points", color="#d7301f",
+                        fontsize=8, fontweight="bold")  # fmt: skip
+    step = max(1, len(points) // 10)
+    ax.set_xticks(idx[::step])
+    fmt_x = "%m-%d %H:%M" if spec.slot == "shift" else "%Y-%m-%d"
+    ax.set_xticklabels([x.strftime(fmt_x) for x in xs[::step]], rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("incidents per 1,000 rounds", fontsize=8)
+    what = "all incidents" if spec.category == "all" else f"{spec.category} incidents"
+    ax.set_title(f"{title}: {what} by {SLOT_WORDS[spec.slot]} ({spec.tz})", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize=7, ncol=3, frameon=False)
+    fig.text(0.01, 0.01, baseline, fontsize=7, color="#333333")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    buf = io.BytesIO()
+    plt.rcParams["svg.hashsalt"] = "dealtrail"
+    fig.savefig(buf, format=fmt, metadata={"Date": None} if fmt == "svg" else {})
+    plt.close(fig)
+    data = buf.getvalue()
+    if fmt == "svg":
+        data = data[data.find(b"<svg") :]
+    return data
