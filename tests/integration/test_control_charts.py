@@ -56,7 +56,7 @@ def oracle(
 ) -> dict[tuple[str, datetime], dict[str, Any]]:
     """Every point of every subject's chart, from the formulas."""
     zone = ZoneInfo(tz)
-    where: dict[tuple[str, str], tuple[str, datetime]] = {}
+    where: dict[tuple[str, str], tuple[str, datetime]] = {}  # each round's subject and slot
     n_rounds: dict[tuple[str, datetime], int] = defaultdict(int)
     for r in rounds:
         local = r["completed_at"].astimezone(zone).replace(tzinfo=None)
@@ -64,9 +64,11 @@ def oracle(
         where[(r["table_id"], r["round_id"])] = key
         n_rounds[key] += 1
     errors: dict[tuple[str, datetime], int] = defaultdict(int)
-    for f in findings:
+    for f in findings:  # in the slot it was detected in, for the subject of its round
         if category in ("all", f["severity"]):
-            errors[where[(f["table_id"], f["round_id"])]] += 1
+            subject = where[(f["table_id"], f["round_id"])][0]
+            local = f["observed_at"].astimezone(zone).replace(tzinfo=None)
+            errors[(subject, _slot(local, slot))] += 1
     solid = {key for key, n in n_rounds.items() if n >= min_rounds}
     if u_bar is None:
         u_bar = sum(errors[key] for key in solid) / sum(n_rounds[key] / 1000 for key in solid)
