@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-reads bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots control-pictures bench bench-stream bench-engine bench-console bench-reads bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 PIP_VERSION := 26.3
 
@@ -51,6 +51,9 @@ docs: $(STAMP)
 # docs/img/report.png and docs/img/finding.png from the demo's output (make demo first)
 screenshots: $(STAMP)
 	$(BIN)/python ops/screenshots.py
+
+control-pictures: $(STAMP)
+	$(BIN)/python ops/control_pictures.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_audit.py $(BENCH_ARGS)
