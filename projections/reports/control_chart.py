@@ -6,7 +6,9 @@ Server-rendered with matplotlib (as the report's other charts), the same bytes o
 
 from __future__ import annotations
 
+import base64
 import io
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from projections.models.control import ChartSpec
@@ -76,3 +78,77 @@ def render(points: list[dict[str, Any]], title: str, spec: ChartSpec, baseline: 
     if fmt == "svg":
         data = data[data.find(b"<svg") :]
     return data
+
+
+REPORT_WINDOW_DAYS = 30
+"""How many days of history a period report's control charts show, ending with the period."""
+REPORT_MAX_CHARTS = 12
+"""The most charts a period report draws (the subjects with signals in the period, most signals first)."""
+
+
+def report_section(
+    con: Any,
+    start: datetime | None,
+    end: datetime | None,
+    tz: str,
+    min_rounds: int,
+    cusum_k: float,
+    cusum_h: float,
+    as_of: datetime | None,
+) -> dict[str, Any]:
+    """The period report's control charts: for dealers (by shift) and tables (by day), the charts
+    of the :data:`REPORT_WINDOW_DAYS` days ending with the period, judged against the baseline in
+    force at ``as_of``; drawn for the subjects with a signal inside the period.
+
+    Returns:
+        ``{"charts": [{"kind", "subject", "picture" (an SVG data URI), "signals": [...]}], "baselines":
+        {kind: sentence}, "quiet": {kind: how many subjects charted without a signal},
+        "more": charts not drawn}``; ``{"error": sentence}`` when the store has no incidents
+        summary to chart from (a store no writer of this version opened).
+    """
+    import duckdb
+
+    from projections.models.control import ChartSpec, chart, rules_of
+    from projections.records.baselines import in_force, label
+
+    last = end or datetime.now(UTC)
+    window_start = last - timedelta(days=REPORT_WINDOW_DAYS)
+    if start is not None and start < window_start:
+        window_start = start
+    charts: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"charts": charts, "baselines": {}, "quiet": {}, "more": 0}
+    for kind, slot in (("dealer", "shift"), ("table", "day")):
+        spec = ChartSpec(kind, slot, "all", min_rounds, cusum_k, cusum_h, tz)  # type: ignore[arg-type]
+        try:
+            baseline = in_force(con, spec, as_of)
+            points = chart(con, spec, window_start, end, None, baseline)
+        except duckdb.CatalogException:
+            return {"error": "the store has no incidents summary yet (a writer of this version builds it)"}
+        out["baselines"][kind] = label(baseline)
+        by_subject: dict[str, list[dict[str, Any]]] = {}
+        for p in points:
+            by_subject.setdefault(str(p["subject_id"]), []).append(p)
+        flagged = []
+        for subject, pts in by_subject.items():
+            inside = [
+                p for p in pts if p["signal"] and (start is None or p["slot_start_utc"] >= start)
+                and (end is None or p["slot_start_utc"] < end)
+            ]  # fmt: skip
+            if inside:
+                flagged.append((subject, pts, inside))
+        out["quiet"][kind] = len(by_subject) - len(flagged)
+        flagged.sort(key=lambda f: (-len(f[2]), f[0]))
+        for subject, pts, inside in flagged:
+            if len(charts) >= REPORT_MAX_CHARTS:
+                out["more"] += 1
+                continue
+            svg = render(pts, f"{kind.capitalize()} {subject}", spec, label(baseline), "svg")
+            numbered = [p for p in pts if p["signal"]]
+            listed = [
+                {"n": numbered.index(p) + 1, "when": p["slot_start"], "rules": rules_of(p), "u": p["u"],
+                 "ucl": p["ucl"], "rounds": p["rounds"], "errors": p["errors"], "start": p["slot_start_utc"]}
+                for p in inside
+            ]  # fmt: skip
+            picture = "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
+            charts.append({"kind": kind, "subject": subject, "picture": picture, "signals": listed})
+    return out

@@ -133,3 +133,22 @@ def test_a_manager_freezes_the_period_shown_as_a_baseline_the_page_then_names(st
     assert f"baseline {frozen[0].baseline_id} frozen by mona" in mona.get(back).text
     entries = _logged(store, mona, "baseline_frozen")
     assert [(e["user_name"], e["outcome"]) for e in entries] == [("rob", "refused"), ("mona", "ok")]
+
+
+def test_the_period_report_draws_the_chart_of_the_dealer_that_signalled_and_names_the_baseline(
+    month_db: Path, tmp_path: Path
+) -> None:
+    from projections.reports.report import write_report
+
+    week = (RAISED.start, RAISED.end)
+    files = write_report(month_db, tmp_path / "report", *week, generated_at=NOW, control=(100, 1.4427, 8.0))
+    html = files.html.read_text(encoding="utf-8")
+    assert 'id="control-charts"' in html and "no baseline frozen" in html
+    charts = re.findall(r'<img src="data:image/svg\+xml;base64,[^"]+" alt="Control chart of (\w+) ([^"]+)"', html)
+    assert ("dealer", RAISED.dealer_id) in charts
+    assert all(subject in (RAISED.dealer_id, "TCP-01") for _, subject in charts)  # the dealer, or its table
+    # a week before the raise: nothing signalled, said in words
+    quiet = write_report(month_db, tmp_path / "quiet", START, START + timedelta(days=7), generated_at=NOW)
+    assert "No dealer's or table's chart signalled in the period (9 dealers and 3 tables charted)" in (
+        quiet.html.read_text(encoding="utf-8")
+    )
