@@ -138,4 +138,5 @@ def chart_picture(
         raise _fail(f"no round of {kind} {subject} in the period", code=1)
     data = render(points, f"{kind.capitalize()} {subject}", spec, label(baseline), out.suffix[1:])
     out.write_bytes(data)
-    console.print(f"wrote {out} ({sum(p['signal'] for p in points)} signals)", markup=False)
+    hollow, signals = sum(not p["solid"] for p in points), sum(p["signal"] for p in points)
+    console.print(f"wrote {out} ({len(points)} points, {hollow} hollow, {signals} signals)", markup=False)
