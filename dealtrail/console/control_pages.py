@@ -107,6 +107,9 @@ def context(
         "actions": signal_reviews.ACTIONS,
         "period_start": start,
         "period_end": end,
+        # the freeze form's values, in the casino's zone with their offset (as every time the page shows)
+        "period_start_iso": start.astimezone(tz).isoformat() if start else None,
+        "period_end_iso": end.astimezone(tz).isoformat(),
     }
 
 
