@@ -19,7 +19,7 @@ from fastapi.responses import RedirectResponse
 from dealtrail.console.deps import Console, PageUser
 from projections.models.control import CATEGORIES, RULES, SLOTS, ChartSpec, chart, rules_of, signal_id
 from projections.records import baselines, signal_reviews
-from projections.reports.control_chart import render
+from projections.reports.control_chart import page_svg
 
 SLOT_STEP = {"shift": timedelta(hours=8), "day": timedelta(days=1), "week": timedelta(days=7)}
 """How long each slot is on the wall clock."""
@@ -68,7 +68,7 @@ def context(
     title = f"{kind.capitalize()} {key}"
     picture = ""
     if points:
-        svg = render(points, title, spec, baselines.label(baseline), "svg")
+        svg = page_svg(points, title, spec, baselines.label(baseline))
         picture = "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
     tz = console.config.tz
     signals = []

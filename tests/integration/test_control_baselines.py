@@ -129,23 +129,24 @@ def test_the_baseline_command_freezes_lists_and_logs(tmp_path: Path) -> None:
 
 
 def test_the_chart_command_draws_a_png_with_the_settings_minimum(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dealtrail.cli import app
+
     db = tmp_path / "store.duckdb"
     _first_fortnight(db)
-    env = {**os.environ, "DEALTRAIL_DB": str(db), "DEALTRAIL_CONTROL__MIN_ROUNDS": "100000"}
-    cli = [sys.executable, "-m", "dealtrail.cli", "chart", "D-TCP-01-1"]
-    done = subprocess.run(
-        [*cli, "--out", str(tmp_path / "c.png")], env=env, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    env = {"DEALTRAIL_DB": str(db), "DEALTRAIL_CONTROL__MIN_ROUNDS": "100000"}
+    cli = ["chart", "D-TCP-01-1"]
+    done = CliRunner().invoke(app, [*cli, "--out", str(tmp_path / "c.png")], env=env)
+    assert done.exit_code == 0, done.output
     assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
     # every point hollow under the setting's minimum: none judged
     assert re.search(r"\((\d+) points, \1 hollow, 0 signals\)", done.stdout), done.stdout
-    usual_env = {**env, "DEALTRAIL_CONTROL__MIN_ROUNDS": "100"}
-    usual = subprocess.run([*cli, "--out", str(tmp_path / "u.png")], env=usual_env, capture_output=True, text=True,
-                           check=True)  # fmt: skip
-    assert re.search(r"\(14 points, [0-2] hollow", usual.stdout), usual.stdout
-    bad = subprocess.run([*cli, "--out", str(tmp_path / "c.txt")], env=env, capture_output=True, text=True, check=False)
-    assert bad.returncode == 2 and "error:" in bad.stderr
-    unknown = subprocess.run([*cli, "--out", str(tmp_path / "d.png"), "--slot", "month"], env=env, capture_output=True,
-                             text=True, check=False)  # fmt: skip
-    assert unknown.returncode == 2 and "--slot" in unknown.stderr
+    usual = CliRunner().invoke(
+        app, [*cli, "--out", str(tmp_path / "u.png")], env={**env, "DEALTRAIL_CONTROL__MIN_ROUNDS": "100"}
+    )
+    assert re.search(r"\(14 points, [0-2] hollow", usual.stdout), usual.output
+    bad = CliRunner().invoke(app, [*cli, "--out", str(tmp_path / "c.txt")], env=env)
+    assert bad.exit_code == 2 and "error:" in bad.output
+    unknown = CliRunner().invoke(app, [*cli, "--out", str(tmp_path / "d.png"), "--slot", "month"], env=env)
+    assert unknown.exit_code == 2 and "--slot" in unknown.output
