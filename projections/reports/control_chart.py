@@ -37,12 +37,13 @@ def render(points: list[dict[str, Any]], title: str, spec: ChartSpec, baseline: 
     xs = [p["slot_start"] for p in points]
     idx = list(range(len(points)))
     fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
-    ucl = [p["ucl"] for p in points]
-    lcl = [p["lcl"] for p in points]
+    nan = float("nan")  # a limit not known (no incident, or no spread yet) is not drawn
+    ucl = [p["ucl"] if p["ucl"] is not None else nan for p in points]
+    lcl = [p["lcl"] if p["lcl"] is not None else nan for p in points]
     ax.step(idx, ucl, where="mid", color="#b2182b", linewidth=1.2, label="limits (Laney u')")
     ax.step(idx, lcl, where="mid", color="#b2182b", linewidth=1.2)
-    ax.step(idx, [p["ucl_u"] for p in points], where="mid", color="#999999", linewidth=0.8, linestyle=":",
-            label="u-chart limits")  # fmt: skip
+    ucl_u = [p["ucl_u"] if p["ucl_u"] is not None else nan for p in points]
+    ax.step(idx, ucl_u, where="mid", color="#999999", linewidth=0.8, linestyle=":", label="u-chart limits")
     u_bar = points[0]["u_bar"] if points else 0.0
     ax.axhline(u_bar or 0.0, color="#2166ac", linewidth=1.2, label=f"centre {u_bar or 0:.2f}")
     ax.plot(idx, [p["u"] for p in points], color="#555555", linewidth=0.6, zorder=1)
@@ -215,10 +216,12 @@ def page_svg(points: list[dict[str, Any]], title: str, spec: ChartSpec, baseline
                 f'<text transform="translate({x(i):.1f},{bottom + 12}) rotate(-30)" text-anchor="end" font-size="10">'
                 f"{p['slot_start'].strftime(fmt_x)}</text>"
             )
-    if points:
+    if points and all(p["ucl_u"] is not None for p in points):  # limits known (an incident in the period)
         out.append(f'<path d="{stairs("ucl_u")}" fill="none" stroke="#999" stroke-dasharray="2,2"/>')
+    if points and all(p["ucl"] is not None for p in points):  # and a spread (two solid points in a row)
         out.append(f'<path d="{stairs("ucl")}" fill="none" stroke="#b2182b" stroke-width="1.4"/>')
         out.append(f'<path d="{stairs("lcl")}" fill="none" stroke="#b2182b" stroke-width="1.4"/>')
+    if points:
         u_bar = points[0]["u_bar"] or 0.0
         out.append(
             f'<line x1="{left}" x2="{right}" y1="{y(u_bar):.1f}" y2="{y(u_bar):.1f}" '
@@ -229,7 +232,8 @@ def page_svg(points: list[dict[str, Any]], title: str, spec: ChartSpec, baseline
     number = 0
     for i, p in enumerate(points):
         fill = "#222" if p["solid"] else "#fff"
-        what_p = f"{p['errors']} incidents in {p['rounds']} rounds ({p['u']:.1f} per 1,000), upper limit {p['ucl']:.1f}"
+        limit = f", upper limit {p['ucl']:.1f}" if p["ucl"] is not None else ""
+        what_p = f"{p['errors']} incidents in {p['rounds']} rounds ({p['u']:.1f} per 1,000){limit}"
         out.append(
             f'<circle cx="{x(i):.1f}" cy="{y(p["u"]):.1f}" r="3.5" fill="{fill}" stroke="#222">'
             f"<title>{p['slot_start'].strftime('%Y-%m-%d %H:%M')}: {what_p}</title></circle>"

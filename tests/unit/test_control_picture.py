@@ -26,3 +26,9 @@ def test_the_picture_escapes_its_texts_and_draws_signals_and_hollow_points() -> 
     circles = list(root.iter("{http://www.w3.org/2000/svg}circle"))
     assert sum(c.get("fill") == "#fff" for c in circles) == 2  # the hollow point and its legend
     assert sum(c.get("stroke") == "#d7301f" for c in circles) == 2  # the signal's ring and its legend
+
+
+def test_a_chart_without_limits_yet_is_drawn_without_them() -> None:
+    points = [{**_point(0, 0.0), "u_bar": None, "ucl": None, "lcl": None, "ucl_u": None}]
+    root = ET.fromstring(page_svg(points, "Table T", ChartSpec("table", "day"), "no baseline"))
+    assert not [p for p in root.iter("{http://www.w3.org/2000/svg}path") if p.get("stroke") == "#b2182b"]

@@ -16,7 +16,9 @@
 --   cusum    the subject's Poisson CUSUM S_i = max(0, S_(i-1) + c_i - $cusum_k * u_bar * n_i) first
 --            exceeds $cusum_h (a crossing: S_(i-1) <= h < S_i), computed without a reset as
 --            C_i - min(0, min_(j<=i) C_j) where C is the running sum of the increments.
--- The rule columns for the other side (below_run8, beyond_below) are shown, never signals.
+-- The rule columns for the other side (below_run8, beyond_below) are shown, never signals. Without
+-- an incident or two solid points of one subject in a row there is no centre line or no spread:
+-- the limits are NULL and no point is beyond them.
 WITH points AS (
     /*include:rpt_control_points.sql*/
 ), p AS (
@@ -74,10 +76,10 @@ WITH points AS (
 )
 SELECT subject_id, slot_start, slot_start_utc, rounds, voiding, procedural, integrity, errors, solid,
        u, u_bar, sigma_z, z, mr, ucl_u, lcl_u, ucl, lcl, cusum,
-       solid AND u > ucl AS beyond, solid AND lcl > 0 AND u < lcl AS beyond_below,
+       solid AND coalesce(u > ucl, false) AS beyond, solid AND coalesce(lcl > 0 AND u < lcl, false) AS beyond_below,
        solid AND run8 AS run8, solid AND below_run8 AS below_run8, solid AND rising6 AS rising6,
        solid AND cusum_signal AS cusum_signal,
-       solid AND (u > ucl OR run8 OR rising6 OR cusum_signal) AS signal
+       solid AND (coalesce(u > ucl, false) OR run8 OR rising6 OR cusum_signal) AS signal
 FROM judged
 WHERE $subject IS NULL OR subject_id = $subject
 ORDER BY subject_id, slot_start
