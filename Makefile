@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-reads bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots control-pictures bench bench-stream bench-engine bench-console bench-reads bench-history bench-control soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 PIP_VERSION := 26.3
 
@@ -52,6 +52,9 @@ docs: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python ops/screenshots.py
 
+control-pictures: $(STAMP)
+	$(BIN)/python ops/control_pictures.py
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_audit.py $(BENCH_ARGS)
 
@@ -76,6 +79,10 @@ bench-reads: $(STAMP)
 # BENCH_HISTORY_ARGS="--days 1" for one.
 bench-history: $(STAMP)
 	$(BIN)/python bench/bench_history.py $(BENCH_HISTORY_ARGS)
+
+# The control chart's cost on a dealer's and a table's page, over a month of 8 tables (issue 50).
+bench-control: $(STAMP)
+	$(BIN)/python bench/bench_control.py $(BENCH_CONTROL_ARGS)
 
 # Soak: 3,000 events/s for 10 minutes through two workers and the projector (broker up first);
 # SOAK_ARGS="--rate 1000 --minutes 2" for a shorter run.

@@ -74,6 +74,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "reports.check_seconds": ("project",),
     "reports.chromium": ("report", "sign-report"),
     "reports.max_listed": ("report", "schedule", "project", "serve", "demo"),
+    # control charts: the console's dealer and table pages, the period report, a frozen baseline
+    "control": (*REPORTERS, "baseline", "chart"),
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "security": ("serve", "project"),

@@ -254,6 +254,26 @@ class ReportSettings(BaseModel):
     max_listed: int = Field(default=2_000, ge=1, le=1_000_000)
 
 
+class ControlSettings(BaseModel):
+    """Control charts of dealers and tables (issue 50): incidents per 1,000 rounds against the
+    floor's centre line, with Laney u' limits, run rules and a Poisson CUSUM.
+
+    Attributes:
+        min_rounds: a point (a dealer's shift, a table's day or week) with fewer rounds than this
+            is drawn hollow and never signals: too few rounds to judge (rounds).
+        cusum_k: the Poisson CUSUM's reference value as a multiple of the expected incidents
+            (``u_bar`` times the point's thousands of rounds); the default 1.4427 (= 1/ln 2) is the
+            value that detects a doubling of the rate fastest.
+        cusum_h: the CUSUM's decision interval (incidents): a dealer's CUSUM above it signals.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    min_rounds: int = Field(default=100, ge=1, le=1_000_000)
+    cusum_k: float = Field(default=1.4427, gt=1.0, le=10.0)
+    cusum_h: float = Field(default=8.0, gt=0, le=1000.0)
+
+
 class SigningSettings(BaseModel):
     """The property's signing key (issue 35): evidence packages, sign-offs and period report
     revisions are signed with it.
@@ -623,6 +643,7 @@ class Settings(BaseSettings):
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
         security: see :class:`SecuritySettings` (``DEALTRAIL_SECURITY__SESSION_IDLE_MINUTES`` ...).
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
+        control: see :class:`ControlSettings` (``DEALTRAIL_CONTROL__MIN_ROUNDS`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
         health: see :class:`HealthSettings` (``DEALTRAIL_HEALTH__PORT`` ...).
         metrics: see :class:`MetricsSettings` (``DEALTRAIL_METRICS__PORT`` ...).
@@ -701,6 +722,7 @@ class Settings(BaseSettings):
     console: ConsoleSettings = ConsoleSettings()
     security: SecuritySettings = SecuritySettings()
     reports: ReportSettings = ReportSettings()
+    control: ControlSettings = ControlSettings()
     notify: NotifySettings = NotifySettings()
     health: HealthSettings = HealthSettings()
     metrics: MetricsSettings = MetricsSettings()

@@ -18,6 +18,7 @@ from typing import NoReturn
 from dealtrail.cli import (  # noqa: F401
     access,
     console,
+    control_charts,
     copies,
     evidence,
     integrity,

@@ -134,6 +134,7 @@ def _console_config(
         ),
         tz=settings.zone,
         report_grace=report_grace(settings),
+        control=settings.control,
     )
 
 

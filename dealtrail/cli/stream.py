@@ -276,6 +276,7 @@ def _project(
                     report_check_seconds=settings.reports.check_seconds,
                     report_max_listed=settings.reports.max_listed,
                     report_signer=signer,
+                    report_control=(settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
                     link=link,
                     stop=stop,
                     replica=copies,

@@ -41,6 +41,7 @@ from dealtrail.console import (
     admin,
     api,
     bulk,
+    control_pages,
     guard,
     health,
     pages,
@@ -231,6 +232,7 @@ def create_app(
     app.include_router(totp.router(console))  # one-time code enrolment
     app.include_router(replay_pages.router(console))  # the investigator's replay, its API, the case page
     app.include_router(bulk.router(console))  # bulk acknowledge / assign from the findings list
+    app.include_router(control_pages.router(console))  # control charts: signal reviews, baselines (issue 50)
     return app
 
 

@@ -27,7 +27,7 @@ from ulid import ULID
 from dealtrail.console import auth, guard
 from dealtrail.console.api_models import ReviewRequest
 from dealtrail.investigate.video import VideoLinks
-from dealtrail.settings import ReviewSettings
+from dealtrail.settings import ControlSettings, ReviewSettings
 from projections.display.timefmt import NO_OFFSET_HELP, short, stamp, zone_name
 from projections.models import incidents, reviews
 from projections.models.device_state import floor_device_states
@@ -95,6 +95,7 @@ class ConsoleConfig:
             ``DEALTRAIL_TIMEZONE``); filters typed without an offset are read in it, as the forms say.
         report_grace: when a period's report is final (``DEALTRAIL_REPORTS__GRACE_MINUTES``),
             for the revisions the Reports page writes; None: the schedule's default.
+        control: the control charts' minimum rounds of a point and CUSUM (``DEALTRAIL_CONTROL__*``).
         totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
             its key file, resolved); None: the key file beside the store, as the settings'
             default (``dealtrail.console.totp.resolve_totp_key``).
@@ -129,6 +130,7 @@ class ConsoleConfig:
     pdf_certificate: tuple[Path, Path] | None = None
     tz: tzinfo = UTC
     report_grace: timedelta | None = None
+    control: ControlSettings = field(default_factory=ControlSettings)
 
 
 class LoginRequiredError(Exception):

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from dealtrail.console import replay_pages
+from dealtrail.console import control_pages, replay_pages
 from dealtrail.console.api_models import ReviewRequest
 from dealtrail.console.deps import SEVERITIES, Console, Cursor, PageUser, User, invalid, query_string, sql
 from dealtrail.console.filters import Filters, FindingsQuery
@@ -230,7 +230,7 @@ def router(console: Console) -> APIRouter:
 
     @routes.get("/dealers/{dealer_id:path}", include_in_schema=False)  # an ID may hold a "/"
     def dealer_page(
-        request: Request, dealer_id: str, user: PageUser, con: Cursor, period: Period = "7d"
+        request: Request, dealer_id: str, user: PageUser, con: Cursor, period: Period = "7d", slot: str | None = None
     ) -> HTMLResponse:
         last = _last_activity(con, dealer_id, None)
         if last is None:
@@ -243,12 +243,15 @@ def router(console: Console) -> APIRouter:
             [dealer_id, start, start, end],
         ).fetchall()
         member = staff.current(con).get(dealer_id)
+        control = control_pages.context(console, con, "dealer", dealer_id, start, end, slot)
         return render(request, "rates.html.j2", user, kind="Dealer", key=dealer_id, r=r, related=tables,
                       staff_member=member, supervisor_id=None, period=period, periods=PERIODS, start=start,
-                      end=end, within=_within(start, end))  # fmt: skip
+                      end=end, within=_within(start, end), control=control)  # fmt: skip
 
     @routes.get("/tables/{table_id:path}", include_in_schema=False)
-    def table_page(request: Request, table_id: str, user: PageUser, con: Cursor, period: Period = "7d") -> HTMLResponse:
+    def table_page(
+        request: Request, table_id: str, user: PageUser, con: Cursor, period: Period = "7d", slot: str | None = None
+    ) -> HTMLResponse:
         last = _last_activity(con, None, table_id)
         if last is None:
             raise HTTPException(404, f"no table {table_id}")
@@ -260,9 +263,10 @@ def router(console: Console) -> APIRouter:
             [table_id, start, start, end],
         ).fetchall()
         supervisor = summaries.supervisor_now(con, table_id)
+        control = control_pages.context(console, con, "table", table_id, start, end, slot)
         return render(request, "rates.html.j2", user, kind="Table", key=table_id, r=r, related=dealers,
                       staff_member=None, supervisor_id=supervisor, period=period, periods=PERIODS, start=start,
-                      end=end, within=_within(start, end))  # fmt: skip
+                      end=end, within=_within(start, end), control=control)  # fmt: skip
 
     return routes
 

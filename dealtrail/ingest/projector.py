@@ -144,6 +144,7 @@ def project(
     replica: ReplicaTimer | None = None,
     report_max_listed: int | None = None,
     report_signer: Ed25519PrivateKey | None = None,
+    report_control: tuple[int, float, float] | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -190,6 +191,8 @@ def project(
             (resolved ``DEALTRAIL_REPORTS__MAX_LISTED``); None: every one.
         report_signer: the property's key that signs each scheduled report revision (resolved
             ``DEALTRAIL_SIGNING__KEY_FILE``); None: the revisions are written unsigned and say so.
+        report_control: the reports' control charts' minimum rounds, CUSUM k and h (resolved
+            ``DEALTRAIL_CONTROL__*``); None: their defaults.
 
     Returns:
         The rows written.
@@ -213,6 +216,7 @@ def project(
     )  # fmt: skip
     reporting.max_listed = report_max_listed
     reporting.signer = report_signer
+    reporting.control = report_control
     reporting.archive = settings.archive.dir  # the reports read the archived months too
     with quiet_clients():
         while not stop.is_set():
@@ -308,6 +312,7 @@ class _Reporting:
         self.max_listed: int | None = None  # the reports' listing cap (DEALTRAIL_REPORTS__MAX_LISTED)
         self.archive: Path | None = None  # the archived months' folder (DEALTRAIL_ARCHIVE__DIR)
         self.signer: Ed25519PrivateKey | None = None  # signs each revision (DEALTRAIL_SIGNING__KEY_FILE)
+        self.control: tuple[int, float, float] | None = None  # the control charts' settings (DEALTRAIL_CONTROL__*)
         self.watch: Any = None  # dealtrail.reporting.schedule.ReportWatch
         self.next_look = 0.0
         self.dirty = False  # batches stored since the last look
@@ -348,6 +353,7 @@ class _Reporting:
                 max_listed=self.max_listed,
                 archive=self.archive,
                 signer=self.signer,
+                control=self.control,
             )
         self.dirty = False
         self.next_look = time.monotonic() + self.check_seconds

@@ -271,6 +271,7 @@ def run_due(
     max_listed: int | None = None,
     archive: Path | None = None,
     signer: Ed25519PrivateKey | None = None,
+    control: tuple[int, float, float] | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
     period whose latest report is stale.
@@ -306,6 +307,8 @@ def run_due(
         signer: the property's signing key (resolved ``DEALTRAIL_SIGNING__KEY_FILE``): each
             revision's ``manifest-sha256.txt`` is signed with it; None: each revision is written
             unsigned and says so (:func:`projections.records.report_revisions.seal`).
+        control: the control charts' minimum rounds of a point, CUSUM k and h (resolved
+            ``DEALTRAIL_CONTROL__*``); None: their defaults.
 
     Returns:
         The revision folders written by this call (``<out>/<period>/rev-NNNN``).
@@ -350,7 +353,9 @@ def run_due(
                 folder,
                 (period.start, period.end, schedule.tz, period.label),
                 previous,
-                _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive, signer),
+                _ReportOptions(
+                    now, property_name, review_due, console_url, grace, max_listed, archive, signer, control
+                ),
             )
             if watch is not None:
                 if made is None and key is not None:
@@ -384,6 +389,7 @@ def run_forever(
     max_listed: int | None = None,
     archive: Path | None = None,
     signer: Ed25519PrivateKey | None = None,
+    control: tuple[int, float, float] | None = None,
 ) -> None:
     """Write each period's report as it closes, and a new revision of each stale one (see
     :func:`run_due`); check every ``poll_seconds`` (seconds).
@@ -409,6 +415,7 @@ def run_forever(
         max_listed: see :func:`run_due`.
         archive: see :func:`run_due`.
         signer: see :func:`run_due`.
+        control: see :func:`run_due`.
 
     Raises:
         FileNotFoundError: there is no store at ``db``.
@@ -431,6 +438,7 @@ def run_forever(
                 max_listed=max_listed,
                 archive=archive,
                 signer=signer,
+                control=control,
             )
         except duckdb.IOException as exc:  # a writer holds the file's lock
             if not busy and on_busy is not None:
@@ -502,6 +510,7 @@ def write_revision(
     max_listed: int | None = None,
     archive: Path | None = None,
     signer: Ed25519PrivateKey | None = None,
+    control: tuple[int, float, float] | None = None,
 ) -> Path | None:
     """Write a new revision of the written period in the folder ``period`` as of ``now``, as
     the schedule does, from the process that holds the store (``serve``, ``project --serve``):
@@ -519,6 +528,7 @@ def write_revision(
         max_listed: as :func:`run_due`.
         archive: as :func:`run_due`.
         signer: as :func:`run_due`.
+        control: see :func:`run_due`.
 
     Returns:
         The new revision's folder, or None when nothing changed.
@@ -535,7 +545,9 @@ def write_revision(
     previous = last["digest"] if last is not None else None
     grace = DEFAULT_GRACE if grace is None else grace
     with reading_archive(con, archive) as reader:
-        options = _ReportOptions(now, property_name, review_due, console_url, grace, max_listed, archive, signer)
+        options = _ReportOptions(
+            now, property_name, review_due, console_url, grace, max_listed, archive, signer, control
+        )
         return _next_revision(reader, period, (start, end, zone, label), previous, options)
 
 
@@ -551,6 +563,7 @@ class _ReportOptions:
     max_listed: int | None
     archive: Path | None
     signer: Ed25519PrivateKey | None = None
+    control: tuple[int, float, float] | None = None
 
 
 def _next_revision(
@@ -585,6 +598,7 @@ def _next_revision(
             revision=number,
             max_listed=options.max_listed,
             archive=options.archive,
+            control=options.control,
         )
         return files.report is None or files.report["digest"] != previous
 

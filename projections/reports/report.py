@@ -780,6 +780,25 @@ def report_title(
     return f"Compliance report, {property_name or NOT_NAMED}: {period}"
 
 
+def _control_section(
+    con: duckdb.DuckDBPyConnection,
+    start: datetime | None,
+    end: datetime | None,
+    tz: tzinfo,
+    control: tuple[int, float, float] | None,
+    as_of: datetime | None,
+) -> dict[str, Any]:
+    """The report's control charts (issue 50), with the resolved settings or their defaults."""
+    from projections.reports.control_chart import report_section
+
+    if control is None:
+        from projections.models.control import ChartSpec
+
+        d = ChartSpec("dealer", "shift")
+        control = (d.min_rounds, d.cusum_k, d.cusum_h)
+    return report_section(con, start, end, str(getattr(tz, "key", "UTC")), *control, as_of)
+
+
 def write_report(
     db: str | os.PathLike[str] | duckdb.DuckDBPyConnection,
     out: str | os.PathLike[str],
@@ -797,6 +816,7 @@ def write_report(
     revision: int | None = None,
     max_listed: int | None = None,
     archive: Path | None = None,
+    control: tuple[int, float, float] | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -840,6 +860,10 @@ def write_report(
             ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows
             (:func:`projections.store.archive.reading_archive`), so a period reports the same figures
             before and after ``dealtrail archive``; None: the folder the store's manifest names.
+        control: the control charts' minimum rounds of a point, CUSUM k and h (the resolved
+            ``DEALTRAIL_CONTROL__*``): the page draws the charts of the dealers and tables that
+            signalled in the period (:func:`projections.reports.control_chart.report_section`),
+            judged against the baseline in force at the as-of time; None: the settings' defaults.
 
     ``summary.json`` holds the figures of :func:`build_summary` and a ``report`` section:
     ``status`` (``final``, ``provisional`` or None when not judged), ``status_reason``,
@@ -898,6 +922,7 @@ def write_report(
             )
             review_rows = {r["finding_id"]: r for r in rows}
         video_refs = reviews.video_references(con, start, end, as_of)  # attached in reviews (issue 22)
+        control_charts = _control_section(con, start, end, tz, control, as_of)
         for p in (csv_path, parquet_path):  # created owner-only; DuckDB's COPY then rewrites them
             open_private(p, binary=True).close()
         exported = _with_review_columns(table, review_rows)  # as the console's export has them
@@ -997,6 +1022,7 @@ def write_report(
             signoff_block=Markup(signoff.block_html(out_dir if revision is not None else None)),
             signoff_markers=(Markup(signoff.BLOCK_START), Markup(signoff.BLOCK_END)),
             video_references=video_refs,
+            control=control_charts,
             person=lambda staff_id: staff.label(staff_id, names),
         )
     )

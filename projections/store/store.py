@@ -487,6 +487,7 @@ class Store:
             "006_property_names.sql",  # the property's names (projections/records/property.py)
             "007_signing_keys.sql",  # the public keys signatures are checked with (issue 35)
             "008_user_profiles.sql",  # users' full names and titles, for sign-offs (records/users.py)
+            "009_control.sql",  # control charts' baselines and signal reviews (issue 50)
         ):
             self.con.execute(read_sql(name))
         summaries.ensure(self.con)  # the console's summaries; built once for a store written before them

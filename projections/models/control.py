@@ -1,0 +1,159 @@
+"""Control charts of dealers and tables (issue 50): incidents per 1,000 rounds against the floor's
+centre line, with u-chart and Laney u' limits, run rules and a Poisson CUSUM, computed in the
+store's SQL (``rpt_control_chart.sql``), and the baselines a manager freezes to judge later charts
+against (``projections.records.baselines``).
+
+A signal asks for a look at a dealer's or a table's rate, not for discipline: it is a review item
+(acknowledged, noted, closed; ``projections.records.signal_reviews``), never a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import duckdb
+
+from projections.store.sql_files import read_sql
+
+Kind = Literal["dealer", "table"]
+"""What a chart follows: a dealer (the dealer of each round) or a table."""
+Slot = Literal["shift", "day", "week"]
+"""A chart's point: a shift (8 hours from :data:`SHIFT_HOUR` local time), a day or an ISO week."""
+Category = Literal["all", "voiding", "procedural", "integrity"]
+"""Which incidents a chart counts: all, or one severity (the read side's categories of findings)."""
+
+KINDS: tuple[Kind, ...] = ("dealer", "table")
+SLOTS: tuple[Slot, ...] = ("shift", "day", "week")
+CATEGORIES: tuple[Category, ...] = ("all", "voiding", "procedural", "integrity")
+SHIFT_HOUR = 6
+"""The local hour the first of the day's three 8-hour shifts starts (as the scheduled reports' shifts:
+``dealtrail.reporting.schedule.SHIFT_STARTS``)."""
+
+RULES = {
+    "beyond": "above the upper limit",
+    "run8": "8 points in a row above the centre line",
+    "rising6": "6 points in a row rising",
+    "cusum_signal": "CUSUM above its decision interval",
+}
+"""Each signalling rule's column in ``rpt_control_chart.sql`` and how a page names it."""
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """What a chart shows and how it judges (the settings ``DEALTRAIL_CONTROL__*`` resolve the numbers).
+
+    Attributes:
+        kind: dealer or table.
+        slot: shift, day or week (a dealer's chart is by shift, a table's by day or week).
+        category: all incidents or one severity.
+        min_rounds: a point with fewer rounds is hollow and never signals (rounds).
+        cusum_k: the CUSUM's reference value, a multiple of the expected incidents of a point.
+        cusum_h: the CUSUM's decision interval (incidents).
+        tz: the IANA zone whose wall clock bounds shifts, days and weeks.
+    """
+
+    kind: Kind
+    slot: Slot
+    category: Category = "all"
+    min_rounds: int = 100
+    cusum_k: float = 1.4427
+    cusum_h: float = 8.0
+    tz: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A frozen centre line and spread (a record, never overwritten; ``projections.records.baselines``).
+
+    Attributes:
+        baseline_id: its ID.
+        kind: the charts it judges (dealer or table) ...
+        slot: ... by this slot ...
+        category: ... counting these incidents.
+        period_start: the start of the period it was computed from (UTC).
+        period_end: the end of that period (exclusive, UTC).
+        u_bar: the centre line (incidents per 1,000 rounds).
+        sigma_z: Laney's sigma_z of that period.
+        points: the solid points it was computed from.
+        frozen_by: the user who froze it.
+        frozen_at: when (UTC).
+        note: why, in the manager's words.
+    """
+
+    baseline_id: str
+    kind: Kind
+    slot: Slot
+    category: Category
+    period_start: datetime
+    period_end: datetime
+    u_bar: float
+    sigma_z: float
+    points: int
+    frozen_by: str
+    frozen_at: datetime
+    note: str
+
+
+def chart(
+    con: duckdb.DuckDBPyConnection,
+    spec: ChartSpec,
+    start: datetime | None,
+    end: datetime | None,
+    subject: str | None = None,
+    baseline: Baseline | None = None,
+) -> list[dict[str, Any]]:
+    """The chart's points: ``rpt_control_chart.sql`` for every subject of ``spec.kind`` (or one).
+
+    The centre line and sigma_z are the baseline's when given, else pooled over every subject's
+    solid points in ``[start, end)``.
+
+    Args:
+        con: a connection to the store (read-only is enough); its ``sum_findings`` summary is read.
+        spec: the chart.
+        start: the first instant of the period (None: open).
+        end: the end of the period, exclusive (None: open).
+        subject: one dealer or table ID (None: all).
+        baseline: a frozen baseline to judge against (None: the period's own figures).
+
+    Returns:
+        One dict per point, by subject then slot: the columns of ``rpt_control_chart.sql`` (``u``,
+        ``u_bar``, ``sigma_z``, ``ucl``, ``lcl``, ``ucl_u``, ``lcl_u``, ``cusum``, ``solid``, the rule
+        flags and ``signal``). Rates are incidents per 1,000 rounds.
+
+    Raises:
+        ValueError: an unknown kind, slot or category.
+    """
+    if spec.kind not in KINDS or spec.slot not in SLOTS or spec.category not in CATEGORIES:
+        raise ValueError(f"unknown chart {spec.kind}/{spec.slot}/{spec.category}")
+    params = {
+        "kind": spec.kind,
+        "slot": spec.slot,
+        "category": spec.category,
+        "tz": spec.tz,
+        "shift_hour": SHIFT_HOUR,
+        "start": start,
+        "end": end,
+        "subject": subject,
+        "min_rounds": spec.min_rounds,
+        "u_bar": baseline.u_bar if baseline else None,
+        "sigma_z": baseline.sigma_z if baseline else None,
+        "cusum_k": spec.cusum_k,
+        "cusum_h": spec.cusum_h,
+    }
+    cur = con.execute(read_sql("rpt_control_chart.sql"), params)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def rules_of(point: dict[str, Any]) -> list[str]:
+    """The names (:data:`RULES`) of the rules a point's signal comes from (empty: no signal)."""
+    return [RULES[col] for col in RULES if point.get(col)]
+
+
+def signal_id(spec: ChartSpec, point: dict[str, Any]) -> str:
+    """A signal's ID: the chart and the point, so the same point of the same chart is one review item
+    however often the chart is drawn (``dealer:D-7:shift:all:2026-11-02T14:00:00+00:00``)."""
+    at = point["slot_start_utc"].isoformat()
+    return f"{spec.kind}:{point['subject_id']}:{spec.slot}:{spec.category}:{at}"
