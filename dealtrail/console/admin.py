@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
+from dealtrail.console.oidc import directory_person
 from projections.records import users
 from projections.records.users import role_at_least
 from schemas.reviews import identity_key
@@ -131,6 +132,10 @@ def router(console: Console) -> APIRouter:
                         logged = ("role_changed", user.name, f"{name}: {current['role']} -> {role}")
                         message = f"{name} is now {role}"
                     elif op == "password":
+                        if directory_person(store.con, name) is not None:
+                            raise auth.AccessError(
+                                f"{name} signs in through the directory: a password would be a second way in"
+                            )
                         _, secret, ended = auth.reset_password(store.con, name, str(current["role"]), now, user.name)
                         logged = ("password_reset", user.name, name + ended)
                         one_time = {"name": name, "password": secret}

@@ -191,3 +191,17 @@ def test_a_back_channel_logout_ends_the_persons_sessions_and_a_bad_token_gets_40
     r = client.post("/auth/backchannel-logout", data={"logout_token": logout_token()})
     assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
     assert all(access_log.session(store.con, sid)["ended"] for sid in ("s1", "s2"))  # type: ignore[index]
+
+
+def test_an_admin_cannot_give_a_directory_person_a_password(store: Store) -> None:
+    auth.add_user(store.con, "ada", "admin", "ada-local-password", AT)
+    claims = {"iss": ISSUER, "sub": "f00d-meg", "preferred_username": "meg", "groups": ["compliance-managers"]}
+    person_of(store.con, config(), claims, AT)
+    admin = console_for(store, local_accounts=True)
+    csrf = admin.get("/login").text.split('name="csrf" value="')[1].split('"')[0]
+    admin.post("/login", data={"username": "ada", "password": "ada-local-password", "csrf": csrf})
+    csrf = admin.get("/admin/users").text.split('name="csrf" value="')[1].split('"')[0]
+    r = admin.post("/admin/users", data={"csrf": csrf, "op": "password", "name": "meg"})
+    assert r.status_code == 422 and "signs in through the directory" in r.text
+    u = users.user(store.con, "meg")
+    assert u is not None and u["password_hash"] is None
