@@ -54,13 +54,13 @@ def router(console: Console) -> APIRouter:
     def start(request: Request, person: Person) -> Response:
         """Start the session of a checked directory person (after the one-time code, if needed)."""
         how = SignIn(method="directory", issuer=person.issuer, subject=person.subject)
+        target = _safe_next(str(request.session.get("next_after", "/")))  # the new session starts clean
         guard.begin_session(console, request, person.user_name, how, person.sid)
         console.access.record(
             "login_succeeded", person.user_name, "ok", f"directory {person.issuer}, subject {person.subject}"
         )
         # a page of this site that goes on: the callback came from the directory's site, and a browser
         # does not send the strict session cookie along a redirect of that cross-site navigation
-        target = _safe_next(str(request.session.pop("next_after", "/")))
         return console.render(request, "directory_continue.html.j2", None, target=target)
 
     @routes.get("/auth/login", include_in_schema=False)

@@ -205,3 +205,87 @@ def test_an_admin_cannot_give_a_directory_person_a_password(store: Store) -> Non
     assert r.status_code == 422 and "signs in through the directory" in r.text
     u = users.user(store.con, "meg")
     assert u is not None and u["password_hash"] is None
+
+
+class Provider:
+    """A directory for the callback's tests: the mock transport answers the token endpoint with an
+    ID token of ``claims`` (the nonce the login sent added), signed with :data:`KEY`."""
+
+    def __init__(self) -> None:
+        self.claims: dict[str, Any] = {}
+        self.nonce = ""
+        self.forms: list[dict[str, list[str]]] = []
+
+    def transport(self) -> httpx.MockTransport:
+        base = transport()
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            if request.url.path.endswith("/token"):
+                self.forms.append(parse_qs(request.content.decode()))
+                now = int(time.time())
+                body = {"iss": ISSUER, "aud": "dealtrail", "iat": now, "exp": now + 300, "nonce": self.nonce}
+                token = jwt.encode({"alg": "RS256", "kid": "k1"}, {**body, **self.claims}, KEY)
+                return httpx.Response(200, json={"id_token": token, "access_token": "a", "token_type": "Bearer"})
+            return base.handle_request(request)
+
+        return httpx.MockTransport(answer)
+
+
+def signed_in_through(client: TestClient, provider: Provider, **claims: Any) -> httpx.Response:
+    r = client.get("/auth/login?next=/findings", follow_redirects=False)
+    query = parse_qs(urlparse(r.headers["location"]).query)
+    provider.nonce, provider.claims = query["nonce"][0], claims
+    return client.get("/auth/callback", params={"code": "c0de", "state": query["state"][0]}, follow_redirects=False)
+
+
+@pytest.fixture()
+def provider_console(store: Store) -> tuple[TestClient, Provider]:
+    from dealtrail.console.guard import SecurityPolicy
+
+    provider = Provider()
+    cfg = ConsoleConfig(DUE, "t" * 48, directory=config(), security=SecurityPolicy(totp_roles=frozenset({"manager"})))
+    app = create_app(store, cfg)
+    app.state.console.directory = Directory(config(), provider.transport())
+    return TestClient(app), provider
+
+
+def test_the_directorys_second_factor_counts_else_the_consoles_own_code_is_asked(
+    store: Store, provider_console: tuple[TestClient, Provider]
+) -> None:
+    import pyotp
+
+    client, provider = provider_console
+    meg = {"sub": "f00d-meg", "preferred_username": "meg", "groups": ["compliance-managers"]}
+    r = signed_in_through(client, provider, **meg, amr=["pwd", "otp"])
+    assert r.status_code == 200 and 'content="0;url=/findings"' in r.text  # goes on, on the console's own site
+    form = provider.forms[-1]
+    assert form["grant_type"] == ["authorization_code"] and len(form["code_verifier"][0]) >= 43  # PKCE
+    page = client.get("/findings")
+    assert page.status_code == 200 and "meg" in page.text and "manager" in page.text
+    # without a second factor at the directory, a manager (a TOTP role) enrols the console's own
+    other = TestClient(client.app)
+    r = signed_in_through(other, provider, **meg, amr=["pwd"])
+    assert r.status_code == 303 and r.headers["location"] == "/account/totp"
+    assert other.get("/findings", follow_redirects=False).status_code == 303  # no session yet
+    secret = pyotp.random_base32()
+    access_log.put_totp(store.con, "meg", secret, AT, client.app.state.console.totp_key)  # type: ignore[attr-defined]
+    third = TestClient(client.app)
+    r = signed_in_through(third, provider, **meg, amr=["pwd"])
+    assert r.status_code == 303 and r.headers["location"] == "/auth/code"
+    csrf = third.get("/auth/code").text.split('name="csrf" value="')[1].split('"')[0]
+    assert third.post("/auth/code", data={"csrf": csrf, "code": "000000"}).status_code == 401
+    done = third.post("/auth/code", data={"csrf": csrf, "code": pyotp.TOTP(secret).now()}, follow_redirects=False)
+    assert done.status_code == 200 and third.get("/findings").status_code == 200
+    how = store.con.execute(
+        "SELECT DISTINCT signed_in_with FROM console_sessions WHERE kind = 'started' AND user_name = 'meg'"
+    ).fetchall()
+    assert how == [(f'{{"method":"directory","issuer":"{ISSUER}","subject":"f00d-meg"}}',)]
+
+
+def test_an_id_token_with_another_nonce_or_audience_is_refused(provider_console: tuple[TestClient, Provider]) -> None:
+    client, provider = provider_console
+    meg = {"sub": "f00d-meg", "preferred_username": "meg", "groups": ["compliance-managers"], "amr": ["mfa"]}
+    r = signed_in_through(client, provider, **meg, nonce="replayed")
+    assert r.status_code == 403 and "not valid" in r.text
+    r = signed_in_through(TestClient(client.app), provider, **meg, aud="another-app")
+    assert r.status_code == 403 and "not valid" in r.text
