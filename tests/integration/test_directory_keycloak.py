@@ -170,8 +170,20 @@ def test_a_manager_signs_in_through_keycloak_approves_and_a_back_channel_logout_
         try:
             ctx = browser.new_context()
             page = ctx.new_page()
+            callbacks: list[str] = []
+            page.on(
+                "request",
+                lambda req: (
+                    callbacks.append(req.all_headers().get("cookie", "")) if "/auth/callback" in req.url else None
+                ),
+            )
             browser_sign_in(page, "meg")
             assert page.url.startswith(CONSOLE) and "/login" not in page.url
+            # the redirect back from Keycloak's site (localhost) to the console's (127.0.0.1) is
+            # cross-site: the browser leaves the strict session cookie (set by the login page) out
+            # and sends the login step's Lax cookie, which holds the state
+            assert len(callbacks) == 1 and "dealtrail_login=" in callbacks[0]
+            assert "dealtrail_session=" not in callbacks[0]
             header = page.inner_text("header")
             assert "meg" in header and "manager" in header  # landed as a manager
             cookies = {c["name"]: c for c in ctx.cookies()}
