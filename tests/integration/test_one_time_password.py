@@ -218,3 +218,17 @@ def test_a_sign_off_records_how_its_signer_signed_in(console: TestClient, period
     assert record["signed_in_with"] == {"method": "local"}
     assert signer_label(record) == "bea (admin, signed in with a local account)"
     assert signer_label({"signed_by": "max", "role": "manager"}) == "max (manager)"  # a record from before
+
+
+def test_a_sign_off_block_names_a_directory_signer_by_issuer_and_subject() -> None:
+    record = {
+        "signed_by": "meg",
+        "role": "manager",
+        "signer_name": "Meg Ortiz",
+        "signer_title": "Compliance Manager",
+        "signed_in_with": {"method": "directory", "issuer": "https://sso.casino.test/realms/casino", "subject": "3f2a"},
+    }
+    assert signer_label(record) == (
+        "Meg Ortiz, Compliance Manager (console user meg, manager, signed in through the directory "
+        "https://sso.casino.test/realms/casino as subject 3f2a)"
+    )
