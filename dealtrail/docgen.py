@@ -79,6 +79,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "console.url": (*REPORTERS, "serve"),
     "console": ("serve", "project"),
     "security": ("serve", "project"),
+    "directory": ("serve", "project"),
     **{  # sign-report applies the console's sign-in lock and throttle to its signer
         f"security.login_{name}": ("serve", "project", "sign-report")
         for name in ("slow_after", "delay_seconds", "max_delay_seconds", "lock_after", "lock_minutes")

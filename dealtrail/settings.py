@@ -435,6 +435,56 @@ class SecuritySettings(BaseModel):
     totp_key_file: Path | None = None
 
 
+class DirectorySettings(BaseModel):
+    """Signing in with the casino's directory through OpenID Connect (issue 48): Entra ID, Okta,
+    AD FS, Keycloak; see docs/operating.md, "Signing in with your directory".
+
+    Attributes:
+        issuer: the directory's issuer URL (its ``/.well-known/openid-configuration`` is read
+            from it); unset: no directory, local accounts only.
+        client_id: the console's client ID at the directory.
+        client_secret: the console's client secret (a confidential client; PKCE as well).
+        redirect_url: the console's callback as the browser reaches it, e.g.
+            ``https://dealtrail.casino.example/auth/callback``; unset: ``DEALTRAIL_CONSOLE__URL``
+            + ``/auth/callback``, else the URL of the request.
+        scopes: the scopes asked for (``openid`` is always asked).
+        groups_claim: the ID token claim that lists the person's directory groups (Entra ID:
+            ``groups``, object IDs; Okta: a groups claim you add; AD FS: ``group``; Keycloak: a
+            group membership mapper's claim).
+        viewer_groups: directory groups whose members are viewers.
+        reviewer_groups: directory groups whose members are reviewers.
+        manager_groups: directory groups whose members are managers.
+        admin_groups: directory groups whose members are admins (none unless named: the other
+            mappings grant at most manager). A person in several mapped groups gets the highest
+            role; one in none is refused, with a page that says why.
+        mfa_amr: ``amr`` values (RFC 8176) that show the directory checked a second factor; a
+            sign-in with one of them is not asked for the console's own one-time code.
+        mfa_acr: ``acr`` values that show the same (e.g. Keycloak's level of authentication
+            ``2``); empty: none.
+        local_accounts: whether local (password) accounts may sign in beside the directory: the
+            break-glass account. Unset: off once ``issuer`` is set, on without a directory. Each
+            local sign-in while a directory is set is an access-log entry flagged for review.
+        timeout_seconds: how long a call to the directory (discovery, keys, token) may take.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    issuer: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", max_length=500)
+    client_id: str = Field(default="dealtrail", min_length=1, max_length=255)
+    client_secret: SecretStr | None = None
+    redirect_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    scopes: list[str] = ["openid", "profile", "email"]
+    groups_claim: str = Field(default="groups", min_length=1, max_length=200)
+    viewer_groups: list[str] = []
+    reviewer_groups: list[str] = []
+    manager_groups: list[str] = []
+    admin_groups: list[str] = []
+    mfa_amr: list[str] = ["mfa", "otp", "hwk", "swk", "sms", "fpt", "face", "iris", "retina", "vbm"]
+    mfa_acr: list[str] = []
+    local_accounts: bool | None = None
+    timeout_seconds: float = Field(default=10, gt=0, le=120)
+
+
 class NotifyRuleSettings(BaseModel):
     """One notification rule: which findings (empty list: any) go to which webhook and addresses.
 
@@ -642,6 +692,7 @@ class Settings(BaseSettings):
         review: see :class:`ReviewSettings` (``DEALTRAIL_REVIEW__DUE_HOURS_VOIDING`` ...).
         console: see :class:`ConsoleSettings` (``DEALTRAIL_CONSOLE__SESSION_SECRET`` ...).
         security: see :class:`SecuritySettings` (``DEALTRAIL_SECURITY__SESSION_IDLE_MINUTES`` ...).
+        directory: see :class:`DirectorySettings` (``DEALTRAIL_DIRECTORY__ISSUER`` ...).
         reports: see :class:`ReportSettings` (``DEALTRAIL_REPORTS__GRACE_MINUTES`` ...).
         control: see :class:`ControlSettings` (``DEALTRAIL_CONTROL__MIN_ROUNDS`` ...).
         notify: see :class:`NotifySettings` (``DEALTRAIL_NOTIFY__RULES`` ...).
@@ -721,6 +772,7 @@ class Settings(BaseSettings):
     review: ReviewSettings = ReviewSettings()
     console: ConsoleSettings = ConsoleSettings()
     security: SecuritySettings = SecuritySettings()
+    directory: DirectorySettings = DirectorySettings()
     reports: ReportSettings = ReportSettings()
     control: ControlSettings = ControlSettings()
     notify: NotifySettings = NotifySettings()

@@ -113,6 +113,29 @@ class VideoReference(Frozen):
         return self
 
 
+class SignIn(Frozen):
+    """How the person behind a review, approval or sign-off signed in (issue 48).
+
+    Fields:
+        method: ``local`` (a console account's password, the break-glass account once a
+            directory is configured), ``directory`` (OpenID Connect: the person is ``issuer`` +
+            ``subject``, never a display name) or ``token`` (an API token of the user).
+        issuer: the directory's issuer URL (``directory`` only).
+        subject: the person's subject at that issuer (``directory`` only).
+    """
+
+    method: Literal["local", "directory", "token"]
+    issuer: Annotated[str, StringConstraints(max_length=500, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
+    subject: Annotated[str, StringConstraints(max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
+
+    @property
+    def label(self) -> str:
+        """In words: ``local account``, ``API token``, or ``directory https://idp/realms/x, subject 3f2a...``."""
+        if self.method == "directory":
+            return f"directory {self.issuer}, subject {self.subject}"
+        return "API token" if self.method == "token" else "local account"
+
+
 class _Review(Frozen):
     """Fields every review event carries.
 
@@ -124,6 +147,8 @@ class _Review(Frozen):
         note: free text, may be empty.
         references: video clips attached as evidence (:class:`VideoReference`; added later as
             an optional field: a review stored before it reads as having none).
+        signed_in_with: how ``user`` signed in (:class:`SignIn`; added later as an optional
+            field: a review stored before it reads as None, not recorded).
         schema_version: version of this event's schema.
     """
 
@@ -133,6 +158,7 @@ class _Review(Frozen):
     reviewed_at: AwareDatetime
     note: Note = ""
     references: tuple[VideoReference, ...] = Field(default=(), max_length=20)
+    signed_in_with: SignIn | None = None
     schema_version: Literal[1] = 1
 
 

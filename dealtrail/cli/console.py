@@ -14,6 +14,7 @@ from dealtrail.settings import Settings
 
 if TYPE_CHECKING:
     from dealtrail.console.guard import SecurityPolicy
+    from dealtrail.console.oidc import DirectoryConfig
     from projections.store.store import Store
 
 from dealtrail.cli.common import (
@@ -135,6 +136,37 @@ def _console_config(
         tz=settings.zone,
         report_grace=report_grace(settings),
         control=settings.control,
+        directory=directory_config(settings),
+        console_url=settings.console.url,
+    )
+
+
+def directory_config(settings: Settings) -> DirectoryConfig | None:
+    """The directory the console signs people in with (``DirectoryConfig``), or None without
+    ``DEALTRAIL_DIRECTORY__ISSUER``; local accounts are off with a directory unless
+    ``DEALTRAIL_DIRECTORY__LOCAL_ACCOUNTS`` is true (the break-glass account)."""
+    from dealtrail.console.oidc import DirectoryConfig
+
+    d = settings.directory
+    if d.issuer is None:
+        return None
+    return DirectoryConfig(
+        issuer=d.issuer,
+        client_id=d.client_id,
+        client_secret=d.client_secret.get_secret_value() if d.client_secret else None,
+        redirect_url=d.redirect_url,
+        scopes=tuple(d.scopes),
+        groups_claim=d.groups_claim,
+        role_groups={
+            "viewer": frozenset(d.viewer_groups),
+            "reviewer": frozenset(d.reviewer_groups),
+            "manager": frozenset(d.manager_groups),
+            "admin": frozenset(d.admin_groups),
+        },
+        mfa_amr=frozenset(d.mfa_amr),
+        mfa_acr=frozenset(d.mfa_acr),
+        local_accounts=bool(d.local_accounts),
+        timeout=d.timeout_seconds,
     )
 
 
@@ -362,7 +394,8 @@ def users_add(
 ) -> None:
     """Add a user, or set an existing user's role and password (which removes the user's one-time
     code, so that the user enrols again, and revokes the user's API tokens); the password is read
-    from stdin."""
+    from stdin. A password set for an existing user is a one-time password: it serves only to set
+    a new one at the first sign-in (whoever typed it here knows it)."""
     from datetime import UTC
 
     from dealtrail.console.auth import AccessError, add_user, password_reset_note
@@ -370,12 +403,19 @@ def users_add(
     store, password = _users_writer(db)
     with store:
         try:
-            new = add_user(store.con, name, role, password, datetime.now(UTC))
+            from projections.records import users
+
+            existing = users.user(store.con, name) is not None
+            new = add_user(store.con, name, role, password, datetime.now(UTC), one_time=existing)
         except AccessError as exc:
             raise _fail(str(exc)) from None
         ended = "" if new else password_reset_note(store.con, name, datetime.now(UTC), "cli")  # a lost phone
+        ended += "" if new else "; one-time password, to be changed at first sign-in"
         _log(store, "user_added" if new else "password_reset", f"{name} as {role}{ended}")
-    console.print(f"user {name} {'added' if new else 'updated'} with role {role}")
+    console.print(
+        f"user {name} {'added' if new else 'updated'} with role {role}"
+        + ("" if new else f" (the password is one-time: {name} sets their own at the first sign-in)")
+    )
 
 
 @users_app.command("profile")

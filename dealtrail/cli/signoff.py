@@ -110,6 +110,10 @@ def sign_report(
             raise refuse(f"{user!r} may not sign in now: {refusal.message}", "login_failed", outcome)
         if not role_at_least(str(found["role"]), SIGNER_ROLE):
             raise refuse(f"a report is signed by a manager or an admin; {user!r} is a {found['role']}")
+        if found["must_change"]:  # an admin's reset: the one-time password signs nothing
+            raise refuse(
+                f"{user!r} holds a one-time password from a reset: sign in to the console and set your own first"
+            )
         if not verify_password(found["password_hash"], _secret(f"password of {user}")):
             locked = guard.failed(user, _CLIENT, now)  # counted as the console counts a failed sign-in
             _log(store, "login_failed", user, "refused", "sign-report: wrong password")
@@ -149,6 +153,7 @@ def sign_report(
                 signer=key,
                 profile=users.profile(store.con, str(found["name"])),
                 zone=settings.timezone,
+                signed_in_with={"method": "local"},
             )
         except SignOffError as exc:
             raise refuse(str(exc)) from None

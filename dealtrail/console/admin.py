@@ -1,6 +1,8 @@
 """The admin page: users (add, role, password, deactivate, unlock) and API tokens (make, revoke),
 for admins only. An admin makes API tokens only for himself (a token acts only as the user who
-made it); a password reset ends the user's sessions and tokens. Every change is written under the
+made it); a password reset ends the user's sessions and tokens. An admin never chooses another
+person's password: a new user and a reset get a random one-time password, shown once, that
+serves only to set a new password at the first sign-in (``/account/password``). Every change is written under the
 store's write lock and recorded in the access log. A refused change shows the page again with the
 reason beside its form and the typed name and role kept (never the password); no admin can
 deactivate or demote himself or the last active admin."""
@@ -15,6 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from dealtrail.console import auth
 from dealtrail.console.deps import Console, Cursor, PageUser, User
+from dealtrail.console.oidc import directory_person
 from projections.records import users
 from projections.records.users import role_at_least
 from schemas.reviews import identity_key
@@ -51,6 +54,7 @@ def router(console: Console) -> APIRouter:
         token: str | None = None,
         message: str | None = None,
         failed: dict[str, str] | None = None,
+        one_time: dict[str, str] | None = None,
     ) -> HTMLResponse:
         """The admin page: every user and token, a new token shown once, the outcome of a change;
         ``failed`` (op, name, role, error) puts a refusal beside the form it came from."""
@@ -64,6 +68,7 @@ def router(console: Console) -> APIRouter:
             tokens=users.tokens(con),
             roles=users.ROLES,
             token=token,
+            one_time=one_time,
             message=None if failed else message,
             failed=failed or {},
             locked=console.guard.locked(config.clock()),
@@ -93,9 +98,15 @@ def router(console: Console) -> APIRouter:
         if not user.is_admin:
             raise HTTPException(403, "only an admin manages users")
         token = None
+        one_time: dict[str, str] | None = None  # a reset's one-time password, shown once
         now = config.clock()
         logged: tuple[str, str, str] | None = None  # kind, user, detail of the access entry
         try:
+            if password:
+                raise auth.AccessError(
+                    "an admin does not choose another person's password: a reset gives a one-time password "
+                    "that serves only to set a new one"
+                )
             with write_lock:
                 if op == "unlock":
                     was = console.guard.unlock(name)
@@ -103,12 +114,12 @@ def router(console: Console) -> APIRouter:
                     message = f"{name} unlocked" if was else f"{name} was not locked; its failure count is reset"
                 elif op == "add":
                     _last_admin_guard(store.con, user.name, name, role, True)
-                    new = auth.add_user(store.con, name, role, password, now, by=user.name)
-                    logged = ("user_added", user.name, f"{name} as {role}") if new else None
+                    new, secret, ended = auth.reset_password(store.con, name, role, now, user.name)
+                    logged = ("user_added", user.name, f"{name} as {role}{ended}")
                     if not new:
-                        ended = auth.password_reset_note(store.con, name, now, user.name)
                         logged = ("password_reset", user.name, f"{name}, role {role}{ended}")
-                    message = f"user {name} saved with role {role}"
+                    one_time = {"name": name, "password": secret}
+                    message = f"user {name} saved with role {role} and a one-time password"
                 else:
                     current = users.user(store.con, name)
                     if current is None:
@@ -121,13 +132,14 @@ def router(console: Console) -> APIRouter:
                         logged = ("role_changed", user.name, f"{name}: {current['role']} -> {role}")
                         message = f"{name} is now {role}"
                     elif op == "password":
-                        auth.add_user(store.con, name, current["role"], password, now, by=user.name)
-                        logged = (
-                            "password_reset",
-                            user.name,
-                            name + auth.password_reset_note(store.con, name, now, user.name),
-                        )
-                        message = f"password of {name} reset"
+                        if directory_person(store.con, name) is not None:
+                            raise auth.AccessError(
+                                f"{name} signs in through the directory: a password would be a second way in"
+                            )
+                        _, secret, ended = auth.reset_password(store.con, name, str(current["role"]), now, user.name)
+                        logged = ("password_reset", user.name, name + ended)
+                        one_time = {"name": name, "password": secret}
+                        message = f"password of {name} reset to a one-time password"
                     elif op == "revoke":
                         held = [t for t in users.tokens(store.con) if t["token_hash"] == token_hash]
                         if not held or held[0]["user_name"] != name:
@@ -157,6 +169,6 @@ def router(console: Console) -> APIRouter:
             return admin_view(request, user, con, 422, message=str(exc), failed=failed)
         if logged is not None:
             console.access.record(logged[0], logged[1], "ok", logged[2])
-        return admin_view(request, user, con, token=token, message=message)
+        return admin_view(request, user, con, token=token, message=message, one_time=one_time)
 
     return routes

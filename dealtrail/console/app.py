@@ -42,9 +42,11 @@ from dealtrail.console import (
     api,
     bulk,
     control_pages,
+    directory_pages,
     guard,
     health,
     pages,
+    password,
     replay_pages,
     reports_pages,
     security,
@@ -230,6 +232,8 @@ def create_app(
     app.include_router(staff_admin.router(console))  # the staff roster (/admin/staff)
     app.include_router(security.router(console))  # the access log (admins)
     app.include_router(totp.router(console))  # one-time code enrolment
+    app.include_router(password.router(console))  # setting one's own password (after a reset)
+    app.include_router(directory_pages.router(console))  # signing in with the directory (OpenID Connect)
     app.include_router(replay_pages.router(console))  # the investigator's replay, its API, the case page
     app.include_router(bulk.router(console))  # bulk acknowledge / assign from the findings list
     app.include_router(control_pages.router(console))  # control charts: signal reviews, baselines (issue 50)

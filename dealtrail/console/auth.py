@@ -70,7 +70,13 @@ def keep_an_admin(con: duckdb.DuckDBPyConnection, name: str, role: str, active: 
 
 
 def add_user(
-    con: duckdb.DuckDBPyConnection, name: str, role: str, password: str, at: datetime, by: str = "cli"
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    role: str,
+    password: str,
+    at: datetime,
+    by: str = "cli",
+    one_time: bool = False,
 ) -> bool:
     """Create a user or set an existing user's role and password (a new revision either way).
 
@@ -82,6 +88,8 @@ def add_user(
         password: at least :data:`MIN_PASSWORD` characters (never stored, only its hash).
         at: when (timezone-aware).
         by: who (``cli``, or the admin's name).
+        one_time: the password is a one-time password (someone other than the user knows it):
+            it serves only to set a new one at the first sign-in (:func:`change_password`).
 
     Returns:
         True if the user is new, False if an existing user was changed.
@@ -111,8 +119,70 @@ def add_user(
             "character form are one person): change that user instead"
         )
     keep_an_admin(con, name, role, True)
-    users.put_user(con, name, role, hash_password(password), True, at, by)
+    users.put_user(con, name, role, hash_password(password), True, at, by, must_change=one_time)
     return new
+
+
+def one_time_password() -> str:
+    """A new random one-time password (20 characters, about 120 bits), for an admin's reset."""
+    return secrets.token_urlsafe(15)
+
+
+def reset_password(
+    con: duckdb.DuckDBPyConnection, name: str, role: str, at: datetime, by: str
+) -> tuple[bool, str, str]:
+    """An admin's reset (or new account): a random one-time password the admin hands over, which
+    serves only to set a new password at the first sign-in; nothing else is done with it (no
+    review, approval or sign-off: :func:`projections.records.users.user`'s ``must_change``).
+    An admin never chooses another person's password, so no one can sign in as another with a
+    password they know. For an existing user, the one-time code is removed and the API tokens
+    revoked (:func:`password_reset_note`), and every session ends (a new revision of the user).
+
+    Args:
+        con: the store's writer connection.
+        name: the user.
+        role: the user's role (a new user's, or the role set with the reset).
+        at: when (timezone-aware).
+        by: the admin's name (or ``cli``).
+
+    Returns:
+        ``(new, password, note)``: whether the user is new, the one-time password (shown once,
+        never stored in clear) and the words the access entry adds.
+
+    Raises:
+        AccessError: as :func:`add_user`.
+    """
+    password = one_time_password()
+    new = add_user(con, name, role, password, at, by=by, one_time=True)
+    note = "" if new else password_reset_note(con, name, at, by)
+    return new, password, note + "; one-time password, to be changed at first sign-in"
+
+
+def change_password(con: duckdb.DuckDBPyConnection, name: str, old: str, new: str, repeated: str, at: datetime) -> None:
+    """A user sets their own password (after a reset's one-time password, or any time signed in).
+
+    Args:
+        con: the store's writer connection.
+        name: the user (as stored).
+        old: the password now (the one-time password after a reset).
+        new: the new password (at least :data:`MIN_PASSWORD` characters, not the old one).
+        repeated: ``new`` typed again.
+        at: when (timezone-aware).
+
+    Raises:
+        AccessError: no active user, a wrong current password, a new password too short, not
+            repeated alike or equal to the current one.
+    """
+    u = users.user(con, name)
+    if not verify_password(u["password_hash"] if u and u["active"] else None, old) or u is None:
+        raise AccessError("that is not your current password")
+    if len(new) < MIN_PASSWORD:
+        raise AccessError(f"the new password must have at least {MIN_PASSWORD} characters")
+    if new != repeated:
+        raise AccessError("the two new passwords differ")
+    if new == old:
+        raise AccessError("the new password must differ from the one you signed in with")
+    users.put_user(con, name, str(u["role"]), hash_password(new), True, at, name, must_change=False)
 
 
 def new_token(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
@@ -124,11 +194,13 @@ def new_token(con: duckdb.DuckDBPyConnection, name: str, at: datetime) -> str:
         The token (shown to the user once; it cannot be recovered).
 
     Raises:
-        AccessError: no active user of that name.
+        AccessError: no active user of that name, or one holding a one-time password.
     """
     u = users.user(con, name)
     if u is None or not u["active"]:
         raise AccessError(f"no active user {name!r} (add one with: dealtrail users add {name} --role ROLE)")
+    if u["must_change"]:
+        raise AccessError(f"{name} holds a one-time password from a reset: sign in and set your own password first")
     token = "dt_" + secrets.token_urlsafe(32)
     users.put_token(con, token_hash(token), name, True, at, by=name)
     return token

@@ -26,6 +26,7 @@ from ulid import ULID
 
 from dealtrail.console import auth, guard
 from dealtrail.console.api_models import ReviewRequest
+from dealtrail.console.oidc import Directory, DirectoryConfig
 from dealtrail.investigate.video import VideoLinks
 from dealtrail.settings import ControlSettings, ReviewSettings
 from projections.display.timefmt import NO_OFFSET_HELP, short, stamp, zone_name
@@ -48,6 +49,7 @@ from schemas.reviews import (
     FindingEvidenceAttached,
     FindingRejected,
     FindingReopened,
+    SignIn,
     identity_key,
 )
 from streams.engine import Plausibility
@@ -96,6 +98,11 @@ class ConsoleConfig:
         report_grace: when a period's report is final (``DEALTRAIL_REPORTS__GRACE_MINUTES``),
             for the revisions the Reports page writes; None: the schedule's default.
         control: the control charts' minimum rounds of a point and CUSUM (``DEALTRAIL_CONTROL__*``).
+        directory: the directory people sign in with (OpenID Connect,
+            :class:`dealtrail.console.oidc.DirectoryConfig` from ``DEALTRAIL_DIRECTORY__*``);
+            None: local accounts only.
+        console_url: the console's URL as people reach it (``DEALTRAIL_CONSOLE__URL``), for the
+            directory's callback when ``DEALTRAIL_DIRECTORY__REDIRECT_URL`` is unset.
         totp_key: the Fernet key of the one-time-code secrets (``DEALTRAIL_SECURITY__TOTP_KEY`` or
             its key file, resolved); None: the key file beside the store, as the settings'
             default (``dealtrail.console.totp.resolve_totp_key``).
@@ -131,6 +138,14 @@ class ConsoleConfig:
     tz: tzinfo = UTC
     report_grace: timedelta | None = None
     control: ControlSettings = field(default_factory=ControlSettings)
+    directory: DirectoryConfig | None = None
+    console_url: str | None = None
+
+    @property
+    def local_sign_in(self) -> bool:
+        """Whether local accounts sign in with a password: always without a directory; with one,
+        only when ``DEALTRAIL_DIRECTORY__LOCAL_ACCOUNTS`` allows the break-glass account."""
+        return self.directory is None or self.directory.local_accounts
 
 
 class LoginRequiredError(Exception):
@@ -149,6 +164,8 @@ class User:
         name: the user.
         role: the user's role.
         token: the first 12 hex digits of the API token's SHA-256; None for a session.
+        signed_in_with: how the person signed in (a session: local password or directory;
+            ``token`` for an API token), recorded with their reviews, approvals and sign-offs.
         issued_by: who made that token (None: a session, or no record says); a token made by
             someone else than its user (an admin, before tokens were each user's own) acts, but
             does not approve or reject (four eyes are two people).
@@ -156,14 +173,16 @@ class User:
 
     name: str
     role: str
+    signed_in_with: SignIn = field(default_factory=lambda: SignIn(method="local"))
     token: str | None = None
     issued_by: str | None = None
 
     @property
     def credential(self) -> str:
-        """The credential in words, for the access log: ``session``, or ``token 0f3a... issued by max``."""
+        """The credential in words, for the access log: ``session (local account)``, ``session
+        (directory https://idp/realms/casino, subject 3f2a...)``, or ``token 0f3a... issued by max``."""
         if self.token is None:
-            return "session"
+            return f"session ({self.signed_in_with.label})"
         return f"token {self.token} issued by {self.issued_by or 'an unrecorded issuer'}"
 
     @property
@@ -222,7 +241,7 @@ def _api_user(request: Request, con: Cursor) -> User:
                 found = None
             if found is not None:
                 request.state.user_name, request.state.user_role = found["name"], found["role"]
-                return User(found["name"], found["role"], digest[:12], found["issued_by"])
+                return User(found["name"], found["role"], SignIn(method="token"), digest[:12], found["issued_by"])
         raise HTTPException(401, "invalid, revoked or expired token", headers={"WWW-Authenticate": "Bearer"})
     u = _session_user(request, con)
     if u is None:
@@ -436,6 +455,7 @@ class Console:
         self.access = guard.AccessLog(store, write_lock, access_sink, config.clock, config.echo_access)
         self.guard = guard.LoginGuard(config.security)
         self.codes = guard.OneTimeCodes()  # one-time codes used, and secrets being enrolled
+        self.directory = Directory(config.directory) if config.directory is not None else None
         from dealtrail.console.totp import resolve_totp_key
 
         self.totp_key = config.totp_key or resolve_totp_key(None, None, store.path)
@@ -658,6 +678,7 @@ class Console:
             "reviewed_at": self.config.clock(),
             "note": body.note,
             "references": tuple(body.references),
+            "signed_in_with": user.signed_in_with,
         }
         event: reviews.ReviewEvent
         if body.action == "attach":  # evidence, not a decision: the review status stays as it was

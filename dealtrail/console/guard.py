@@ -48,7 +48,7 @@ from ulid import ULID
 
 from projections.records import access_log, users
 from schemas.access import AccessEntry, Outcome, clean_name
-from schemas.reviews import identity_key
+from schemas.reviews import SignIn, identity_key
 
 if TYPE_CHECKING:
     import duckdb
@@ -518,13 +518,17 @@ class ClientMiddleware:
 # -- sessions -------------------------------------------------------------------------------------
 
 
-def begin_session(console: Any, request: Request, name: str) -> None:
+def begin_session(
+    console: Any, request: Request, name: str, signed_in_with: SignIn | None = None, idp_sid: str | None = None
+) -> None:
     """Start a session of ``name`` (after a successful sign-in): a new session ID in the cookie,
-    its start in the store, a new CSRF token."""
+    its start in the store with how the person signed in (``signed_in_with``; None: a local
+    account's password) and the directory's session ID (``idp_sid``), a new CSRF token."""
     sid = secrets.token_urlsafe(32)
     now = console.config.clock()
+    how = (signed_in_with or SignIn(method="local")).model_dump_json()
     with console.write_lock:
-        access_log.start_session(console.store.con, sid, name, now)
+        access_log.start_session(console.store.con, sid, name, now, how, idp_sid)
     request.session.clear()
     request.session.update({"user": name, "sid": sid, "csrf": secrets.token_urlsafe(32), "seen": now.timestamp()})
 
@@ -540,8 +544,8 @@ def end_session(console: Any, request: Request, reason: str) -> str | None:
     return None
 
 
-def session_user(console: Any, request: Request, con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
-    """The ``(name, role)`` of the request's session if it is in force (see the module text),
+def session_user(console: Any, request: Request, con: duckdb.DuckDBPyConnection) -> tuple[str, str, SignIn] | None:
+    """The ``(name, role, signed_in_with)`` of the request's session if it is in force (see the module text),
     else None; a session found idle, past its lifetime or of a changed user is ended (and an
     access entry ``session_expired`` recorded)."""
     sid, name = request.session.get("sid"), request.session.get("user")
@@ -567,4 +571,5 @@ def session_user(console: Any, request: Request, con: duckdb.DuckDBPyConnection)
         return None
     request.session["seen"] = now.timestamp()
     request.state.user_name, request.state.user_role = name, str(s["role"])
-    return name, str(s["role"])
+    how = SignIn.model_validate_json(s["signed_in_with"]) if s["signed_in_with"] else SignIn(method="local")
+    return name, str(s["role"]), how

@@ -3,8 +3,10 @@ served before login), and the session key of a console started without one.
 
 A sign-in is checked against the throttle and lock first (``guard.LoginGuard``: 429 with
 ``Retry-After`` and the reason on the page, the password not even checked), then the password;
-a success starts a server-side session (``guard.begin_session``), a logout ends it in the store
-(the old cookie no longer opens anything). Each attempt, lock and logout is an access-log entry.
+a success starts a server-side session (``guard.begin_session``), except with a one-time password
+from an admin's reset, which leads only to setting a new one (:mod:`~dealtrail.console.password`);
+a logout ends it in the store (the old cookie no longer opens anything). Each attempt, lock and
+logout is an access-log entry.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from dealtrail.console import auth, guard, totp
 from dealtrail.console.deps import Console, Cursor
+from dealtrail.console.password import wait_for_new_password
 from projections.records import users
 from schemas.access import clean_name
 
@@ -28,9 +31,20 @@ def router(console: Console) -> APIRouter:
     r = APIRouter()
     render, check_csrf = console.render, console.check_csrf
 
+    directory, local = console.config.directory is not None, console.config.local_sign_in
+
     @r.get("/login", include_in_schema=False)
     def login_page(request: Request, next: str = "/") -> HTMLResponse:
-        return render(request, "login.html.j2", None, next=_safe_next(next), error=None, username="")
+        return render(
+            request,
+            "login.html.j2",
+            None,
+            next=_safe_next(next),
+            error=None,
+            username="",
+            directory=directory,
+            local=local,
+        )
 
     @r.post("/login", include_in_schema=False)
     def login(  # noqa: PLR0911 (each refusal answers the form on its own)
@@ -46,9 +60,23 @@ def router(console: Console) -> APIRouter:
         typed = clean_name(username.strip(), 64)
 
         def again(status: int, error: str, headers: dict[str, str] | None = None) -> Response:
-            page = render(request, "login.html.j2", None, status, next=_safe_next(next), error=error, username=typed)
+            page = render(
+                request,
+                "login.html.j2",
+                None,
+                status,
+                next=_safe_next(next),
+                error=error,
+                username=typed,
+                directory=directory,
+                local=local,
+            )
             page.headers.update(headers or {})
             return page
+
+        if not local:  # a directory is configured and the break-glass account is off
+            console.access.record("login_failed", typed or "-", "refused", "local accounts are off (directory)")
+            return again(403, "Local accounts are off: sign in with your directory.")
 
         if not typed or not password:
             return again(422, "Type your name and your password.")
@@ -80,6 +108,8 @@ def router(console: Console) -> APIRouter:
                 console.access.record("login_locked", typed, "locked", "failed sign-ins in a row")
             return again(401, "Type the one-time code your authenticator app shows for dealtrail.")
         console.guard.succeeded(typed, client, reset_account=len(users.same_person(con, u["name"])) == 1)
+        if u["must_change"]:  # an admin's reset: the one-time password only sets a new one
+            return wait_for_new_password(console, request, u["name"])
         if secret is None and required:  # the role needs a second factor: enrol one before the session
             request.session.clear()
             request.session.update({"enrol": [u["name"], now.timestamp()], "csrf": secrets.token_urlsafe(32)})
@@ -88,6 +118,10 @@ def router(console: Console) -> APIRouter:
             )
             return RedirectResponse("/account/totp", status_code=303)
         guard.begin_session(console, request, u["name"])
+        if directory:  # the break-glass account: every use is flagged for review (and forwarded)
+            console.access.record(
+                "login_break_glass", u["name"], "ok", "local account signed in beside the directory: review this"
+            )
         console.access.record("login_succeeded", u["name"], "ok")
         return RedirectResponse(_safe_next(next), status_code=303)
 

@@ -74,6 +74,7 @@ def router(console: Console) -> APIRouter:
                 signed_stale=stale,
                 profile=users.profile(con, user.name),
                 zone=zone_name(config.tz),
+                signed_in_with=user.signed_in_with.model_dump(),
             )
         except (SignOffError, SigningError, PdfNotMadeError) as exc:
             if isinstance(exc, PdfNotMadeError):

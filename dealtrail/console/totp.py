@@ -26,6 +26,7 @@ from dealtrail.console import auth, guard
 from dealtrail.console.deps import Console, Cursor, User, _session_user
 from projections.records import access_log, users
 from schemas.access import Outcome
+from schemas.reviews import SignIn
 
 ENROL_SECONDS = 600
 """How long a password-checked user of a TOTP role has to enrol (seconds)."""
@@ -114,7 +115,7 @@ def router(console: Console) -> APIRouter:
             return user.name, user
         pending = request.session.get("enrol")
         now = console.config.clock().timestamp()
-        if isinstance(pending, list) and len(pending) == 2 and 0 <= now - float(pending[1]) < ENROL_SECONDS:
+        if isinstance(pending, list) and len(pending) in (2, 5) and 0 <= now - float(pending[1]) < ENROL_SECONDS:
             return str(pending[0]), None
         request.session.pop("enrol", None)
         raise HTTPException(403, "sign in first: enrolling a one-time code needs your password")
@@ -222,8 +223,12 @@ def router(console: Console) -> APIRouter:
         console.codes.drop(str(request.session.pop("totp_key", "")))
         console.codes.use(name, secret, code, now)  # the confirming code signs in nowhere after
         console.access.record("totp_enrolled", name, "ok", "replaced" if old is not None else "")
-        if user is None:  # enrolment after the password: now the session starts
-            guard.begin_session(console, request, name)
+        if user is None:  # enrolment after the password (or the directory): now the session starts
+            held = request.session.get("enrol")
+            how, sid = None, None
+            if isinstance(held, list) and len(held) == 5:  # a directory sign-in: issuer, subject, its sid
+                how, sid = SignIn(method="directory", issuer=str(held[2]), subject=str(held[3])), str(held[4]) or None
+            guard.begin_session(console, request, name, how, sid)
             console.access.record("login_succeeded", name, "ok", "after enrolling a one-time code")
         return RedirectResponse("/", status_code=303)
 

@@ -271,19 +271,48 @@ def session_hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
-def start_session(con: duckdb.DuckDBPyConnection, session_id: str, user_name: str, at: datetime) -> None:
-    """Record the start of a session of ``user_name`` under the user's current revision."""
+def start_session(
+    con: duckdb.DuckDBPyConnection,
+    session_id: str,
+    user_name: str,
+    at: datetime,
+    signed_in_with: str | None = None,
+    idp_sid: str | None = None,
+) -> None:
+    """Record the start of a session of ``user_name`` under the user's current revision, how
+    the person signed in (``signed_in_with``: :class:`schemas.reviews.SignIn` as JSON; None: local)
+    and the directory's session ID (``idp_sid``, a directory sign-in's ``sid``)."""
     con.execute(
-        """INSERT INTO console_sessions
-           SELECT ?, name, 'started', ?, changed_at, '' FROM dim_users WHERE name = ?""",
-        [session_hash(session_id), at, user_name],
+        """INSERT INTO console_sessions (session_hash, user_name, kind, happened_at, user_changed_at, reason,
+                                         signed_in_with, idp_sid)
+           SELECT ?, name, 'started', ?, changed_at, '', ?, ? FROM dim_users WHERE name = ?""",
+        [session_hash(session_id), at, signed_in_with, idp_sid, user_name],
     ).fetchall()
+
+
+def end_sessions(
+    con: duckdb.DuckDBPyConnection, at: datetime, reason: str, user_name: str | None, idp_sid: str | None
+) -> list[str]:
+    """End every open session of ``user_name`` and every one started under the directory session
+    ``idp_sid`` (a back-channel logout names either or both); the users whose sessions ended."""
+    cur = con.execute(
+        """INSERT INTO console_sessions (session_hash, user_name, kind, happened_at, user_changed_at, reason)
+           SELECT s.session_hash, s.user_name, 'ended', $at, NULL, $reason FROM console_sessions s
+           WHERE s.kind = 'started'
+             AND (s.user_name = $user OR (s.idp_sid IS NOT NULL AND s.idp_sid = $sid))
+             AND NOT EXISTS (SELECT 1 FROM console_sessions e WHERE e.session_hash = s.session_hash
+                             AND e.kind = 'ended')
+           RETURNING user_name""",
+        {"at": at, "reason": reason, "user": user_name, "sid": idp_sid},
+    )
+    return [str(r[0]) for r in cur.fetchall()]
 
 
 def end_session(con: duckdb.DuckDBPyConnection, session_id: str, user_name: str, at: datetime, reason: str) -> None:
     """Record the end of a session (``logout``, ``idle``, ``lifetime``, ``user_changed``)."""
     con.execute(
-        "INSERT INTO console_sessions VALUES (?, ?, 'ended', ?, NULL, ?)",
+        """INSERT INTO console_sessions (session_hash, user_name, kind, happened_at, user_changed_at, reason)
+           VALUES (?, ?, 'ended', ?, NULL, ?)""",
         [session_hash(session_id), user_name, at, reason],
     ).fetchall()
 
@@ -293,22 +322,31 @@ def session(con: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, Any] |
 
     Returns:
         ``user_name``, ``started_at``, ``ended`` (it has an end row), ``current`` (its user is
-        active and still at the revision it was started under), ``role``.
+        active, still at the revision it was started under, and not holding a one-time password
+        from an admin's reset), ``role``, ``signed_in_with`` (JSON text; None: local).
     """
     rows = con.execute(
         """SELECT s.user_name, s.happened_at,
                   EXISTS (SELECT 1 FROM console_sessions e WHERE e.session_hash = s.session_hash
                           AND e.kind = 'ended') AS ended,
-                  coalesce(u.active AND u.changed_at = s.user_changed_at, false) AS current,
-                  u.role
+                  coalesce(u.active AND u.changed_at = s.user_changed_at AND NOT coalesce(u.must_change, false),
+                           false) AS current,
+                  u.role, s.signed_in_with
            FROM console_sessions s LEFT JOIN dim_users u ON u.name = s.user_name
            WHERE s.session_hash = ? AND s.kind = 'started'""",
         [session_hash(session_id)],
     ).fetchall()
     if not rows:
         return None
-    user_name, started_at, ended, current, role = rows[0]
-    return {"user_name": user_name, "started_at": started_at, "ended": ended, "current": current, "role": role}
+    user_name, started_at, ended, current, role, signed_in_with = rows[0]
+    return {
+        "user_name": user_name,
+        "started_at": started_at,
+        "ended": ended,
+        "current": current,
+        "role": role,
+        "signed_in_with": signed_in_with,
+    }
 
 
 # -- one-time codes (TOTP) ------------------------------------------------------------------------

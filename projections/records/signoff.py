@@ -101,6 +101,7 @@ def sign(
     signed_stale: str | None = None,
     profile: Mapping[str, Any] | None = None,
     zone: str | None = None,
+    signed_in_with: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Sign the report revision in ``folder``: write its ``signoff.json`` once.
 
@@ -124,6 +125,9 @@ def sign(
             ``signer_title`` (absent: none recorded; the block names the user and role only).
         zone: the casino's zone (an IANA name, ``DEALTRAIL_TIMEZONE``), recorded as ``zone``:
             the block shows the time of signing in it (absent: in UTC, labelled).
+        signed_in_with: how the signer signed in (``method``: ``local`` or ``directory``, with
+            ``issuer`` and ``subject`` for a directory: :class:`schemas.reviews.SignIn`),
+            recorded as ``signed_in_with`` (absent: not recorded, a record from before).
 
     Returns:
         The record written.
@@ -167,6 +171,8 @@ def sign(
         record["signer_name"], record["signer_title"] = str(profile["full_name"]), str(profile["title"])
     if zone is not None:
         record["zone"] = zone
+    if signed_in_with is not None:
+        record["signed_in_with"] = {k: str(v) for k, v in signed_in_with.items() if v}
     if (folder / SIGNOFF).exists():
         raise SignOffError(f"{folder} is signed already; a sign-off is never replaced")
     if pdf is not None:
@@ -386,12 +392,19 @@ def _section(body: str, state: str) -> str:
 
 def signer_label(r: Mapping[str, Any]) -> str:
     """Who signed, as a regulator reads it: ``Max Keller, Compliance Manager (console user max,
-    manager)``; a record without a profile: ``max (manager)``."""
+    manager, signed in with a local account)``; a record without a profile: ``max (manager, ...)``;
+    a record from before sign-ins were recorded: ``max (manager)``."""
     who, role = str(r.get("signed_by")), str(r.get("role"))
+    how = r.get("signed_in_with")
+    signed_in = ""
+    if isinstance(how, Mapping) and how.get("method") == "directory":
+        signed_in = f", signed in through the directory {how.get('issuer')} as subject {how.get('subject')}"
+    elif isinstance(how, Mapping) and how.get("method"):
+        signed_in = ", signed in with a local account"
     if r.get("signer_name"):
         title = f", {r['signer_title']}" if r.get("signer_title") else ""
-        return f"{r['signer_name']}{title} (console user {who}, {role})"
-    return f"{who} ({role})"
+        return f"{r['signer_name']}{title} (console user {who}, {role}{signed_in})"
+    return f"{who} ({role}{signed_in})"
 
 
 def signed_shown(r: Mapping[str, Any], tz: tzinfo | None = None) -> str:

@@ -31,8 +31,13 @@ def role_at_least(role: str, least: str) -> bool:
 
 
 def user(con: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
-    """The user's current row (name, role, password_hash, active, changed_at), or None."""
-    cur = con.execute("SELECT name, role, password_hash, active, changed_at FROM dim_users WHERE name = ?", [name])
+    """The user's current row (name, role, password_hash, active, changed_at, must_change: the
+    password is a one-time password from an admin's reset), or None."""
+    cur = con.execute(
+        """SELECT name, role, password_hash, active, changed_at, coalesce(must_change, false) AS must_change
+           FROM dim_users WHERE name = ?""",
+        [name],
+    )
     rows = cur.fetchall()
     if not rows:
         return None
@@ -74,6 +79,7 @@ def put_user(
     active: bool,
     at: datetime,
     by: str,
+    must_change: bool | None = None,
 ) -> None:
     """Append a revision of a user (new user, new role, new password, deactivation).
 
@@ -85,12 +91,23 @@ def put_user(
         active: False locks the user out (and their tokens).
         at: when (timezone-aware).
         by: who made the change (``cli`` from the command line).
+        must_change: True: ``password_hash`` is of a one-time password (an admin's reset) that
+            serves only to set a new one; False: the user's own; None keeps the current state.
     """
     con.execute(
-        """INSERT INTO console_users
+        """INSERT INTO console_users (name, role, password_hash, active, changed_at, changed_by, must_change)
            SELECT $name, $role, coalesce($hash, (SELECT password_hash FROM dim_users WHERE name = $name)),
-                  $active, $at, $by""",
-        {"name": name, "role": role, "hash": password_hash, "active": active, "at": at, "by": by},
+                  $active, $at, $by,
+                  coalesce($must_change, (SELECT must_change FROM dim_users WHERE name = $name), false)""",
+        {
+            "name": name,
+            "role": role,
+            "hash": password_hash,
+            "active": active,
+            "at": at,
+            "by": by,
+            "must_change": must_change,
+        },
     ).fetchall()
 
 
@@ -161,7 +178,8 @@ def put_token(
 
 
 def token_user(con: duckdb.DuckDBPyConnection, token_hash: str) -> dict[str, Any] | None:
-    """The active user an active token belongs to, or None.
+    """The active user an active token belongs to, or None (also for a user whose password is a
+    one-time password not yet changed).
 
     Returns:
         ``name``, ``role`` and ``issued_by``: who made the token (:func:`token_issuer`; None when
@@ -169,7 +187,7 @@ def token_user(con: duckdb.DuckDBPyConnection, token_hash: str) -> dict[str, Any
     """
     rows = con.execute(
         """SELECT u.name, u.role FROM dim_api_tokens t JOIN dim_users u ON u.name = t.user_name
-           WHERE t.token_hash = ? AND t.active AND u.active""",
+           WHERE t.token_hash = ? AND t.active AND u.active AND NOT coalesce(u.must_change, false)""",
         [token_hash],
     ).fetchall()
     if not rows:

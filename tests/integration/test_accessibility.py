@@ -95,6 +95,7 @@ def _pages(store: Store, periods: Path) -> list[tuple[str, str]]:
         ("access-log", "/admin/access"),
         ("property", "/admin/property"),
         ("one-time-code", "/account/totp"),
+        ("password", "/account/password"),
         ("not-found", "/findings/" + "0" * 32),
     ]
 

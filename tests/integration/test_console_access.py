@@ -29,7 +29,7 @@ from dealtrail.console.totp import resolve_totp_key
 from dealtrail.ingest.projector import ProjectSummary, _write
 from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
-from projections.records import access_log
+from projections.records import access_log, users
 from projections.store.store import BatchCounts, Store
 from schemas.access import AccessEntry
 from streams.topics import Topics
@@ -109,6 +109,23 @@ def admin_post(client: TestClient, **data: str) -> object:
     return client.post("/admin/users", data={"csrf": csrf, **data})
 
 
+def one_time_of(html: str) -> str:
+    """The one-time password an admin's reset (or new account) shows once."""
+    m = re.search(r'id="one-time-password">([^<]+)<', html)
+    assert m, "no one-time password shown"
+    return m.group(1)
+
+
+def set_own_password(client: TestClient, name: str, one_time: str, new: str) -> None:
+    """Sign in with a one-time password, which leads only to setting one's own; set ``new``."""
+    r = attempt(client, name, one_time)
+    assert r.status_code == 303 and r.headers["location"] == "/account/password"  # type: ignore[attr-defined]
+    csrf = csrf_of(client.get("/account/password").text)
+    form = {"csrf": csrf, "current": one_time, "new": new, "repeated": new}
+    done = client.post("/account/password", data=form, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/", done.text
+
+
 # -- sessions -------------------------------------------------------------------------------------
 
 
@@ -134,7 +151,7 @@ def test_a_password_reset_a_role_change_or_a_deactivation_ends_the_users_session
     login(rita, "rita")
     assert rita.get("/findings", follow_redirects=False).status_code == 200
     login(ada, "ada")
-    data = {"password": {"password": "a-new-long-password"}, "role": {"role": "viewer"}, "deactivate": {}}[change]
+    data = {"password": {}, "role": {"role": "viewer"}, "deactivate": {}}[change]
     r = admin_post(ada, op=change, name="rita", **data)
     assert r.status_code == 200, r.text  # type: ignore[attr-defined]
     assert rita.get("/findings", follow_redirects=False).status_code == 303
@@ -488,14 +505,14 @@ def test_an_admin_cannot_demote_or_deactivate_himself_or_the_last_active_admin(
     for op, extra in (("role", {"role": "viewer"}), ("deactivate", {})):
         r = admin_post(client, op=op, name="ada", **extra)
         assert r.status_code == 422 and "yourself" in r.text  # type: ignore[attr-defined]
-    assert admin_post(client, op="add", name="ada", role="viewer", password="a-long-password").status_code == 422  # type: ignore[attr-defined]
-    r = admin_post(client, op="add", name="bea", role="admin", password="short")
-    assert r.status_code == 422 and 'value="bea"' in r.text and "at least 10" in r.text  # type: ignore[attr-defined]
+    assert admin_post(client, op="add", name="ada", role="viewer").status_code == 422  # type: ignore[attr-defined]
+    r = admin_post(client, op="add", name="bea", role="admin", password="bea-admin-pass")
+    assert r.status_code == 422 and 'value="bea"' in r.text and "choose another person" in r.text  # type: ignore[attr-defined]
     assert "<option selected>admin</option>" in r.text  # type: ignore[attr-defined]
-    assert admin_post(client, op="add", name="bea", role="admin", password="bea-admin-pass").status_code == 200  # type: ignore[attr-defined]
+    r = admin_post(client, op="add", name="bea", role="admin")
+    assert r.status_code == 200  # type: ignore[attr-defined]
     bea = app_for(store, Clock(T0))
-    csrf = csrf_of(bea.get("/login").text)
-    bea.post("/login", data={"username": "bea", "password": "bea-admin-pass", "csrf": csrf})
+    set_own_password(bea, "bea", one_time_of(r.text), "bea-admin-pass")  # type: ignore[attr-defined]
     assert admin_post(bea, op="deactivate", name="ada").status_code == 200  # type: ignore[attr-defined]
     r = admin_post(bea, op="role", name="bea", role="reviewer")
     assert r.status_code == 422 and "yourself" in r.text  # type: ignore[attr-defined]
@@ -628,11 +645,12 @@ def test_a_one_time_code_signs_in_once_and_an_admin_reset_removes_the_enrolment(
     assert attempt(two, "rita", PASSWORDS["rita"], pyotp.TOTP(secret).at(clock.now)).status_code == 303  # type: ignore[attr-defined]
     admin = TestClient(console_app)
     login(admin, "ada")
-    admin_post(admin, op="password", name="rita", password="rita-new-password")
+    reset = admin_post(admin, op="password", name="rita")
     assert not access_log.has_totp(store.con, "rita")
-    assert log_rows(store, kind="password_reset")[-1]["detail"] == "rita; one-time code removed"
+    detail = "rita; one-time code removed; one-time password, to be changed at first sign-in"
+    assert log_rows(store, kind="password_reset")[-1]["detail"] == detail
     three = TestClient(console_app)
-    assert attempt(three, "rita", "rita-new-password").status_code == 303  # type: ignore[attr-defined]
+    set_own_password(three, "rita", one_time_of(reset.text), "rita-new-password")  # type: ignore[attr-defined]
 
 
 def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path) -> None:
@@ -644,7 +662,9 @@ def test_users_add_of_an_existing_user_removes_the_one_time_code(tmp_path: Path)
     assert r.exit_code == 0, r.output
     with Store(db) as s:
         assert not access_log.has_totp(s.con, "rita")
-        assert log_rows(s, kind="password_reset")[-1]["detail"] == "rita as reviewer; one-time code removed"
+        detail = "rita as reviewer; one-time code removed; one-time password, to be changed at first sign-in"
+        assert log_rows(s, kind="password_reset")[-1]["detail"] == detail
+        assert users.user(s.con, "rita")["must_change"]  # type: ignore[index]
 
 
 def test_a_digest_keeps_the_access_logs_head_and_verify_against_it_names_a_truncated_tail(tmp_path: Path) -> None:

@@ -113,15 +113,24 @@ def test_in_chromium_an_old_session_cookie_is_refused_after_logout_password_rese
             # an admin resets the password: the session in use ends at once
             sign_in(rita, "rita", PASSWORDS["rita"])
             old = cookie(rita_ctx)
-            admin(ada, "rita", "password", password="rita-second-pass")
+            admin(ada, "rita", "password")
             assert "password of rita reset" in ada.content()
+            one_time = ada.inner_text("#one-time-password")
             assert refused(browser, old)
             rita.goto(base + "/findings")
             assert "/login" in rita.url
 
+            # the one-time password leads only to setting her own
+            sign_in(rita, "rita", one_time)
+            assert rita.url.endswith("/account/password")
+            rita.fill("input[name=current]", one_time)
+            rita.fill("input[name=new]", "rita-second-pass")
+            rita.fill("input[name=repeated]", "rita-second-pass")
+            rita.click("button[type=submit]")
+            rita.wait_for_load_state()
+
             # an admin changes the role: the same
-            sign_in(rita, "rita", "rita-second-pass")
-            assert "/login" not in rita.url
+            assert "/login" not in rita.url and "/account/password" not in rita.url
             old = cookie(rita_ctx)
             admin(ada, "rita", "role", role="viewer")
             assert "rita is now viewer" in ada.content()

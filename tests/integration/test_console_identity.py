@@ -112,7 +112,7 @@ def test_rita_Rita_and_RITA_are_one_person_the_second_and_third_are_refused(stor
 def test_the_console_refuses_a_twin_name_and_keeps_the_typed_values(store: Store, clock: Clock) -> None:
     client = app_for(store, clock)
     login(client, "ada")
-    r = admin_post(client, op="add", name="RITA", role="manager", password="a-long-password")
+    r = admin_post(client, op="add", name="RITA", role="manager")
     assert r.status_code == 422 and "same name as the user" in r.text and 'value="RITA"' in r.text  # type: ignore[attr-defined]
     assert names(store) == ["ada", "rita", "vic"]
     assert log_rows(store, kind="admin_add")[-1]["outcome"] == "refused"
@@ -339,11 +339,12 @@ def test_a_password_reset_ends_the_users_tokens_and_is_logged(store: Store, cloc
     client = app_for(store, clock)
     assert client.get("/api/v1/findings?limit=1", headers=bearer(tokens[0])).status_code == 200
     login(client, "ada")
-    r = admin_post(client, op="password", name="rita", password="rita-new-password")
+    r = admin_post(client, op="password", name="rita")
     assert r.status_code == 200  # type: ignore[attr-defined]
     for t in tokens:
         assert client.get("/api/v1/findings?limit=1", headers=bearer(t)).status_code == 401
-    assert log_rows(store, kind="password_reset")[-1]["detail"] == "rita; 2 API tokens revoked"
+    detail = "rita; 2 API tokens revoked; one-time password, to be changed at first sign-in"
+    assert log_rows(store, kind="password_reset")[-1]["detail"] == detail
 
 
 def test_users_token_needs_the_users_own_password_and_users_add_of_an_existing_user_revokes_tokens(
@@ -371,7 +372,8 @@ def test_users_token_needs_the_users_own_password_and_users_add_of_an_existing_u
     assert r.exit_code == 0, r.output
     with Store(db) as s:
         assert users.token_user(s.con, auth.token_hash(token)) is None
-        assert log_rows(s, kind="password_reset")[-1]["detail"] == "max as manager; 1 API token revoked"
+        detail = "max as manager; 1 API token revoked; one-time password, to be changed at first sign-in"
+        assert log_rows(s, kind="password_reset")[-1]["detail"] == detail
 
 
 # -- 3. the last admin stays, whichever way --------------------------------------------------------------
@@ -414,7 +416,7 @@ def test_the_console_cannot_demote_or_deactivate_the_last_admin_through_add_role
     users.put_user(store.con, "bea", "viewer", None, True, T0 + timedelta(seconds=1), "cli")
     login(client, "ada")
     for data in (
-        {"op": "add", "name": "ada", "role": "viewer", "password": "a-long-password"},
+        {"op": "add", "name": "ada", "role": "viewer"},
         {"op": "role", "name": "ada", "role": "viewer"},
         {"op": "deactivate", "name": "ada"},
     ):
@@ -612,7 +614,7 @@ def test_a_form_posted_from_another_site_is_refused_even_with_the_token(store: S
     client = app_for(store, clock)
     login(client, "ada")
     csrf = csrf_of(client.get("/admin/users").text)
-    data = {"csrf": csrf, "op": "add", "name": "eve", "role": "admin", "password": "eve-long-password"}
+    data = {"csrf": csrf, "op": "add", "name": "eve", "role": "admin"}
     r = client.post("/admin/users", data=data, headers={"Origin": "http://evil.example"})
     assert r.status_code == 403 and users.user(store.con, "eve") is None
     assert client.post("/admin/users", data=data, headers={"Origin": "http://testserver"}).status_code == 200

@@ -214,20 +214,28 @@ def test_admin_page_resets_a_password_and_revokes_one_token_of_a_user(store: Sto
     # revoking it again, or as another user's, is refused
     again = client.post("/admin/users", data={"csrf": csrf, "op": "revoke", "name": "vic", "token_hash": first})
     assert again.status_code == 422 and "no active token" in again.text
-    # a reset password: the old one no longer signs in, the new one does; the role stays
-    r = client.post("/admin/users", data={"csrf": csrf, "op": "password", "name": "vic", "password": "vic-new-pass-2"})
+    # a reset password: a one-time password, shown once; the old one no longer signs in; the role stays
+    chosen_form = {"csrf": csrf, "op": "password", "name": "vic", "password": "vic-new-pass-2"}
+    chosen = client.post("/admin/users", data=chosen_form)
+    assert chosen.status_code == 422  # an admin never chooses another person's password
+    r = client.post("/admin/users", data={"csrf": csrf, "op": "password", "name": "vic"})
     assert r.status_code == 200 and "password of vic reset" in r.text
-    short = client.post("/admin/users", data={"csrf": csrf, "op": "password", "name": "vic", "password": "short"})
-    assert short.status_code == 422
+    one_time = re.search(r'id="one-time-password">([^<]+)<', r.text)
+    assert one_time
     u = users.user(store.con, "vic")
-    assert u is not None and u["role"] == "viewer"
-    assert auth.verify_password(u["password_hash"], "vic-new-pass-2")
+    assert u is not None and u["role"] == "viewer" and u["must_change"]
+    assert auth.verify_password(u["password_hash"], one_time.group(1))
     assert not auth.verify_password(u["password_hash"], PASSWORDS["vic"])
-    # a viewer cannot do any of it
+    # a viewer cannot do any of it (vic sets his own password first)
     viewer = TestClient(client.app)
     m = re.search(r'name="csrf" value="([^"]+)"', viewer.get("/login").text)
     assert m
-    viewer.post("/login", data={"username": "vic", "password": "vic-new-pass-2", "csrf": m.group(1)})
+    page = viewer.post("/login", data={"username": "vic", "password": one_time.group(1), "csrf": m.group(1)})
+    m = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert m and "Set your password" in page.text
+    new = "vic-new-pass-2"
+    form = {"csrf": m.group(1), "current": one_time.group(1), "new": new, "repeated": new}
+    viewer.post("/account/password", data=form)
     csrf_v = re.search(r'name="csrf" value="([^"]+)"', viewer.get("/").text)
     assert csrf_v
     denied = viewer.post("/admin/users", data={"csrf": csrf_v.group(1), "op": "revoke", "name": "rita",

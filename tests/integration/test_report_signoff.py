@@ -161,12 +161,14 @@ def test_sign_report_signs_the_periods_latest_revision_as_a_stored_manager_and_v
     unknown = _sign(periods / LABEL, "zed", "whatever-it-is", db)
     assert unknown.exit_code == 1 and "no console user 'zed'" in unknown.output
     done = _sign(periods / LABEL, "meg", PASSWORDS["meg"], db)
-    assert done.exit_code == 0 and "as meg (manager)" in done.output, done.output
+    assert done.exit_code == 0 and "as meg (manager, signed in with a local account)" in done.output, done.output
     assert json.loads((periods / LABEL / "rev-0001" / SIGNOFF).read_text())["signed_by"] == "meg"
     again = _sign(periods / LABEL, "ada", PASSWORDS["ada"], db)
     assert again.exit_code == 1 and "signed already" in again.output
     ok = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001")])
-    assert ok.exit_code == 0 and "6 files as signed; signed by meg (manager)" in ok.output, ok.output
+    assert (
+        ok.exit_code == 0 and "6 files as signed; signed by meg (manager, signed in with a local account)" in ok.output
+    ), ok.output
     assert "the record itself is anchored only by the access log: pass --db" in ok.output
     anchored = CliRunner().invoke(app, ["verify-signoff", str(periods / LABEL / "rev-0001"), "--db", str(db)])
     assert anchored.exit_code == 0 and "as recorded in the access log" in anchored.output, anchored.output
@@ -355,7 +357,7 @@ def test_the_console_sign_button_is_a_managers_and_a_reviewer_gets_403(console: 
     done = console.post(url, data={"statement": STATEMENT, "csrf": csrf}, follow_redirects=False)
     assert done.status_code == 303
     listed = console.get("/reports").text
-    assert "signed</span> by meg (manager)" in listed
+    assert "signed</span> by meg (manager, signed in with a local account)" in listed
     again = console.post(url, data={"statement": "twice", "csrf": csrf})
     assert again.status_code == 409 and "signed already" in again.text
     store = console.app.state.console.store  # type: ignore[attr-defined]
@@ -393,7 +395,11 @@ def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a
     assert page.status_code == 200
     block = page.text[page.text.index('<section id="signoff"') :]
     block = block[: block.index("</section>")]
-    assert "meg (manager)" in block and STATEMENT in block and "2026-11-27 21:10:00+00:00" in block
+    assert (
+        "meg (manager, signed in with a local account)" in block
+        and STATEMENT in block
+        and "2026-11-27 21:10:00+00:00" in block
+    )
     assert "Verified: the 6 files of this revision are as they were signed" in block
     assert "NOT AS RECORDED" not in block  # the console's sign-off is the one its access log recorded
     assert verify(periods / LABEL / "rev-0001").intact  # the served block is not written into the file
@@ -408,7 +414,7 @@ def test_a_signed_report_shows_its_sign_off_block_prints_with_page_numbers_and_a
     assert "Page 1 of" in pages[0] and f"Page 2 of {len(pages)}" in pages[1]
     assert "Executive summary" in pages[0] and "What needs action" in pages[0]
     assert "property not named" in pages[0] and "Casino" not in "".join(pages)
-    assert any("Signed by meg (manager)" in p and STATEMENT[:30] in p for p in pages[:2])  # "Sign-off" has a ligature
+    assert any("Signed by meg (manager," in p and STATEMENT[:30] in p for p in pages[:2])  # "Sign-off" has a ligature
     if shutil.which("pdftoppm"):  # the picture looked at, kept in the test's tmp folder
         subprocess.run(
             ["pdftoppm", "-r", "60", "-f", "1", "-l", "2", "-png", str(pdf), str(tmp_path / "page")], check=True
@@ -635,10 +641,11 @@ def test_a_signers_full_name_and_title_are_profile_revisions_and_the_sign_off_sh
         page = client.get(f"/reports/scheduled/{LABEL}/rev-0001/report.html").text
         block = page[page.index('<section id="signoff"') :]
         block = block[: block.index("</section>")]
-        assert "Meg Ortiz, Compliance Manager (console user meg, manager)" in block
+        assert "Meg Ortiz, Compliance Manager (console user meg, manager, signed in with a local account)" in block
         assert "2026-11-27 16:10:00-05:00 America/New_York" in block and "+00:00" not in block
         listed = client.get("/reports").text
-        assert "by Meg Ortiz, Compliance Manager (console user meg, manager), 2026-11-27 16:10:00-05:00" in listed
+        who = "Meg Ortiz, Compliance Manager (console user meg, manager, signed in with a local account)"
+        assert f"by {who}, 2026-11-27 16:10:00-05:00" in listed
     finally:
         store.close()
 

@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS console_users (
     changed_at     TIMESTAMPTZ NOT NULL,
     changed_by     VARCHAR NOT NULL
 );
+-- must_change: the password is a one-time password an admin's reset gave (issue 48): it only
+-- sets a new password; NULL in rows written before it was recorded (read as false).
+ALTER TABLE console_users ADD COLUMN IF NOT EXISTS must_change BOOLEAN;
 
 -- Grain: one row per change of an API token (token_hash, changed_at); the latest row per token
 -- is in force. token_hash is the SHA-256 of the token (a random 256-bit secret), never the token.

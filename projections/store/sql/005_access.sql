@@ -35,6 +35,22 @@ CREATE TABLE IF NOT EXISTS console_sessions (
     user_changed_at  TIMESTAMPTZ,
     reason           VARCHAR NOT NULL
 );
+-- signed_in_with: how the session's person signed in (schemas.reviews.SignIn as JSON: local, or
+-- directory with issuer and subject), on the start row; NULL in rows written before (local).
+ALTER TABLE console_sessions ADD COLUMN IF NOT EXISTS signed_in_with VARCHAR;
+-- idp_sid: the directory's session ID (the ID token's sid) of a directory sign-in, which a
+-- back-channel logout may name; NULL otherwise.
+ALTER TABLE console_sessions ADD COLUMN IF NOT EXISTS idp_sid VARCHAR;
+
+-- Grain: one row per directory person linked to a console account (issuer, subject), written on
+-- their first sign-in through the directory (OpenID Connect). Upstream: the console. A person is
+-- issuer + subject, never a display name; the account's name is only how the console shows them.
+CREATE TABLE IF NOT EXISTS directory_accounts (
+    issuer     VARCHAR NOT NULL,
+    subject    VARCHAR NOT NULL,
+    user_name  VARCHAR NOT NULL,
+    linked_at  TIMESTAMPTZ NOT NULL
+);
 
 -- Grain: one row per enrolment (or removal) of a user's one-time-code (TOTP) secret (user_name,
 -- changed_at); the latest row per user is in force. The secret is what a TOTP code is checked
