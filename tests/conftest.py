@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,32 @@ def long_file(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathF
         for _ in range(8):
             fh.write(data)
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """An S3-compatible server on loopback (moto's, on a free port, not the default 5000), started
+    once per test session; its address. Credentials are moto's test ones, set in the environment
+    (where s3fs and boto3 read them) for the session and restored after."""
+    from moto.server import ThreadedMotoServer
+
+    from tests.helpers import free_port
+
+    saved = {k: os.environ.get(k) for k in S3_ENV}
+    os.environ.update(S3_ENV)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+"""The credentials the loopback S3 server accepts (any; moto checks none)."""

@@ -4,7 +4,7 @@ Each command is a few lines over one library function: :mod:`.simulate` (simulat
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
 :mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key),
-:mod:`.access` (access-log forward);
+:mod:`.access` (access-log forward), :mod:`.exports` (export, group report);
 :mod:`.common` holds what they share.
 """
 
@@ -20,6 +20,7 @@ from dealtrail.cli import (  # noqa: F401
     console,
     copies,
     evidence,
+    exports,
     integrity,
     keys,
     replay,
