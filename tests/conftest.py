@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,34 @@ def s3_server() -> Iterator[str]:
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 """The credentials the loopback S3 server accepts (any; moto checks none)."""
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A Spark session in local mode (one core, one shuffle partition, no UI: light), started
+    once per test session. Skipped without Java, unless ``DEALTRAIL_REQUIRE_SPARK=1`` (CI), where
+    the test fails."""
+    import shutil
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        if os.environ.get("DEALTRAIL_REQUIRE_SPARK") == "1":
+            pytest.fail("DEALTRAIL_REQUIRE_SPARK=1 but there is no Java for Spark (java on PATH or JAVA_HOME)")
+        pytest.skip("no Java for Spark (DEALTRAIL_REQUIRE_SPARK=1 makes this a failure)")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("dealtrail-tests")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

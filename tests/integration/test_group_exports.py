@@ -334,3 +334,43 @@ def test_dealtrail_export_exports_the_closed_gaming_days_once_then_a_day_again_a
         app, ["export", "--to", str(out), "--day", "2026-11-02"], env={**env, "DEALTRAIL_SIGNING__KEY_FILE": ""}
     )
     assert unsigned.exit_code == 2 and "signed with the property's key" in unsigned.output
+
+
+SPARK_FIGURES = """
+WITH revisions AS (
+    SELECT property, gaming_day, revision, figure, key, value,
+           max(revision) OVER (PARTITION BY property, gaming_day) AS latest
+    FROM figures
+    WHERE gaming_day >= '{first}' AND gaming_day < '{end}'
+)
+SELECT property, figure, key, sum(value) AS value
+FROM revisions WHERE revision = latest
+GROUP BY property, figure, key
+"""
+"""The group's per-property figures in Spark SQL: the latest revision of each day, summed."""
+
+
+def test_spark_reads_the_same_exports_and_gives_the_group_views_figures(
+    spark: Any, group: list[Property], keys: Path, tmp_path: Path
+) -> None:
+    """Spark (local mode) reads the export layout by its partitions (property, gaming_day,
+    revision) and sums each property's latest revisions: the same figures as the group view,
+    with a second revision of one day to pick over."""
+    location = open_location(str(tmp_path / "exports"))
+    for prop in group:
+        for day in DAYS:
+            _export(prop, location, day)
+    _export(group[0], location, DAYS[1])  # a revision 2: Spark must take it, not add it
+    views = read_group(location, registered_keys(keys), DAYS[0], "2026-11-03", NOW)
+    assert all(v.ok for v in views)
+    root = location.root
+    frame = spark.read.option("basePath", root).parquet(f"{root}/property=*/gaming_day=*/revision=*/figures.parquet")
+    frame.createOrReplaceTempView("figures")
+    rows = spark.sql(SPARK_FIGURES.format(first=DAYS[0], end="2026-11-03")).collect()
+    sparked: dict[str, dict[str, dict[str, int]]] = {}
+    for r in rows:
+        sparked.setdefault(r["property"], {}).setdefault(r["figure"], {})[r["key"]] = int(r["value"])
+    assert set(sparked) == {v.property_id for v in views}
+    for view in views:
+        assert sparked[view.property_id] == view.figures
+        assert sparked[view.property_id]["rounds"][""] == view.summary()["rounds"] > 0
