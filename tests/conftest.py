@@ -89,11 +89,13 @@ def spark() -> Iterator[Any]:
         pytest.skip("no Java for Spark (DEALTRAIL_REQUIRE_SPARK=1 makes this a failure)")
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver on loopback, as its host name resolves
     session = (
         SparkSession.builder.master("local[1]")
         .appName("dealtrail-tests")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")

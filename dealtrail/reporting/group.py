@@ -102,6 +102,10 @@ class PropertyView:
             "events": self.figure("events"),
             "last_export": self.last_export.isoformat() if self.last_export else None,
             "last_gaming_day": self.last_day,
+            "revisions": [
+                {"gaming_day": d.gaming_day, "revision": d.revision, "folder": d.folder, "problem": d.problem}
+                for d in self.days
+            ],
         }
 
 

@@ -187,7 +187,9 @@ def test_group_view_shows_each_property_with_its_own_period_reports_figures(
     files = write_group_report(views, tmp_path / "group", location.url, DAYS[0], DAYS[-1], NOW)
     page = files.html.read_text(encoding="utf-8")
     assert "FAILED" not in page and all(p.property_id in page for p in group)
-    assert json.loads(files.json.read_text())["properties"][0]["status"] == "verified"
+    listed = json.loads(files.json.read_text())["properties"][0]
+    assert listed["status"] == "verified"
+    assert [(r["gaming_day"], r["revision"], r["problem"]) for r in listed["revisions"]] == [(d, 1, None) for d in DAYS]
 
 
 def _alter_one_byte(location: Location, path: str) -> None:
@@ -351,15 +353,13 @@ GROUP BY property, figure, key
 
 
 def test_spark_reads_the_same_exports_and_gives_the_group_views_figures(
-    spark: Any, group: list[Property], keys: Path, tmp_path: Path
+    spark: Any, group: list[Property], exported_folder: Location, keys: Path, tmp_path: Path
 ) -> None:
     """Spark (local mode) reads the export layout by its partitions (property, gaming_day,
     revision) and sums each property's latest revisions: the same figures as the group view,
     with a second revision of one day to pick over."""
+    shutil.copytree(exported_folder.root, tmp_path / "exports")
     location = open_location(str(tmp_path / "exports"))
-    for prop in group:
-        for day in DAYS:
-            _export(prop, location, day)
     _export(group[0], location, DAYS[1])  # a revision 2: Spark must take it, not add it
     views = read_group(location, registered_keys(keys), DAYS[0], "2026-11-03", NOW)
     assert all(v.ok for v in views)
