@@ -252,6 +252,36 @@ def rules_by_property(views: list[PropertyView]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["total"], r["rule_id"]))
 
 
+def _write_parquet(summaries: list[dict[str, Any]], path: Path) -> None:
+    """The properties' figures as Parquet, one row each (DuckDB ``COPY``), owner-only."""
+    import pyarrow as pa
+
+    from projections.store.private import make_private, open_private
+
+    counts = pa.map_(pa.string(), pa.int64())
+    schema = pa.schema(
+        [("property_id", pa.string()), ("name", pa.string()), ("status", pa.string()),
+         ("problems", pa.list_(pa.string())), ("days_verified", pa.int64()), ("days_failed", pa.list_(pa.string())),
+         ("rounds", pa.int64()), ("rounds_voided", pa.int64()), ("incidents", pa.int64()),
+         ("per_1000_rounds", pa.float64()), ("by_severity", counts), ("by_rule", counts),
+         ("remedies_owed", pa.int64()), ("remedies_done_late", pa.int64()), ("remedies_overdue", pa.int64()),
+         ("reviews_late", pa.int64()), ("dead_letters", counts), ("events", pa.int64()),
+         ("last_export", pa.string()), ("last_gaming_day", pa.string())]
+    )  # fmt: skip
+    rows = [
+        {k: (list(v.items()) if isinstance(v, dict) else v) for k, v in s.items() if k in schema.names}
+        for s in summaries
+    ]
+    open_private(path, binary=True).close()
+    con = duckdb.connect()
+    try:
+        con.register("group_rows", pa.Table.from_pylist(rows, schema))
+        con.execute(f"COPY group_rows TO '{path}' (FORMAT PARQUET)")
+    finally:
+        con.close()
+    make_private(path)
+
+
 GROUP_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Group report, gaming days {{ first_day }} to {{ last_day }}</title>
@@ -308,13 +338,15 @@ class GroupFiles:
     html: Path
     csv: Path
     json: Path
+    parquet: Path
 
 
 def write_group_report(
     views: list[PropertyView], out: Path, source: str, first_day: str, last_day: str, generated_at: datetime
 ) -> GroupFiles:
-    """Write the group report (``group.html``, ``group.csv``, ``group.json``) as a new revision
-    folder ``rev-NNNN`` under ``out`` (earlier revisions stay), owner-only.
+    """Write the group report (``group.html``, ``group.csv``, ``group.json``, and ``group.parquet``:
+    one row per property, typed, the rules by property as a map) as a new revision folder
+    ``rev-NNNN`` under ``out`` (earlier revisions stay), owner-only.
 
     Args:
         views: the properties (:func:`read_group`).
@@ -376,7 +408,10 @@ def write_group_report(
         "properties": summaries,
         "rules_by_property": rules_by_property(views),
     }
-    files = GroupFiles(folder, folder / "group.html", folder / "group.csv", folder / "group.json")
+    files = GroupFiles(
+        folder, folder / "group.html", folder / "group.csv", folder / "group.json", folder / "group.parquet"
+    )
+    _write_parquet(summaries, files.parquet)
     write_private_text(files.html, html)
     write_private_text(files.csv, buffer.getvalue())
     write_private_text(files.json, json.dumps(document, indent=2, sort_keys=True) + "\n")

@@ -187,6 +187,11 @@ def test_group_view_shows_each_property_with_its_own_period_reports_figures(
     files = write_group_report(views, tmp_path / "group", location.url, DAYS[0], DAYS[-1], NOW)
     page = files.html.read_text(encoding="utf-8")
     assert "FAILED" not in page and all(p.property_id in page for p in group)
+    import duckdb
+
+    parquet = duckdb.sql(f"SELECT property_id, status, rounds, by_rule FROM '{files.parquet}' ORDER BY 1").fetchall()
+    summaries = [v.summary() for v in views]
+    assert parquet == [(s["property_id"], "verified", s["rounds"], s["by_rule"]) for s in summaries]
     listed = json.loads(files.json.read_text())["properties"][0]
     assert listed["status"] == "verified"
     assert [(r["gaming_day"], r["revision"], r["problem"]) for r in listed["revisions"]] == [(d, 1, None) for d in DAYS]
