@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-reads bench-history soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots bench bench-stream bench-engine bench-console bench-reads bench-history bench-group soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 PIP_VERSION := 26.3
 
@@ -76,6 +76,11 @@ bench-reads: $(STAMP)
 # BENCH_HISTORY_ARGS="--days 1" for one.
 bench-history: $(STAMP)
 	$(BIN)/python bench/bench_history.py $(BENCH_HISTORY_ARGS)
+
+# A group of properties (3 stores of the history bench, 30 days each, other seeds, cached beside
+# its stores): each property-day's export and the group report; BENCH_GROUP_ARGS="--days 1" for less.
+bench-group: $(STAMP)
+	$(BIN)/python bench/bench_group.py $(BENCH_GROUP_ARGS)
 
 # Soak: 3,000 events/s for 10 minutes through two workers and the projector (broker up first);
 # SOAK_ARGS="--rate 1000 --minutes 2" for a shorter run.
