@@ -95,7 +95,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "replica": ("audit", "project"),
     "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve", "export"),
     "signing": ("evidence", "keys", "serve", "project", "schedule", "sign-report", "export"),
-    "export": ("export",),
+    "export": ("export", "project"),
     "group": ("group",),
     # the casino's own certificate signs only the report's PDF
     "signing.pdf_cert_file": ("serve", "project", "sign-report"),

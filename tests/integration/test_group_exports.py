@@ -379,3 +379,29 @@ def test_spark_reads_the_same_exports_and_gives_the_group_views_figures(
     for view in views:
         assert sparked[view.property_id] == view.figures
         assert sparked[view.property_id]["rounds"][""] == view.summary()["rounds"] > 0
+
+
+def test_the_projector_exports_each_closed_gaming_day_once_at_its_looks(group: list[Property], tmp_path: Path) -> None:
+    """``dealtrail project`` with ``DEALTRAIL_EXPORT__TO``: at each look for closed periods (no
+    report schedule needed) the writer exports the closed gaming days not exported yet, from the
+    trail's first up to the clock's (a day without a round is exported too: the property is alive)."""
+    from dealtrail.ingest.projector import Exporter, ProjectSummary, _Reporting
+    from projections.store.store import BatchCounts
+
+    prop = group[2]
+    db = tmp_path / "store.duckdb"
+    shutil.copy(prop.db, db)
+    location = open_location(str(tmp_path / "exports"))
+    with Store(db) as store:
+        summary = ProjectSummary(written=BatchCounts())
+        looks = _Reporting(store, None, summary, None, None, lambda: NOW, None, DUE, None, None, 30.0)
+        looks.exporter = Exporter(location, prop.property_id, prop.zone, load_key(prop.key_file))
+        looks.look(wrote=False, caught_up=True)
+        closed = [*DAYS, "2026-11-03"]  # 4 November 12:00 UTC is 17:30 in Kolkata: the 3rd has closed
+        assert [f.rsplit("/", 2)[-2:] for f in summary.exports] == [
+            [f"gaming_day={d}", "revision=0001"] for d in closed
+        ]
+        looks.look(wrote=False, caught_up=True)
+        assert len(summary.exports) == 3  # each day once
+    views = read_group(location, {prop.property_id: public_pem(load_key(prop.key_file))}, DAYS[0], "2026-11-03", NOW)
+    assert [v.ok for v in views] == [True] and views[0].figure("rounds") > 0
