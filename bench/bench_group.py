@@ -5,7 +5,7 @@ Run with ``make bench-group`` (``BENCH_GROUP_ARGS`` for the options below).
 Each property is a store of the history bench (:mod:`bench_history`: ``--tables`` tables dealt for
 ``--days`` days around 1 November 2026, built once and cached, every simulated event stored or the
 bench stops), with a seed of its own (23, 24, 25, ...). Each property gets a fresh signing key,
-exports every gaming day of its store (UTC days) to a folder (``dealtrail export``'s
+exports every gaming day its store dealt in (UTC days, up to the day after its last event) to a folder (``dealtrail export``'s
 :func:`dealtrail.reporting.exports.export_day`), and the group report reads and verifies them all
 (:func:`dealtrail.reporting.group.read_group`, :func:`write_group_report`).
 
@@ -33,7 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,11 @@ def main() -> None:
             (keys / f"{property_id}.pem").write_bytes(public_pem(key))
             con = connect_read_only(db)
             try:
-                for period in due_days(con, exports, property_id, "UTC", now):
+                # the days the store dealt in, closed by the day after its last event (not today's
+                # clock: a month of empty days since would be exported too)
+                last = con.execute("SELECT max(recorded_at) FROM events").fetchone()
+                until = (last[0] if last and last[0] else now) + timedelta(days=1)
+                for period in due_days(con, exports, property_id, "UTC", until):
                     t0 = time.perf_counter()
                     export_day(con, exports, property_id, period, "UTC", key, now)
                     export_s.append(time.perf_counter() - t0)
