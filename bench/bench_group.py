@@ -6,8 +6,9 @@ Each property is a store of the history bench (:mod:`bench_history`: ``--tables`
 ``--days`` days around 1 November 2026, built once and cached, every simulated event stored or the
 bench stops), with a seed of its own (23, 24, 25, ...). Each property gets a fresh signing key,
 exports every gaming day its store dealt in (UTC days, up to the day after its last event) to a
-folder (``dealtrail export``'s :func:`dealtrail.reporting.exports.export_day`), and the group report reads and verifies them all
-(:func:`dealtrail.reporting.group.read_group`, :func:`write_group_report`).
+folder (``dealtrail export``'s :func:`dealtrail.reporting.exports.export_day`), and the group
+report reads and verifies them all (:func:`dealtrail.reporting.group.read_group`,
+:func:`write_group_report`).
 
 Prints on stdout::
 
