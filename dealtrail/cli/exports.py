@@ -12,6 +12,8 @@ import typer
 from dealtrail.cli.common import _DB, _TZ, _fail, _read_store, _when, _zone_name, app, console, err, load, review_due
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from dealtrail.reporting.objectstore import Location
     from dealtrail.settings import Settings
 
@@ -30,7 +32,7 @@ def _location(url: str | None, endpoint: str | None, flag: str, setting: str) ->
         raise _fail(str(exc)) from None
 
 
-def _signer(settings: Settings) -> object:
+def _signer(settings: Settings) -> Ed25519PrivateKey:
     from projections.records.signing import SigningError, load_key
 
     try:
@@ -90,7 +92,7 @@ def export(
                     property_id,
                     period,
                     zone,
-                    key,  # type: ignore[arg-type]
+                    key,
                     at,
                     review_due(settings),
                     settings.property_name,
@@ -134,7 +136,7 @@ def group_report(
         ),
     ] = None,
 ) -> None:
-    """Write the group report (HTML, CSV, JSON) of every property's exports over the gaming days
+    """Write the group report (HTML, CSV, JSON, Parquet) of every property's exports over the gaming days
     --from to --to: each revision verified (signature with the registered key, SHA-256 of every
     file) before use; a property that fails is shown as failing, never left out. Exit 4 when one
     fails verification."""
