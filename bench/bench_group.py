@@ -72,6 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     hours = 0.5 if args.quick else args.days * 24
     tables = 3 if args.quick else args.tables
+    simulators = 1 if args.quick else args.simulators  # a process pool costs more than 3 small tables
     bench: object = _history()
     spec = bench.StoreSpec(tables, hours)  # type: ignore[attr-defined]
     now = datetime.now(UTC)
@@ -84,7 +85,7 @@ def main() -> None:
             property_id = f"property-{k + 1}"
             bench.SEED = 23 + k  # type: ignore[attr-defined]
             folder = args.cache / bench.store_key(spec)  # type: ignore[attr-defined]  # the history bench's for seed 23
-            db = bench.build(spec, folder, False, args.simulators)  # type: ignore[attr-defined]
+            db = bench.build(spec, folder, False, simulators)  # type: ignore[attr-defined]
             built = json.loads((folder / "build.json").read_text(encoding="utf-8"))
             stored = duckdb.connect(str(db), read_only=True).execute("SELECT count(*) FROM events").fetchone()
             line = bench.check_whole(f"group {property_id}", int(built["events"]), stored[0] if stored else 0)  # type: ignore[attr-defined]
