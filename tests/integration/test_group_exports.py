@@ -11,7 +11,7 @@ import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -405,3 +405,43 @@ def test_the_projector_exports_each_closed_gaming_day_once_at_its_looks(group: l
         assert len(summary.exports) == 3  # each day once
     views = read_group(location, {prop.property_id: public_pem(load_key(prop.key_file))}, DAYS[0], "2026-11-03", NOW)
     assert [v.ok for v in views] == [True] and views[0].figure("rounds") > 0
+
+
+def test_an_export_holds_each_findings_review_state_as_of_the_export(group: list[Property], tmp_path: Path) -> None:
+    """A review made after an export is not in it; the next revision, exported after the review, has it."""
+    import duckdb
+
+    from projections.models.reviews import append_review
+    from schemas.reviews import FindingAcknowledged
+
+    prop = group[1]
+    db = tmp_path / "store.duckdb"
+    shutil.copy(prop.db, db)
+    period = day_period(DAYS[0], prop.zone)
+    with Store(db) as store:
+        row = store.con.execute(
+            "SELECT finding_id FROM fct_detections WHERE observed_at >= $1 AND observed_at < $2 ORDER BY 1 LIMIT 1",
+            [period.start, period.end],
+        ).fetchall()
+        finding = str(row[0][0])
+        review = FindingAcknowledged(
+            review_id="R1", finding_id=finding, user="ann", reviewed_at=NOW + timedelta(hours=1)
+        )
+        append_review(store.con, review)
+    location = open_location(str(tmp_path / "exports"))
+    key = load_key(prop.key_file)
+    con = connect_read_only(db)
+    try:
+        for at in (NOW, NOW + timedelta(hours=2)):
+            export_day(con, location, prop.property_id, period, prop.zone, key, at, DUE)
+    finally:
+        con.close()
+    day = location.path(f"property={prop.property_id}", f"gaming_day={DAYS[0]}")
+    states = [
+        duckdb.sql(
+            f"SELECT review_status FROM '{day}/revision={n:04d}/findings.parquet' WHERE finding_id = $f",
+            params={"f": finding},
+        ).fetchall()
+        for n in (1, 2)
+    ]
+    assert states[0] == [("unreviewed",)] and states[1] != states[0] and len(states[1]) == 1
