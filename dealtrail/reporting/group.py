@@ -312,7 +312,8 @@ th:first-child,td:first-child{text-align:left}.failed{color:#8b0000;font-weight:
 <td>{{ s.per_1000_rounds if s.per_1000_rounds is not none else "no rounds" }}</td>
 <td>{{ s.by_severity.get("voiding", 0) }}</td><td>{{ s.by_severity.get("integrity", 0) }}</td>
 <td>{{ s.by_severity.get("procedural", 0) }}</td><td>{{ s.remedies_done_late }}</td><td>{{ s.remedies_overdue }}</td>
-<td>{{ s.reviews_late }}</td><td>{{ s.dead_letters.values()|sum }}</td><td>{{ s.last_export or "never" }}</td>
+<td>{{ s.reviews_late }}</td><td>{{ s.dead_letters.values()|sum }}</td>
+<td>{{ s.last_export ~ " (" ~ s.last_export_age_hours ~ " h ago)" if s.last_export else "never" }}</td>
 <td>{{ s.last_gaming_day or "none" }}</td></tr>{% endfor %}</tbody></table></section>
 <section><h2>Rules by property (incidents)</h2>
 <table><thead><tr><th scope="col">Rule</th>{% for v in views %}<th scope="col">{{ v.property_id }}</th>{% endfor %}
@@ -326,7 +327,8 @@ th:first-child,td:first-child{text-align:left}.failed{color:#8b0000;font-weight:
 CSV_COLUMNS = (
     "property_id", "name", "status", "days_verified", "days_failed", "rounds", "rounds_voided", "incidents",
     "per_1000_rounds", "voiding", "integrity", "procedural", "remedies_owed", "remedies_done_late",
-    "remedies_overdue", "reviews_late", "dead_letters", "events", "last_export", "last_gaming_day", "problems",
+    "remedies_overdue", "reviews_late", "dead_letters", "events", "last_export", "last_export_age_hours",
+    "last_gaming_day", "problems",
 )  # fmt: skip
 
 
@@ -377,6 +379,9 @@ def write_group_report(
     os.mkdir(folder, 0o700)  # exclusive: a revision is never written over
     folder.chmod(0o700)
     summaries = [v.summary() for v in views]
+    for summary, view in zip(summaries, views, strict=True):  # freshness: how old each property's last export is
+        age = (generated_at - view.last_export).total_seconds() / 3600 if view.last_export else None
+        summary["last_export_age_hours"] = round(age, 1) if age is not None else None
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.from_string(GROUP_PAGE).render(
         views=views,

@@ -193,7 +193,7 @@ def test_group_view_shows_each_property_with_its_own_period_reports_figures(
     summaries = [v.summary() for v in views]
     assert parquet == [(s["property_id"], "verified", s["rounds"], s["by_rule"]) for s in summaries]
     listed = json.loads(files.json.read_text())["properties"][0]
-    assert listed["status"] == "verified"
+    assert listed["status"] == "verified" and listed["last_export_age_hours"] == 0.0
     assert [(r["gaming_day"], r["revision"], r["problem"]) for r in listed["revisions"]] == [(d, 1, None) for d in DAYS]
 
 
