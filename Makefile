@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DEALTRAIL_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test install lock lint typecheck schemas docs screenshots control-pictures bench bench-stream bench-engine bench-console bench-reads bench-history bench-control soak kafka-fetch kafka-up kafka-down kafka-status clean
+.PHONY: demo test install lock lint typecheck schemas docs screenshots control-pictures bench bench-stream bench-engine bench-console bench-reads bench-history bench-control bench-group soak kafka-fetch kafka-up kafka-down kafka-status clean
 
 PIP_VERSION := 26.3
 
@@ -83,6 +83,11 @@ bench-history: $(STAMP)
 # The control chart's cost on a dealer's and a table's page, over a month of 8 tables (issue 50).
 bench-control: $(STAMP)
 	$(BIN)/python bench/bench_control.py $(BENCH_CONTROL_ARGS)
+
+# A group of properties (3 stores of the history bench, 30 days each, other seeds, cached beside
+# its stores): each property-day's export and the group report; BENCH_GROUP_ARGS="--days 1" for less.
+bench-group: $(STAMP)
+	$(BIN)/python bench/bench_group.py $(BENCH_GROUP_ARGS)
 
 # Soak: 3,000 events/s for 10 minutes through two workers and the projector (broker up first);
 # SOAK_ARGS="--rate 1000 --minutes 2" for a shorter run.

@@ -20,8 +20,13 @@ ID; a test checks the bytes). Progress goes to stderr with the rate and the time
 Each store starts half its length before 1 November 2026 (00:00 UTC), so it holds two calendar
 months and the older one (October: the first half of the store) can be archived for real.
 
+A store holds every event simulated for it, or the bench stops (:class:`StoreIncomplete`): the
+audit's clock stands an hour after the last simulated event (:func:`audit_clock`), since the
+tables that close owing a remedy deal up to a day and a half past the store's nominal end.
+
 Prints on stdout, for each store, lines beginning with its length (``1 day``, ``30 days``)::
 
+  1 day events simulated = events stored: N  (or the bench stops: the store is not whole)
   1 day store events: N                   the events stored
   1 day store bytes/event: N              the store file's size / its events
   1 day report s (whole store): N         `dealtrail report` of the whole store (a new process,
@@ -137,9 +142,11 @@ def code_version() -> str:
 
 def store_key(spec: StoreSpec) -> str:
     """The cache folder's name for ``spec`` with the code as it is."""
-    # "audit": the audit's options (a store built before it awaited remedies for ever)
+    # "audit": the audit's options (a store built before it awaited remedies for ever); "clock": the
+    # audit's clock (a store built with it at the nominal end lost three tables' last day)
     options = {"tables": spec.tables, "hours": spec.hours, "seed": SEED, "error_rate": ERROR_RATE,
-               "start": spec.start.isoformat(), "audit": "settings' limits"}  # fmt: skip
+               "start": spec.start.isoformat(), "audit": "settings' limits",
+               "clock": "an hour after the last event"}  # fmt: skip
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
     return f"{spec.label.replace(' ', '')}-{spec.tables}t-{digest}-{code_version()}"
 
@@ -158,7 +165,15 @@ def events_key(spec: StoreSpec) -> str:
     return f"events-{spec.label.replace(' ', '')}-{spec.tables}t-{digest.hexdigest()[:12]}"
 
 
-def _simulate_tables(floor: Any, indexes: list[int], out: Path) -> int:
+@dataclass(frozen=True)
+class Simulated:
+    """What a simulation wrote: ``events`` lines, the latest ``recorded_at`` among them (``last``)."""
+
+    events: int
+    last: datetime
+
+
+def _simulate_tables(floor: Any, indexes: list[int], out: Path) -> Simulated:
     """Simulate the tables of ``floor`` at ``indexes`` to ``out``, each line prefixed with its merge
     key (UTC time, table, seq; tab-separated), in the order :func:`dealtrail.simulator.floor.simulate`
     gives them. Each table's simulation depends on its own ID and index only, so a table simulated
@@ -172,24 +187,28 @@ def _simulate_tables(floor: Any, indexes: list[int], out: Path) -> int:
 
     tables = table_ids(floor.tables)
     sims = [TableSim(floor, tables[i][0], tables[i][1], i // 3, [], GAMES[tables[i][1]]) for i in indexes]
-    n = 0
+    n, last = 0, floor.start
     with open_private(out, binary=True) as fh:
         for e in heapq.merge(*(s.events() for s in sims), key=lambda e: (e.occurred_at, e.table_id, e.seq)):
             at = e.occurred_at.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%f")
             fh.write(f"{at}\t{e.table_id}\t{e.seq}\t".encode() + encode(e) + b"\n")
+            last = max(last, e.recorded_at)
             n += 1
             if n % 500_000 == 0:
                 log(f"a simulator of {len(indexes)} tables: {n:,} events")
-    return n
+    return Simulated(n, last)
 
 
-def simulate_floor(floor: Any, out: Path, processes: int) -> int:
+def simulate_floor(floor: Any, out: Path, processes: int) -> Simulated:
     """Write the events of ``floor`` to ``out``, byte for byte as :func:`simulate` and
     :func:`schemas.codec.encode` give them, with the tables shared among ``processes``
     simulators whose files are then merged by (time, table, seq) as ``simulate`` merges them.
 
     Returns:
-        The events written.
+        The events written and the latest ``recorded_at`` among them: a table that closes owing a
+        remedy (the simulator's ``closed-owing-remedy``) stays closed past the remedy window and
+        then deals the rest of its shift, so a floor's events run up to a day and more past
+        ``floor.start + floor.hours``.
     """
     import heapq
     from concurrent.futures import ProcessPoolExecutor
@@ -199,7 +218,7 @@ def simulate_floor(floor: Any, out: Path, processes: int) -> int:
     groups = [g for g in (list(range(k, floor.tables, processes)) for k in range(processes)) if g]
     parts = [out.with_name(f"{out.name}.part{k}") for k in range(len(groups))]
     with ProcessPoolExecutor(len(groups)) as pool:
-        list(pool.map(_simulate_tables, [floor] * len(groups), groups, parts))
+        done = list(pool.map(_simulate_tables, [floor] * len(groups), groups, parts))
 
     def keyed(path: Path) -> Iterator[tuple[tuple[bytes, bytes, int], bytes]]:
         with path.open("rb") as fh:
@@ -214,7 +233,40 @@ def simulate_floor(floor: Any, out: Path, processes: int) -> int:
             n += 1
     for part in parts:
         part.unlink()
-    return n
+    return Simulated(n, max(d.last for d in done))
+
+
+def audit_clock(simulated: Simulated) -> datetime:
+    """The audit's fixed clock for a store: an hour after the latest ``recorded_at`` simulated, so
+    that no simulated event is refused as ``recorded_in_future`` (a store built with the clock at
+    the nominal end lost the three tables that close owing a remedy from their closing on)."""
+    return simulated.last + timedelta(hours=1)
+
+
+class StoreIncomplete(SystemExit):
+    """A store holds fewer (or more) events than were simulated for it: its figures would not
+    describe the history the bench says they do."""
+
+
+def check_whole(label: str, simulated: int, stored: int, dead: dict[str, int] | None = None) -> str:
+    """The line ``<label> events simulated = events stored: N``, or raise :class:`StoreIncomplete`.
+
+    Args:
+        label: the store's length (``1 day``).
+        simulated: events the simulator wrote.
+        stored: rows of the store's ``events`` table.
+        dead: the audit's dead letters by reason, when known (named in the error).
+
+    Raises:
+        StoreIncomplete: ``simulated != stored``.
+    """
+    if simulated != stored:
+        why = ", ".join(f"{reason}: {n:,}" for reason, n in sorted((dead or {}).items()))
+        raise StoreIncomplete(
+            f"{label} store is not whole: {simulated:,} events simulated, {stored:,} stored"
+            + (f" (dead letters {why})" if why else "")
+        )
+    return f"{label} events simulated = events stored: {stored:,}"
 
 
 def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Path | None = None) -> Path:
@@ -242,8 +294,9 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
     events = folder / "events.jsonl"
     if kept is not None and (kept / "simulated.json").exists():  # written once the file was whole
         events = kept / "events.jsonl"
-        simulated = json.loads((kept / "simulated.json").read_text(encoding="utf-8"))
-        n, sim_s = int(simulated["events"]), 0.0
+        kept_file = json.loads((kept / "simulated.json").read_text(encoding="utf-8"))
+        simulated = Simulated(int(kept_file["events"]), datetime.fromisoformat(kept_file["last"]))
+        n, sim_s = simulated.events, 0.0
         log(f"{spec.label}: auditing the {n:,} events simulated before, kept in {events}")
     else:
         if kept is not None:
@@ -254,11 +307,14 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
             f"in {min(processes, spec.tables)} processes")  # fmt: skip
         t0 = time.monotonic()
         floor = FloorSpec(tables=spec.tables, hours=spec.hours, seed=SEED, error_rate=ERROR_RATE, start=spec.start)
-        n = simulate_floor(floor, events, min(processes, spec.tables))
+        simulated = simulate_floor(floor, events, min(processes, spec.tables))
+        n = simulated.events
         sim_s = time.monotonic() - t0
-        log(f"{spec.label}: simulated {n:,} events in {sim_s:,.0f} s ({n / sim_s:,.0f}/s); auditing")
+        log(f"{spec.label}: simulated {n:,} events in {sim_s:,.0f} s ({n / sim_s:,.0f}/s), the last recorded at "
+            f"{simulated.last.isoformat()}; auditing")  # fmt: skip
         if kept is not None:
-            write_private_text(kept / "simulated.json", json.dumps({"events": n, "simulate_s": round(sim_s, 1)}) + "\n")
+            kept_file = {"events": n, "last": simulated.last.isoformat(), "simulate_s": round(sim_s, 1)}
+            write_private_text(kept / "simulated.json", json.dumps(kept_file) + "\n")
     size, done, t1, last = events.stat().st_size, 0, time.monotonic(), time.monotonic()
 
     def progress(read: int) -> None:
@@ -283,16 +339,20 @@ def build(spec: StoreSpec, folder: Path, rebuild: bool, processes: int, kept: Pa
             snapshot_every=settings.snapshot_every,
             limits=settings.plausibility,
             reorder=settings.reorder.limits,
-            # audited as if just after the history was dealt: its second half may lie after today
-            clock=FixedClock(spec.start + timedelta(hours=spec.hours + 1)),
+            # audited as if just after the history was dealt (its second half may lie after today):
+            # after its last event, which a table closed owing a remedy deals a day and more late
+            clock=FixedClock(audit_clock(simulated)),
         )
+        stored = store.con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
     audit_s = time.monotonic() - t1
     log(f"{spec.label}: audited {summary.events:,} events in {audit_s:,.0f} s ({summary.events / audit_s:,.0f}/s)")
+    check_whole(spec.label, n, stored, dict(summary.dead_letters))  # no store.duckdb unless it is whole
     part.rename(db)
     if kept is None:
         events.unlink()
-    built = {"events": n, "simulate_s": round(sim_s, 1), "audit_s": round(audit_s, 1),
-             "built_at": datetime.now(UTC).isoformat(), "events_file": str(events) if kept else None}  # fmt: skip
+    built = {"events": n, "last": simulated.last.isoformat(), "simulate_s": round(sim_s, 1),
+             "audit_s": round(audit_s, 1), "built_at": datetime.now(UTC).isoformat(),
+             "events_file": str(events) if kept else None}  # fmt: skip
     write_private_text(folder / "build.json", json.dumps(built) + "\n")
     return db
 
@@ -446,6 +506,8 @@ def measure(db: Path, spec: StoreSpec, stages: set[str], warmup: int, requests: 
     con = duckdb.connect(str(db), read_only=True)
     events = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
     con.close()
+    built = json.loads(db.with_name("build.json").read_text(encoding="utf-8"))
+    print(check_whole(label, int(built["events"]), events), flush=True)  # a cached store too
     print(f"{label} store events: {events:,}", flush=True)
     print(f"{label} store bytes/event: {db.stat().st_size / events:.0f}", flush=True)
     if "report" in stages:

@@ -97,8 +97,10 @@ READERS: dict[str, tuple[str, ...]] = {
     "max_clock_skew": ("audit", "demo", "publish", "worker", "project", "reaudit", "replay", "serve", "evidence"),
     "video": ("serve", "project"),
     "replica": ("audit", "project"),
-    "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve"),
-    "signing": ("evidence", "keys", "serve", "project", "schedule", "sign-report"),
+    "archive": ("replay", "verify", "digest", "reaudit", "report", "schedule", "project", "serve", "export"),
+    "signing": ("evidence", "keys", "serve", "project", "schedule", "sign-report", "export"),
+    "export": ("export", "project"),
+    "group": ("group",),
     # the casino's own certificate signs only the report's PDF
     "signing.pdf_cert_file": ("serve", "project", "sign-report"),
     "signing.pdf_key_file": ("serve", "project", "sign-report"),

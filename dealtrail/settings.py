@@ -604,6 +604,45 @@ class ArchiveSettings(BaseModel):
     dir: Path | None = None
 
 
+class ExportSettings(BaseModel):
+    """The property's daily export (``dealtrail export``): its gaming days as signed Parquet in a
+    shared folder or an S3-compatible bucket, for the group view (docs/operating.md, "A group of
+    properties"). Signed with ``signing.key_file``; S3 credentials come from the usual AWS
+    variables or files, never from these settings.
+
+    Attributes:
+        property_id: the property's ID in the export layout (``property=<id>``): 1 to 63
+            lower-case letters, digits or hyphens, the same for every export of the property.
+        to: where the exports go: a folder, or ``s3://bucket/prefix`` (``--to`` wins).
+        s3_endpoint: the address of an S3-compatible server (``http(s)://host:port``); unset:
+            the provider's own.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    property_id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    to: str | None = Field(default=None, min_length=1, max_length=4096)
+    s3_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+
+
+class GroupSettings(BaseModel):
+    """The group view (``dealtrail group report``): every property's exports, read-only.
+
+    Attributes:
+        source: where the properties export to: a folder, or ``s3://bucket/prefix`` (``--source`` wins).
+        keys_dir: a folder of the properties' registered public keys, ``<property_id>.pem`` each
+            (``dealtrail keys show`` prints a property's); ``--keys`` wins.
+        s3_endpoint: the address of an S3-compatible server (``http(s)://host:port``); unset:
+            the provider's own.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str | None = Field(default=None, min_length=1, max_length=4096)
+    keys_dir: Path | None = None
+    s3_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+
+
 class AccessForwardSettings(BaseModel):
     """Forwarding of the access log to the casino's SIEM, as it is written, by the store's writer
     process (``dealtrail serve``, ``dealtrail project``; ``dealtrail access-log forward`` while
@@ -701,6 +740,8 @@ class Settings(BaseSettings):
         video: see :class:`VideoSettings` (``DEALTRAIL_VIDEO__CAMERAS`` ...).
         replica: see :class:`ReplicaSettings` (``DEALTRAIL_REPLICA__PATH`` ...).
         archive: see :class:`ArchiveSettings` (``DEALTRAIL_ARCHIVE__DIR``).
+        export: see :class:`ExportSettings` (``DEALTRAIL_EXPORT__PROPERTY_ID`` ...).
+        group: see :class:`GroupSettings` (``DEALTRAIL_GROUP__SOURCE`` ...).
         signing: see :class:`SigningSettings` (``DEALTRAIL_SIGNING__KEY_FILE``).
         access_forward: see :class:`AccessForwardSettings` (``DEALTRAIL_ACCESS_FORWARD__SYSLOG_HOST`` ...).
         duckdb_memory_limit: DuckDB's memory limit for a process that writes the store
@@ -781,6 +822,8 @@ class Settings(BaseSettings):
     video: VideoSettings = VideoSettings()
     replica: ReplicaSettings = ReplicaSettings()
     archive: ArchiveSettings = ArchiveSettings()
+    export: ExportSettings = ExportSettings()
+    group: GroupSettings = GroupSettings()
     signing: SigningSettings = SigningSettings()
     access_forward: AccessForwardSettings = AccessForwardSettings()
     duckdb_memory_limit: str = Field(default="1GB", pattern=r"^[0-9]{1,6}(\.[0-9]+)?\s?(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")

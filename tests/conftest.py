@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -48,3 +51,65 @@ def long_file(small_shift: tuple[Path, Path], tmp_path_factory: pytest.TempPathF
         for _ in range(8):
             fh.write(data)
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """An S3-compatible server on loopback (moto's, on a free port, not the default 5000), started
+    once per test session; its address. Credentials are moto's test ones, set in the environment
+    (where s3fs and boto3 read them) for the session and restored after."""
+    from moto.server import ThreadedMotoServer
+
+    from tests.helpers import free_port
+
+    saved = {k: os.environ.get(k) for k in S3_ENV}
+    os.environ.update(S3_ENV)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+"""The credentials the loopback S3 server accepts (any; moto checks none)."""
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A Spark session in local mode (one core, one shuffle partition, no UI: light), started
+    once per test session. Skipped without Java, unless ``DEALTRAIL_REQUIRE_SPARK=1`` (CI), where
+    the test fails."""
+    import shutil
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        if os.environ.get("DEALTRAIL_REQUIRE_SPARK") == "1":
+            pytest.fail("DEALTRAIL_REQUIRE_SPARK=1 but there is no Java for Spark (java on PATH or JAVA_HOME)")
+        pytest.skip("no Java for Spark (DEALTRAIL_REQUIRE_SPARK=1 makes this a failure)")
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver on loopback, as its host name resolves
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("dealtrail-tests")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

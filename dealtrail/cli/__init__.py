@@ -4,7 +4,8 @@ Each command is a few lines over one library function: :mod:`.simulate` (simulat
 :mod:`.reports` (audit, reaudit, report, export-schemas), :mod:`.stream` (topics, publish, worker,
 project), :mod:`.console` (serve, users), :mod:`.integrity` (verify, digest), :mod:`.replay` and
 :mod:`.schedule`, :mod:`.signoff` (sign-report, verify-signoff), :mod:`.keys` (the signing key),
-:mod:`.access` (access-log forward), :mod:`.status` (consumer lag);
+:mod:`.access` (access-log forward), :mod:`.status` (consumer lag), :mod:`.exports` (export,
+group report);
 :mod:`.common` holds what they share.
 """
 
@@ -21,6 +22,7 @@ from dealtrail.cli import (  # noqa: F401
     control_charts,
     copies,
     evidence,
+    exports,
     integrity,
     keys,
     replay,

@@ -13,7 +13,7 @@ from dealtrail.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from dealtrail.ingest.projector import ProjectSummary
+    from dealtrail.ingest.projector import Exporter, ProjectSummary
     from projections.store.store import BatchCounts
     from schemas.staff import StaffMemberRecorded
     from streams.publish import PublishSummary
@@ -227,6 +227,7 @@ def _project(
     if spec is not None:
         _output_folder(reports or settings.out / "periods", "--reports")
     signer = report_signer(settings) if spec is not None else None  # a bad key file: one line, before the store
+    exporter = _exporter(settings, tz)  # likewise: a bad export location or key, before the store
     created = not db.exists()
     try:
         store = Store(db, settings.duckdb_memory_limit)
@@ -277,6 +278,7 @@ def _project(
                     report_max_listed=settings.reports.max_listed,
                     report_signer=signer,
                     report_control=(settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
+                    exporter=exporter,
                     link=link,
                     stop=stop,
                     replica=copies,
@@ -519,3 +521,22 @@ def _host_console(
         soft_wrap=True,
     )
     return _HostedConsole(server, thread, producer, notifier)  # type: ignore[arg-type]
+
+
+def _exporter(settings: Settings, tz: str) -> Exporter | None:
+    """What the projector exports each closed gaming day with (``DEALTRAIL_EXPORT__TO``); None
+    when unset. A location or key that cannot be used is one ``error:`` line."""
+    if not settings.export.to:
+        return None
+    from dealtrail.ingest.projector import Exporter
+    from dealtrail.reporting.objectstore import LocationError, open_location
+    from projections.records.signing import SigningError, load_key
+
+    if settings.export.property_id is None:
+        raise _fail("DEALTRAIL_EXPORT__TO is set: set DEALTRAIL_EXPORT__PROPERTY_ID too")
+    try:
+        location = open_location(settings.export.to, settings.export.s3_endpoint)
+        key = load_key(settings.signing.key_file)
+    except (LocationError, SigningError) as exc:
+        raise _fail(f"exporting the gaming days: {exc}") from None
+    return Exporter(location, settings.export.property_id, tz, key)

@@ -72,6 +72,8 @@ class ProjectSummary:
     skipped_events: int = 0
     duplicates: int = 0
     reports: list[Path] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)
+    """The export revisions written (``DEALTRAIL_EXPORT__TO``): their folders, as DuckDB names them."""
 
 
 def _round_row(value: bytes) -> dict[str, Any]:
@@ -145,6 +147,7 @@ def project(
     report_max_listed: int | None = None,
     report_signer: Ed25519PrivateKey | None = None,
     report_control: tuple[int, float, float] | None = None,
+    exporter: Exporter | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
 
@@ -193,6 +196,8 @@ def project(
             ``DEALTRAIL_SIGNING__KEY_FILE``); None: the revisions are written unsigned and say so.
         report_control: the reports' control charts' minimum rounds, CUSUM k and h (resolved
             ``DEALTRAIL_CONTROL__*``); None: their defaults.
+        exporter: export each closed gaming day not exported yet (``DEALTRAIL_EXPORT__TO``), at the
+            scheduled reports' looks (:class:`Exporter`); None: no exports.
 
     Returns:
         The rows written.
@@ -218,6 +223,7 @@ def project(
     reporting.signer = report_signer
     reporting.control = report_control
     reporting.archive = settings.archive.dir  # the reports read the archived months too
+    reporting.exporter = exporter
     with quiet_clients():
         while not stop.is_set():
             consumer = None
@@ -281,6 +287,17 @@ class KafkaUnreachableError(RuntimeError):
         self.seconds = seconds
 
 
+@dataclass(frozen=True)
+class Exporter:
+    """What the projector exports each closed gaming day with (:mod:`dealtrail.reporting.exports`):
+    the location, the property's ID, the casino's zone and the property's signing key."""
+
+    location: Any  # dealtrail.reporting.objectstore.Location
+    property_id: str
+    zone: str
+    key: Ed25519PrivateKey
+
+
 class _Reporting:
     """The projector's scheduled reports: writes the closed periods' reports that are due and new
     revisions of stale ones (:func:`dealtrail.reporting.schedule.run_due`), looking at most every
@@ -314,6 +331,7 @@ class _Reporting:
         self.signer: Ed25519PrivateKey | None = None  # signs each revision (DEALTRAIL_SIGNING__KEY_FILE)
         self.control: tuple[int, float, float] | None = None  # the control charts' settings (DEALTRAIL_CONTROL__*)
         self.watch: Any = None  # dealtrail.reporting.schedule.ReportWatch
+        self.exporter: Exporter | None = None  # exports each closed gaming day (DEALTRAIL_EXPORT__TO)
         self.next_look = 0.0
         self.dirty = False  # batches stored since the last look
         self.last_write = 0.0
@@ -328,7 +346,8 @@ class _Reporting:
             wrote: the poll before this look stored a batch.
             caught_up: ``--once`` has read everything: look now.
         """
-        if self.schedule is None or self.reports is None:
+        reporting = self.schedule is not None and self.reports is not None
+        if not reporting and self.exporter is None:
             return
         now = time.monotonic()
         if wrote:
@@ -340,6 +359,12 @@ class _Reporting:
 
         self.watch = self.watch or ReportWatch()
         with self.lock if self.lock is not None else contextlib.nullcontext():
+            if self.exporter is not None:
+                self._export()
+            if self.schedule is None or self.reports is None:
+                self.dirty = False
+                self.next_look = time.monotonic() + self.check_seconds
+                return
             self.summary.reports += run_due(
                 self.store.con,
                 self.reports,
@@ -357,6 +382,20 @@ class _Reporting:
             )
         self.dirty = False
         self.next_look = time.monotonic() + self.check_seconds
+
+    def _export(self) -> None:
+        """Export each closed gaming day of the store not exported yet (the caller holds the lock)."""
+        from dealtrail.reporting.exports import due_days, export_day
+
+        x = self.exporter
+        assert x is not None
+        now = self.clock()
+        for period in due_days(self.store.con, x.location, x.property_id, x.zone, now):
+            done = export_day(
+                self.store.con, x.location, x.property_id, period, x.zone, x.key, now,
+                self.review_due, self.property_name, self.archive,
+            )  # fmt: skip
+            self.summary.exports.append(done.folder)
 
 
 class _Run:

@@ -1,1 +1,1 @@
-"""Reports on a schedule, their PDF, notifications, the access log to a SIEM; imports projections, streams, settings."""
+"""Scheduled reports, PDFs, notifications, SIEM feed, exports, group view; imports projections, streams, settings."""

@@ -1141,3 +1141,56 @@ def _top_dealers(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = [d for d in figures["dealers"] if d["findings"]]
     rows = sorted(rows, key=lambda d: (-(d["per_1000_rounds"] or 0), -d["findings"], d["dealer_id"]))
     return rows[:TOP]
+
+
+def period_rows(
+    con: duckdb.DuckDBPyConnection,
+    start: datetime,
+    end: datetime,
+    review_due: reviews.ReviewDue | None,
+    as_of: datetime,
+    archive: Path | None = None,
+) -> tuple[dict[str, Any], pa.Table, pa.Table]:
+    """The figures, finding rows and round rows of the period ``[start, end)`` as :func:`write_report`
+    computes them for a report generated at ``as_of`` (reviews made later not counted, lateness
+    judged then), without the page: what a daily export holds (:mod:`dealtrail.reporting.exports`).
+
+    Args:
+        con: a read-only connection to the store.
+        start: the period's start (inclusive).
+        end: the period's end (exclusive).
+        review_due: the review due times (None: lateness is not judged).
+        as_of: the report's time.
+        archive: the archive folder of the store's archived months (None: as the store's manifest says).
+
+    Returns:
+        ``(figures, findings, rounds)``: :func:`build_summary`'s figures, the findings with their
+        review columns (as ``findings.parquet`` holds them), and ``rpt_rounds``.
+    """
+    stack = contextlib.ExitStack()
+    reader = con
+    try:
+        reader = stack.enter_context(reading_archive(con, archive))
+        info = generation_info(reader, None)
+        reader.execute(f"SET VARIABLE dealtrail_generation = {int(info.generation)}")
+        reader.execute("SET VARIABLE dealtrail_reviews_as_of = $1::TIMESTAMPTZ", [as_of])
+        table = staff.with_names(query(reader, "rpt_findings", start, end), staff.names(reader))
+        findings = _with_rulebook_revisions(reader, table.to_pylist())
+        figures = build_summary(reader, findings, start, end, review_due, as_of=as_of, reviews_until=as_of)
+        review_rows: dict[str, dict[str, Any]] = {}
+        if reviews.has_console_tables(reader):
+            rows, _ = reviews.find(
+                reader,
+                reviews.FindingFilter(start=start, end=end),
+                review_due or reviews.ReviewDue(0, 0, 0),
+                as_of,
+                reviews_until=as_of,
+            )
+            review_rows = {r["finding_id"]: r for r in rows}
+        rounds = query(reader, "rpt_rounds", start, end)
+        return figures, _with_review_columns(table, review_rows), rounds
+    finally:
+        for variable in ("dealtrail_generation", "dealtrail_reviews_as_of"):
+            with contextlib.suppress(duckdb.Error):
+                reader.execute(f"RESET VARIABLE {variable}")
+        stack.close()

@@ -4,6 +4,7 @@ timing is asserted: the figures depend on the machine)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -94,7 +95,9 @@ def test_bench_history_simulators_in_parallel_write_the_floor_simulate_writes(
     bench = _bench(monkeypatch)
     floor = FloorSpec(tables=4, hours=0.5, seed=5, error_rate=0.2, start=datetime(2026, 10, 31, 23, 45, tzinfo=UTC))
     whole = b"".join(encode(e) + b"\n" for e in simulate(floor))
-    assert bench.simulate_floor(floor, tmp_path / "events.jsonl", 3) == whole.count(b"\n")
+    simulated = bench.simulate_floor(floor, tmp_path / "events.jsonl", 3)
+    assert simulated.events == whole.count(b"\n")
+    assert simulated.last == max(e.recorded_at for e in simulate(floor))
     assert (tmp_path / "events.jsonl").read_bytes() == whole  # the same store follows from the same file
     assert [p.name for p in tmp_path.iterdir()] == ["events.jsonl"]
 
@@ -157,3 +160,36 @@ def test_bench_history_audits_a_kept_event_file_again_instead_of_simulating(
     with (fake / "dealtrail" / "simulator" / "table.py").open("a") as fh:
         fh.write("\n# changed\n")
     assert bench.events_key(spec) != key
+
+
+def test_bench_history_store_holds_every_event_it_simulates_even_past_the_nominal_end(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 51 item 6: a table that closes owing a remedy deals its last hours a day and more past
+    the store's nominal end; the audit's clock stands after the last event, so every simulated
+    event is stored, and a store missing events (here: the old clock at the nominal end) fails
+    loudly and leaves no store that looks whole."""
+    import duckdb
+
+    bench = _bench(monkeypatch)
+    monkeypatch.setattr(bench, "ERROR_RATE", 0.3)  # C691-02 (the fifth table) closes owing a remedy in 2.5 h
+    spec = bench.StoreSpec(5, 2.5)
+    kept = tmp_path / "kept"
+    db = bench.build(spec, tmp_path / "whole", False, 1, kept)
+    simulated = json.loads((kept / "simulated.json").read_text(encoding="utf-8"))
+    nominal_end = spec.start + timedelta(hours=spec.hours)
+    assert datetime.fromisoformat(simulated["last"]) > nominal_end + timedelta(hours=24)  # the cause
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = con.execute("SELECT count(*) FROM events").fetchone()[0]  # type: ignore[index]
+        late = con.execute("SELECT count(*) FROM events WHERE recorded_at > ?", [nominal_end]).fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
+    assert stored == simulated["events"] and late > 0
+    assert bench.check_whole("2.5 hours", stored, stored) == f"2.5 hours events simulated = events stored: {stored:,}"
+
+    monkeypatch.setattr(bench, "audit_clock", lambda s: nominal_end + timedelta(hours=1))  # the old clock
+    cut = r"not whole: .* simulated, .* stored \(dead letters recorded_in_future"
+    with pytest.raises(bench.StoreIncomplete, match=cut):
+        bench.build(spec, tmp_path / "cut", False, 1, kept)
+    assert not (tmp_path / "cut" / "store.duckdb").exists()

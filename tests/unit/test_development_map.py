@@ -42,6 +42,7 @@ SAME_MEANING = {
     "replay.py": 2,
     "schedule.py": 2,
     "signoff.py": 2,
+    "exports.py": 2,
     # the events (schemas) and their projection in the store, and for staff the CLI over it
     "reviews.py": 2,
     "staff.py": 3,

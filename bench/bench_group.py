@@ -1,0 +1,129 @@
+"""Benchmark of a group of properties: each property's daily exports and the group report over them.
+
+Run with ``make bench-group`` (``BENCH_GROUP_ARGS`` for the options below).
+
+Each property is a store of the history bench (:mod:`bench_history`: ``--tables`` tables dealt for
+``--days`` days around 1 November 2026, built once and cached, every simulated event stored or the
+bench stops), with a seed of its own (23, 24, 25, ...). Each property gets a fresh signing key,
+exports every gaming day its store dealt in (UTC days, up to the day after its last event) to a
+folder (``dealtrail export``'s :func:`dealtrail.reporting.exports.export_day`), and the group
+report reads and verifies them all (:func:`dealtrail.reporting.group.read_group`,
+:func:`write_group_report`).
+
+Prints on stdout::
+
+  group property P events simulated = events stored: N   (per property; or the bench stops)
+  group export s per property-day (mean): N               each day's export, wall time
+  group export s per property-day (max): N
+  group report s (P properties): N                        verify and read every export, write the report
+  group report s (1 property): N                          the same for the first property alone
+  group report / one property: N                          the ratio (target: within 1.5)
+
+Options: ``--properties`` (3), ``--days`` (30), ``--tables`` (8), ``--cache DIR`` (the history
+bench's), ``--simulators``, ``--quick`` (3 properties of 3 tables for half an hour across a
+midnight: the smoke check a test runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _history() -> object:
+    """The history bench's module (its stores and their cache)."""
+    spec = importlib.util.spec_from_file_location("bench_history", ROOT / "bench" / "bench_history.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_history"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    """Build (once) and export the properties' stores, then time the group report."""
+    import duckdb
+
+    from dealtrail.reporting.exports import due_days, export_day
+    from dealtrail.reporting.group import read_group, write_group_report
+    from dealtrail.reporting.objectstore import open_location
+    from projections.records.signing import create_key, public_pem
+    from projections.store.store import connect_read_only
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--properties", type=int, default=3)
+    parser.add_argument("--days", type=float, default=30)
+    parser.add_argument("--tables", type=int, default=8)
+    default_cache = os.environ.get("DEALTRAIL_BENCH_CACHE") or str(ROOT / ".cache" / "bench-history")
+    parser.add_argument("--cache", type=Path, default=Path(default_cache))
+    parser.add_argument("--simulators", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--quick", action="store_true", help="smoke check: 3 properties of 3 tables, half an hour")
+    args = parser.parse_args()
+    hours = 0.5 if args.quick else args.days * 24
+    tables = 3 if args.quick else args.tables
+    simulators = 1 if args.quick else args.simulators  # a process pool costs more than 3 small tables
+    bench: object = _history()
+    spec = bench.StoreSpec(tables, hours)  # type: ignore[attr-defined]
+    now = datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="bench-group-") as tmp:
+        exports = open_location(str(Path(tmp) / "exports"))
+        keys = Path(tmp) / "keys"
+        keys.mkdir(mode=0o700)
+        ids, export_s = [], []
+        for k in range(args.properties):
+            property_id = f"property-{k + 1}"
+            bench.SEED = 23 + k  # type: ignore[attr-defined]
+            folder = args.cache / bench.store_key(spec)  # type: ignore[attr-defined]  # the history bench's for seed 23
+            db = bench.build(spec, folder, False, simulators)  # type: ignore[attr-defined]
+            built = json.loads((folder / "build.json").read_text(encoding="utf-8"))
+            stored = duckdb.connect(str(db), read_only=True).execute("SELECT count(*) FROM events").fetchone()
+            line = bench.check_whole(f"group {property_id}", int(built["events"]), stored[0] if stored else 0)  # type: ignore[attr-defined]
+            print(line, flush=True)
+            key = create_key(Path(tmp) / f"{property_id}.key")
+            (keys / f"{property_id}.pem").write_bytes(public_pem(key))
+            con = connect_read_only(db)
+            try:
+                # the days the store dealt in, closed by the day after its last event (not today's
+                # clock: a month of empty days since would be exported too)
+                last = con.execute("SELECT max(recorded_at) FROM events").fetchone()
+                until = (last[0] if last and last[0] else now) + timedelta(days=1)
+                for period in due_days(con, exports, property_id, "UTC", until):
+                    t0 = time.perf_counter()
+                    export_day(con, exports, property_id, period, "UTC", key, now)
+                    export_s.append(time.perf_counter() - t0)
+            finally:
+                con.close()
+            ids.append(property_id)
+        print(f"group export s per property-day (mean): {statistics.fmean(export_s):.2f}", flush=True)
+        print(f"group export s per property-day (max): {max(export_s):.2f}", flush=True)
+        from dealtrail.reporting.group import registered_keys
+
+        registered = registered_keys(keys)
+        first, end = "2000-01-01", "9999-01-01"
+        timings = {}
+        for label, chosen in ((f"{len(ids)} properties", registered), ("1 property", {ids[0]: registered[ids[0]]})):
+            t0 = time.perf_counter()
+            views = [v for v in read_group(exports, chosen, first, end, now) if v.property_id in chosen]
+            if not all(v.ok for v in views):
+                raise SystemExit(f"a property failed verification: {[v.problems for v in views if not v.ok]}")
+            write_group_report(views, Path(tmp) / "report", exports.url, first, end, now)
+            timings[label] = time.perf_counter() - t0
+            print(f"group report s ({label}): {timings[label]:.2f}", flush=True)
+        print(
+            f"group report / one property: {timings[f'{len(ids)} properties'] / timings['1 property']:.2f}", flush=True
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The command line: the property's daily export (``export``) and the group view (``group report``)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from dealtrail.cli.common import _DB, _TZ, _fail, _read_store, _when, _zone_name, app, console, err, load, review_due
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from dealtrail.reporting.objectstore import Location
+    from dealtrail.settings import Settings
+
+group_app = typer.Typer(help="The group view: every property's exports, verified, side by side (read-only).")
+app.add_typer(group_app, name="group")
+
+
+def _location(url: str | None, endpoint: str | None, flag: str, setting: str) -> Location:
+    from dealtrail.reporting.objectstore import LocationError, open_location
+
+    if not url:
+        raise _fail(f"say where: {flag} or {setting}")
+    try:
+        return open_location(url, endpoint)
+    except LocationError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _signer(settings: Settings) -> Ed25519PrivateKey:
+    from projections.records.signing import SigningError, load_key
+
+    try:
+        return load_key(settings.signing.key_file)
+    except SigningError as exc:
+        raise _fail(f"an export is signed with the property's key: {exc}") from None
+
+
+@app.command("export")
+def export(
+    to: Annotated[
+        str | None, typer.Option(help="A folder or s3://bucket/prefix.", show_default="$DEALTRAIL_EXPORT__TO")
+    ] = None,
+    day: Annotated[
+        list[str] | None,
+        typer.Option(help="A gaming day to export (YYYY-MM-DD; again for more): a new revision each time."),
+    ] = None,
+    db: Annotated[Path | None, typer.Option(help="DuckDB store (opened read-only).", show_default=_DB)] = None,
+    tz: Annotated[
+        str | None, typer.Option(help="The casino's zone: gaming days are its days.", show_default=_TZ)
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Export the closed days not exported yet, and exit.")] = False,
+    now: Annotated[
+        str | None, typer.Option(help="Pretend the time is this (ISO 8601).", show_default="the clock")
+    ] = None,
+    poll: Annotated[float, typer.Option(min=1, help="Seconds between checks for a closed gaming day.")] = 300.0,
+) -> None:
+    """Export the property's gaming days as signed Parquet (findings with their review state as of
+    the export, rounds, figures, dead letters, and a manifest of SHA-256s signed with the
+    property's key) to a folder or an S3-compatible bucket, for the group view. Each --day writes a
+    new revision beside the earlier ones; without --day every closed gaming day not exported yet,
+    once (--once or --now) or as each day closes (like `dealtrail schedule`)."""
+    from dealtrail.reporting.exports import ExportError, LocationError, day_period, due_days, export_day
+
+    settings = load()
+    property_id = settings.export.property_id
+    if property_id is None:
+        raise _fail("set DEALTRAIL_EXPORT__PROPERTY_ID: the property's ID in the group's layout")
+    location = _location(to or settings.export.to, settings.export.s3_endpoint, "--to", "DEALTRAIL_EXPORT__TO")
+    key = _signer(settings)
+    zone = _zone_name(tz, settings)
+    db = db or settings.db
+    fixed = _when(now, "--now")
+    try:
+        periods = [day_period(d, zone) for d in day or []]
+    except ExportError as exc:
+        raise _fail(str(exc)) from None
+
+    def run(at: datetime) -> int:
+        con = _read_store(db)
+        try:
+            todo = periods or due_days(con, location, property_id, zone, at)
+            for period in todo:
+                done = export_day(
+                    con,
+                    location,
+                    property_id,
+                    period,
+                    zone,
+                    key,
+                    at,
+                    review_due(settings),
+                    settings.property_name,
+                    settings.archive.dir,
+                )
+                console.print(
+                    f"exported {done.gaming_day} revision {done.revision}: {done.rounds:,} rounds, "
+                    f"{done.incidents:,} incidents -> {done.folder}",
+                    markup=False,
+                )
+            return len(todo)
+        finally:
+            con.close()
+
+    try:
+        if periods or once or fixed is not None:
+            if run(fixed or datetime.now(UTC)) == 0:
+                console.print("no closed gaming day left to export", markup=False)
+            return
+        console.print(f"exporting each closed gaming day ({zone}) to {location.url} (Ctrl-C to stop)", markup=False)
+        while True:
+            run(datetime.now(UTC))
+            time.sleep(poll)
+    except (ExportError, LocationError) as exc:
+        raise _fail(str(exc)) from None
+
+
+@group_app.command("report")
+def group_report(
+    first: Annotated[str, typer.Option("--from", help="The period's first gaming day (YYYY-MM-DD).")],
+    last: Annotated[str, typer.Option("--to", help="The period's last gaming day (YYYY-MM-DD), included.")],
+    out: Annotated[Path, typer.Option(help="Folder of the group report's revisions (rev-0001, ...).")],
+    source: Annotated[
+        str | None,
+        typer.Option(help="The exports: a folder or s3://bucket/prefix.", show_default="$DEALTRAIL_GROUP__SOURCE"),
+    ] = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of registered public keys, <property_id>.pem.", show_default="$DEALTRAIL_GROUP__KEYS_DIR"
+        ),
+    ] = None,
+) -> None:
+    """Write the group report (HTML, CSV, JSON, Parquet) of every property's exports over the gaming days
+    --from to --to: each revision verified (signature with the registered key, SHA-256 of every
+    file) before use; a property that fails is shown as failing, never left out. Exit 4 when one
+    fails verification."""
+    from dealtrail.reporting.group import read_group, registered_keys, write_group_report
+
+    settings = load()
+    location = _location(
+        source or settings.group.source, settings.group.s3_endpoint, "--source", "DEALTRAIL_GROUP__SOURCE"
+    )
+    keys = keys or settings.group.keys_dir
+    if keys is None:
+        raise _fail("say where the properties' public keys are: --keys or DEALTRAIL_GROUP__KEYS_DIR")
+    try:
+        end = (datetime.strptime(last, "%Y-%m-%d") + timedelta(days=1)).strftime("%Y-%m-%d")
+        datetime.strptime(first, "%Y-%m-%d")
+    except ValueError:
+        raise _fail(f"--from and --to are gaming days (YYYY-MM-DD): {first!r}, {last!r}") from None
+    if end <= first:
+        raise _fail("--to is before --from")
+    try:
+        registered = registered_keys(keys)
+    except OSError as exc:
+        raise _fail(f"cannot read --keys {keys}: {exc.strerror}") from None
+    now = datetime.now(UTC)
+    views = read_group(location, registered, first, end, now)
+    files = write_group_report(views, out, location.url, first, last, now)
+    for v in views:
+        line = f"{v.property_id}: {'verified' if v.ok else 'FAILED verification'}"
+        (console if v.ok else err).print(line + "".join(f"\n  {p}" for p in v.problems), markup=False)
+    console.print(f"wrote {files.html}, {files.csv.name}, {files.json.name}", markup=False)
+    if any(not v.ok for v in views):
+        raise typer.Exit(4)
