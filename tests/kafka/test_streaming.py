@@ -91,7 +91,11 @@ def test_two_workers_share_partitions_and_one_takes_over_when_the_other_stops(
         cluster.wait_consumed(at_least=0.95)
         assert stop(b) == 0, (tmp_path / "b.log").read_text()
         publish_lines(cluster, lines[half:], tmp_path / "second.jsonl")
-        cluster.wait_consumed(timeout=240)
+        try:
+            cluster.wait_consumed(timeout=240)
+        except AssertionError as exc:  # what the survivor said (a stalled state recovery names itself)
+            said = (tmp_path / "a.log").read_text(errors="replace").splitlines()
+            raise AssertionError(f"{exc}\n--- a.log, last 30 lines ---\n" + "\n".join(said[-30:])) from None
     finally:
         stop(b)
         assert stop(a) == 0, (tmp_path / "a.log").read_text()
