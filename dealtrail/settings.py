@@ -626,7 +626,7 @@ class ExportSettings(BaseModel):
 
 
 class GroupSettings(BaseModel):
-    """The group view (``dealtrail group report``): every property's exports, read-only.
+    """The group view (``dealtrail group report``, ``group serve``): every property's exports, read-only.
 
     Attributes:
         source: where the properties export to: a folder, or ``s3://bucket/prefix`` (``--source`` wins).
@@ -634,6 +634,12 @@ class GroupSettings(BaseModel):
             (``dealtrail keys show`` prints a property's); ``--keys`` wins.
         s3_endpoint: the address of an S3-compatible server (``http(s)://host:port``); unset:
             the provider's own.
+        users_file: the group view's accounts (``dealtrail group serve``): a JSON file, owner-only,
+            of names, roles (``director``: every property; ``manager``: the properties listed for
+            her) and argon2 password hashes (``dealtrail group hash-password``); see
+            docs/operating.md, "The group view served".
+        refresh_seconds: how long ``group serve`` uses one reading (and verification) of the
+            exports before it reads them again (seconds).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -641,6 +647,8 @@ class GroupSettings(BaseModel):
     source: str | None = Field(default=None, min_length=1, max_length=4096)
     keys_dir: Path | None = None
     s3_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    users_file: Path | None = None
+    refresh_seconds: float = Field(default=60.0, ge=0, le=86400)
 
 
 class AccessForwardSettings(BaseModel):

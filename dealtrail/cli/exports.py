@@ -169,3 +169,86 @@ def group_report(
     console.print(f"wrote {files.html}, {files.csv.name}, {files.json.name}", markup=False)
     if any(not v.ok for v in views):
         raise typer.Exit(4)
+
+
+@group_app.command("serve")
+def group_serve(
+    source: Annotated[
+        str | None,
+        typer.Option(help="The exports: a folder or s3://bucket/prefix.", show_default="$DEALTRAIL_GROUP__SOURCE"),
+    ] = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of registered public keys, <property_id>.pem.", show_default="$DEALTRAIL_GROUP__KEYS_DIR"
+        ),
+    ] = None,
+    users: Annotated[
+        Path | None,
+        typer.Option(help="The group's users file (JSON, owner-only).", show_default="$DEALTRAIL_GROUP__USERS_FILE"),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8100,
+    certfile: Annotated[
+        Path | None, typer.Option(help="TLS certificate (PEM): serve https, cookies marked Secure.", exists=True)
+    ] = None,
+    keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM) for --certfile.", exists=True)] = None,
+) -> None:
+    """Serve the group view: a read-only web view of every property's exports, each revision
+    verified as `group report` does (a property that fails is shown failing, with its reasons).
+    Directors see every property, a property's manager only hers (the users file). No store is
+    opened."""
+    import uvicorn
+
+    from dealtrail.cli.console import security_policy, uvicorn_config
+    from dealtrail.console.group_view import GroupReader, GroupUsersError, create_group_app, load_group_users
+    from dealtrail.console.sessions import new_session_secret
+
+    settings = load()
+    location = _location(
+        source or settings.group.source, settings.group.s3_endpoint, "--source", "DEALTRAIL_GROUP__SOURCE"
+    )
+    keys = keys or settings.group.keys_dir
+    if keys is None or not keys.is_dir():
+        raise _fail("say where the properties' public keys are (a folder): --keys or DEALTRAIL_GROUP__KEYS_DIR")
+    users = users or settings.group.users_file
+    if users is None:
+        raise _fail("say who may sign in: --users or DEALTRAIL_GROUP__USERS_FILE (docs/operating.md)")
+    if (certfile is None) != (keyfile is None):
+        raise _fail("--certfile and --keyfile go together")
+    try:
+        accounts = load_group_users(users)
+    except GroupUsersError as exc:
+        raise _fail(str(exc)) from None
+    reader = GroupReader(location, keys, timedelta(seconds=settings.group.refresh_seconds), lambda: datetime.now(UTC))
+    secret = settings.console.session_secret
+    group_view = create_group_app(
+        reader,
+        accounts,
+        secret.get_secret_value() if secret else new_session_secret(),
+        security_policy(settings),
+        secure_cookies=certfile is not None,
+    )
+    scheme = "https" if certfile else "http"
+    err.print(f"group view: {scheme}://{host}:{port}/ over {location.url} ({len(accounts)} accounts)", markup=False)
+    server_config = uvicorn_config(
+        group_view,
+        settings,
+        host,
+        port,
+        ssl_certfile=str(certfile) if certfile else None,
+        ssl_keyfile=str(keyfile) if keyfile else None,
+    )
+    assert isinstance(server_config, uvicorn.Config)
+    uvicorn.Server(server_config).run()
+
+
+@group_app.command("hash-password")
+def group_hash_password() -> None:
+    """Print the argon2id hash of a password typed twice (not echoed), for the group's users file."""
+    from dealtrail.console.auth import MIN_PASSWORD, hash_password
+
+    password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if len(password) < MIN_PASSWORD:
+        raise _fail(f"a password has at least {MIN_PASSWORD} characters")
+    console.print(hash_password(password), markup=False, soft_wrap=True)

@@ -1,0 +1,303 @@
+"""The group view served (issue 51, ``dealtrail group serve``): a read-only web view of the
+properties' exports, verified as ``group report`` verifies them. A director sees every property;
+a property's manager only hers (another answers 404); a page without a session leads to sign-in;
+a property whose export fails verification is shown failing with its reason; page text is
+escaped; nothing in the exports is written. Two small properties (2 tables, 45 minutes each):
+``north`` verifies, ``river`` has one byte altered in its second gaming day, ``ghost`` has a
+registered key and no export."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from dealtrail.cli import app as cli
+from dealtrail.console.auth import hash_password
+from dealtrail.console.group_view import (
+    GroupReader,
+    GroupUsersError,
+    create_group_app,
+    load_group_users,
+)
+from dealtrail.console.guard import SecurityPolicy
+from dealtrail.reporting.exports import day_period, export_day
+from dealtrail.reporting.group import read_group, registered_keys
+from dealtrail.reporting.objectstore import Location, open_location
+from dealtrail.simulator.floor import FloorSpec, simulate
+from projections.models.reviews import ReviewDue
+from projections.records.signing import create_key, load_key, public_pem
+from projections.store.store import Store, connect_read_only
+from schemas.codec import encode
+from tests.helpers import need_browser, served_app
+
+DAYS = ("2026-11-01", "2026-11-02")
+NOW = datetime(2026, 11, 4, 12, 0, tzinfo=UTC)
+PASSWORDS = {"dana": "director-pass-1", "mia": "manager-pass-1"}
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync", "--no-first-run"]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The exports, the registered keys and the users file of the small group."""
+
+    location: Location
+    keys: Path
+    users: Path
+    root: Path
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Group:
+    """``north`` (New York, named with markup) and ``river`` (UTC), each simulated from 23:15 local
+    on the first day, audited and exported for both days; one byte of river's second day altered."""
+    from dealtrail.ingest.audit import audit_file
+
+    root = tmp_path_factory.mktemp("group-serve")
+    location = open_location(str(root / "exports"))
+    keys = root / "keys"
+    keys.mkdir()
+    for property_id, zone, name, seed in (
+        ("north", "America/New_York", "<b>North</b> & Co", 21),
+        ("river", "UTC", None, 22),
+    ):
+        folder = root / property_id
+        folder.mkdir()
+        start = datetime(2026, 11, 1, 23, 15, tzinfo=ZoneInfo(zone)).astimezone(UTC)
+        events = folder / "events.jsonl"
+        floor = FloorSpec(tables=2, hours=0.75, seed=seed, error_rate=0.3, start=start)
+        events.write_bytes(b"".join(encode(e) + b"\n" for e in simulate(floor)))
+        db = folder / "store.duckdb"
+        with Store(db) as store:
+            audit_file(events, store)
+        create_key(folder / "signing.pem")
+        key = load_key(folder / "signing.pem")
+        (keys / f"{property_id}.pem").write_bytes(public_pem(key))
+        con = connect_read_only(db)
+        try:
+            for day in DAYS:
+                export_day(
+                    con, location, property_id, day_period(day, zone), zone, key, NOW, ReviewDue(24, 24, 72), name
+                )
+        finally:
+            con.close()
+    create_key(root / "ghost.pem")
+    (keys / "ghost.pem").write_bytes(public_pem(load_key(root / "ghost.pem")))
+    altered = root / "exports" / "property=river" / "gaming_day=2026-11-02" / "revision=0001" / "figures.parquet"
+    data = bytearray(altered.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    altered.chmod(0o600)
+    altered.write_bytes(bytes(data))
+    users = root / "group-users.json"
+    users.write_text(
+        json.dumps(
+            {
+                "users": [
+                    {"name": "dana", "role": "director", "password_hash": hash_password(PASSWORDS["dana"])},
+                    {
+                        "name": "mia",
+                        "role": "manager",
+                        "properties": ["north"],
+                        "password_hash": hash_password(PASSWORDS["mia"]),
+                    },
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    users.chmod(0o600)
+    return Group(location, keys, users, root)
+
+
+def _app(group: Group, lines: list[str] | None = None, now: datetime = NOW) -> Any:
+    reader = GroupReader(group.location, group.keys, timedelta(seconds=60), lambda: now)
+    return create_group_app(
+        reader,
+        load_group_users(group.users),
+        "s" * 48,
+        SecurityPolicy(),
+        echo=lines.append if lines is not None else lambda _: None,
+    )
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, html[:500]
+    return match.group(1)
+
+
+def _signed_in(group: Group, name: str, lines: list[str] | None = None, now: datetime = NOW) -> TestClient:
+    client = TestClient(_app(group, lines, now))
+    token = _csrf(client.get("/login").text)
+    r = client.post(
+        "/login",
+        data={"username": name, "password": PASSWORDS[name], "csrf": token, "next": "/"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    return client
+
+
+def _row(html: str, property_id: str) -> str:
+    match = re.search(rf'<tr>\s*<th scope="row"><a href="/properties/{property_id}">.*?</tr>', html, re.S)
+    assert match, f"no row of {property_id}"
+    return match.group(0)
+
+
+def test_every_page_without_a_session_leads_to_sign_in_and_health_carries_no_data(group: Group) -> None:
+    client = TestClient(_app(group))
+    for path in ("/", "/properties/north", "/?from=2026-11-01&to=2026-11-02"):
+        r = client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login?next="), path
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"alive": True}
+    page = client.get("/login")
+    assert page.status_code == 200 and "Content-Security-Policy" in page.headers
+    assert page.headers["X-Frame-Options"] == "DENY" and page.headers["Cache-Control"] == "no-store"
+
+
+def test_a_director_sees_every_property_with_its_verified_figures_and_the_failing_one_with_its_reason(
+    group: Group,
+) -> None:
+    client = _signed_in(group, "dana", now=NOW + timedelta(hours=30))
+    r = client.get("/?from=2026-11-01&to=2026-11-02")
+    assert r.status_code == 200
+    html = r.text
+    views = {
+        v.property_id: v for v in read_group(group.location, registered_keys(group.keys), *DAYS[:1], "2026-11-03", NOW)
+    }
+    assert set(views) == {"north", "river", "ghost"}
+    north = views["north"].summary()
+    assert north["status"] == "verified" and north["rounds"] > 0 and north["incidents"] > 0
+    row = _row(html, "north")
+    assert "verified" in row and f">{north['rounds']:,}<" in row and f">{north['incidents']:,}<" in row
+    assert f">{north['per_1000_rounds']}<" in row
+    assert '11-04 12:00:00+00:00<br><span class="small">30.0 h ago</span>' in row  # freshness: exported at NOW
+    river = _row(html, "river")
+    assert "FAILED" in river and "1 day(s)" in river
+    assert "2026-11-02: revision 1: figures.parquet does not match its SHA-256 in the manifest (altered)" in html
+    assert "no export of ghost found" in html
+    for rule in north["by_rule"]:
+        assert f'<th scope="row">{rule}</th>' in html
+    page = client.get("/properties/river?from=2026-11-01&to=2026-11-02")
+    assert page.status_code == 200 and "Failing verification" in page.text and "FAILED" in page.text
+    assert client.get("/properties/north").status_code == 200
+    assert client.get("/properties/nowhere").status_code == 404
+
+
+def test_a_property_manager_sees_only_her_property(group: Group) -> None:
+    client = _signed_in(group, "mia")
+    html = client.get("/?from=2026-11-01&to=2026-11-02").text
+    assert 'href="/properties/north"' in html
+    assert "river" not in html and "ghost" not in html
+    assert client.get("/properties/north").status_code == 200
+    for other in ("river", "ghost"):
+        r = client.get(f"/properties/{other}")
+        assert r.status_code == 404 and "river" not in r.text.replace(f"/properties/{other}", "")
+
+
+def test_page_text_from_an_export_is_escaped(group: Group) -> None:
+    html = _signed_in(group, "dana").get("/properties/north").text
+    assert "&lt;b&gt;North&lt;/b&gt; &amp; Co" in html and "<b>North</b>" not in html
+
+
+def test_sign_in_refuses_a_wrong_password_and_a_form_without_its_token_and_logout_ends_the_session(
+    group: Group,
+) -> None:
+    lines: list[str] = []
+    client = TestClient(_app(group, lines))
+    token = _csrf(client.get("/login").text)
+    wrong = client.post("/login", data={"username": "dana", "password": "nope-nope-nope", "csrf": token})
+    assert wrong.status_code == 401 and "Wrong name or password." in wrong.text
+    assert (
+        client.post("/login", data={"username": "dana", "password": PASSWORDS["dana"], "csrf": "x"}).status_code == 403
+    )
+    client = _signed_in(group, "dana", lines)
+    cookie = client.cookies.get("dealtrail_group_session")
+    floor = client.get("/")
+    assert floor.status_code == 200
+    out = client.post("/logout", data={"csrf": _csrf(floor.text)}, follow_redirects=False)
+    assert out.status_code == 303
+    replay = TestClient(client.app, cookies={"dealtrail_group_session": cookie or ""})
+    assert replay.get("/", follow_redirects=False).status_code == 303  # the old cookie opens nothing
+    assert any("login_failed user='dana'" in x and "refused" in x for x in lines)
+    assert any("login_succeeded user='dana'" in x for x in lines) and any("logout user='dana'" in x for x in lines)
+    assert not any(PASSWORDS["dana"] in x for x in lines)
+
+
+def test_the_view_writes_nothing_where_it_reads(group: Group) -> None:
+    before = _tree(group.root / "exports")
+    client = _signed_in(group, "dana")
+    for path in ("/", "/properties/north", "/properties/river", "/?from=2026-11-02&to=2026-11-02"):
+        assert client.get(path).status_code == 200
+    assert _tree(group.root / "exports") == before
+
+
+def test_the_users_file_must_be_owner_only_and_well_formed(group: Group, tmp_path: Path) -> None:
+    loose = tmp_path / "users.json"
+    loose.write_text(group.users.read_text(encoding="utf-8"), encoding="utf-8")
+    loose.chmod(0o644)
+    with pytest.raises(GroupUsersError, match="readable by others"):
+        load_group_users(loose)
+    loose.chmod(0o600)
+    assert {u.name: u.role for u in load_group_users(loose).values()} == {"dana": "director", "mia": "manager"}
+    loose.write_text('{"users": [{"name": "x", "role": "owner", "password_hash": "$argon2id$x"}]}', encoding="utf-8")
+    with pytest.raises(GroupUsersError, match="not a group users file"):
+        load_group_users(loose)
+    r = CliRunner().invoke(
+        cli,
+        ["group", "serve", "--source", str(group.root / "exports"), "--keys", str(group.keys), "--users", str(loose)],
+    )
+    assert r.exit_code == 2 and "not a group users file" in r.output
+
+
+@pytest.mark.browser
+def test_the_group_floor_in_chromium_signs_in_and_passes_axe(group: Group, tmp_path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        need_browser(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from axe_playwright_python.sync_playwright import Axe
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        need_browser("Playwright or axe-playwright-python is not installed (make install)")
+    shots = Path(os.environ.get("DEALTRAIL_SHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    axe = Axe()
+    options = {"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]}}
+    found: dict[str, list[str]] = {}
+    with served_app(_app(group)) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+            page.goto(base + "/properties/north")
+            page.fill("input[name=username]", "dana")
+            page.fill("input[name=password]", PASSWORDS["dana"])
+            page.click("button[type=submit]")
+            page.wait_for_url(re.compile(r".*/properties/north$"))
+            for name, path in (("group-property", "/properties/river"), ("group-floor", "/?from=2026-11-01")):
+                page.goto(base + path)
+                page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+                for v in axe.run(page, options=options).response.get("violations", []):
+                    if v.get("impact") in {"serious", "critical"} or "best-practice" in v.get("tags", []):
+                        found.setdefault(name, []).append(f"{v['id']} ({v['impact']}): {v['help']}")
+            assert page.locator("text=FAILED").count() >= 1
+        finally:
+            browser.close()
+    assert not found, found
