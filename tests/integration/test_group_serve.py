@@ -301,3 +301,63 @@ def test_the_group_floor_in_chromium_signs_in_and_passes_axe(group: Group, tmp_p
         finally:
             browser.close()
     assert not found, found
+
+
+def test_dealtrail_group_serve_runs_from_its_settings_on_a_chosen_port(group: Group, tmp_path: Path) -> None:
+    """The command as deployed: settings from the environment, a non-default port, another zone."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.helpers import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "TZ": "Pacific/Auckland",
+        "DEALTRAIL_GROUP__SOURCE": str(group.root / "exports"),
+        "DEALTRAIL_GROUP__KEYS_DIR": str(group.keys),
+        "DEALTRAIL_GROUP__USERS_FILE": str(group.users),
+    }
+    cmd = [sys.executable, "-m", "dealtrail.cli", "group", "serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(base + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "group serve did not start"
+            time.sleep(0.2)
+        with httpx.Client(base_url=base) as client:
+            assert client.get("/properties/north").status_code == 303
+            token = _csrf(client.get("/login").text)
+            r = client.post(
+                "/login", data={"username": "mia", "password": PASSWORDS["mia"], "csrf": token, "next": "/"}
+            )
+            assert r.status_code == 303
+            floor = client.get("/?from=2026-11-01&to=2026-11-02")
+            assert floor.status_code == 200 and 'href="/properties/north"' in floor.text and "river" not in floor.text
+            assert client.get("/properties/river").status_code == 404
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+    assert f"group view: http://127.0.0.1:{port}/" in out and "login_succeeded user='mia'" in out
+    assert PASSWORDS["mia"] not in out
+
+
+def test_group_hash_password_prints_an_argon2id_hash_the_view_accepts() -> None:
+    from dealtrail.console.auth import verify_password
+
+    r = CliRunner().invoke(cli, ["group", "hash-password"], input="a-new-pass-9\na-new-pass-9\n")
+    assert r.exit_code == 0, r.output
+    digest = r.output.strip().splitlines()[-1]
+    assert digest.startswith("$argon2id$") and verify_password(digest, "a-new-pass-9")
+    assert "a-new-pass-9" not in r.output
+    short = CliRunner().invoke(cli, ["group", "hash-password"], input="short\nshort\n")
+    assert short.exit_code == 2 and "at least 10 characters" in short.output
