@@ -138,10 +138,15 @@ class GroupReader:
     refresh: timedelta
     clock: Callable[[], datetime]
     _cache: dict[tuple[str, str], tuple[datetime, list[PropertyView]]] = field(default_factory=dict)
+    _latest: tuple[datetime, str | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def latest_day(self) -> str | None:
-        """The latest gaming day any property exported (listing only), or None."""
+        """The latest gaming day any property exported (listing only, read again after ``refresh``), or None."""
+        with self._lock:
+            now = self.clock()
+            if self._latest is not None and now - self._latest[0] < self.refresh:
+                return self._latest[1]
         days = [
             d.removeprefix("gaming_day=")
             for p in self.location.folders(self.location.root)
@@ -149,7 +154,10 @@ class GroupReader:
             for d in self.location.folders(self.location.path(p))
             if d.startswith("gaming_day=")
         ]
-        return max(days, default=None)
+        latest = max(days, default=None)
+        with self._lock:
+            self._latest = (now, latest)
+        return latest
 
     def views(self, first_day: str, end_day: str) -> tuple[datetime, list[PropertyView]]:
         """(when read, the properties) over the gaming days ``[first_day, end_day)``."""

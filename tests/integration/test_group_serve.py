@@ -361,3 +361,17 @@ def test_group_hash_password_prints_an_argon2id_hash_the_view_accepts() -> None:
     assert "a-new-pass-9" not in r.output
     short = CliRunner().invoke(cli, ["group", "hash-password"], input="short\nshort\n")
     assert short.exit_code == 2 and "at least 10 characters" in short.output
+
+
+def test_a_managers_listed_property_without_export_or_key_is_named_on_her_floor(group: Group) -> None:
+    from dealtrail.console.group_view import GroupUser
+
+    reader = GroupReader(group.location, group.keys, timedelta(seconds=60), lambda: NOW)
+    lee = GroupUser("lee", hash_password("lee-manager-pass"), "manager", frozenset({"north", "lake"}))
+    client = TestClient(create_group_app(reader, {"lee": lee}, "s" * 48, SecurityPolicy(), echo=lambda _: None))
+    token = _csrf(client.get("/login").text)
+    client.post("/login", data={"username": "lee", "password": "lee-manager-pass", "csrf": token})
+    html = client.get("/").text  # the default period: the 7 gaming days up to the latest exported
+    assert "Gaming days 2026-10-27 to 2026-11-02" in html
+    assert "No export and no registered key for lake." in html and 'href="/properties/north"' in html
+    assert "river" not in html and client.get("/properties/lake").status_code == 404
