@@ -640,6 +640,11 @@ class GroupSettings(BaseModel):
             docs/operating.md, "The group view served".
         refresh_seconds: how long ``group serve`` uses one reading (and verification) of the
             exports before it reads them again (seconds).
+        director_groups: with the directory sign-in (``DEALTRAIL_DIRECTORY__ISSUER``, the
+            console's client), the directory groups whose members are directors in ``group serve``.
+        manager_groups: with the directory sign-in, per property ID the directory groups whose
+            members manage that property in ``group serve`` (JSON, e.g. ``{"north":
+            ["north-compliance"]}``). No group named here or above: no directory sign-in.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -649,6 +654,8 @@ class GroupSettings(BaseModel):
     s3_endpoint: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
     users_file: Path | None = None
     refresh_seconds: float = Field(default=60.0, ge=0, le=86400)
+    director_groups: list[str] = []
+    manager_groups: dict[str, list[str]] = {}
 
 
 class AccessForwardSettings(BaseModel):

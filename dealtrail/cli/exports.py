@@ -14,6 +14,7 @@ from dealtrail.cli.common import _DB, _TZ, _fail, _read_store, _when, _zone_name
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from dealtrail.console.group_view import GroupDirectory
     from dealtrail.reporting.objectstore import Location
     from dealtrail.settings import Settings
 
@@ -212,12 +213,16 @@ def group_serve(
     if keys is None or not keys.is_dir():
         raise _fail("say where the properties' public keys are (a folder): --keys or DEALTRAIL_GROUP__KEYS_DIR")
     users = users or settings.group.users_file
-    if users is None:
-        raise _fail("say who may sign in: --users or DEALTRAIL_GROUP__USERS_FILE (docs/operating.md)")
+    directory = _group_directory(settings)
+    if users is None and directory is None:
+        raise _fail(
+            "say who may sign in: --users or DEALTRAIL_GROUP__USERS_FILE, or the directory's groups "
+            "(DEALTRAIL_GROUP__DIRECTOR_GROUPS, __MANAGER_GROUPS; docs/operating.md)"
+        )
     if (certfile is None) != (keyfile is None):
         raise _fail("--certfile and --keyfile go together")
     try:
-        accounts = load_group_users(users)
+        accounts = load_group_users(users) if users is not None else {}
     except GroupUsersError as exc:
         raise _fail(str(exc)) from None
     reader = GroupReader(location, keys, timedelta(seconds=settings.group.refresh_seconds), lambda: datetime.now(UTC))
@@ -228,9 +233,14 @@ def group_serve(
         secret.get_secret_value() if secret else new_session_secret(),
         security_policy(settings),
         secure_cookies=certfile is not None,
+        directory=directory,
     )
     scheme = "https" if certfile else "http"
-    err.print(f"group view: {scheme}://{host}:{port}/ over {location.url} ({len(accounts)} accounts)", markup=False)
+    err.print(
+        f"group view: {scheme}://{host}:{port}/ over {location.url} ({len(accounts)} accounts"
+        f"{', and the directory' if directory else ''})",
+        markup=False,
+    )
     server_config = uvicorn_config(
         group_view,
         settings,
@@ -241,6 +251,27 @@ def group_serve(
     )
     assert isinstance(server_config, uvicorn.Config)
     uvicorn.Server(server_config).run()
+
+
+def _group_directory(settings: Settings) -> GroupDirectory | None:
+    """The directory sign-in of ``group serve``: the console's directory client
+    (``DEALTRAIL_DIRECTORY__*``, its callback this view's own ``/auth/callback``) with the group's
+    role mapping; None without an issuer or without a mapped group."""
+    import dataclasses
+
+    from dealtrail.cli.console import directory_config
+    from dealtrail.console.group_view import GroupDirectory
+    from dealtrail.console.oidc import Directory
+
+    config = directory_config(settings)
+    g = settings.group
+    if config is None or not (g.director_groups or g.manager_groups):
+        return None
+    return GroupDirectory(
+        Directory(dataclasses.replace(config, redirect_url=None)),
+        frozenset(g.director_groups),
+        {p: frozenset(groups) for p, groups in g.manager_groups.items()},
+    )
 
 
 @group_app.command("hash-password")

@@ -21,6 +21,11 @@ but ``/healthz`` and ``/readyz`` needs a session; page text is escaped (Jinja2 a
 Sign-ins, refusals and logouts are printed as access lines on standard error (no store to keep
 them in); the view's reads are figures, not findings.
 
+With the console's directory client (:class:`GroupDirectory`), people sign in with the casino's
+directory too (OpenID Connect, the console's :class:`~dealtrail.console.oidc.Directory`: the
+authorization code flow with PKCE, the ID token checked), their role from their groups: a
+director group's member is a director, a property's manager group's member manages it.
+
 The group is read again when a page asks for a period whose reading is older than
 ``refresh`` (``DEALTRAIL_GROUP__REFRESH_SECONDS``), so the pages stay fast while each
 revision's SHA-256s are checked at most once per refresh.
@@ -32,7 +37,7 @@ import json
 import secrets
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +51,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from dealtrail.console import auth, health
 from dealtrail.console.deps import _env, _origin, own_origin, query_string
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
+from dealtrail.console.oidc import Directory, DirectoryError, RefusedError
 from dealtrail.reporting.group import PropertyView, read_group, registered_keys, rules_by_property
 from dealtrail.reporting.objectstore import Location
 
@@ -175,9 +181,35 @@ class GroupReader:
 
 @dataclass
 class _Session:
-    name: str
+    user: GroupUser
     began: datetime
     last: datetime
+
+
+@dataclass(frozen=True)
+class GroupDirectory:
+    """Signing in to the group view with the casino's directory (OpenID Connect, the console's
+    :class:`~dealtrail.console.oidc.Directory`): the role follows the person's directory groups.
+
+    Attributes:
+        directory: the directory (issuer, client, keys).
+        director_groups: groups whose members are directors (every property).
+        manager_groups: per property ID, the groups whose members manage it (see it).
+    """
+
+    directory: Directory
+    director_groups: frozenset[str]
+    manager_groups: Mapping[str, frozenset[str]]
+
+    def user_of(self, claims: Mapping[str, Any]) -> GroupUser | None:
+        """The group user the ID token's claims make (None: no mapped group); a director group wins."""
+        raw = claims.get(self.directory.config.groups_claim)
+        groups = {str(g) for g in raw} if isinstance(raw, list) else set()
+        name = str(claims.get("preferred_username") or claims["sub"])
+        if groups & self.director_groups:
+            return GroupUser(name, "", "director")
+        properties = frozenset(p for p, mapped in self.manager_groups.items() if groups & mapped)
+        return GroupUser(name, "", "manager", properties) if properties else None
 
 
 class LoginRequiredError(Exception):
@@ -193,22 +225,20 @@ class GroupSessions:
     """The view's sessions, held in this process (a signed cookie carries the random ID).
 
     Args:
-        users: the accounts by name.
         policy: a session's idle and maximum age.
         clock: the time now (UTC).
     """
 
-    users: dict[str, GroupUser]
     policy: SecurityPolicy
     clock: Callable[[], datetime]
     _open: dict[str, _Session] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def begin(self, request: Request, name: str) -> None:
-        """Start a session for ``name``: a new cookie (no fixation of an earlier one) and CSRF token."""
+    def begin(self, request: Request, user: GroupUser) -> None:
+        """Start a session for ``user``: a new cookie (no fixation of an earlier one) and CSRF token."""
         sid, now = secrets.token_urlsafe(32), self.clock()
         with self._lock:
-            self._open[sid] = _Session(name, now, now)
+            self._open[sid] = _Session(user, now, now)
         request.session.clear()
         request.session.update({"sid": sid, "csrf": secrets.token_urlsafe(32)})
 
@@ -218,7 +248,7 @@ class GroupSessions:
         with self._lock:
             s = self._open.pop(sid, None) if isinstance(sid, str) else None
         request.session.clear()
-        return s.name if s is not None else None
+        return s.user.name if s is not None else None
 
     def user(self, request: Request) -> GroupUser | None:
         """The signed-in user of ``request``, or None (no session, ended, idle or too old)."""
@@ -231,11 +261,11 @@ class GroupSessions:
             if s is None:
                 return None
             old = now - s.last > self.policy.session_idle or now - s.began > self.policy.session_max
-            if old or s.name not in self.users:
+            if old:
                 del self._open[sid]
                 return None
             s.last = now
-        return self.users[s.name]
+        return s.user
 
 
 def _viewer(request: Request) -> GroupUser:
@@ -270,6 +300,7 @@ def create_group_app(
     policy: SecurityPolicy,
     secure_cookies: bool = False,
     echo: Callable[[str], None] | None = None,
+    directory: GroupDirectory | None = None,
 ) -> FastAPI:
     """Build the group view (serve it with uvicorn).
 
@@ -280,6 +311,7 @@ def create_group_app(
         policy: sessions' idle and maximum age, the sign-in throttle and lock (the console's).
         secure_cookies: send the session cookie over HTTPS only.
         echo: where access lines go; None: standard error.
+        directory: sign-in with the casino's directory too (``/auth/login``); None: the users file only.
 
     Returns:
         The FastAPI application.
@@ -289,7 +321,7 @@ def create_group_app(
     env = _env(UTC)
     login_guard = LoginGuard(policy)
     clock = reader.clock
-    sessions = GroupSessions(users, policy, clock)
+    sessions = GroupSessions(policy, clock)
     app.state.sessions = sessions
 
     def access(kind: str, name: str, outcome: str, detail: str = "") -> None:
@@ -377,7 +409,14 @@ def create_group_app(
     @app.get("/login", include_in_schema=False)
     def login_page(request: Request, next: str = "/") -> HTMLResponse:
         return render(
-            request, "login.html.j2", None, next=_safe_next(next), error=None, username="", directory=False, local=True
+            request,
+            "login.html.j2",
+            None,
+            next=_safe_next(next),
+            error=None,
+            username="",
+            directory=directory is not None,
+            local=bool(users),
         )
 
     @app.post("/login", include_in_schema=False)
@@ -403,8 +442,8 @@ def create_group_app(
                 next=_safe_next(next),
                 error=error,
                 username=typed,
-                directory=False,
-                local=True,
+                directory=directory is not None,
+                local=bool(users),
             )
             page.headers.update(headers or {})
             return page
@@ -422,7 +461,7 @@ def create_group_app(
             login_guard.failed(typed, client, now)
             return again(401, "Wrong name or password.")
         login_guard.succeeded(typed, client)
-        sessions.begin(request, u.name)
+        sessions.begin(request, u)
         access("login_succeeded", u.name, "ok", u.role)
         return RedirectResponse(_safe_next(next), status_code=303)
 
@@ -493,7 +532,91 @@ def create_group_app(
             source=reader.location.url,
         )
 
+    if directory is not None:
+        _directory_routes(app, directory, session_secret, secure_cookies, sessions, render, access)
     return app
+
+
+def _directory_routes(
+    app: FastAPI,
+    group_directory: GroupDirectory,
+    session_secret: str,
+    secure_cookies: bool,
+    sessions: GroupSessions,
+    render: Callable[..., HTMLResponse],
+    access: Callable[..., None],
+) -> None:
+    """``/auth/login`` and ``/auth/callback``: the authorization code flow with PKCE, as the
+    console runs it (:mod:`dealtrail.console.directory_pages`), the role from the groups."""
+    from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+    from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS
+
+    d = group_directory.directory
+    signer = URLSafeTimedSerializer(session_secret, salt="dealtrail-group-login")
+
+    def refused(request: Request, reason: str, status: int = 403, who: str = "directory") -> HTMLResponse:
+        access("login_failed", who, "refused", f"directory: {reason}"[:500])
+        return render(request, "directory_refused.html.j2", None, status, reason=reason)
+
+    def redirect_uri(request: Request) -> str:
+        return str(d.config.redirect_url or request.url_for("group_directory_callback"))
+
+    @app.get("/auth/login", include_in_schema=False)
+    def directory_login(request: Request, next: str = "/") -> Response:
+        try:
+            url, pending = d.login_url(redirect_uri(request))
+        except DirectoryError as exc:
+            return refused(request, f"the directory cannot be reached now ({exc})", 503)
+        pending["next"] = _safe_next(next)
+        response = RedirectResponse(url, status_code=303)
+        response.set_cookie(
+            LOGIN_COOKIE,
+            signer.dumps(pending),
+            max_age=LOGIN_SECONDS,
+            path="/auth/callback",
+            secure=secure_cookies,
+            httponly=True,
+            samesite="lax",  # the redirect back from the directory's site is a top-level GET: sent
+        )
+        return response
+
+    @app.get("/auth/callback", include_in_schema=False, name="group_directory_callback")
+    def directory_callback(request: Request, code: str = "", state: str = "", error: str = "") -> Response:
+        raw = request.cookies.get(LOGIN_COOKIE, "")
+        try:
+            pending = signer.loads(raw, max_age=LOGIN_SECONDS) if raw else None
+        except BadSignature:
+            pending = None
+        response: Response
+        claims: dict[str, Any] = {}
+        if error:
+            response = refused(request, f"the directory refused the sign-in: {error}"[:300])
+        elif not isinstance(pending, dict) or not secrets.compare_digest(str(pending.get("state", "")), state):
+            response = refused(request, "the sign-in took too long or did not start here: start again", 400)
+        else:
+            try:
+                claims = d.claims_of(code, pending, sessions.clock().timestamp())
+                user = group_directory.user_of(claims)
+            except DirectoryError as exc:
+                response = refused(request, f"the directory cannot be reached now ({exc})", 503)
+            except RefusedError as exc:
+                response = refused(request, exc.reason)
+            else:
+                who = str(claims.get("preferred_username") or claims.get("sub"))
+                if user is None:
+                    response = refused(
+                        request, "none of your directory groups is mapped to the group view: ask for one", who=who
+                    )
+                else:
+                    sessions.begin(request, user)
+                    access("login_succeeded", user.name, "ok", f"directory {d.config.issuer}, subject {claims['sub']}")
+                    # a page of this site that goes on: the strict session cookie is not sent along
+                    # the redirect of a navigation that began at the directory's site
+                    target = _safe_next(str(pending.get("next", "/")))
+                    response = render(request, "directory_continue.html.j2", None, target=target)
+        response.delete_cookie(LOGIN_COOKIE, path="/auth/callback")
+        return response
 
 
 class _ClientAddress:

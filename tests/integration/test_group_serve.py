@@ -375,3 +375,74 @@ def test_a_managers_listed_property_without_export_or_key_is_named_on_her_floor(
     assert "Gaming days 2026-10-27 to 2026-11-02" in html
     assert "No export and no registered key for lake." in html and 'href="/properties/north"' in html
     assert "river" not in html and client.get("/properties/lake").status_code == 404
+
+
+def _directory_client(group: Group) -> tuple[TestClient, dict[str, Any]]:
+    """The view with the directory sign-in only; the directory is an httpx mock transport that
+    issues an ID token (signed here with joserfc) for the person in ``person``."""
+
+    import httpx
+    from joserfc import jwt
+    from joserfc.jwk import RSAKey
+
+    from dealtrail.console.group_view import GroupDirectory
+    from dealtrail.console.oidc import Directory, DirectoryConfig
+
+    issuer = "https://idp.casino.test/realms/group"
+    key = RSAKey.generate_key(2048, parameters={"kid": "k1", "use": "sig", "alg": "RS256"})
+    person: dict[str, Any] = {}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/.well-known/openid-configuration"):
+            meta = {"issuer": issuer, "authorization_endpoint": issuer + "/auth", "token_endpoint": issuer + "/token"}
+            return httpx.Response(200, json={**meta, "jwks_uri": issuer + "/certs"})
+        if path.endswith("/certs"):
+            return httpx.Response(200, json={"keys": [key.as_dict(private=False)]})
+        if path.endswith("/token"):
+            now = int(NOW.timestamp())  # the view's clock
+            claims = {"iss": issuer, "aud": "group-view", "iat": now, "exp": now + 300, **person}
+            return httpx.Response(200, json={"id_token": jwt.encode({"alg": "RS256", "kid": "k1"}, claims, key)})
+        return httpx.Response(404)
+
+    config = DirectoryConfig(issuer=issuer, client_id="group-view", client_secret="s")
+    directory = GroupDirectory(
+        Directory(config, httpx.MockTransport(answer)),
+        frozenset({"group-compliance"}),
+        {"north": frozenset({"north-compliance"}), "river": frozenset({"river-compliance"})},
+    )
+    reader = GroupReader(group.location, group.keys, timedelta(seconds=60), lambda: NOW)
+    app = create_group_app(reader, {}, "s" * 48, SecurityPolicy(), echo=lambda _: None, directory=directory)
+    return TestClient(app), person
+
+
+def _directory_sign_in(client: TestClient, person: dict[str, Any], sub: str, groups: list[str]) -> Any:
+    from urllib.parse import parse_qs, urlparse
+
+    start = client.get("/auth/login?next=/properties/north", follow_redirects=False)
+    assert start.status_code == 303
+    asked = parse_qs(urlparse(start.headers["location"]).query)
+    assert asked["code_challenge_method"] == ["S256"]
+    person.clear()
+    person.update({"sub": sub, "preferred_username": sub, "nonce": asked["nonce"][0], "groups": groups})
+    return client.get(f"/auth/callback?code=c1&state={asked['state'][0]}", follow_redirects=False)
+
+
+def test_the_directory_sign_in_gives_the_role_of_the_persons_groups(group: Group) -> None:
+    client, person = _directory_client(group)
+    login = client.get("/login").text
+    assert 'href="/auth/login?next=' in login and 'name="password"' not in login  # no local accounts
+    done = _directory_sign_in(client, person, "ruth", ["river-compliance", "cafeteria"])
+    assert done.status_code == 200 and 'href="/properties/north"' in done.text, done.text  # goes on
+    assert client.get("/properties/river").status_code == 200
+    assert client.get("/properties/north").status_code == 404  # river's manager only
+    client, person = _directory_client(group)
+    _directory_sign_in(client, person, "dana", ["group-compliance"])
+    html = client.get("/?from=2026-11-01&to=2026-11-02").text
+    assert all(f'href="/properties/{p}"' in html for p in ("north", "river", "ghost"))
+    client, person = _directory_client(group)
+    refused = _directory_sign_in(client, person, "cook", ["cafeteria"])
+    assert refused.status_code == 403 and "none of your directory groups is mapped" in refused.text
+    assert client.get("/", follow_redirects=False).status_code == 303
+    forged = client.get("/auth/callback?code=c1&state=guess", follow_redirects=False)
+    assert forged.status_code == 400
