@@ -446,3 +446,19 @@ def test_the_directory_sign_in_gives_the_role_of_the_persons_groups(group: Group
     assert client.get("/", follow_redirects=False).status_code == 303
     forged = client.get("/auth/callback?code=c1&state=guess", follow_redirects=False)
     assert forged.status_code == 400
+
+
+def test_a_session_ends_when_idle_and_a_form_from_another_site_is_refused(group: Group) -> None:
+    clock = [NOW]
+    reader = GroupReader(group.location, group.keys, timedelta(seconds=60), lambda: clock[0])
+    policy = SecurityPolicy(session_idle=timedelta(minutes=30))
+    app = create_group_app(reader, load_group_users(group.users), "s" * 48, policy, echo=lambda _: None)
+    client = TestClient(app)
+    token = _csrf(client.get("/login").text)
+    form = {"username": "dana", "password": PASSWORDS["dana"], "csrf": token}
+    assert client.post("/login", data=form, headers={"Origin": "http://evil.example"}).status_code == 403
+    assert client.post("/login", data=form, follow_redirects=False).status_code == 303
+    clock[0] += timedelta(minutes=29)
+    assert client.get("/", follow_redirects=False).status_code == 200
+    clock[0] += timedelta(minutes=31)
+    assert client.get("/", follow_redirects=False).status_code == 303
