@@ -417,6 +417,7 @@ def create_group_app(
             username="",
             directory=directory is not None,
             local=bool(users),
+            product="group view",
         )
 
     @app.post("/login", include_in_schema=False)
@@ -444,6 +445,7 @@ def create_group_app(
                 username=typed,
                 directory=directory is not None,
                 local=bool(users),
+                product="group view",
             )
             page.headers.update(headers or {})
             return page

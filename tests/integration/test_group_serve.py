@@ -170,6 +170,7 @@ def test_every_page_without_a_session_leads_to_sign_in_and_health_carries_no_dat
     assert r.status_code == 200 and r.json() == {"alive": True}
     page = client.get("/login")
     assert page.status_code == 200 and "Content-Security-Policy" in page.headers
+    assert "<title>Sign in · dealtrail group view</title>" in page.text
     assert page.headers["X-Frame-Options"] == "DENY" and page.headers["Cache-Control"] == "no-store"
 
 
