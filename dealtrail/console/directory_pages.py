@@ -19,14 +19,11 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from dealtrail.console import guard, totp
 from dealtrail.console.deps import Console, Cursor
 from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS, DirectoryError, Person, RefusedError, person_of
+from dealtrail.console.sessions import safe_next
 from schemas.reviews import SignIn
 
 CODE_SECONDS = 600
 """How long a directory sign-in waits for the console's one-time code (seconds)."""
-
-
-def _safe_next(path: str) -> str:
-    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
 
 
 def router(console: Console) -> APIRouter:
@@ -54,7 +51,7 @@ def router(console: Console) -> APIRouter:
     def start(request: Request, person: Person) -> Response:
         """Start the session of a checked directory person (after the one-time code, if needed)."""
         how = SignIn(method="directory", issuer=person.issuer, subject=person.subject)
-        target = _safe_next(str(request.session.get("next_after", "/")))  # the new session starts clean
+        target = safe_next(str(request.session.get("next_after", "/")))  # the new session starts clean
         guard.begin_session(console, request, person.user_name, how, person.sid)
         console.access.record(
             "login_succeeded", person.user_name, "ok", f"directory {person.issuer}, subject {person.subject}"
@@ -70,7 +67,7 @@ def router(console: Console) -> APIRouter:
             url, pending = d.login_url(redirect_uri(request))
         except DirectoryError as exc:
             return refused(request, f"the directory cannot be reached now ({exc})", 503)
-        pending["next"] = _safe_next(next)
+        pending["next"] = safe_next(next)
         response = RedirectResponse(url, status_code=303)
         response.set_cookie(
             LOGIN_COOKIE,
@@ -114,7 +111,7 @@ def router(console: Console) -> APIRouter:
             who = str(claims.get("preferred_username") or claims.get("sub") or "directory")
             return done(refused(request, exc.reason, who=who))
         request.session.clear()
-        request.session["next_after"] = _safe_next(str(pending.get("next", "/")))
+        request.session["next_after"] = safe_next(str(pending.get("next", "/")))
         secret, required = totp.needs_code(console, con, person.user_name, person.role)
         if required and not person.second_factor:  # the console's own one-time code
             request.session["csrf"] = secrets.token_urlsafe(32)

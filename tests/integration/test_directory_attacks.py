@@ -1,0 +1,154 @@
+"""The directory sign-in under attack (issue 48): a low-privilege account and a second person's
+browser try the login step's redirect, the callback's error parameters, forged ID tokens and
+replayed logout tokens. The provider is the httpx mock transport of
+:mod:`tests.integration.test_directory_tokens`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from joserfc import jwt
+from joserfc.jwk import OctKey
+
+from dealtrail.console.app import ConsoleConfig, create_app
+from dealtrail.console.oidc import Directory
+from projections.records import users
+from projections.store.store import Store
+from tests.integration.test_directory_tokens import (
+    DUE,
+    ISSUER,
+    KEY,
+    OTHER,
+    Provider,
+    config,
+    logout_token,
+    signed_in_through,
+)
+
+MEG = {"sub": "f00d-meg", "preferred_username": "meg", "groups": ["compliance-managers"], "amr": ["mfa"]}
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "d.duckdb")
+    yield s
+    s.close()
+
+
+@pytest.fixture()
+def console(store: Store) -> tuple[TestClient, Provider]:
+    provider = Provider()
+    app = create_app(store, ConsoleConfig(DUE, "t" * 48, directory=config()))
+    app.state.console.directory = Directory(config(), provider.transport())
+    return TestClient(app), provider
+
+
+def _continue_target(page: str) -> str:
+    return page.split('content="0;url=')[1].split('"', maxsplit=1)[0]
+
+
+@pytest.mark.parametrize("next_", ["/\t/evil.test/", "/\n/evil.test/", "/\r/evil.test", "/ /evil.test", "//evil.test"])
+def test_the_page_after_a_directory_sign_in_never_leads_to_another_site(
+    console: tuple[TestClient, Provider], next_: str
+) -> None:
+    client, provider = console
+    r = client.get("/auth/login", params={"next": next_}, follow_redirects=False)
+    query = parse_qs(urlparse(r.headers["location"]).query)
+    provider.nonce, provider.claims = query["nonce"][0], MEG
+    page = client.get("/auth/callback", params={"code": "c", "state": query["state"][0]}, follow_redirects=False)
+    assert page.status_code == 200
+    target = _continue_target(page.text)
+    # a browser drops tabs and line breaks from a URL: what it would follow must stay on this site
+    followed = "".join(c for c in target if c not in "\t\n\r")
+    assert followed.startswith("/") and not followed.startswith("//") and urlparse(followed).netloc == ""
+    assert target == "/"
+
+
+def _id_token(provider: Provider, header: dict[str, Any], key: Any, **claims: Any) -> str:
+    now = int(time.time())
+    body = {"iss": ISSUER, "aud": "dealtrail", "iat": now, "exp": now + 300, "nonce": provider.nonce, **MEG}
+    body.update(claims)
+    return jwt.encode(header, {k: v for k, v in body.items() if v is not None}, key)
+
+
+class ForgingProvider(Provider):
+    """A directory whose token endpoint answers with the ID token :attr:`forge` makes."""
+
+    forge: Any = None
+
+    def transport(self) -> httpx.MockTransport:
+        base = super().transport()
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            if request.url.path.endswith("/token"):
+                return httpx.Response(200, json={"id_token": self.forge(self), "token_type": "Bearer"})
+            return base.handle_request(request)
+
+        return httpx.MockTransport(answer)
+
+
+def _id_token(p: Provider, header: dict[str, Any], key: Any, **claims: Any) -> str:
+    now = int(time.time())
+    body = {"iss": ISSUER, "aud": "dealtrail", "iat": now, "exp": now + 300, "nonce": p.nonce, **MEG, **claims}
+    return jwt.encode(header, {k: v for k, v in body.items() if v is not None}, key)
+
+
+def _unsigned(p: Provider) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    now = int(time.time())
+    body = {"iss": ISSUER, "aud": "dealtrail", "iat": now, "exp": now + 300, "nonce": p.nonce, **MEG}
+    return part({"alg": "none", "kid": "k1"}) + "." + part(body) + "."
+
+
+RS256 = {"alg": "RS256", "kid": "k1"}
+SECRET = OctKey.import_key(b"s" * 32)  # the client secret as an HMAC key: a confused verifier's
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda p: _id_token(p, RS256, KEY, iss="https://evil.test/realms/casino"),
+        lambda p: _id_token(p, RS256, KEY, aud="another-app"),
+        lambda p: _id_token(p, RS256, KEY, aud=["dealtrail", "another-app"], azp="another-app"),
+        lambda p: _id_token(p, RS256, KEY, exp=int(time.time()) - 3600),
+        lambda p: _id_token(p, RS256, KEY, iat=int(time.time()) + 3600),
+        lambda p: _id_token(p, RS256, KEY, nonce=None),
+        lambda p: _id_token(p, RS256, KEY, sub=None),
+        lambda p: _id_token(p, RS256, OTHER),
+        lambda p: _id_token(p, {"alg": "HS256", "kid": "k1"}, SECRET),
+        _unsigned,
+    ],
+    ids=["issuer", "audience", "azp", "expired", "future", "no-nonce", "no-sub", "other-key", "hs256", "none"],
+)
+def test_a_forged_or_stale_id_token_is_refused(store: Store, forge: Any) -> None:
+    provider = ForgingProvider()
+    provider.forge = forge
+    app = create_app(store, ConsoleConfig(DUE, "t" * 48, directory=config()))
+    app.state.console.directory = Directory(config(), provider.transport())
+    client = TestClient(app)
+    r = signed_in_through(client, provider)
+    assert r.status_code == 403 and ("not valid" in r.text or "another client" in r.text)
+    assert client.get("/findings", follow_redirects=False).status_code == 303  # no session
+    assert users.user(store.con, "meg") is None
+
+
+def test_a_back_channel_logout_by_session_id_alone_ends_that_session(
+    console: tuple[TestClient, Provider], store: Store
+) -> None:
+    client, provider = console
+    assert signed_in_through(client, provider, **MEG, sid="kc-9").status_code == 200
+    assert client.get("/findings").status_code == 200
+    r = client.post("/auth/backchannel-logout", data={"logout_token": logout_token(sub=None, sid="kc-9")})
+    assert r.status_code == 200
+    assert client.get("/findings", follow_redirects=False).status_code == 303
