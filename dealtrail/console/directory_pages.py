@@ -95,10 +95,11 @@ def router(console: Console) -> APIRouter:
             response.delete_cookie(LOGIN_COOKIE, path="/auth/callback")
             return response
 
-        if error:
-            return done(refused(request, f"the directory refused the sign-in: {error} {error_description}"[:300]))
         if not isinstance(pending, dict) or not secrets.compare_digest(str(pending.get("state", "")), state):
             return done(refused(request, "the sign-in took too long or did not start here: start again", 400))
+        # the directory's error answer carries the state too: only then are its words shown
+        if error:
+            return done(refused(request, f"the directory refused the sign-in: {error} {error_description}"[:300]))
         now = console.config.clock()
         claims: dict[str, Any] = {}
         try:

@@ -9,6 +9,7 @@ import base64
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -21,7 +22,7 @@ from joserfc.jwk import OctKey
 
 from dealtrail.console.app import ConsoleConfig, create_app
 from dealtrail.console.oidc import Directory
-from projections.records import users
+from projections.records import access_log, users
 from projections.store.store import Store
 from tests.integration.test_directory_tokens import (
     DUE,
@@ -71,6 +72,21 @@ def test_the_page_after_a_directory_sign_in_never_leads_to_another_site(
     followed = "".join(c for c in target if c not in "\t\n\r")
     assert followed.startswith("/") and not followed.startswith("//") and urlparse(followed).netloc == ""
     assert target == "/"
+
+
+def test_a_callback_that_did_not_start_here_shows_none_of_its_error_text(
+    console: tuple[TestClient, Provider], store: Store
+) -> None:
+    client, _ = console
+    lure = "Your account is locked: call the helpdesk at +1 555 0100"
+    r = client.get("/auth/callback", params={"error": "access_denied", "error_description": lure})
+    assert r.status_code == 400 and "did not start here" in r.text and "555" not in r.text
+    details = [e.detail or "" for e in access_log.since(store.con, datetime(2000, 1, 1, tzinfo=UTC), ("login_failed",))]
+    assert details and "did not start here" in details[-1] and not any("555" in d for d in details)
+    started = client.get("/auth/login", follow_redirects=False)
+    state = parse_qs(urlparse(started.headers["location"]).query)["state"][0]
+    r = client.get("/auth/callback", params={"error": "access_denied", "error_description": "no", "state": state})
+    assert r.status_code == 403 and "the directory refused the sign-in: access_denied" in r.text
 
 
 def _id_token(provider: Provider, header: dict[str, Any], key: Any, **claims: Any) -> str:
