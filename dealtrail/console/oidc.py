@@ -25,9 +25,9 @@ role of ``DEALTRAIL_SECURITY__TOTP_ROLES`` needs the console's own one-time code
 
 Back-channel logout (OpenID Connect Back-Channel Logout 1.0): the directory posts a logout token
 to ``/auth/backchannel-logout``; once checked (signature, ``typ`` ``logout+jwt`` when given,
-``iss``, ``aud``, ``iat``, the back-channel logout event, ``sub`` or ``sid``, no ``nonce``, a
-``jti`` not seen before), every session of that person (or of that directory session) ends at
-once, and the answer is 200; a bad token gets 400.
+``iss``, ``aud``, ``iat`` of the last ten minutes, the back-channel logout event, ``sub`` or
+``sid``, no ``nonce``, a ``jti`` not seen before), every session of that person (or of that
+directory session) ends at once, and the answer is 200; a bad token gets 400.
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ LOGIN_SECONDS = 600
 """How long a login step may take at the directory (seconds)."""
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 """The event a logout token carries (Back-Channel Logout 1.0, section 2.4)."""
+LOGOUT_MAX_AGE = 600
+"""How old (by its ``iat``, seconds) a logout token may be: an older one is refused, so the ``jti``
+of each token is kept only as long as it could be accepted (a replay after that is refused too)."""
+LEEWAY = 60
+"""Clock skew allowed between the directory and the console (seconds)."""
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """The signature algorithms accepted for ID and logout tokens (never ``none``, never a shared key)."""
 
@@ -259,7 +264,7 @@ class Directory:
             token = self._decode(body["id_token"])
             jwt.JWTClaimsRegistry(
                 now=int(now),
-                leeway=60,
+                leeway=LEEWAY,
                 iss={"essential": True, "value": self.config.issuer},
                 aud={"essential": True, "value": self.config.client_id},
                 sub={"essential": True},
@@ -294,7 +299,7 @@ class Directory:
         try:
             jwt.JWTClaimsRegistry(
                 now=int(now),
-                leeway=60,
+                leeway=LEEWAY,
                 iss={"essential": True, "value": self.config.issuer},
                 aud={"essential": True, "value": self.config.client_id},
                 iat={"essential": True},
@@ -309,8 +314,10 @@ class Directory:
             raise RefusedError("a logout token must not carry a nonce")
         if not isinstance(claims.get("sub"), str) and not isinstance(claims.get("sid"), str):
             raise RefusedError("the logout token names neither a subject nor a session")
-        with self._lock:  # a logout token is good once
-            for jti in [j for j, at in self._seen_jti.items() if now - at > 3600]:
+        if now - claims["iat"] > LOGOUT_MAX_AGE + LEEWAY:
+            raise RefusedError(f"the logout token was issued more than {LOGOUT_MAX_AGE} seconds ago")
+        with self._lock:  # a logout token is good once (kept until its age refuses it anyway)
+            for jti in [j for j, at in self._seen_jti.items() if now - at > LOGOUT_MAX_AGE + 2 * LEEWAY]:
                 del self._seen_jti[jti]
             jti = str(claims["jti"])
             if jti in self._seen_jti:

@@ -21,7 +21,7 @@ from joserfc import jwt
 from joserfc.jwk import OctKey
 
 from dealtrail.console.app import ConsoleConfig, create_app
-from dealtrail.console.oidc import Directory
+from dealtrail.console.oidc import Directory, RefusedError
 from projections.records import access_log, users
 from projections.store.store import Store
 from tests.integration.test_directory_tokens import (
@@ -33,6 +33,7 @@ from tests.integration.test_directory_tokens import (
     config,
     logout_token,
     signed_in_through,
+    transport,
 )
 
 MEG = {"sub": "f00d-meg", "preferred_username": "meg", "groups": ["compliance-managers"], "amr": ["mfa"]}
@@ -157,6 +158,19 @@ def test_a_forged_or_stale_id_token_is_refused(store: Store, forge: Any) -> None
     assert r.status_code == 403 and ("not valid" in r.text or "another client" in r.text)
     assert client.get("/findings", follow_redirects=False).status_code == 303  # no session
     assert users.user(store.con, "meg") is None
+
+
+def test_a_logout_token_replayed_after_the_replay_window_is_still_refused() -> None:
+    d = Directory(config(), transport())
+    now = time.time()
+    token = logout_token(iat=int(now))
+    d.logout_claims(token, now)
+    for later in (now + 700, now + 2 * 3600):  # its jti kept, then forgotten: refused either way
+        with pytest.raises(RefusedError, match=r"used before|issued more than 600 seconds ago"):
+            d.logout_claims(token, later)
+    with pytest.raises(RefusedError, match="issued more than 600 seconds ago"):
+        d.logout_claims(logout_token(iat=int(now) - 3600), now)  # an old token never used
+    assert d.logout_claims(logout_token(iat=int(now) - 300), now)["sub"] == "f00d-meg"
 
 
 def test_a_back_channel_logout_by_session_id_alone_ends_that_session(
