@@ -25,6 +25,7 @@ from dealtrail.console.oidc import Directory, RefusedError
 from projections.records import access_log, users
 from projections.store.store import Store
 from tests.integration.test_directory_tokens import (
+    AT,
     DUE,
     ISSUER,
     KEY,
@@ -182,3 +183,23 @@ def test_a_back_channel_logout_by_session_id_alone_ends_that_session(
     r = client.post("/auth/backchannel-logout", data={"logout_token": logout_token(sub=None, sid="kc-9")})
     assert r.status_code == 200
     assert client.get("/findings", follow_redirects=False).status_code == 303
+
+
+def test_an_admin_cannot_give_a_directory_person_a_password_by_adding_them_again(store: Store) -> None:
+    from dealtrail.console import auth
+    from dealtrail.console.oidc import person_of
+
+    auth.add_user(store.con, "ada", "admin", "ada-local-password", AT)
+    person_of(store.con, config(), {"iss": ISSUER, **MEG}, AT)  # meg, a manager through the directory
+    app = create_app(store, ConsoleConfig(DUE, "t" * 48, directory=config(local_accounts=True)))
+    admin = TestClient(app)
+    csrf = admin.get("/login").text.split('name="csrf" value="')[1].split('"', maxsplit=1)[0]
+    admin.post("/login", data={"username": "ada", "password": "ada-local-password", "csrf": csrf})
+    csrf = admin.get("/admin/users").text.split('name="csrf" value="')[1].split('"', maxsplit=1)[0]
+    r = admin.post("/admin/users", data={"csrf": csrf, "op": "add", "name": "meg", "role": "admin"})
+    assert r.status_code == 422 and "signs in through the directory" in r.text
+    assert 'id="one-time-password"' not in r.text
+    u = users.user(store.con, "meg")
+    assert u is not None and u["password_hash"] is None and u["role"] == "manager"
+    with pytest.raises(auth.AccessError, match="signs in through the directory"):  # the command line's way
+        auth.add_user(store.con, "meg", "manager", "a-password-someone-knows", AT, one_time=True)
