@@ -203,3 +203,65 @@ def test_an_admin_cannot_give_a_directory_person_a_password_by_adding_them_again
     assert u is not None and u["password_hash"] is None and u["role"] == "manager"
     with pytest.raises(auth.AccessError, match="signs in through the directory"):  # the command line's way
         auth.add_user(store.con, "meg", "manager", "a-password-someone-knows", AT, one_time=True)
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        ["Compliance-Managers"],
+        [" compliance-managers"],
+        ["compliance-managers "],
+        ["compliance\u2010managers"],  # a Unicode hyphen
+        ["compliance-managers,dealtrail-admins"],
+        "floor-reviewers compliance-managers",
+        {"compliance-managers": True},
+    ],
+)
+def test_a_group_name_that_only_looks_like_a_mapped_one_grants_nothing(store: Store, groups: Any) -> None:
+    from dealtrail.console.oidc import person_of
+
+    with pytest.raises(RefusedError, match="no group that dealtrail maps"):
+        person_of(store.con, config(), {"iss": ISSUER, **MEG, "groups": groups}, AT)
+    # one group as a string (AD FS sends a single group so) is that group, nothing more
+    one = person_of(store.con, config(), {"iss": ISSUER, **MEG, "groups": "floor-reviewers"}, AT)
+    assert one.role == "reviewer"
+
+
+def test_a_reset_ends_the_sessions_and_api_tokens_made_before_it(store: Store) -> None:
+    from dealtrail.console import auth
+
+    auth.add_user(store.con, "bea", "manager", "bea-own-password", AT)
+    client = TestClient(create_app(store, ConsoleConfig(DUE, "t" * 48)))
+    csrf = client.get("/login").text.split('name="csrf" value="')[1].split('"', maxsplit=1)[0]
+    client.post("/login", data={"username": "bea", "password": "bea-own-password", "csrf": csrf})
+    token = auth.new_token(store.con, "bea", AT)
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert client.get("/findings").status_code == 200 and client.get("/api/v1/findings", headers=bearer).is_success
+    auth.reset_password(store.con, "bea", "manager", AT, "ada")
+    assert client.get("/findings", follow_redirects=False).status_code == 303
+    assert client.get("/api/v1/findings", headers=bearer).status_code == 401
+
+
+def test_the_access_log_keeps_no_code_state_nonce_token_or_password(
+    console: tuple[TestClient, Provider], store: Store
+) -> None:
+    from dealtrail.console import auth
+
+    client, provider = console
+    r = client.get("/auth/login", follow_redirects=False)
+    query = parse_qs(urlparse(r.headers["location"]).query)
+    state, nonce = query["state"][0], query["nonce"][0]
+    provider.nonce, provider.claims = nonce, MEG
+    assert client.get("/auth/callback", params={"code": "c0de-SECRET-1", "state": state}).status_code == 200
+    provider.claims = {**MEG, "nonce": "n0nce-SECRET-2"}  # refused: another nonce
+    assert signed_in_through(TestClient(client.app), provider).status_code == 403
+    bad = logout_token(nonce="n0nce-SECRET-3")
+    assert client.post("/auth/backchannel-logout", data={"logout_token": bad}).status_code == 400
+    token = auth.new_token(store.con, "meg", AT)
+    assert client.get("/api/v1/findings", headers={"Authorization": f"Bearer {token}x"}).status_code == 401
+    _, one_time, _ = auth.reset_password(store.con, "rita", "reviewer", AT, "ada")
+    rows = store.con.execute("SELECT * FROM access_log").fetchall()
+    text = " ".join(str(v) for row in rows for v in row)
+    assert "directory" in text and "login_succeeded" in text  # the entries are there
+    for secret in ("c0de-SECRET-1", state, nonce, "SECRET-2", "SECRET-3", bad[:40], token, one_time):
+        assert secret not in text
