@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -63,6 +64,10 @@ LOGOUT_MAX_AGE = 600
 of each token is kept only as long as it could be accepted (a replay after that is refused too)."""
 LEEWAY = 60
 """Clock skew allowed between the directory and the console (seconds)."""
+KEYS_REREAD_SECONDS = 60.0
+"""The least time between two reads of the directory's keys (seconds): a token signed with an
+unknown key makes the console read them again, but no more often than this (anyone may post a
+logout token)."""
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """The signature algorithms accepted for ID and logout tokens (never ``none``, never a shared key)."""
 
@@ -149,7 +154,7 @@ class Person:
 
 class Directory:
     """The directory the console signs people in with: its metadata and keys, read once and kept
-    (keys read again when a token names one not known), and the logout tokens seen.
+    (keys read again when a token names one not known, at most once a minute), and the logout tokens seen.
 
     Args:
         config: the resolved settings.
@@ -161,6 +166,7 @@ class Directory:
         self._http = httpx.Client(timeout=config.timeout, transport=transport, follow_redirects=False)
         self._meta: dict[str, Any] | None = None
         self._keys: KeySet | None = None
+        self._keys_read = 0.0  # time.monotonic() of the last read of the keys
         self._lock = threading.Lock()
         self._seen_jti: dict[str, float] = {}
 
@@ -194,9 +200,11 @@ class Directory:
         return body
 
     def keys(self, refresh: bool = False) -> KeySet:
-        """The directory's signing keys (JWKS), read again with ``refresh``."""
-        if self._keys is None or refresh:
+        """The directory's signing keys (JWKS), read again with ``refresh`` (at most once in
+        :data:`KEYS_REREAD_SECONDS`)."""
+        if self._keys is None or (refresh and time.monotonic() - self._keys_read >= KEYS_REREAD_SECONDS):
             self._keys = KeySet.import_key_set(self._get_json(self.metadata()["jwks_uri"]))  # type: ignore[arg-type]
+            self._keys_read = time.monotonic()
         return self._keys
 
     def _decode(self, token: str) -> jwt.Token:

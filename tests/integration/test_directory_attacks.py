@@ -265,3 +265,25 @@ def test_the_access_log_keeps_no_code_state_nonce_token_or_password(
     assert "directory" in text and "login_succeeded" in text  # the entries are there
     for secret in ("c0de-SECRET-1", state, nonce, "SECRET-2", "SECRET-3", bad[:40], token, one_time):
         assert secret not in text
+
+
+def test_bad_logout_tokens_do_not_make_the_console_read_the_directorys_keys_each_time(store: Store) -> None:
+    import httpx
+
+    from tests.integration.test_directory_tokens import OTHER as FOREIGN
+
+    reads: list[str] = []
+    base = transport()
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        reads.append(request.url.path)
+        return base.handle_request(request)
+
+    app = create_app(store, ConsoleConfig(DUE, "t" * 48, directory=config()))
+    app.state.console.directory = Directory(config(), httpx.MockTransport(counting))
+    client = TestClient(app)
+    for _ in range(20):  # anyone may post to the back-channel endpoint
+        r = client.post("/auth/backchannel-logout", data={"logout_token": logout_token(key=FOREIGN)})
+        assert r.status_code == 400
+    assert reads.count("/realms/casino/certs") <= 2
+    assert client.post("/auth/backchannel-logout", data={"logout_token": logout_token()}).status_code == 200
