@@ -124,16 +124,17 @@ def router(console: Console) -> APIRouter:
             return done(RedirectResponse("/auth/code", status_code=303))
         return done(start(request, person))
 
-    def waiting_person(request: Request) -> Person:
+    def waiting_person(request: Request) -> tuple[Person, float]:
+        """The person waiting for the one-time code, and when the directory's sign-in came back."""
         held = request.session.get("directory_code")
         now = console.config.clock().timestamp()
         if isinstance(held, list) and len(held) == 5 and 0 <= now - float(held[1]) < CODE_SECONDS:
-            return Person(str(held[2]), str(held[3]), str(held[0]), "", False, str(held[4]) or None)
+            return Person(str(held[2]), str(held[3]), str(held[0]), "", False, str(held[4]) or None), float(held[1])
         raise HTTPException(403, "sign in first")
 
     @routes.get("/auth/code", include_in_schema=False)
     def code_page(request: Request) -> Response:
-        person = waiting_person(request)
+        person, _ = waiting_person(request)
         return console.render(request, "directory_code.html.j2", None, name=person.user_name, error=None)
 
     @routes.post("/auth/code", include_in_schema=False)
@@ -141,7 +142,7 @@ def router(console: Console) -> APIRouter:
         request: Request, con: Cursor, csrf: Annotated[str, Form()], code: Annotated[str, Form(max_length=16)] = ""
     ) -> Response:
         console.check_csrf(request, csrf)
-        person = waiting_person(request)
+        person, since = waiting_person(request)
         now = console.config.clock()
         client = guard.CLIENT.get()
         refusal = console.guard.check(person.user_name, client, now)
@@ -158,6 +159,11 @@ def router(console: Console) -> APIRouter:
             error = "Type the one-time code your authenticator app shows for dealtrail."
             return console.render(request, "directory_code.html.j2", None, 401, name=person.user_name, error=error)
         request.session.pop("directory_code", None)
+        if directory().signed_out_since(person, since):  # while the code was awaited
+            request.session.clear()
+            return refused(
+                request, "the directory signed you out while this sign-in waited: start again", 403, person.user_name
+            )
         return start(request, person)
 
     @routes.post("/auth/backchannel-logout", include_in_schema=False)
@@ -171,6 +177,7 @@ def router(console: Console) -> APIRouter:
             return Response(
                 str(exc)[:300], status_code=400, media_type="text/plain", headers={"Cache-Control": "no-store"}
             )
+        d.signed_out(claims, now.timestamp())  # a sign-in waiting for its one-time code starts no session
         from dealtrail.console.oidc import linked_name
 
         with console.write_lock:

@@ -169,6 +169,7 @@ class Directory:
         self._keys_read = 0.0  # time.monotonic() of the last read of the keys
         self._lock = threading.Lock()
         self._seen_jti: dict[str, float] = {}
+        self._signed_out: dict[tuple[str, str], float] = {}  # ("sub"/"sid", value) -> when
 
     def metadata(self) -> dict[str, Any]:
         """The directory's discovery document (read once).
@@ -332,6 +333,26 @@ class Directory:
                 raise RefusedError("this logout token was used before")
             self._seen_jti[jti] = now
         return dict(claims)
+
+    def signed_out(self, claims: Mapping[str, Any], now: float) -> None:
+        """Remember that a checked logout token signed out its ``sub`` and/or ``sid`` at ``now``
+        (for :meth:`signed_out_since`; kept an hour, longer than any step of a sign-in waits)."""
+        with self._lock:
+            for key in [k for k, at in self._signed_out.items() if now - at > 3600]:
+                del self._signed_out[key]
+            for kind in ("sub", "sid"):
+                if isinstance(claims.get(kind), str):
+                    self._signed_out[(kind, claims[kind])] = now
+
+    def signed_out_since(self, person: Person, since: float) -> bool:
+        """Whether a back-channel logout signed ``person`` (their subject, or their directory
+        session) out at or after ``since``: a sign-in that waited for the console's one-time
+        code since then must not start a session."""
+        with self._lock:
+            at = [self._signed_out.get(("sub", person.subject))]
+            if person.sid:
+                at.append(self._signed_out.get(("sid", person.sid)))
+        return any(t is not None and t >= since for t in at)
 
 
 def person_of(

@@ -287,3 +287,37 @@ def test_bad_logout_tokens_do_not_make_the_console_read_the_directorys_keys_each
         assert r.status_code == 400
     assert reads.count("/realms/casino/certs") <= 2
     assert client.post("/auth/backchannel-logout", data={"logout_token": logout_token()}).status_code == 200
+
+
+@pytest.mark.parametrize("step", ["code", "enrol"])
+def test_a_back_channel_logout_while_the_one_time_code_is_awaited_starts_no_session(store: Store, step: str) -> None:
+    import pyotp
+
+    from dealtrail.console.guard import SecurityPolicy
+    from dealtrail.console.oidc import person_of
+
+    provider = Provider()
+    policy = SecurityPolicy(totp_roles=frozenset({"manager"}))
+    app = create_app(store, ConsoleConfig(DUE, "t" * 48, directory=config(), security=policy))
+    app.state.console.directory = Directory(config(), provider.transport())
+    meg = {**MEG, "amr": ["pwd"], "sid": "kc-1"}  # no second factor at the directory
+    person_of(store.con, config(), {"iss": ISSUER, **meg}, AT)
+    secret = pyotp.random_base32()
+    if step == "code":
+        access_log.put_totp(store.con, "meg", secret, AT, app.state.console.totp_key)
+    client = TestClient(app)
+    r = signed_in_through(client, provider, **meg)
+    assert r.headers["location"] == ("/auth/code" if step == "code" else "/account/totp")
+    # the directory signs meg out (a leaver) while the console waits for her one-time code
+    assert (
+        client.post("/auth/backchannel-logout", data={"logout_token": logout_token(sub="f00d-meg")}).status_code == 200
+    )
+    page = client.get(r.headers["location"]).text
+    csrf = page.split('name="csrf" value="')[1].split('"', maxsplit=1)[0]
+    if step == "code":
+        done = client.post("/auth/code", data={"csrf": csrf, "code": pyotp.TOTP(secret).now()})
+    else:
+        shown = page.split("Key: <code>")[1].split("<", maxsplit=1)[0].strip()
+        done = client.post("/account/totp", data={"csrf": csrf, "code": pyotp.TOTP(shown).now()})
+    assert done.status_code == 403 and "signed you out" in done.text
+    assert client.get("/findings", follow_redirects=False).status_code == 303
