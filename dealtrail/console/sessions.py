@@ -118,10 +118,7 @@ def router(console: Console) -> APIRouter:
             )
             return RedirectResponse("/account/totp", status_code=303)
         guard.begin_session(console, request, u["name"])
-        if directory:  # the break-glass account: every use is flagged for review (and forwarded)
-            console.access.record(
-                "login_break_glass", u["name"], "ok", "local account signed in beside the directory: review this"
-            )
+        guard.flag_break_glass(console, u["name"])  # beside a directory: every use is flagged for review
         console.access.record("login_succeeded", u["name"], "ok")
         return RedirectResponse(safe_next(next), status_code=303)
 

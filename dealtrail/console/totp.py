@@ -235,6 +235,8 @@ def router(console: Console) -> APIRouter:
                     console.access.record("login_failed", name, "refused", "directory: signed out while enrolling")
                     raise HTTPException(403, "the directory signed you out while this sign-in waited: start again")
             guard.begin_session(console, request, name, how, sid)
+            if how is None:  # a local account's sign-in
+                guard.flag_break_glass(console, name)
             console.access.record("login_succeeded", name, "ok", "after enrolling a one-time code")
         return RedirectResponse("/", status_code=303)
 

@@ -321,3 +321,31 @@ def test_a_back_channel_logout_while_the_one_time_code_is_awaited_starts_no_sess
         done = client.post("/account/totp", data={"csrf": csrf, "code": pyotp.TOTP(shown).now()})
     assert done.status_code == 403 and "signed you out" in done.text
     assert client.get("/findings", follow_redirects=False).status_code == 303
+
+
+@pytest.mark.parametrize("then", ["password", "enrol"])
+def test_every_local_sign_in_beside_the_directory_is_flagged_whatever_its_last_step(store: Store, then: str) -> None:
+    import pyotp
+
+    from dealtrail.console import auth
+    from dealtrail.console.guard import SecurityPolicy
+
+    policy = SecurityPolicy(totp_roles=frozenset({"admin"} if then == "enrol" else set()))
+    app = create_app(store, ConsoleConfig(DUE, "t" * 48, directory=config(local_accounts=True), security=policy))
+    _, one_time, _ = auth.reset_password(store.con, "bea", "admin", AT, "ada")  # the break-glass account
+    client = TestClient(app)
+
+    def csrf(page: str) -> str:
+        return page.split('name="csrf" value="')[1].split('"', maxsplit=1)[0]
+
+    r = client.post("/login", data={"username": "bea", "password": one_time, "csrf": csrf(client.get("/login").text)})
+    assert r.url.path == "/account/password"
+    new = {"current": one_time, "new": "bea-own-password", "repeated": "bea-own-password"}
+    r = client.post("/account/password", data={**new, "csrf": csrf(r.text)})
+    if then == "enrol":
+        assert r.url.path == "/account/totp"
+        shown = r.text.split("Key: <code>")[1].split("<", maxsplit=1)[0].strip()
+        r = client.post("/account/totp", data={"csrf": csrf(r.text), "code": pyotp.TOTP(shown).now()})
+    assert r.status_code == 200 and client.get("/findings").status_code == 200
+    kinds = [e.kind for e in access_log.since(store.con, AT, ("login_break_glass", "login_succeeded"))]
+    assert kinds == ["login_break_glass", "login_succeeded"]
