@@ -97,7 +97,7 @@ def add_user(
     Raises:
         AccessError: bad name, role or password; a new name equal to an existing user's in
             :func:`schemas.reviews.identity_key` form; the demotion of the last active admin
-            (:func:`keep_an_admin`).
+            (:func:`keep_an_admin`); a user who signs in through the directory (no password).
     """
     from pydantic import TypeAdapter, ValidationError
 
@@ -112,6 +112,11 @@ def add_user(
     if len(password) < MIN_PASSWORD:
         raise AccessError(f"the password must have at least {MIN_PASSWORD} characters")
     new = users.user(con, name) is None
+    if not new:
+        from dealtrail.console.oidc import directory_person
+
+        if directory_person(con, name) is not None:
+            raise AccessError(f"{name} signs in through the directory: a password would be a second way in")
     others = [n for n in users.same_person(con, name) if n != name]
     if new and others:
         raise AccessError(

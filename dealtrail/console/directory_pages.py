@@ -19,14 +19,11 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from dealtrail.console import guard, totp
 from dealtrail.console.deps import Console, Cursor
 from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS, DirectoryError, Person, RefusedError, person_of
+from dealtrail.console.sessions import safe_next
 from schemas.reviews import SignIn
 
 CODE_SECONDS = 600
 """How long a directory sign-in waits for the console's one-time code (seconds)."""
-
-
-def _safe_next(path: str) -> str:
-    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
 
 
 def router(console: Console) -> APIRouter:
@@ -54,7 +51,7 @@ def router(console: Console) -> APIRouter:
     def start(request: Request, person: Person) -> Response:
         """Start the session of a checked directory person (after the one-time code, if needed)."""
         how = SignIn(method="directory", issuer=person.issuer, subject=person.subject)
-        target = _safe_next(str(request.session.get("next_after", "/")))  # the new session starts clean
+        target = safe_next(str(request.session.get("next_after", "/")))  # the new session starts clean
         guard.begin_session(console, request, person.user_name, how, person.sid)
         console.access.record(
             "login_succeeded", person.user_name, "ok", f"directory {person.issuer}, subject {person.subject}"
@@ -70,7 +67,7 @@ def router(console: Console) -> APIRouter:
             url, pending = d.login_url(redirect_uri(request))
         except DirectoryError as exc:
             return refused(request, f"the directory cannot be reached now ({exc})", 503)
-        pending["next"] = _safe_next(next)
+        pending["next"] = safe_next(next)
         response = RedirectResponse(url, status_code=303)
         response.set_cookie(
             LOGIN_COOKIE,
@@ -98,10 +95,11 @@ def router(console: Console) -> APIRouter:
             response.delete_cookie(LOGIN_COOKIE, path="/auth/callback")
             return response
 
-        if error:
-            return done(refused(request, f"the directory refused the sign-in: {error} {error_description}"[:300]))
         if not isinstance(pending, dict) or not secrets.compare_digest(str(pending.get("state", "")), state):
             return done(refused(request, "the sign-in took too long or did not start here: start again", 400))
+        # the directory's error answer carries the state too: only then are its words shown
+        if error:
+            return done(refused(request, f"the directory refused the sign-in: {error} {error_description}"[:300]))
         now = console.config.clock()
         claims: dict[str, Any] = {}
         try:
@@ -114,7 +112,7 @@ def router(console: Console) -> APIRouter:
             who = str(claims.get("preferred_username") or claims.get("sub") or "directory")
             return done(refused(request, exc.reason, who=who))
         request.session.clear()
-        request.session["next_after"] = _safe_next(str(pending.get("next", "/")))
+        request.session["next_after"] = safe_next(str(pending.get("next", "/")))
         secret, required = totp.needs_code(console, con, person.user_name, person.role)
         if required and not person.second_factor:  # the console's own one-time code
             request.session["csrf"] = secrets.token_urlsafe(32)
@@ -126,16 +124,17 @@ def router(console: Console) -> APIRouter:
             return done(RedirectResponse("/auth/code", status_code=303))
         return done(start(request, person))
 
-    def waiting_person(request: Request) -> Person:
+    def waiting_person(request: Request) -> tuple[Person, float]:
+        """The person waiting for the one-time code, and when the directory's sign-in came back."""
         held = request.session.get("directory_code")
         now = console.config.clock().timestamp()
         if isinstance(held, list) and len(held) == 5 and 0 <= now - float(held[1]) < CODE_SECONDS:
-            return Person(str(held[2]), str(held[3]), str(held[0]), "", False, str(held[4]) or None)
+            return Person(str(held[2]), str(held[3]), str(held[0]), "", False, str(held[4]) or None), float(held[1])
         raise HTTPException(403, "sign in first")
 
     @routes.get("/auth/code", include_in_schema=False)
     def code_page(request: Request) -> Response:
-        person = waiting_person(request)
+        person, _ = waiting_person(request)
         return console.render(request, "directory_code.html.j2", None, name=person.user_name, error=None)
 
     @routes.post("/auth/code", include_in_schema=False)
@@ -143,7 +142,7 @@ def router(console: Console) -> APIRouter:
         request: Request, con: Cursor, csrf: Annotated[str, Form()], code: Annotated[str, Form(max_length=16)] = ""
     ) -> Response:
         console.check_csrf(request, csrf)
-        person = waiting_person(request)
+        person, since = waiting_person(request)
         now = console.config.clock()
         client = guard.CLIENT.get()
         refusal = console.guard.check(person.user_name, client, now)
@@ -160,6 +159,11 @@ def router(console: Console) -> APIRouter:
             error = "Type the one-time code your authenticator app shows for dealtrail."
             return console.render(request, "directory_code.html.j2", None, 401, name=person.user_name, error=error)
         request.session.pop("directory_code", None)
+        if directory().signed_out_since(person, since):  # while the code was awaited
+            request.session.clear()
+            return refused(
+                request, "the directory signed you out while this sign-in waited: start again", 403, person.user_name
+            )
         return start(request, person)
 
     @routes.post("/auth/backchannel-logout", include_in_schema=False)
@@ -173,6 +177,7 @@ def router(console: Console) -> APIRouter:
             return Response(
                 str(exc)[:300], status_code=400, media_type="text/plain", headers={"Cache-Control": "no-store"}
             )
+        d.signed_out(claims, now.timestamp())  # a sign-in waiting for its one-time code starts no session
         from dealtrail.console.oidc import linked_name
 
         with console.write_lock:

@@ -533,6 +533,16 @@ def begin_session(
     request.session.update({"user": name, "sid": sid, "csrf": secrets.token_urlsafe(32), "seen": now.timestamp()})
 
 
+def flag_break_glass(console: Any, name: str) -> None:
+    """Record a local account's sign-in beside a configured directory (the break-glass account)
+    as an access entry flagged for review (``login_break_glass``, forwarded like every entry),
+    whatever step the sign-in ended with (password, new password, one-time code enrolment)."""
+    if console.config.directory is not None:
+        console.access.record(
+            "login_break_glass", name, "ok", "local account signed in beside the directory: review this"
+        )
+
+
 def end_session(console: Any, request: Request, reason: str) -> str | None:
     """End the request's session (its end in the store, the cookie cleared); its user's name."""
     sid, name = request.session.get("sid"), request.session.get("user")

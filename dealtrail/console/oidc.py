@@ -25,15 +25,16 @@ role of ``DEALTRAIL_SECURITY__TOTP_ROLES`` needs the console's own one-time code
 
 Back-channel logout (OpenID Connect Back-Channel Logout 1.0): the directory posts a logout token
 to ``/auth/backchannel-logout``; once checked (signature, ``typ`` ``logout+jwt`` when given,
-``iss``, ``aud``, ``iat``, the back-channel logout event, ``sub`` or ``sid``, no ``nonce``, a
-``jti`` not seen before), every session of that person (or of that directory session) ends at
-once, and the answer is 200; a bad token gets 400.
+``iss``, ``aud``, ``iat`` of the last ten minutes, the back-channel logout event, ``sub`` or
+``sid``, no ``nonce``, a ``jti`` not seen before), every session of that person (or of that
+directory session) ends at once, and the answer is 200; a bad token gets 400.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,6 +59,15 @@ LOGIN_SECONDS = 600
 """How long a login step may take at the directory (seconds)."""
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 """The event a logout token carries (Back-Channel Logout 1.0, section 2.4)."""
+LOGOUT_MAX_AGE = 600
+"""How old (by its ``iat``, seconds) a logout token may be: an older one is refused, so the ``jti``
+of each token is kept only as long as it could be accepted (a replay after that is refused too)."""
+LEEWAY = 60
+"""Clock skew allowed between the directory and the console (seconds)."""
+KEYS_REREAD_SECONDS = 60.0
+"""The least time between two reads of the directory's keys (seconds): a token signed with an
+unknown key makes the console read them again, but no more often than this (anyone may post a
+logout token)."""
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """The signature algorithms accepted for ID and logout tokens (never ``none``, never a shared key)."""
 
@@ -144,7 +154,7 @@ class Person:
 
 class Directory:
     """The directory the console signs people in with: its metadata and keys, read once and kept
-    (keys read again when a token names one not known), and the logout tokens seen.
+    (keys read again when a token names one not known, at most once a minute), and the logout tokens seen.
 
     Args:
         config: the resolved settings.
@@ -156,8 +166,10 @@ class Directory:
         self._http = httpx.Client(timeout=config.timeout, transport=transport, follow_redirects=False)
         self._meta: dict[str, Any] | None = None
         self._keys: KeySet | None = None
+        self._keys_read = 0.0  # time.monotonic() of the last read of the keys
         self._lock = threading.Lock()
         self._seen_jti: dict[str, float] = {}
+        self._signed_out: dict[tuple[str, str], float] = {}  # ("sub"/"sid", value) -> when
 
     def metadata(self) -> dict[str, Any]:
         """The directory's discovery document (read once).
@@ -189,9 +201,11 @@ class Directory:
         return body
 
     def keys(self, refresh: bool = False) -> KeySet:
-        """The directory's signing keys (JWKS), read again with ``refresh``."""
-        if self._keys is None or refresh:
+        """The directory's signing keys (JWKS), read again with ``refresh`` (at most once in
+        :data:`KEYS_REREAD_SECONDS`)."""
+        if self._keys is None or (refresh and time.monotonic() - self._keys_read >= KEYS_REREAD_SECONDS):
             self._keys = KeySet.import_key_set(self._get_json(self.metadata()["jwks_uri"]))  # type: ignore[arg-type]
+            self._keys_read = time.monotonic()
         return self._keys
 
     def _decode(self, token: str) -> jwt.Token:
@@ -259,7 +273,7 @@ class Directory:
             token = self._decode(body["id_token"])
             jwt.JWTClaimsRegistry(
                 now=int(now),
-                leeway=60,
+                leeway=LEEWAY,
                 iss={"essential": True, "value": self.config.issuer},
                 aud={"essential": True, "value": self.config.client_id},
                 sub={"essential": True},
@@ -294,7 +308,7 @@ class Directory:
         try:
             jwt.JWTClaimsRegistry(
                 now=int(now),
-                leeway=60,
+                leeway=LEEWAY,
                 iss={"essential": True, "value": self.config.issuer},
                 aud={"essential": True, "value": self.config.client_id},
                 iat={"essential": True},
@@ -309,14 +323,36 @@ class Directory:
             raise RefusedError("a logout token must not carry a nonce")
         if not isinstance(claims.get("sub"), str) and not isinstance(claims.get("sid"), str):
             raise RefusedError("the logout token names neither a subject nor a session")
-        with self._lock:  # a logout token is good once
-            for jti in [j for j, at in self._seen_jti.items() if now - at > 3600]:
+        if now - claims["iat"] > LOGOUT_MAX_AGE + LEEWAY:
+            raise RefusedError(f"the logout token was issued more than {LOGOUT_MAX_AGE} seconds ago")
+        with self._lock:  # a logout token is good once (kept until its age refuses it anyway)
+            for jti in [j for j, at in self._seen_jti.items() if now - at > LOGOUT_MAX_AGE + 2 * LEEWAY]:
                 del self._seen_jti[jti]
             jti = str(claims["jti"])
             if jti in self._seen_jti:
                 raise RefusedError("this logout token was used before")
             self._seen_jti[jti] = now
         return dict(claims)
+
+    def signed_out(self, claims: Mapping[str, Any], now: float) -> None:
+        """Remember that a checked logout token signed out its ``sub`` and/or ``sid`` at ``now``
+        (for :meth:`signed_out_since`; kept an hour, longer than any step of a sign-in waits)."""
+        with self._lock:
+            for key in [k for k, at in self._signed_out.items() if now - at > 3600]:
+                del self._signed_out[key]
+            for kind in ("sub", "sid"):
+                if isinstance(claims.get(kind), str):
+                    self._signed_out[(kind, claims[kind])] = now
+
+    def signed_out_since(self, person: Person, since: float) -> bool:
+        """Whether a back-channel logout signed ``person`` (their subject, or their directory
+        session) out at or after ``since``: a sign-in that waited for the console's one-time
+        code since then must not start a session."""
+        with self._lock:
+            at = [self._signed_out.get(("sub", person.subject))]
+            if person.sid:
+                at.append(self._signed_out.get(("sid", person.sid)))
+        return any(t is not None and t >= since for t in at)
 
 
 def person_of(

@@ -120,6 +120,8 @@ def router(console: Console) -> APIRouter:
                 request.session.update({"enrol": [name, now.timestamp()], "csrf": secrets.token_urlsafe(32)})
                 return RedirectResponse("/account/totp", status_code=303)
         guard.begin_session(console, request, name)  # the new revision ended the old session
+        if user is None:  # a sign-in that ends here
+            guard.flag_break_glass(console, name)
         console.access.record("login_succeeded", name, "ok", "after setting a new password")
         return RedirectResponse("/", status_code=303)
 

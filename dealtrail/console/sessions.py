@@ -39,7 +39,7 @@ def router(console: Console) -> APIRouter:
             request,
             "login.html.j2",
             None,
-            next=_safe_next(next),
+            next=safe_next(next),
             error=None,
             username="",
             directory=directory,
@@ -65,7 +65,7 @@ def router(console: Console) -> APIRouter:
                 "login.html.j2",
                 None,
                 status,
-                next=_safe_next(next),
+                next=safe_next(next),
                 error=error,
                 username=typed,
                 directory=directory,
@@ -118,12 +118,9 @@ def router(console: Console) -> APIRouter:
             )
             return RedirectResponse("/account/totp", status_code=303)
         guard.begin_session(console, request, u["name"])
-        if directory:  # the break-glass account: every use is flagged for review (and forwarded)
-            console.access.record(
-                "login_break_glass", u["name"], "ok", "local account signed in beside the directory: review this"
-            )
+        guard.flag_break_glass(console, u["name"])  # beside a directory: every use is flagged for review
         console.access.record("login_succeeded", u["name"], "ok")
-        return RedirectResponse(_safe_next(next), status_code=303)
+        return RedirectResponse(safe_next(next), status_code=303)
 
     @r.post("/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form()]) -> Response:
@@ -142,9 +139,12 @@ def router(console: Console) -> APIRouter:
     return r
 
 
-def _safe_next(path: str) -> str:
-    """Only a path on this console (``/...``, not ``//host``) is a place to go after login."""
-    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
+def safe_next(path: str) -> str:
+    """Only a path on this console (``/...``, not ``//host``) is a place to go after login; one
+    with a backslash, a space or a control character is not (a browser drops tabs and line
+    breaks from a URL, so ``/<TAB>/host`` would lead to ``//host``, another site)."""
+    clean = path.startswith("/") and not path.startswith("//")
+    return path if clean and not any(c == "\\" or c.isspace() or not c.isprintable() for c in path) else "/"
 
 
 def new_session_secret() -> str:

@@ -24,6 +24,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from dealtrail.console import auth, guard
 from dealtrail.console.deps import Console, Cursor, User, _session_user
+from dealtrail.console.oidc import Person
 from projections.records import access_log, users
 from schemas.access import Outcome
 from schemas.reviews import SignIn
@@ -228,7 +229,14 @@ def router(console: Console) -> APIRouter:
             how, sid = None, None
             if isinstance(held, list) and len(held) == 5:  # a directory sign-in: issuer, subject, its sid
                 how, sid = SignIn(method="directory", issuer=str(held[2]), subject=str(held[3])), str(held[4]) or None
+                person = Person(how.issuer, how.subject, name, "", False, sid)
+                if console.directory is not None and console.directory.signed_out_since(person, float(held[1])):
+                    request.session.clear()
+                    console.access.record("login_failed", name, "refused", "directory: signed out while enrolling")
+                    raise HTTPException(403, "the directory signed you out while this sign-in waited: start again")
             guard.begin_session(console, request, name, how, sid)
+            if how is None:  # a local account's sign-in
+                guard.flag_break_glass(console, name)
             console.access.record("login_succeeded", name, "ok", "after enrolling a one-time code")
         return RedirectResponse("/", status_code=303)
 
