@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def _signed_in(store: Store, reports_dir: Path | None = None) -> TestClient:
 
 
 @pytest.fixture()
-def reports_client(tmp_path: Path) -> tuple[TestClient, Path]:
+def reports_client(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
     """A console whose reports folder holds one real report, with secrets planted around it: one
     folder above, in the folder itself, behind a symbolic link to a folder outside and behind a
     link from a report's file to a file outside."""
@@ -114,7 +115,10 @@ def reports_client(tmp_path: Path) -> tuple[TestClient, Path]:
     (linked / "report.html").write_text("<p>another</p>")
     (linked / "summary.json").symlink_to(tmp_path / "summary.json")
     store = Store(tmp_path / "store.duckdb")
-    return _signed_in(store, reports), tmp_path
+    try:  # closed here, not by the collector in whichever test runs then
+        yield _signed_in(store, reports), tmp_path
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(
