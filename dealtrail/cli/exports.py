@@ -136,12 +136,17 @@ def group_report(
             help="Folder of registered public keys, <property_id>.pem.", show_default="$DEALTRAIL_GROUP__KEYS_DIR"
         ),
     ] = None,
+    pdf: Annotated[
+        bool, typer.Option("--pdf", help="Also print group.pdf with headless Chromium (DEALTRAIL_REPORTS__CHROMIUM).")
+    ] = False,
 ) -> None:
-    """Write the group report (HTML, CSV, JSON, Parquet) of every property's exports over the gaming days
-    --from to --to: each revision verified (signature with the registered key, SHA-256 of every
-    file) before use; a property that fails is shown as failing, never left out. Exit 4 when one
-    fails verification."""
+    """Write the group report (HTML, CSV, JSON, Parquet; PDF with --pdf) of every property's exports
+    over the gaming days --from to --to: each revision verified (signature with the registered
+    key, SHA-256 of every file) before use; a property that fails is shown as failing, never left
+    out. Exit 4 when one fails verification; exit 1 when the PDF cannot be printed (the other
+    files are written)."""
     from dealtrail.reporting.group import read_group, registered_keys, write_group_report
+    from dealtrail.reporting.pdf import PdfError, print_pdf
 
     settings = load()
     location = _location(
@@ -168,6 +173,12 @@ def group_report(
         line = f"{v.property_id}: {'verified' if v.ok else 'FAILED verification'}"
         (console if v.ok else err).print(line + "".join(f"\n  {p}" for p in v.problems), markup=False)
     console.print(f"wrote {files.html}, {files.csv.name}, {files.json.name}", markup=False)
+    if pdf:
+        try:
+            printed = print_pdf(files.html, files.html.with_name("group.pdf"), settings.reports.chromium)
+        except PdfError as exc:
+            raise _fail(str(exc), 1) from None
+        console.print(f"wrote {printed}", markup=False)
     if any(not v.ok for v in views):
         raise typer.Exit(4)
 

@@ -23,7 +23,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ class PropertyView:
             "reviews_late": self.figure("reviews_late"),
             "dead_letters": dict(sorted(self.figures.get("dead_letters", {}).items())),
             "events": self.figure("events"),
-            "last_export": self.last_export.isoformat() if self.last_export else None,
+            "last_export": self.last_export.astimezone(UTC).isoformat() if self.last_export else None,
             "last_gaming_day": self.last_day,
             "revisions": [
                 {"gaming_day": d.gaming_day, "revision": d.revision, "folder": d.folder, "problem": d.problem}
@@ -288,7 +288,10 @@ GROUP_PAGE = """<!doctype html>
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1b1b}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}th,td{border:1px solid #999;padding:.25rem .5rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.failed{color:#8b0000;font-weight:bold}.ok{color:#0b5d1e}
+th:first-child,td:first-child{text-align:left}.failed{color:#8b0000;font-weight:bold}.ok{color:#0b5d1e}.t{white-space:nowrap}
+@page{size:A4 landscape;margin:12mm}
+@media print{body{margin:0;font-size:9pt}table{font-size:8pt}th,td{padding:.15rem .3rem}
+thead{display:table-header-group}tr{break-inside:avoid}}
 </style></head><body>
 <header><h1>Group report: {{ views|length }} properties</h1>
 <p>Gaming days {{ first_day }} to {{ last_day }} (each property's own zone), from the exports in
@@ -313,8 +316,9 @@ th:first-child,td:first-child{text-align:left}.failed{color:#8b0000;font-weight:
 <td>{{ s.by_severity.get("voiding", 0) }}</td><td>{{ s.by_severity.get("integrity", 0) }}</td>
 <td>{{ s.by_severity.get("procedural", 0) }}</td><td>{{ s.remedies_done_late }}</td><td>{{ s.remedies_overdue }}</td>
 <td>{{ s.reviews_late }}</td><td>{{ s.dead_letters.values()|sum }}</td>
-<td>{{ s.last_export ~ " (" ~ s.last_export_age_hours ~ " h ago)" if s.last_export else "never" }}</td>
-<td>{{ s.last_gaming_day or "none" }}</td></tr>{% endfor %}</tbody></table></section>
+<td class="t">{{ s.last_export[:16] ~ "Z" if s.last_export else "never" }}
+{%- if s.last_export %}<br>{{ s.last_export_age_hours }} h ago{% endif %}</td>
+<td class="t">{{ s.last_gaming_day or "none" }}</td></tr>{% endfor %}</tbody></table></section>
 <section><h2>Rules by property (incidents)</h2>
 <table><thead><tr><th scope="col">Rule</th>{% for v in views %}<th scope="col">{{ v.property_id }}</th>{% endfor %}
 <th scope="col">Group</th></tr></thead><tbody>
@@ -391,7 +395,7 @@ def write_group_report(
         first_day=first_day,
         last_day=last_day,
         source=source,
-        generated_at=generated_at.isoformat(),
+        generated_at=generated_at.astimezone(UTC).isoformat(timespec="seconds"),
         rulebook_revision=RULEBOOK_REVISION,
     )
     buffer = io.StringIO()

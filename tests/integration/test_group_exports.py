@@ -256,6 +256,18 @@ def test_an_export_with_one_altered_byte_is_shown_as_failing_verification(
     assert "river: FAILED verification" in run.output
     page = next((tmp_path / "g").glob("rev-0001/group.html")).read_text(encoding="utf-8")
     assert "Properties failing verification (1)" in page and "does not match its SHA-256" in page
+    if where == "folder":  # the printed report says the same, read back as a regulator's tool reads it
+        printed = CliRunner().invoke(
+            app,
+            ["group", "report", "--from", DAYS[0], "--to", DAYS[-1], "--out", str(tmp_path / "g"), "--source",
+             location.url, "--keys", str(keys), "--pdf"],
+        )  # fmt: skip
+        assert printed.exit_code == 4, printed.output
+        pdf = tmp_path / "g" / "rev-0002" / "group.pdf"
+        assert pdf.is_file() and (pdf.stat().st_mode & 0o777) == 0o600, printed.output
+        text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True)
+        said = " ".join(text.stdout.split())
+        assert "river" in said and "does not match its SHA-256" in said and "north" in said, said[:2000]
 
 
 def test_a_property_with_no_key_or_no_export_is_shown_failing_never_left_out(
