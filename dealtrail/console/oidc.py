@@ -163,7 +163,7 @@ class Directory:
 
     def __init__(self, config: DirectoryConfig, transport: httpx.BaseTransport | None = None) -> None:
         self.config = config
-        self._http = httpx.Client(timeout=config.timeout, transport=transport, follow_redirects=False)
+        self._transport = transport
         self._meta: dict[str, Any] | None = None
         self._keys: KeySet | None = None
         self._keys_read = 0.0  # time.monotonic() of the last read of the keys
@@ -189,9 +189,20 @@ class Directory:
                 self._meta = meta
             return self._meta
 
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request to the directory, on a client of its own that is closed at once: a
+        directory is asked a few times a day (discovery, keys, one token per sign-in), and a
+        client kept for the console's lifetime held a socket that nothing closed.
+
+        Raises:
+            httpx.HTTPError: the request failed.
+        """
+        with httpx.Client(timeout=self.config.timeout, transport=self._transport, follow_redirects=False) as http:
+            return http.request(method, url, **kwargs)
+
     def _get_json(self, url: str) -> dict[str, Any]:
         try:
-            r = self._http.get(url)
+            r = self._request("GET", url)
             r.raise_for_status()
             body = r.json()
         except (httpx.HTTPError, ValueError) as exc:
@@ -260,9 +271,9 @@ class Directory:
         try:
             endpoint = self.metadata()["token_endpoint"]
             if secret is None:
-                r = self._http.post(endpoint, data=form)
+                r = self._request("POST", endpoint, data=form)
             else:  # client_secret_basic (RFC 6749, section 2.3.1)
-                r = self._http.post(endpoint, data=form, auth=(self.config.client_id, secret))
+                r = self._request("POST", endpoint, data=form, auth=(self.config.client_id, secret))
             body = r.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise DirectoryError(f"the token endpoint failed: {exc}") from None
