@@ -52,6 +52,7 @@ from dealtrail.console import auth, health
 from dealtrail.console.deps import _env, _origin, own_origin, query_string
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
 from dealtrail.console.oidc import Directory, DirectoryError, RefusedError
+from dealtrail.console.sessions import safe_next
 from dealtrail.reporting.group import PropertyView, read_group, registered_keys, rules_by_property
 from dealtrail.reporting.objectstore import Location
 
@@ -412,7 +413,7 @@ def create_group_app(
             request,
             "login.html.j2",
             None,
-            next=_safe_next(next),
+            next=safe_next(next),
             error=None,
             username="",
             directory=directory is not None,
@@ -440,7 +441,7 @@ def create_group_app(
                 "login.html.j2",
                 None,
                 status,
-                next=_safe_next(next),
+                next=safe_next(next),
                 error=error,
                 username=typed,
                 directory=directory is not None,
@@ -465,7 +466,7 @@ def create_group_app(
         login_guard.succeeded(typed, client)
         sessions.begin(request, u)
         access("login_succeeded", u.name, "ok", u.role)
-        return RedirectResponse(_safe_next(next), status_code=303)
+        return RedirectResponse(safe_next(next), status_code=303)
 
     @app.post("/logout", include_in_schema=False)
     def logout(request: Request, csrf: Annotated[str, Form()]) -> Response:
@@ -570,7 +571,7 @@ def _directory_routes(
             url, pending = d.login_url(redirect_uri(request))
         except DirectoryError as exc:
             return refused(request, f"the directory cannot be reached now ({exc})", 503)
-        pending["next"] = _safe_next(next)
+        pending["next"] = safe_next(next)
         response = RedirectResponse(url, status_code=303)
         response.set_cookie(
             LOGIN_COOKIE,
@@ -615,7 +616,7 @@ def _directory_routes(
                     access("login_succeeded", user.name, "ok", f"directory {d.config.issuer}, subject {claims['sub']}")
                     # a page of this site that goes on: the strict session cookie is not sent along
                     # the redirect of a navigation that began at the directory's site
-                    target = _safe_next(str(pending.get("next", "/")))
+                    target = safe_next(str(pending.get("next", "/")))
                     response = render(request, "directory_continue.html.j2", None, target=target)
         response.delete_cookie(LOGIN_COOKIE, path="/auth/callback")
         return response
@@ -636,8 +637,3 @@ class _ClientAddress:
             await self.app(scope, receive, send)
         finally:
             CLIENT.reset(token)
-
-
-def _safe_next(path: str) -> str:
-    """Only a path on this view (``/...``, not ``//host``) is a place to go after sign-in."""
-    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"

@@ -463,3 +463,23 @@ def test_a_session_ends_when_idle_and_a_form_from_another_site_is_refused(group:
     assert client.get("/", follow_redirects=False).status_code == 200
     clock[0] += timedelta(minutes=31)
     assert client.get("/", follow_redirects=False).status_code == 303
+
+
+@pytest.mark.parametrize(
+    "target", ["/\t/evil.test", "//evil.test", "/\\evil.test", "https://evil.test", "/\n/evil.test"]
+)
+def test_a_sign_in_never_leads_to_another_site(group: Group, target: str) -> None:
+    # the console's own check (sessions.safe_next), shared: a browser drops tabs and line breaks
+    # from a URL, so "/<TAB>/evil.test" would lead to //evil.test
+    client = TestClient(_app(group))
+    r = client.post(
+        "/login",
+        data={
+            "username": "dana",
+            "password": PASSWORDS["dana"],
+            "csrf": _csrf(client.get("/login").text),
+            "next": target,
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/", r.headers.get("location")
