@@ -593,10 +593,12 @@ def _directory_routes(
             pending = None
         response: Response
         claims: dict[str, Any] = {}
-        if error:
-            response = refused(request, f"the directory refused the sign-in: {error}"[:300])
-        elif not isinstance(pending, dict) or not secrets.compare_digest(str(pending.get("state", "")), state):
+        # the state first: a link to this callback with an error of anyone's wording, in a browser
+        # that never started a sign-in here, is shown nothing of it (as the console's callback)
+        if not isinstance(pending, dict) or not secrets.compare_digest(str(pending.get("state", "")), state):
             response = refused(request, "the sign-in took too long or did not start here: start again", 400)
+        elif error:
+            response = refused(request, f"the directory refused the sign-in: {error}"[:300])
         else:
             try:
                 claims = d.claims_of(code, pending, sessions.clock().timestamp())

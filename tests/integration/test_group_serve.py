@@ -447,6 +447,9 @@ def test_the_directory_sign_in_gives_the_role_of_the_persons_groups(group: Group
     assert client.get("/", follow_redirects=False).status_code == 303
     forged = client.get("/auth/callback?code=c1&state=guess", follow_redirects=False)
     assert forged.status_code == 400
+    # an error of anyone's wording, in a browser that started no sign-in here, is not shown
+    planted = TestClient(client.app).get("/auth/callback?error=Call+0800+now", follow_redirects=False)
+    assert planted.status_code == 400 and "0800" not in planted.text
 
 
 def test_a_session_ends_when_idle_and_a_form_from_another_site_is_refused(group: Group) -> None:
