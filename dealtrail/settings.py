@@ -265,6 +265,11 @@ class ControlSettings(BaseModel):
             (``u_bar`` times the point's thousands of rounds); the default 1.4427 (= 1/ln 2) is the
             value that detects a doubling of the rate fastest.
         cusum_h: the CUSUM's decision interval (incidents): a dealer's CUSUM above it signals.
+        dealer_slot: the slot a dealer's chart is drawn and judged by first (the console's dealer
+            page, the period report's dealer charts, ``dealtrail chart`` and ``baseline freeze``):
+            ``week`` (default), ``day`` or ``shift``. By shift, a dealer's few incidents a shift make
+            chance signals common (about 0.7 % of in-control points, a sixth of dealers a month);
+            the other slots stay one click away on the page.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -272,6 +277,12 @@ class ControlSettings(BaseModel):
     min_rounds: int = Field(default=100, ge=1, le=1_000_000)
     cusum_k: float = Field(default=1.4427, gt=1.0, le=10.0)
     cusum_h: float = Field(default=8.0, gt=0, le=1000.0)
+    dealer_slot: Literal["shift", "day", "week"] = "week"
+
+    @property
+    def report_args(self) -> tuple[int, float, float, Literal["shift", "day", "week"]]:
+        """What a period report's control charts need: minimum rounds, CUSUM k and h, the dealers' slot."""
+        return (self.min_rounds, self.cusum_k, self.cusum_h, self.dealer_slot)
 
 
 class SigningSettings(BaseModel):

@@ -22,15 +22,19 @@ baseline_app = typer.Typer(
 app.add_typer(baseline_app, name="baseline")
 
 _KIND = typer.Option(help="The charts: dealer or table.")
-_SLOT = typer.Option(help="Their points: shift, day or week.")
+_SLOT = typer.Option(
+    help="Their points: shift, day or week (default: a dealer's DEALTRAIL_CONTROL__DEALER_SLOT, a table's day)."
+)
 _CATEGORY = typer.Option(help="The incidents counted: all, voiding, procedural or integrity.")
 
 
-def chart_spec(settings: Settings, kind: str, slot: str, category: str) -> ChartSpec:
+def chart_spec(settings: Settings, kind: str, slot: str | None, category: str) -> ChartSpec:
     """A chart of ``kind``/``slot``/``category`` with the settings' numbers (``DEALTRAIL_CONTROL__*``, the
     casino's time zone); one ``error:`` line and exit 2 for an unknown kind, slot or category."""
-    from projections.models.control import CATEGORIES, KINDS, SLOTS, ChartSpec
+    from projections.models.control import CATEGORIES, KINDS, SLOTS, ChartSpec, slots_for
 
+    if slot is None and kind in KINDS:
+        slot = slots_for(kind, settings.control.dealer_slot)[0]
     if kind not in KINDS or slot not in SLOTS or category not in CATEGORIES:
         raise _fail(
             f"--kind is {' or '.join(KINDS)}, --slot {', '.join(SLOTS)}, --category {', '.join(CATEGORIES)}; "
@@ -45,7 +49,7 @@ def baseline_freeze(
     from_: Annotated[str, typer.Option("--from", help="Start of the period (ISO 8601 with zone).")],
     to: Annotated[str, typer.Option(help="End of the period, exclusive (ISO 8601 with zone).")],
     kind: Annotated[str, _KIND] = "dealer",
-    slot: Annotated[str, _SLOT] = "shift",
+    slot: Annotated[str | None, _SLOT] = None,
     category: Annotated[str, _CATEGORY] = "all",
     note: Annotated[str, typer.Option(help="Why this period is the baseline.")] = "",
     db: Annotated[Path | None, typer.Option(help="DuckDB file (this process writes it).", show_default=_DB)] = None,
@@ -71,9 +75,9 @@ def baseline_freeze(
         try:
             b = freeze(store.con, spec, start, end, by, datetime.now(UTC), note)
         except BaselineError as exc:
-            _log(store, "baseline_frozen", f"{kind}/{slot}/{category} {from_} to {to}: {exc}", "refused")
+            _log(store, "baseline_frozen", f"{kind}/{spec.slot}/{category} {from_} to {to}: {exc}", "refused")
             raise _fail(str(exc), code=1) from None
-        _log(store, "baseline_frozen", f"{b.baseline_id} {kind}/{slot}/{category} {label(b)}")
+        _log(store, "baseline_frozen", f"{b.baseline_id} {kind}/{spec.slot}/{category} {label(b)}")
     console.print(f"froze {label(b)}", soft_wrap=True, markup=False, highlight=False)
 
 
@@ -109,7 +113,7 @@ def chart_picture(
     subject: Annotated[str, typer.Argument(help="The dealer or table ID.")],
     out: Annotated[Path, typer.Option(help="The picture to write (.png or .svg).")],
     kind: Annotated[str, _KIND] = "dealer",
-    slot: Annotated[str, _SLOT] = "shift",
+    slot: Annotated[str | None, _SLOT] = None,
     category: Annotated[str, _CATEGORY] = "all",
     from_: Annotated[str | None, typer.Option("--from", help="Start of the period (ISO 8601 with zone).")] = None,
     to: Annotated[str | None, typer.Option(help="End of the period, exclusive (ISO 8601 with zone).")] = None,

@@ -418,7 +418,7 @@ def report(
             grace=report_grace(settings),
             max_listed=settings.reports.max_listed,
             archive=archive or settings.archive.dir,
-            control=(settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
+            control=settings.control.report_args,
         )
     except (FileNotFoundError, LookupError, ArchiveError) as exc:
         raise _fail(str(exc)) from None

@@ -85,7 +85,7 @@ def schedule(
         "max_listed": settings.reports.max_listed,
         "archive": archive or settings.archive.dir,
         "signer": report_signer(settings),  # each revision's manifest signed (unsigned: it says so)
-        "control": (settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
+        "control": settings.control.report_args,
     }
     try:
         if once or fixed is not None:

@@ -122,7 +122,7 @@ def demo(
         console_url=settings.console_url,
         review_due=review_due(settings),
         max_listed=settings.reports.max_listed,
-        control=(settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
+        control=settings.control.report_args,
     )
     console.print(
         f"audited {summary.events:,} events ({summary.lines:,} lines, {summary.duplicates:,} duplicate deliveries "

@@ -277,7 +277,7 @@ def _project(
                     report_check_seconds=settings.reports.check_seconds,
                     report_max_listed=settings.reports.max_listed,
                     report_signer=signer,
-                    report_control=(settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
+                    report_control=settings.control.report_args,
                     exporter=exporter,
                     link=link,
                     stop=stop,

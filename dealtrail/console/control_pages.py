@@ -17,14 +17,12 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse
 
 from dealtrail.console.deps import Console, PageUser
-from projections.models.control import CATEGORIES, RULES, SLOTS, ChartSpec, chart, rules_of, signal_id
+from projections.models.control import CATEGORIES, KINDS, RULES, ChartSpec, chart, rules_of, signal_id, slots_for
 from projections.records import baselines, signal_reviews
 from projections.reports.control_chart import page_svg
 
 SLOT_STEP = {"shift": timedelta(hours=8), "day": timedelta(days=1), "week": timedelta(days=7)}
 """How long each slot is on the wall clock."""
-SLOTS_OF = {"dealer": ("shift", "day", "week"), "table": ("day", "week")}
-"""The slots each kind of page offers, its default first."""
 BACK = re.compile(r"^/(dealers|tables)/[^\s]{1,300}$")
 """Where a form may send the browser back to (the page it was on)."""
 
@@ -60,7 +58,7 @@ def context(
     empty when no round), ``baseline`` (its sentence), ``signals`` (numbered as the picture numbers
     them, each with its rules, findings link, status and reviews), ``hollow`` (points not judged)
     and ``min_rounds``."""
-    offered = SLOTS_OF[kind]
+    offered = slots_for(kind, console.config.control.dealer_slot)  # type: ignore[arg-type]
     slot = slot if slot in offered else offered[0]
     spec = spec_of(console, kind, slot)
     baseline = baselines.in_force(con, spec)
@@ -167,7 +165,7 @@ def router(console: Console) -> APIRouter:
         if not user.can_approve:
             console.access.record("baseline_frozen", user.name, "refused", f"{what}: not a manager")
             raise HTTPException(403, "only a manager freezes a baseline")
-        if kind not in SLOTS_OF or slot not in SLOTS or category not in CATEGORIES:
+        if kind not in KINDS or slot not in slots_for(kind) or category not in CATEGORIES:
             raise HTTPException(422, "unknown chart")
         try:
             with write_lock:

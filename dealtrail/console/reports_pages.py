@@ -101,7 +101,7 @@ def router(console: Console) -> APIRouter:
                     console_url="",  # served by the console: its own paths
                     max_listed=config.report_max_listed,
                     archive=config.archive,
-                    control=(config.control.min_rounds, config.control.cusum_k, config.control.cusum_h),
+                    control=config.control.report_args,
                 )
             except ArchiveError as exc:  # the archived months' folder is missing: no report without them
                 raise HTTPException(503, str(exc)) from None

@@ -116,7 +116,7 @@ def router(console: Console) -> APIRouter:
                 max_listed=config.report_max_listed,
                 archive=config.archive,
                 signer=key,
-                control=(config.control.min_rounds, config.control.cusum_k, config.control.cusum_h),
+                control=config.control.report_args,
             )
         except SigningError as exc:
             raise HTTPException(503, f"the report revision cannot be signed: {exc}") from None

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from dealtrail.reporting.schedule import Schedule
     from dealtrail.settings import Settings
+    from projections.models.control import ControlArgs
     from projections.models.reviews import ReviewDue
     from projections.store.replica import ReplicaTimer
 
@@ -146,7 +147,7 @@ def project(
     replica: ReplicaTimer | None = None,
     report_max_listed: int | None = None,
     report_signer: Ed25519PrivateKey | None = None,
-    report_control: tuple[int, float, float] | None = None,
+    report_control: ControlArgs | None = None,
     exporter: Exporter | None = None,
 ) -> ProjectSummary:
     """Project the topics into ``store`` until stopped (or caught up, with ``once``).
@@ -194,7 +195,7 @@ def project(
             (resolved ``DEALTRAIL_REPORTS__MAX_LISTED``); None: every one.
         report_signer: the property's key that signs each scheduled report revision (resolved
             ``DEALTRAIL_SIGNING__KEY_FILE``); None: the revisions are written unsigned and say so.
-        report_control: the reports' control charts' minimum rounds, CUSUM k and h (resolved
+        report_control: the reports' control charts' minimum rounds, CUSUM k and h and the dealers' slot (resolved
             ``DEALTRAIL_CONTROL__*``); None: their defaults.
         exporter: export each closed gaming day not exported yet (``DEALTRAIL_EXPORT__TO``), at the
             scheduled reports' looks (:class:`Exporter`); None: no exports.
@@ -329,7 +330,7 @@ class _Reporting:
         self.max_listed: int | None = None  # the reports' listing cap (DEALTRAIL_REPORTS__MAX_LISTED)
         self.archive: Path | None = None  # the archived months' folder (DEALTRAIL_ARCHIVE__DIR)
         self.signer: Ed25519PrivateKey | None = None  # signs each revision (DEALTRAIL_SIGNING__KEY_FILE)
-        self.control: tuple[int, float, float] | None = None  # the control charts' settings (DEALTRAIL_CONTROL__*)
+        self.control: ControlArgs | None = None  # the control charts' settings (DEALTRAIL_CONTROL__*)
         self.watch: Any = None  # dealtrail.reporting.schedule.ReportWatch
         self.exporter: Exporter | None = None  # exports each closed gaming day (DEALTRAIL_EXPORT__TO)
         self.next_look = 0.0

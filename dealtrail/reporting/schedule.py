@@ -39,6 +39,8 @@ from projections.store.store import connect_read_only
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from projections.models.control import ControlArgs
+
 SHIFT_STARTS = (6, 14, 22)
 """Hours (local time) when the three 8-hour shifts start."""
 
@@ -271,7 +273,7 @@ def run_due(
     max_listed: int | None = None,
     archive: Path | None = None,
     signer: Ed25519PrivateKey | None = None,
-    control: tuple[int, float, float] | None = None,
+    control: ControlArgs | None = None,
 ) -> list[Path]:
     """Write the report of every closed period not written yet, and a new revision of every
     period whose latest report is stale.
@@ -307,7 +309,7 @@ def run_due(
         signer: the property's signing key (resolved ``DEALTRAIL_SIGNING__KEY_FILE``): each
             revision's ``manifest-sha256.txt`` is signed with it; None: each revision is written
             unsigned and says so (:func:`projections.records.report_revisions.seal`).
-        control: the control charts' minimum rounds of a point, CUSUM k and h (resolved
+        control: the control charts' minimum rounds of a point, CUSUM k and h and the dealers' slot (resolved
             ``DEALTRAIL_CONTROL__*``); None: their defaults.
 
     Returns:
@@ -389,7 +391,7 @@ def run_forever(
     max_listed: int | None = None,
     archive: Path | None = None,
     signer: Ed25519PrivateKey | None = None,
-    control: tuple[int, float, float] | None = None,
+    control: ControlArgs | None = None,
 ) -> None:
     """Write each period's report as it closes, and a new revision of each stale one (see
     :func:`run_due`); check every ``poll_seconds`` (seconds).
@@ -510,7 +512,7 @@ def write_revision(
     max_listed: int | None = None,
     archive: Path | None = None,
     signer: Ed25519PrivateKey | None = None,
-    control: tuple[int, float, float] | None = None,
+    control: ControlArgs | None = None,
 ) -> Path | None:
     """Write a new revision of the written period in the folder ``period`` as of ``now``, as
     the schedule does, from the process that holds the store (``serve``, ``project --serve``):
@@ -563,7 +565,7 @@ class _ReportOptions:
     max_listed: int | None
     archive: Path | None
     signer: Ed25519PrivateKey | None = None
-    control: tuple[int, float, float] | None = None
+    control: ControlArgs | None = None
 
 
 def _next_revision(

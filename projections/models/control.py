@@ -31,6 +31,24 @@ SHIFT_HOUR = 6
 """The local hour the first of the day's three 8-hour shifts starts (as the scheduled reports' shifts:
 ``dealtrail.reporting.schedule.SHIFT_STARTS``)."""
 
+DEALER_SLOT: Slot = "week"
+"""The slot a dealer's chart is judged by unless ``DEALTRAIL_CONTROL__DEALER_SLOT`` says otherwise: a
+week, because a shift's few incidents make its 3-sigma limits and run rules fire by chance on about
+0.7 % of in-control shift points (a sixth of dealers in a month), a week's on far fewer (measured in
+docs/compliance-guide.md)."""
+ControlArgs = tuple[int, float, float, Slot]
+"""The control charts' settings a report needs: minimum rounds of a point, CUSUM k, CUSUM h and the
+dealers' slot (``DEALTRAIL_CONTROL__*``, :meth:`dealtrail.settings.ControlSettings.report_args`)."""
+
+
+def slots_for(kind: Kind, dealer_slot: Slot = DEALER_SLOT) -> tuple[Slot, ...]:
+    """The slots a chart of ``kind`` is drawn by, its default first: a dealer's by ``dealer_slot``
+    first, then the others (shift, day, week); a table's by day, then week."""
+    if kind == "table":
+        return ("day", "week")
+    return (dealer_slot, *(s for s in SLOTS if s != dealer_slot))
+
+
 RULES = {
     "beyond": "above the upper limit",
     "run8": "8 points in a row above the centre line",
@@ -46,7 +64,7 @@ class ChartSpec:
 
     Attributes:
         kind: dealer or table.
-        slot: shift, day or week (a dealer's chart is by shift, a table's by day or week).
+        slot: shift, day or week (a dealer's chart by any of them, a table's by day or week).
         category: all incidents or one severity.
         min_rounds: a point with fewer rounds is hollow and never signals (rounds).
         cusum_k: the CUSUM's reference value, a multiple of the expected incidents of a point.

@@ -11,7 +11,7 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from projections.models.control import ChartSpec
+from projections.models.control import ChartSpec, Slot
 
 SLOT_WORDS = {"shift": "shift", "day": "day", "week": "week"}
 
@@ -96,9 +96,10 @@ def report_section(
     min_rounds: int,
     cusum_k: float,
     cusum_h: float,
+    dealer_slot: Slot,
     as_of: datetime | None,
 ) -> dict[str, Any]:
-    """The period report's control charts: for dealers (by shift) and tables (by day), the charts
+    """The period report's control charts: for dealers (by ``dealer_slot``) and tables (by day), the charts
     of the :data:`REPORT_WINDOW_DAYS` days ending with the period, judged against the baseline in
     force at ``as_of``; drawn for the subjects with a signal inside the period.
 
@@ -119,7 +120,7 @@ def report_section(
         window_start = start
     charts: list[dict[str, Any]] = []
     out: dict[str, Any] = {"charts": charts, "baselines": {}, "quiet": {}, "more": 0}
-    for kind, slot in (("dealer", "shift"), ("table", "day")):
+    for kind, slot in (("dealer", dealer_slot), ("table", "day")):
         spec = ChartSpec(kind, slot, "all", min_rounds, cusum_k, cusum_h, tz)  # type: ignore[arg-type]
         try:
             baseline = in_force(con, spec, as_of)

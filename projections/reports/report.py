@@ -29,6 +29,7 @@ from projections.display.spreadsheet import neutralise_table
 from projections.display.timefmt import iso_local, iso_utc, parsed, show, span, stamp, zone_name
 from projections.models import incidents as incident_model
 from projections.models import reviews
+from projections.models.control import DEALER_SLOT, ChartSpec, ControlArgs
 from projections.models.generations import generation_diff, generation_info
 from projections.records import property as stored_property
 from projections.records import signoff, staff
@@ -785,17 +786,15 @@ def _control_section(
     start: datetime | None,
     end: datetime | None,
     tz: tzinfo,
-    control: tuple[int, float, float] | None,
+    control: ControlArgs | None,
     as_of: datetime | None,
 ) -> dict[str, Any]:
     """The report's control charts (issue 50), with the resolved settings or their defaults."""
     from projections.reports.control_chart import report_section
 
     if control is None:
-        from projections.models.control import ChartSpec
-
-        d = ChartSpec("dealer", "shift")
-        control = (d.min_rounds, d.cusum_k, d.cusum_h)
+        d = ChartSpec("dealer", DEALER_SLOT)
+        control = (d.min_rounds, d.cusum_k, d.cusum_h, DEALER_SLOT)
     return report_section(con, start, end, str(getattr(tz, "key", "UTC")), *control, as_of)
 
 
@@ -816,7 +815,7 @@ def write_report(
     revision: int | None = None,
     max_listed: int | None = None,
     archive: Path | None = None,
-    control: tuple[int, float, float] | None = None,
+    control: ControlArgs | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``findings.csv``, ``findings.parquet`` and ``summary.json`` for
     [start, end) into ``out`` (files owner-only, missing folders 0700).
@@ -860,7 +859,7 @@ def write_report(
             ``DEALTRAIL_ARCHIVE__DIR``), read with the live rows
             (:func:`projections.store.archive.reading_archive`), so a period reports the same figures
             before and after ``dealtrail archive``; None: the folder the store's manifest names.
-        control: the control charts' minimum rounds of a point, CUSUM k and h (the resolved
+        control: the control charts' minimum rounds of a point, CUSUM k and h and the dealers' slot (the resolved
             ``DEALTRAIL_CONTROL__*``): the page draws the charts of the dealers and tables that
             signalled in the period (:func:`projections.reports.control_chart.report_section`),
             judged against the baseline in force at the as-of time; None: the settings' defaults.

@@ -106,7 +106,8 @@ def test_the_baseline_command_freezes_lists_and_logs(tmp_path: Path) -> None:
     _first_fortnight(db)
     env = {**os.environ, "DEALTRAIL_DB": str(db), "DEALTRAIL_CONTROL__MIN_ROUNDS": "50", "TZ": "Asia/Kolkata"}
     cli = [sys.executable, "-m", "dealtrail.cli"]
-    week1 = ["--from", "2026-11-02T00:00:00Z", "--to", "2026-11-09T00:00:00Z", "--note", "week 1"]
+    # one week holds one weekly point a dealer, no spread: its shifts are frozen
+    week1 = ["--from", "2026-11-02T00:00:00Z", "--to", "2026-11-09T00:00:00Z", "--slot", "shift", "--note", "week 1"]
     done = subprocess.run(
         [*cli, "baseline", "freeze", *week1],
         env=env, capture_output=True, text=True, check=False,
@@ -142,10 +143,13 @@ def test_the_chart_command_draws_a_png_with_the_settings_minimum(tmp_path: Path)
     assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
     # every point hollow under the setting's minimum: none judged
     assert re.search(r"\((\d+) points, \1 hollow, 0 signals\)", done.stdout), done.stdout
-    usual = CliRunner().invoke(
-        app, [*cli, "--out", str(tmp_path / "u.png")], env={**env, "DEALTRAIL_CONTROL__MIN_ROUNDS": "100"}
+    usual = {**env, "DEALTRAIL_CONTROL__MIN_ROUNDS": "100"}
+    weekly = CliRunner().invoke(app, [*cli, "--out", str(tmp_path / "w.png")], env=usual)
+    assert re.search(r"\(2 points, 0 hollow", weekly.stdout), weekly.output  # a dealer by week unless set
+    by_shift = CliRunner().invoke(
+        app, [*cli, "--out", str(tmp_path / "u.png")], env={**usual, "DEALTRAIL_CONTROL__DEALER_SLOT": "shift"}
     )
-    assert re.search(r"\(14 points, [0-2] hollow", usual.stdout), usual.output
+    assert re.search(r"\(14 points, [0-2] hollow", by_shift.stdout), by_shift.output
     bad = CliRunner().invoke(app, [*cli, "--out", str(tmp_path / "c.txt")], env=env)
     assert bad.exit_code == 2 and "error:" in bad.output
     unknown = CliRunner().invoke(app, [*cli, "--out", str(tmp_path / "d.png"), "--slot", "month"], env=env)

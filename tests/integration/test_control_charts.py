@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from dealtrail.simulator.month import MonthSpec, Raise, rows, write_rows
-from projections.models.control import ChartSpec, chart
+from projections.models.control import DEALER_SLOT, ChartSpec, chart
 from projections.store.store import connect_read_only
 
 TOL = 1e-6
@@ -272,11 +273,12 @@ def month(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_dealer_raised_fourfold_for_a_week_signals_in_that_week_and_no_other_dealer_does(month: Path) -> None:
     con = connect_read_only(month)
     try:
-        weekly = chart(con, ChartSpec("dealer", "week"), None, None)
+        weekly = chart(con, ChartSpec("dealer", DEALER_SLOT), None, None)  # a dealer's chart unless set
         shifts = chart(con, ChartSpec("dealer", "shift"), None, None)
     finally:
         con.close()
-    # by week: the raised dealer's week signals, and nothing else on the floor does
+    # by week (a dealer's default): the raised dealer's week signals, and nothing else on the floor does
+    assert DEALER_SLOT == "week"
     assert [(p["subject_id"], p["slot_start"]) for p in weekly if p["signal"]] == [
         (RAISED.dealer_id, datetime(2026, 11, 16))
     ]
@@ -289,3 +291,19 @@ def test_a_dealer_raised_fourfold_for_a_week_signals_in_that_week_and_no_other_d
     # process with 3 incidents a shift): a few false alarms are the price of the formulas, at most 1 %
     others = [p for p in shifts if p["subject_id"] != RAISED.dealer_id]
     assert sum(p["signal"] for p in others) <= 0.01 * len(others)
+
+
+def test_the_false_alarm_script_counts_chance_signals_by_rule() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "ops" / "control_false_alarms.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--slot", "week", "--seeds", "61", "--days", "14"],
+        capture_output=True, text=True, check=True, timeout=300,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    # 24 dealers for two weeks (the night shifts of the last Sunday end in a third week)
+    assert re.fullmatch(r"seed 61: 56 points, \d+ signalled, \d+ of 24 dealers, sigma_z [0-9.]+", lines[0])
+    assert re.fullmatch(r"by week: 56 points, \d+ signalled \([0-9.]+%\); above the upper limit \d+, .*; "
+                        r"dealer-months with a signal: \d+ of 24", lines[-1]), lines[-1]  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -76,6 +77,7 @@ def test_the_dealer_page_shows_the_chart_and_each_signal_linked_to_its_findings(
     svg = base64.b64decode(src.group(1))
     assert svg.startswith(b"<svg") and b"<script" not in svg
     assert "no baseline frozen" in page.text
+    assert '<b aria-current="true">by week</b>' in page.text  # a dealer is judged by week unless set
     rows = re.findall(r"<tr><td>(\d+)</td><td>([0-9-]+ [0-9:]+)</td>", page.text)
     assert rows and all(datetime(2026, 11, 9) <= datetime.fromisoformat(when) < datetime(2026, 11, 17)
                         for _, when in rows)  # fmt: skip
@@ -90,6 +92,21 @@ def test_the_dealer_page_shows_the_chart_and_each_signal_linked_to_its_findings(
     assert "No signal in the period." in quiet.text and 'class="control-chart"' in quiet.text
     table = client.get("/tables/TCP-01?period=30d&slot=week")
     assert table.status_code == 200 and "by week" in table.text and 'class="control-chart"' in table.text
+
+
+def test_the_dealer_slot_setting_chooses_the_dealer_page_s_first_chart(store: Store) -> None:
+    from dealtrail.settings import ControlSettings
+
+    client = _client(store, "rob")
+    config = client.app.state.console.config  # type: ignore[attr-defined]
+    client.app.state.console.config = replace(config, control=ControlSettings(dealer_slot="shift"))  # type: ignore[attr-defined]
+    page = client.get(f"/dealers/{RAISED.dealer_id}?period=30d").text
+    assert '<b aria-current="true">by shift</b>' in page and 'href="?period=30d&amp;slot=week">by week</a>' in page
+    shifts = re.findall(r"<tr><td>(\d+)</td><td>([0-9-]+ [0-9:]+)</td>", page)
+    assert len(shifts) >= 4  # the raised week's shifts
+    assert all(datetime(2026, 11, 9) <= datetime.fromisoformat(when) < datetime(2026, 11, 16) for _, when in shifts)
+    # a table's page offers no shift chart
+    assert "by shift" not in client.get("/tables/TCP-01?period=30d&slot=shift").text
 
 
 def test_a_signal_is_reviewed_like_a_finding_with_roles_csrf_and_the_access_log(store: Store) -> None:
@@ -141,7 +158,7 @@ def test_the_period_report_draws_the_chart_of_the_dealer_that_signalled_and_name
     from projections.reports.report import write_report
 
     week = (RAISED.start, RAISED.end)
-    files = write_report(month_db, tmp_path / "report", *week, generated_at=NOW, control=(100, 1.4427, 8.0))
+    files = write_report(month_db, tmp_path / "report", *week, generated_at=NOW, control=(100, 1.4427, 8.0, "week"))
     html = files.html.read_text(encoding="utf-8")
     assert 'id="control-charts"' in html and "no baseline frozen" in html
     charts = re.findall(r'<img src="data:image/svg\+xml;base64,[^"]+" alt="Control chart of (\w+) ([^"]+)"', html)
