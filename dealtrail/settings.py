@@ -537,6 +537,12 @@ class NotifySettings(BaseModel):
             (``DEALTRAIL_NOTIFY__DIGEST_TZ``; unset: the casino's ``DEALTRAIL_TIMEZONE``).
         digest_to: where the digest goes, as JSON: webhook URLs and email addresses
             (``DEALTRAIL_NOTIFY__DIGEST_TO='["https://hooks.example/x", "compliance@casino.example"]'``).
+        signals_to: where control-chart signals go as they appear (issue 50), as JSON like
+            ``digest_to``: each signal of a dealer's chart (by ``DEALTRAIL_CONTROL__DEALER_SLOT``)
+            or a table's (by day) whose slot ends after notifications were switched on, once per
+            target; empty (default): signals are only shown on the pages.
+        signals_lookback_days: how many days each look at the charts covers (days): the limits,
+            runs and CUSUM need that history.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -554,6 +560,8 @@ class NotifySettings(BaseModel):
     digest_at: time | None = None
     digest_tz: str | None = None
     digest_to: list[str] = []
+    signals_to: list[str] = []
+    signals_lookback_days: int = Field(default=35, ge=7, le=366)
 
     @field_validator("digest_tz")
     @classmethod
@@ -566,7 +574,7 @@ class NotifySettings(BaseModel):
             raise ValueError(f"unknown time zone {value!r} (an IANA name such as America/New_York)") from None
         return value
 
-    @field_validator("digest_to")
+    @field_validator("digest_to", "signals_to")
     @classmethod
     def _targets(cls, value: list[str]) -> list[str]:
         from dealtrail.reporting.notify import digest_target

@@ -286,16 +286,16 @@ class _NotifyLoop:
 
 
 def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> _NotifyLoop | None:
-    """Send notifications (and the daily digest of late reviews) from a background thread of the
-    console's process, if rules or a digest are set."""
-    from dealtrail.reporting.notify import Notifier, NotifyRule, SmtpConfig
+    """Send notifications (the daily digest of late reviews, control-chart signals) from a
+    background thread of the console's process, if rules, a digest or signal targets are set."""
+    from dealtrail.reporting.notify import Notifier, NotifyRule, SignalConfig, SmtpConfig, digest_target
 
     n = settings.notify
     digest = None
     if n.digest_at is not None and n.digest_to:
         from zoneinfo import ZoneInfo
 
-        from dealtrail.reporting.notify import DigestConfig, digest_target
+        from dealtrail.reporting.notify import DigestConfig
 
         digest = DigestConfig(
             n.digest_at,
@@ -304,7 +304,16 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
             review_due(settings),
             settings.property_name,
         )
-    if not n.rules and digest is None:
+    signals = None
+    if n.signals_to:
+        signals = SignalConfig(
+            tuple(digest_target(t) for t in n.signals_to),
+            settings.control.report_args,
+            settings.timezone,
+            n.signals_lookback_days,
+            settings.property_name,
+        )
+    if not n.rules and digest is None and signals is None:
         return None
     smtp = (
         SmtpConfig(
@@ -340,6 +349,7 @@ def _start_notifier(settings: Settings, store: object, lock: object, every: floa
         n.backoff_seconds,
         digest=digest,
         tz=settings.zone,
+        signals=signals,
     )
     return _NotifyLoop(notifier, every)
 

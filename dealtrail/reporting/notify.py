@@ -8,6 +8,11 @@ each time, and after the last attempt the delivery is recorded as ``gave_up`` an
 console, never dropped silently. Only findings stored after notifications were first switched on
 for a store are sent (the store keeps that mark), so turning them on does not mail the backlog.
 
+Control-chart signals (:class:`SignalConfig`, issue 50) go the same way, when asked for: each
+signal of a dealer's chart (by the dealers' slot) or a table's (by day), judged against the
+baseline in force, whose slot ends after notifications were switched on, is sent once to each
+target, keyed ``signal:<signal ID>``. A signal asks for a look, and its message says so.
+
 The daily digest of late reviews (:class:`DigestConfig`) goes the same way: once a local day, at
 a wall-clock time in a configured zone, one message per target lists the findings whose review
 is late (not disposed within its due time), or says that none is. It is sent every day, late
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from email.message import EmailMessage
 from typing import Any
+from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -119,6 +125,50 @@ class SmtpConfig:
 
 DIGEST = "digest:"
 """Prefix of a digest delivery's key in ``notifications.finding_id`` (``digest:<local date>``)."""
+
+
+SIGNAL = "signal:"
+"""Prefix of a control-chart signal's delivery key in ``notifications.finding_id`` (``signal:<signal ID>``)."""
+
+
+@dataclass(frozen=True)
+class SignalConfig:
+    """Control-chart signals sent as they appear (resolved from the settings by the entry point).
+
+    Attributes:
+        targets: ``webhook:<url>`` and ``email:<address>``.
+        control: minimum rounds of a point, CUSUM k and h, the dealers' slot (``DEALTRAIL_CONTROL__*``).
+        zone: the IANA zone whose wall clock bounds shifts, days and weeks (``DEALTRAIL_TIMEZONE``).
+        lookback: how much history each look charts (days): the limits and runs need it.
+        property_name: the casino property the message names, or None.
+    """
+
+    targets: tuple[str, ...]
+    control: tuple[int, float, float, str]
+    zone: str = "UTC"
+    lookback: int = 35
+    property_name: str | None = None
+
+
+def signal_text(sig: Mapping[str, Any], console_url: str | None, property_name: str | None = None) -> str:
+    """The message of one control-chart signal: whose chart, which slot, the rules, the rate
+    against its limit, that it asks for a look, and a link to the chart when the console's address
+    is known."""
+    where = f" at {property_name}" if property_name else ""
+    ucl = f"{sig['ucl']:.1f}" if sig["ucl"] is not None else "none"
+    lines = [
+        f"Control-chart signal{where}: {sig['kind']} {sig['subject_id']}, {sig['slot']} from "
+        f"{sig['slot_start']:%Y-%m-%d %H:%M} ({sig['zone']})",
+        f"Rules: {'; '.join(sig['rules'])}",
+        f"{sig['errors']} incidents in {sig['rounds']:,} rounds: {sig['u']:.1f} per 1,000 rounds "
+        f"(centre {sig['u_bar']:.1f}, upper limit {ucl}); {sig['baseline']}",
+        "A signal asks for a look at the rate, not for discipline: see the findings behind it.",
+    ]
+    if console_url:
+        path = "dealers" if sig["kind"] == "dealer" else "tables"
+        query = urlencode({"period": "90d", "slot": sig["slot"]})
+        lines.append(f"{console_url.rstrip('/')}/{path}/{quote(str(sig['subject_id']), safe='')}?{query}#control")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -242,6 +292,16 @@ def message(finding: Mapping[str, Any], console_url: str | None, dealer: str | N
     return "\n".join(lines)
 
 
+def _latest_attempts(cur: duckdb.DuckDBPyConnection, prefix: str) -> dict[tuple[str, str], tuple[str, int, datetime]]:
+    """Each delivery keyed ``prefix...``'s latest attempt: ``(key, target) -> (outcome, attempt, when)``."""
+    rows = cur.execute(
+        "SELECT finding_id, target, outcome, attempt, attempted_at FROM dim_notifications"
+        " WHERE starts_with(finding_id, ?)",
+        [prefix],
+    ).fetchall()
+    return {(key, target): (outcome, attempt, at) for key, target, outcome, attempt, at in rows}
+
+
 class Notifier:
     """Sends the notifications that are due, through the store's writer connection.
 
@@ -257,6 +317,7 @@ class Notifier:
         http_timeout: seconds a webhook may take (seconds).
         digest: the daily digest of late reviews, or None.
         tz: the casino's zone the messages show times in (``DEALTRAIL_TIMEZONE``).
+        signals: control-chart signals to send as they appear, or None.
     """
 
     def __init__(
@@ -272,9 +333,11 @@ class Notifier:
         http_timeout: float = 5.0,
         digest: DigestConfig | None = None,
         tz: tzinfo = UTC,
+        signals: SignalConfig | None = None,
     ) -> None:
         self.con, self.rules, self.smtp, self.console_url = con, list(rules), smtp, console_url
         self.tz = tz
+        self.signals = signals
         self.digest = digest
         self.lock, self.clock = lock, clock
         self.max_attempts, self.backoff, self.http_timeout = max_attempts, backoff, http_timeout
@@ -341,14 +404,7 @@ class Notifier:
         now = self.clock()
         cur = self.con.cursor()
         try:
-            state = {
-                (key, target): (outcome, attempt, at)
-                for key, target, outcome, attempt, at in cur.execute(
-                    "SELECT finding_id, target, outcome, attempt, attempted_at FROM dim_notifications"
-                    " WHERE starts_with(finding_id, ?)",
-                    [DIGEST],
-                ).fetchall()
-            }
+            state = _latest_attempts(cur, DIGEST)
         finally:
             cur.close()
         day = self.digest.latest_day(now)
@@ -361,9 +417,76 @@ class Notifier:
                     out.append((key, target, attempt))
         return out
 
+    def signals_due(self) -> list[tuple[str, dict[str, Any], str, int]]:
+        """The signal deliveries to attempt now: ``(key, signal, target, attempt number)``: each
+        signal of the charts over the last ``lookback`` days whose slot ends after notifications
+        were switched on for the store (no backlog is sent), not yet delivered or given up."""
+        from projections.models.control import ChartSpec, chart, rules_of, signal_id, slots_for
+        from projections.records import baselines
+
+        if self.signals is None or not self.signals.targets:
+            return []
+        now = self.clock()
+        min_rounds, k, h, dealer_slot = self.signals.control
+        steps = {"shift": timedelta(hours=8), "day": timedelta(days=1), "week": timedelta(days=7)}
+        cur = self.con.cursor()
+        try:
+            mark = cur.execute("SELECT min(set_at) FROM notify_mark").fetchone()
+            since = mark[0] if mark and mark[0] else now
+            state = _latest_attempts(cur, SIGNAL)
+            found: dict[str, dict[str, Any]] = {}
+            for kind in ("dealer", "table"):
+                slot = slots_for(kind, dealer_slot)[0]  # type: ignore[arg-type]
+                spec = ChartSpec(kind, slot, "all", min_rounds, k, h, self.signals.zone)
+                try:
+                    baseline = baselines.in_force(cur, spec)
+                    points = chart(cur, spec, now - timedelta(days=self.signals.lookback), now, None, baseline)
+                except duckdb.CatalogException:
+                    return []  # a store without the incidents summary yet: nothing to judge
+                for p in points:
+                    if p["signal"] and p["slot_start_utc"] + steps[slot] > since:
+                        found[SIGNAL + signal_id(spec, p)] = {
+                            **p, "kind": kind, "slot": slot, "zone": self.signals.zone, "rules": rules_of(p),
+                            "baseline": baselines.label(baseline),
+                        }  # fmt: skip
+        finally:
+            cur.close()
+        out = []
+        for key in sorted(found):
+            for target in self.signals.targets:
+                attempt = self._retry_due(state.get((key, target)), now)
+                if attempt is not None:
+                    out.append((key, found[key], target, attempt))
+        return out
+
+    def _send_signal(self, sig: Mapping[str, Any], target: str) -> str | None:
+        assert self.signals is not None
+        text = signal_text(sig, self.console_url, self.signals.property_name)
+        subject = f"[dealtrail] control-chart signal: {sig['kind']} {sig['subject_id']}, {sig['slot']} from " + (
+            f"{sig['slot_start']:%Y-%m-%d %H:%M}"
+        )
+        body = {
+            "text": text,
+            "signal": {
+                "signal_id": sig["key"].removeprefix(SIGNAL),
+                "kind": sig["kind"],
+                "subject_id": sig["subject_id"],
+                "slot": sig["slot"],
+                "slot_start_utc": sig["slot_start_utc"].astimezone(UTC).isoformat(),
+                "rules": sig["rules"],
+                "incidents": int(sig["errors"]),
+                "rounds": int(sig["rounds"]),
+                "per_1000_rounds": sig["u"],
+                "centre": sig["u_bar"],
+                "upper_limit": sig["ucl"],
+                "baseline": sig["baseline"],
+            },
+        }
+        return self._deliver(target, text, subject, body)
+
     def run_once(self) -> int:
-        """Attempt every due delivery once (findings, then the digest); returns how many were
-        delivered.
+        """Attempt every due delivery once (findings, the digest, then control-chart signals);
+        returns how many were delivered.
 
         The attempts of a round are recorded together, in one write under the lock, after the
         round (the projector's batches hold the same lock); a crash before that write sends
@@ -377,6 +500,10 @@ class Notifier:
             rows.append(self._row(finding["finding_id"], target, attempt, error))
         for key, target, attempt in self.digests_due():
             error = self._send_digest(key, target)
+            delivered += error is None
+            rows.append(self._row(key, target, attempt, error))
+        for key, sig, target, attempt in self.signals_due():
+            error = self._send_signal({**sig, "key": key}, target)
             delivered += error is None
             rows.append(self._row(key, target, attempt, error))
         if rows:

@@ -401,3 +401,68 @@ def test_digest_settings_are_read_from_the_environment_and_checked(monkeypatch: 
     monkeypatch.setenv("DEALTRAIL_NOTIFY__DIGEST_TO", '["not a target"]')
     with pytest.raises(ValidationError, match="neither an http"):
         Settings()
+
+
+def test_control_chart_signals_are_sent_once_as_they_appear_and_the_backlog_is_not(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    from dealtrail.reporting.notify import SIGNAL, SignalConfig
+    from dealtrail.simulator.month import MonthSpec, Raise, write_month
+
+    start = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
+    raised = Raise("D-TCP-01-2", start + timedelta(days=7), start + timedelta(days=14), 5.0)
+    month = tmp_path / "month.duckdb"
+    write_month(str(month), MonthSpec(tables=3, days=21, start=start, seed=3, raises=(raised,)))
+    signals = SignalConfig(("webhook:" + receiver.url,), (100, 1.4427, 8.0, "week"), "UTC", 35, "North <b>")
+    clock = Clock()
+
+    def notifier(db: Path) -> Notifier:
+        s = Store(db)
+        return Notifier(s.con, [], None, "http://console.test", threading.Lock(), clock, 3, 60, signals=signals)
+
+    # switched on in the middle of the raised week: that week's signal is sent when it appears
+    clock.now = start + timedelta(days=10)
+    on_time = tmp_path / "on-time.duckdb"
+    shutil.copy(month, on_time)
+    n = notifier(on_time)
+    clock.now = start + timedelta(days=22)
+    assert n.run_once() == len(receiver.bodies) > 0
+    sent = [b["signal"] for b in receiver.bodies]
+    dealer = [s for s in sent if s["kind"] == "dealer"]
+    assert [(s["subject_id"], s["slot"], s["slot_start_utc"]) for s in dealer] == [
+        (raised.dealer_id, "week", "2026-11-09T00:00:00+00:00")
+    ]
+    assert all(s["kind"] == "table" and s["slot"] == "day" for s in sent if s not in dealer)
+    length = {"day": timedelta(days=1), "week": timedelta(days=7)}
+    assert all(
+        datetime.fromisoformat(s["slot_start_utc"]) + length[s["slot"]] > start + timedelta(days=10) for s in sent
+    )  # fmt: skip  (no slot that ended before they were switched on)
+    text = next(b["text"] for b in receiver.bodies if b["signal"]["kind"] == "dealer")
+    assert "Control-chart signal at North <b>: dealer D-TCP-01-2, week from 2026-11-09 00:00 (UTC)" in text
+    assert "asks for a look at the rate, not for discipline" in text
+    assert "http://console.test/dealers/D-TCP-01-2?period=90d&slot=week#control" in text
+    assert n.run_once() == 0 and len(receiver.bodies) == len(sent)  # once per signal and target
+    keys = n.con.execute("SELECT DISTINCT finding_id FROM notifications").fetchall()
+    assert all(k.startswith(SIGNAL) for (k,) in keys) and len(keys) == len(sent)
+    n.con.close()
+    # switched on after the month: its signals are the backlog, not sent
+    receiver.bodies.clear()
+    late = tmp_path / "late.duckdb"
+    shutil.copy(month, late)
+    clock.now = start + timedelta(days=22)
+    n = notifier(late)
+    clock.now = start + timedelta(days=23)
+    assert n.run_once() == 0 and receiver.bodies == []
+    n.con.close()
+
+
+def test_signal_targets_are_read_from_the_environment_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from dealtrail.settings import Settings
+
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__SIGNALS_TO", '["https://hooks.casino.test/x", "compliance@casino.test"]')
+    assert Settings().notify.signals_to == ["https://hooks.casino.test/x", "compliance@casino.test"]
+    monkeypatch.setenv("DEALTRAIL_NOTIFY__SIGNALS_TO", '["not a target"]')
+    with pytest.raises(ValidationError):
+        Settings()
