@@ -168,7 +168,8 @@ def group_report(
         raise _fail(f"cannot read --keys {keys}: {exc.strerror}") from None
     now = datetime.now(UTC)
     views = read_group(location, registered, first, end, now)
-    files = write_group_report(views, out, location.url, first, last, now)
+    control = (settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h)
+    files = write_group_report(views, out, location.url, first, last, now, control)
     for v in views:
         line = f"{v.property_id}: {'verified' if v.ok else 'FAILED verification'}"
         (console if v.ok else err).print(line + "".join(f"\n  {p}" for p in v.problems), markup=False)
@@ -245,6 +246,7 @@ def group_serve(
         security_policy(settings),
         secure_cookies=certfile is not None,
         directory=directory,
+        control=(settings.control.min_rounds, settings.control.cusum_k, settings.control.cusum_h),
     )
     scheme = "https" if certfile else "http"
     err.print(

@@ -53,7 +53,7 @@ from dealtrail.console.deps import _env, _origin, own_origin, query_string
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
 from dealtrail.console.oidc import Directory, DirectoryError, RefusedError
 from dealtrail.console.sessions import safe_next
-from dealtrail.reporting.group import PropertyView, read_group, registered_keys, rules_by_property
+from dealtrail.reporting.group import PropertyView, chart_sections, read_group, registered_keys, rules_by_property
 from dealtrail.reporting.objectstore import Location
 
 ROLES = ("director", "manager")
@@ -302,6 +302,7 @@ def create_group_app(
     secure_cookies: bool = False,
     echo: Callable[[str], None] | None = None,
     directory: GroupDirectory | None = None,
+    control: tuple[int, float, float] = (100, 1.4427, 8.0),
 ) -> FastAPI:
     """Build the group view (serve it with uvicorn).
 
@@ -313,6 +314,8 @@ def create_group_app(
         secure_cookies: send the session cookie over HTTPS only.
         echo: where access lines go; None: standard error.
         directory: sign-in with the casino's directory too (``/auth/login``); None: the users file only.
+        control: the control charts' minimum rounds of a point, CUSUM k and h (``DEALTRAIL_CONTROL__*``):
+            each property against the properties the reader sees, by gaming day or week.
 
     Returns:
         The FastAPI application.
@@ -494,10 +497,12 @@ def create_group_app(
         read_at, views = reader.views(first_day, end)
         mine = [v for v in views if user.sees(v.property_id)]
         missing = sorted(user.properties - {v.property_id for v in views}) if user.role == "manager" else []
+        charts = chart_sections(mine, "day", control)  # against the properties this reader sees
         return render(
             request,
             "group_floor.html.j2",
             user,
+            control=charts,
             views=mine,
             summaries=summaries(mine, read_at),
             failing=[v for v in mine if not v.ok],
@@ -516,6 +521,7 @@ def create_group_app(
         property_id: str,
         first: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
+        slot: Annotated[str, Query(max_length=10)] = "day",
     ) -> HTMLResponse:
         first_day, last_day, end = period(first, to)
         read_at, views = reader.views(first_day, end)
@@ -523,10 +529,14 @@ def create_group_app(
         if view is None or not user.sees(property_id):  # another's property is not disclosed
             raise HTTPException(404, "no such property in your view of the group")
         (summary,) = summaries([view], read_at)
+        slot = slot if slot in ("day", "week") else "day"
+        charts = chart_sections([v for v in views if user.sees(v.property_id)], slot, control)
         return render(
             request,
             "group_property.html.j2",
             user,
+            control=charts,
+            chart=next((c for c in charts["charts"] if c["property_id"] == property_id), None),
             view=view,
             s=summary,
             first_day=first_day,

@@ -23,7 +23,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,9 @@ class PropertyView:
         figures: the summed figures of its verified days (``figure -> key -> value``).
         last_export: the latest ``exported_at`` among its verified revisions (any day).
         last_day: the latest gaming day it exported (verified).
+        daily: per verified gaming day of the period, its ``rounds`` and incidents by severity
+            (``voiding``, ``procedural``, ``integrity``): the points of its control chart.
+        zone: the casino's time zone its manifests state (its gaming days' wall clock).
     """
 
     property_id: str
@@ -67,6 +70,8 @@ class PropertyView:
     figures: dict[str, dict[str, int]] = field(default_factory=dict)
     last_export: datetime | None = None
     last_day: str | None = None
+    daily: dict[str, dict[str, int]] = field(default_factory=dict)
+    zone: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -209,6 +214,7 @@ def read_group(
                 view.last_export = max(view.last_export or exported, exported)
                 view.last_day = max(view.last_day or day, day)
                 view.name = check.manifest.get("property_name") or view.name
+                view.zone = check.manifest.get("zone") or view.zone
             if not first_day <= day < end_day:
                 continue
             view.days.append(check)
@@ -218,28 +224,152 @@ def read_group(
                 view.problems.append(f"{day}: {check.problem}")
         if not view.days:
             view.problems.append(f"no export of {property_id} for a gaming day from {first_day} to before {end_day}")
-        view.figures = _sum_figures(location, verified_files)
+        day_of = {f: d.gaming_day for d in view.days if d.problem is None for f in [f"{d.folder}/figures.parquet"]}
+        view.figures, view.daily = _sum_figures(location, verified_files, day_of)
     return views
 
 
-def _sum_figures(location: Location, files: list[str]) -> dict[str, dict[str, int]]:
-    """Sum the ``figures.parquet`` of ``files`` by (figure, key) with DuckDB through the location's filesystem."""
+def _sum_figures(
+    location: Location, files: list[str], day_of: dict[str, str]
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """Sum the ``figures.parquet`` of ``files`` by (figure, key) with DuckDB through the location's
+    filesystem; and each file's rounds and incidents by severity, by its gaming day (``day_of``)."""
     if not files:
-        return {}
+        return {}, {}
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
         location.attach(con)
-        rows = con.execute(
-            "SELECT figure, key, sum(value)::BIGINT FROM read_parquet($files) GROUP BY ALL ORDER BY ALL",
-            {"files": files},
+        con.execute("CREATE TEMP TABLE f AS SELECT * FROM read_parquet($files, filename = true)", {"files": files})
+        rows = con.execute("SELECT figure, key, sum(value)::BIGINT FROM f GROUP BY ALL ORDER BY ALL").fetchall()
+        per_file = con.execute(
+            "SELECT filename, CASE figure WHEN 'rounds' THEN 'rounds' ELSE key END, value FROM f"
+            " WHERE (figure = 'rounds' AND key = '') OR figure = 'incidents_by_severity'"
         ).fetchall()
     finally:
         con.close()
     out: dict[str, dict[str, int]] = defaultdict(dict)
     for figure, key, value in rows:
         out[figure][key] = int(value)
-    return dict(out)
+    daily: dict[str, dict[str, int]] = {}
+    for filename, name, value in per_file:
+        day = daily.setdefault(day_of[filename], dict.fromkeys(("rounds", *SEVERITIES), 0))
+        day[name] = int(value)
+    return dict(out), dict(sorted(daily.items()))
+
+
+SEVERITIES = ("voiding", "procedural", "integrity")
+"""The categories of incidents a control chart counts."""
+
+
+def control_points(views: list[PropertyView], slot: str) -> list[dict[str, Any]]:
+    """The points of the group's control chart: one per property and gaming day (``slot`` ``day``)
+    or ISO week from Monday (``week``) of its verified days, on the property's own wall clock
+    (the manifests' zone), with its rounds and incidents by severity (all incidents of the day, as
+    the property's report counts them). A slot without a round has no rate and is not a point (as
+    in a store's charts).
+
+    Raises:
+        ValueError: ``slot`` is neither ``day`` nor ``week``.
+    """
+    from zoneinfo import ZoneInfo
+
+    if slot not in ("day", "week"):
+        raise ValueError(f"a group's chart is by day or week, not {slot}")
+    points: dict[tuple[str, datetime], dict[str, Any]] = {}
+    for view in views:
+        zone = ZoneInfo(view.zone or "UTC")
+        for day, counts in view.daily.items():
+            start = datetime.strptime(day, "%Y-%m-%d")
+            if slot == "week":
+                start -= timedelta(days=start.weekday())
+            point = points.setdefault(
+                (view.property_id, start),
+                {"subject_id": view.property_id, "slot_start": start,
+                 "slot_start_utc": start.replace(tzinfo=zone).astimezone(UTC),
+                 "rounds": 0, **dict.fromkeys(SEVERITIES, 0)},
+            )  # fmt: skip
+            for name in ("rounds", *SEVERITIES):
+                point[name] += counts.get(name, 0)
+    return [points[k] for k in sorted(points) if points[k]["rounds"] > 0]  # no rate without a round
+
+
+def group_chart(
+    views: list[PropertyView], slot: str = "day", control: tuple[int, float, float] = (100, 1.4427, 8.0)
+) -> list[dict[str, Any]]:
+    """Each property against the group: incidents per 1,000 rounds by gaming day or week, the
+    centre line and Laney u' limits pooled over ``views`` (the properties the reader sees), judged
+    by the rules of the store's charts (:func:`projections.models.control.chart_of`).
+
+    Args:
+        views: the properties (:func:`read_group`); only their verified days are charted.
+        slot: ``day`` or ``week``.
+        control: the minimum rounds of a point, CUSUM k and h (``DEALTRAIL_CONTROL__*``).
+
+    Returns:
+        The judged points, by property then slot (the columns of :func:`projections.models.control.chart`).
+
+    Raises:
+        ValueError: an unknown slot.
+    """
+    from projections.models.control import ChartSpec, chart_of
+
+    points = control_points(views, slot)
+    spec = ChartSpec("property", slot, "all", *control, GAMING_DAY_CLOCK)  # type: ignore[arg-type]
+    return chart_of(points, spec) if points else []
+
+
+POOLED = "centre line and limits pooled over the properties shown, for the period shown"
+"""The sentence under a group chart naming what it is judged against (no group baseline is frozen)."""
+GAMING_DAY_CLOCK = "each property's gaming days"
+"""What a group chart's slots are counted on (a chart's title names its zone here)."""
+
+
+def chart_sections(
+    views: list[PropertyView], slot: str = "day", control: tuple[int, float, float] = (100, 1.4427, 8.0)
+) -> dict[str, Any]:
+    """What a page or report shows of the group's control chart: per property its picture (an SVG
+    data URI) and its signals, with the group's centre line and spread.
+
+    Returns:
+        ``{"slot", "u_bar", "sigma_z", "points", "charts": [{"property_id", "picture", "points",
+        "signals": [{"slot_start", "rules", "u", "ucl", "rounds", "errors"}]}]}``; ``charts`` is
+        empty when no property has a verified day.
+
+    Raises:
+        ValueError: an unknown slot.
+    """
+    import base64
+
+    from projections.models.control import ChartSpec, rules_of
+    from projections.reports.control_chart import page_svg
+
+    judged = group_chart(views, slot, control)
+    spec = ChartSpec("property", slot, "all", *control, GAMING_DAY_CLOCK)  # type: ignore[arg-type]
+    charts = []
+    for view in views:
+        mine = [p for p in judged if p["subject_id"] == view.property_id]
+        if not mine:
+            continue
+        svg = page_svg(mine, f"Property {view.property_id}", spec, POOLED)
+        signals = [
+            {"slot_start": p["slot_start"].strftime("%Y-%m-%d"), "rules": rules_of(p), "u": round(p["u"], 3),
+             "ucl": round(p["ucl"], 3) if p["ucl"] is not None else None, "rounds": int(p["rounds"]),
+             "errors": int(p["errors"])}
+            for p in mine if p["signal"]
+        ]  # fmt: skip
+        charts.append(
+            {"property_id": view.property_id, "points": len(mine), "signals": signals,
+             "picture": "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")}
+        )  # fmt: skip
+    first = judged[0] if judged else {}
+    return {
+        "slot": slot,
+        "u_bar": round(first["u_bar"], 6) if first.get("u_bar") is not None else None,
+        "sigma_z": round(first["sigma_z"], 6) if first.get("sigma_z") is not None else None,
+        "points": len(judged),
+        "charts": charts,
+    }
 
 
 def rules_by_property(views: list[PropertyView]) -> list[dict[str, Any]]:
@@ -288,7 +418,9 @@ GROUP_PAGE = """<!doctype html>
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1b1b}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}th,td{border:1px solid #999;padding:.25rem .5rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.failed{color:#8b0000;font-weight:bold}.ok{color:#0b5d1e}.t{white-space:nowrap}
+th:first-child,td:first-child{text-align:left}figure.chart{margin:0 0 1.5rem;break-inside:avoid}
+figure.chart img{max-width:100%;height:auto}
+.failed{color:#8b0000;font-weight:bold}.ok{color:#0b5d1e}.t{white-space:nowrap}
 @page{size:A4 landscape;margin:12mm}
 @media print{body{margin:0;font-size:9pt}table{font-size:8pt}th,td{padding:.15rem .3rem}
 thead{display:table-header-group}tr{break-inside:avoid}}
@@ -325,6 +457,23 @@ thead{display:table-header-group}tr{break-inside:avoid}}
 {% for r in rules %}<tr><td>{{ r.rule_id }}</td>
 {%- for v in views %}<td>{{ r.by_property.get(v.property_id, 0) }}</td>{% endfor %}
 <td>{{ r.total }}</td></tr>{% endfor %}</tbody></table></section>
+<section><h2>Control charts: each property against the group, by gaming day</h2>
+{% if control.charts %}<p>Incidents per 1,000 rounds of each verified gaming day. The centre line
+(u-bar {{ "%.3f"|format(control.u_bar or 0) }}) and Laney u' limits
+({% if control.sigma_z is not none %}sigma_z {{ "%.3f"|format(control.sigma_z) }}
+{%- else %}no spread yet: no property has two charted days in a row{% endif %}) are pooled over
+the {{ views|length }} properties of this report, so a property is compared with the group, not
+with its own past. A signal (a day above its upper limit, 8 days in a row above the centre line,
+6 rising, or the CUSUM) asks for a look, not for a verdict.</p>
+{% for c in control.charts %}<figure class="chart"><img src="{{ c.picture }}" width="990" height="380"
+ alt="Control chart of property {{ c.property_id }} by gaming day: {{ c.points }} days, {{ c.signals|length }} signals">
+<figcaption>{% if c.signals %}Signals of {{ c.property_id }}:
+<table><thead><tr><th scope="col">Gaming day</th><th scope="col">Rule</th><th scope="col">Incidents</th>
+<th scope="col">Rounds</th><th scope="col">Per 1,000</th><th scope="col">Upper limit</th></tr></thead><tbody>
+{% for g in c.signals %}<tr><td>{{ g.slot_start }}</td><td>{{ g.rules|join("; ") }}</td><td>{{ g.errors }}</td>
+<td>{{ "{:,}".format(g.rounds) }}</td><td>{{ g.u }}</td><td>{{ g.ucl if g.ucl is not none else "none" }}</td></tr>
+{% endfor %}</tbody></table>{% else %}No signal for {{ c.property_id }} in the period.{% endif %}</figcaption></figure>
+{% endfor %}{% else %}<p>No verified gaming day to chart.</p>{% endif %}</section>
 </main></body></html>
 """
 
@@ -348,7 +497,13 @@ class GroupFiles:
 
 
 def write_group_report(
-    views: list[PropertyView], out: Path, source: str, first_day: str, last_day: str, generated_at: datetime
+    views: list[PropertyView],
+    out: Path,
+    source: str,
+    first_day: str,
+    last_day: str,
+    generated_at: datetime,
+    control: tuple[int, float, float] = (100, 1.4427, 8.0),
 ) -> GroupFiles:
     """Write the group report (``group.html``, ``group.csv``, ``group.json``, and ``group.parquet``:
     one row per property, typed, the rules by property as a map) as a new revision folder
@@ -361,6 +516,8 @@ def write_group_report(
         first_day: the period's first gaming day.
         last_day: its last gaming day.
         generated_at: the report's time (UTC).
+        control: the control charts' minimum rounds of a point, CUSUM k and h (``DEALTRAIL_CONTROL__*``):
+            each property's chart by gaming day against the group (:func:`chart_sections`).
 
     Raises:
         OSError: ``out`` cannot be written.
@@ -386,8 +543,10 @@ def write_group_report(
     for summary, view in zip(summaries, views, strict=True):  # freshness: how old each property's last export is
         age = (generated_at - view.last_export).total_seconds() / 3600 if view.last_export else None
         summary["last_export_age_hours"] = round(age, 1) if age is not None else None
+    control_charts = chart_sections(views, "day", control)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     html = env.from_string(GROUP_PAGE).render(
+        control=control_charts,
         views=views,
         summaries=summaries,
         failing=[v for v in views if not v.ok],
@@ -416,6 +575,10 @@ def write_group_report(
         "generated_at": generated_at.isoformat(),
         "properties": summaries,
         "rules_by_property": rules_by_property(views),
+        "control_chart": {
+            **{k: v for k, v in control_charts.items() if k != "charts"},
+            "signals": {c["property_id"]: c["signals"] for c in control_charts["charts"]},
+        },
     }
     files = GroupFiles(
         folder, folder / "group.html", folder / "group.csv", folder / "group.json", folder / "group.parquet"

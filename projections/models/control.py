@@ -17,14 +17,16 @@ import duckdb
 
 from projections.store.sql_files import read_sql
 
-Kind = Literal["dealer", "table"]
-"""What a chart follows: a dealer (the dealer of each round) or a table."""
+Kind = Literal["dealer", "table", "property"]
+"""What a chart follows: a dealer (the dealer of each round), a table, or a property of a group
+(the group view's charts, from the properties' exports: :func:`chart_of`)."""
 Slot = Literal["shift", "day", "week"]
 """A chart's point: a shift (8 hours from :data:`SHIFT_HOUR` local time), a day or an ISO week."""
 Category = Literal["all", "voiding", "procedural", "integrity"]
 """Which incidents a chart counts: all, or one severity (the read side's categories of findings)."""
 
 KINDS: tuple[Kind, ...] = ("dealer", "table")
+"""The kinds a store's own charts follow (a property's chart is drawn from exports only)."""
 SLOTS: tuple[Slot, ...] = ("shift", "day", "week")
 CATEGORIES: tuple[Category, ...] = ("all", "voiding", "procedural", "integrity")
 SHIFT_HOUR = 6
@@ -145,14 +147,14 @@ def chart(
     """
     if spec.kind not in KINDS or spec.slot not in SLOTS or spec.category not in CATEGORIES:
         raise ValueError(f"unknown chart {spec.kind}/{spec.slot}/{spec.category}")
-    params = {
-        "kind": spec.kind,
-        "slot": spec.slot,
+    params = {"kind": spec.kind, "slot": spec.slot, "tz": spec.tz, "shift_hour": SHIFT_HOUR, "start": start, "end": end}
+    return _judged(con, "rpt_control_chart.sql", {**params, **_judge_params(spec, subject, baseline)})
+
+
+def _judge_params(spec: ChartSpec, subject: str | None, baseline: Baseline | None) -> dict[str, Any]:
+    """The parameters of ``rpt_control_judge.sql``."""
+    return {
         "category": spec.category,
-        "tz": spec.tz,
-        "shift_hour": SHIFT_HOUR,
-        "start": start,
-        "end": end,
         "subject": subject,
         "min_rounds": spec.min_rounds,
         "u_bar": baseline.u_bar if baseline else None,
@@ -160,9 +162,55 @@ def chart(
         "cusum_k": spec.cusum_k,
         "cusum_h": spec.cusum_h,
     }
-    cur = con.execute(read_sql("rpt_control_chart.sql"), params)
+
+
+def _judged(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of the chart file ``sql`` as dicts."""
+    cur = con.execute(read_sql(sql), params)
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+GIVEN_COLUMNS = ("subject_id", "slot_start", "slot_start_utc", "rounds", "voiding", "procedural", "integrity")
+"""The columns of a point :func:`chart_of` judges (those of ``rpt_control_points.sql``)."""
+
+
+def chart_of(points: list[dict[str, Any]], spec: ChartSpec, baseline: Baseline | None = None) -> list[dict[str, Any]]:
+    """A chart over points the caller counted (a group's properties by gaming day or week), judged
+    by the same SQL, formulas and rules as a store's charts (``rpt_control_given.sql`` includes
+    ``rpt_control_judge.sql``, which ``rpt_control_chart.sql`` includes too), in a DuckDB of its own.
+
+    Args:
+        points: one dict per subject and slot with :data:`GIVEN_COLUMNS`: ``slot_start`` the slot's
+            local start (naive datetime), ``slot_start_utc`` its instant (aware), counts as ints.
+        spec: the chart (its kind, slot and category name the points; its numbers judge them).
+        baseline: a frozen centre line and spread (None: pooled over the points).
+
+    Returns:
+        The points judged, by subject then slot, with the columns :func:`chart` returns.
+
+    Raises:
+        ValueError: an unknown category or a point without one of :data:`GIVEN_COLUMNS`.
+    """
+    import pyarrow as pa
+
+    if spec.category not in CATEGORIES:
+        raise ValueError(f"unknown category {spec.category}")
+    for point in points:
+        if missing := [c for c in GIVEN_COLUMNS if c not in point]:
+            raise ValueError(f"a point lacks {missing}")
+    schema = pa.schema(
+        [("subject_id", pa.string()), ("slot_start", pa.timestamp("us")), ("slot_start_utc", pa.timestamp("us", "UTC")),
+         ("rounds", pa.int64()), ("voiding", pa.int64()), ("procedural", pa.int64()), ("integrity", pa.int64())]
+    )  # fmt: skip
+    given = pa.Table.from_pylist([{c: p[c] for c in GIVEN_COLUMNS} for p in points], schema=schema)
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("given_points", given)
+        return _judged(con, "rpt_control_given.sql", _judge_params(spec, None, baseline))
+    finally:
+        con.close()
 
 
 def rules_of(point: dict[str, Any]) -> list[str]:

@@ -307,3 +307,29 @@ def test_the_false_alarm_script_counts_chance_signals_by_rule() -> None:
     assert re.fullmatch(r"seed 61: 56 points, \d+ signalled, \d+ of 24 dealers, sigma_z [0-9.]+", lines[0])
     assert re.fullmatch(r"by week: 56 points, \d+ signalled \([0-9.]+%\); above the upper limit \d+, .*; "
                         r"dealer-months with a signal: \d+ of 24", lines[-1]), lines[-1]  # fmt: skip
+
+
+def test_points_given_by_a_caller_are_judged_as_the_store_judges_its_own(month: Path) -> None:
+    from projections.models.control import GIVEN_COLUMNS, chart_of
+    from projections.store.sql_files import read_sql
+
+    spec = ChartSpec("dealer", "week")
+    con = connect_read_only(month)
+    try:
+        stored = chart(con, spec, None, None)
+        params = {"kind": "dealer", "slot": "week", "tz": "UTC", "shift_hour": 6, "start": None, "end": None}
+        cur = con.execute(read_sql("rpt_control_points.sql"), params)
+        cols = [d[0] for d in cur.description]
+        points = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+    finally:
+        con.close()
+    assert set(GIVEN_COLUMNS) <= set(cols)
+    given = chart_of(list(reversed(points)), spec)  # in any order
+    assert [(p["subject_id"], p["slot_start"], p["signal"]) for p in given] == [
+        (p["subject_id"], p["slot_start"], p["signal"]) for p in stored
+    ]
+    for a, b in zip(given, stored, strict=True):
+        for col in ("u", "u_bar", "sigma_z", "ucl", "lcl", "cusum"):
+            assert a[col] == pytest.approx(b[col], abs=TOL) or (a[col] is None and b[col] is None)
+    with pytest.raises(ValueError, match="lacks"):
+        chart_of([{"subject_id": "x"}], spec)

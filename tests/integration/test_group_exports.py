@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 
 from dealtrail.cli import app
 from dealtrail.reporting.exports import day_period, export_day
-from dealtrail.reporting.group import read_group, registered_keys, write_group_report
+from dealtrail.reporting.group import SEVERITIES, group_chart, read_group, registered_keys, write_group_report
 from dealtrail.reporting.objectstore import Location, open_location
 from dealtrail.simulator.floor import FloorSpec, simulate
 from projections.models.reviews import ReviewDue
@@ -195,6 +196,29 @@ def test_group_view_shows_each_property_with_its_own_period_reports_figures(
     listed = json.loads(files.json.read_text())["properties"][0]
     assert listed["status"] == "verified" and listed["last_export_age_hours"] == 0.0
     assert [(r["gaming_day"], r["revision"], r["problem"]) for r in listed["revisions"]] == [(d, 1, None) for d in DAYS]
+    # each property against the group by gaming day: its days add up to its report's figures, and the
+    # centre line is the group's incidents over its rounds (the days of 100 rounds or more)
+    for view in views:
+        assert sorted(view.daily) == list(DAYS)
+        assert sum(d["rounds"] for d in view.daily.values()) == view.summary()["rounds"]
+        assert sum(sum(d[s] for s in SEVERITIES) for d in view.daily.values()) == view.summary()["incidents"]
+    points = group_chart(views, "day")
+    solid = [d for v in views for d in v.daily.values() if d["rounds"] >= 100]
+    u_bar = 1000 * sum(sum(d[s] for s in SEVERITIES) for d in solid) / sum(d["rounds"] for d in solid)
+    assert len(points) == len(views) * len(DAYS) and solid
+    assert all(p["u_bar"] == pytest.approx(u_bar, abs=1e-9) for p in points)
+    for pt in points:
+        day = next(v for v in views if v.property_id == pt["subject_id"]).daily[pt["slot_start"].strftime("%Y-%m-%d")]
+        assert pt["u"] == pytest.approx(1000 * sum(day[s] for s in SEVERITIES) / day["rounds"], abs=1e-9)
+    weeks = group_chart(views, "week")  # Sunday 1 November ends a week, Monday the 2nd begins one
+    assert [(p["subject_id"], p["slot_start"].strftime("%Y-%m-%d")) for p in weeks] == [
+        (v.property_id, w) for v in views for w in ("2026-10-26", "2026-11-02")
+    ]
+    charts = re.findall(r'alt="Control chart of property (\w+) by gaming day: (\d+) days', page)
+    assert charts == [(v.property_id, str(len(DAYS))) for v in views]
+    document = json.loads(files.json.read_text())["control_chart"]
+    assert document["slot"] == "day" and document["u_bar"] == pytest.approx(u_bar, abs=1e-6)
+    assert sorted(document["signals"]) == [v.property_id for v in views]
 
 
 def _alter_one_byte(location: Location, path: str) -> None:

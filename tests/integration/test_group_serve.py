@@ -203,6 +203,31 @@ def test_a_director_sees_every_property_with_its_verified_figures_and_the_failin
     assert client.get("/properties/nowhere").status_code == 404
 
 
+def test_each_property_is_charted_against_the_properties_the_reader_sees(group: Group) -> None:
+    import base64
+
+    from dealtrail.reporting.group import group_chart
+
+    dana = _signed_in(group, "dana")
+    views = read_group(group.location, registered_keys(group.keys), DAYS[0], "2026-11-03", NOW)
+    judged = group_chart(views, "day")
+    page = dana.get("/properties/north?from=2026-11-01&to=2026-11-02").text
+    src = re.search(r'<img class="control-chart" src="data:image/svg\+xml;base64,([^"]+)" alt="Control chart of '
+                    r'property north by gaming day: (\d+) points', page)  # fmt: skip
+    assert src and int(src.group(2)) == sum(1 for p in judged if p["subject_id"] == "north")
+    svg = base64.b64decode(src.group(1))
+    assert svg.startswith(b"<svg") and b"Property north" in svg and b"<script" not in svg
+    assert f"Centre line {judged[0]['u_bar']:.3f}" in page and "against the 2 properties you see" in page
+    week = dana.get("/properties/north?from=2026-11-01&to=2026-11-02&slot=week").text
+    assert '<b aria-current="true">by week</b>' in week and "by gaming week" in week
+    floor = dana.get("/?from=2026-11-01&to=2026-11-02").text
+    assert 'id="control"' in floor and f"Centre line {judged[0]['u_bar']:.3f}" in floor
+    # a manager's chart is judged against her property alone: nothing of the others' figures
+    mia = _signed_in(group, "mia").get("/properties/north?from=2026-11-01&to=2026-11-02").text
+    alone = group_chart([v for v in views if v.property_id == "north"], "day")
+    assert "this property alone" in mia and f"Centre line {alone[0]['u_bar']:.3f}" in mia
+
+
 def test_a_property_manager_sees_only_her_property(group: Group) -> None:
     client = _signed_in(group, "mia")
     html = client.get("/?from=2026-11-01&to=2026-11-02").text
@@ -292,7 +317,11 @@ def test_the_group_floor_in_chromium_signs_in_and_passes_axe(group: Group, tmp_p
             page.fill("input[name=password]", PASSWORDS["dana"])
             page.click("button[type=submit]")
             page.wait_for_url(re.compile(r".*/properties/north$"))
-            for name, path in (("group-property", "/properties/river"), ("group-floor", "/?from=2026-11-01")):
+            for name, path in (
+                ("group-property", "/properties/river"),
+                ("group-chart", "/properties/north?from=2026-11-01&to=2026-11-02"),
+                ("group-floor", "/?from=2026-11-01"),
+            ):
                 page.goto(base + path)
                 page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
                 for v in axe.run(page, options=options).response.get("violations", []):
