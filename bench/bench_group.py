@@ -18,6 +18,10 @@ Prints on stdout::
   group report s (P properties): N                        verify and read every export, write the report
   group report s (1 property): N                          the same for the first property alone
   group report / one property: N                          the ratio (target: within 1.5)
+  group pages p95 ms (cached, P properties): N            the slowest p95 of the group view's floor and a
+  group pages p95 ms (cached, 1 property): N                property's page (by day, by week), signed in,
+  group pages (cached) / one property: N                    over the whole period; "read again": each
+  group pages p95 ms (read again, ...): N                   request reads and verifies every export
 
 Options: ``--properties`` (3), ``--days`` (30), ``--tables`` (8), ``--cache DIR`` (the history
 bench's), ``--simulators``, ``--quick`` (3 properties of 3 tables for half an hour across a
@@ -30,12 +34,14 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -69,8 +75,12 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(default_cache))
     parser.add_argument("--simulators", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 properties of 3 tables, half an hour")
+    parser.add_argument("--requests", type=int, default=60, help="requests per page after the warm-up")
+    parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
     hours = 0.5 if args.quick else args.days * 24
+    if args.quick:
+        args.requests, args.warmup = 3, 1
     tables = 3 if args.quick else args.tables
     simulators = 1 if args.quick else args.simulators  # a process pool costs more than 3 small tables
     bench: object = _history()
@@ -123,6 +133,77 @@ def main() -> None:
         print(
             f"group report / one property: {timings[f'{len(ids)} properties'] / timings['1 property']:.2f}", flush=True
         )
+        first_day, last_day = _days_exported(exports)
+        one = open_location(str(Path(tmp) / "exports-1"))  # a group of the first property alone
+        shutil.copytree(Path(tmp) / "exports" / f"property={ids[0]}", Path(tmp) / "exports-1" / f"property={ids[0]}")
+        keys_1 = Path(tmp) / "keys-1"
+        keys_1.mkdir(mode=0o700)
+        shutil.copy(keys / f"{ids[0]}.pem", keys_1 / f"{ids[0]}.pem")
+        pages: dict[str, float] = {}
+        for label, location, folder in ((f"{len(ids)} properties", exports, keys), ("1 property", one, keys_1)):
+            for cached in (True, False):
+                worst = page_p95(location, folder, ids[0], first_day, last_day, cached, args.warmup, args.requests)
+                how = "cached" if cached else "read again"
+                pages[f"{label} {how}"] = worst
+        for how in ("cached", "read again"):
+            many, single = pages[f"{len(ids)} properties {how}"], pages[f"1 property {how}"]
+            print(f"group pages p95 ms ({how}, {len(ids)} properties): {many:.0f}", flush=True)
+            print(f"group pages p95 ms ({how}, 1 property): {single:.0f}", flush=True)
+            print(f"group pages ({how}) / one property: {many / single:.2f}", flush=True)
+
+
+def _days_exported(exports: Any) -> tuple[str, str]:
+    """The first and last gaming day any property exported."""
+    days = sorted(
+        d.removeprefix("gaming_day=")
+        for p in exports.folders(exports.root)
+        for d in exports.folders(exports.path(p))
+        if d.startswith("gaming_day=")
+    )
+    return days[0], days[-1]
+
+
+def page_p95(
+    location: Any, keys: Path, property_id: str, first_day: str, last_day: str, cached: bool, warmup: int, requests: int
+) -> float:
+    """The slowest p95 (ms) among the group view's pages over the whole period, signed in as a
+    director: the floor, a property's page by gaming day and by week. ``cached``: the view's read of
+    the exports is kept between requests (``DEALTRAIL_GROUP__REFRESH_SECONDS``, as served); else
+    every request reads and verifies every export again (the first request after a refresh)."""
+    from datetime import timedelta
+
+    from fastapi.testclient import TestClient
+
+    from dealtrail.console.auth import hash_password
+    from dealtrail.console.group_view import GroupReader, GroupUser, create_group_app
+    from dealtrail.console.guard import SecurityPolicy
+
+    history: Any = sys.modules["bench_history"]
+    refresh = timedelta(hours=1) if cached else timedelta(0)
+    reader = GroupReader(location, keys, refresh, lambda: datetime.now(UTC))
+    users = {"bench": GroupUser("bench", hash_password(PAGE_PASSWORD), "director")}
+    app = create_group_app(reader, users, "b" * 48, SecurityPolicy(), echo=lambda _: None)
+    with TestClient(app) as client:
+        page = client.get("/login").text
+        csrf = page.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        form = {"username": "bench", "password": PAGE_PASSWORD, "csrf": csrf, "next": "/"}
+        if client.post("/login", data=form, follow_redirects=False).status_code != 303:
+            raise SystemExit("the bench user could not sign in to the group view")
+        period = f"from={first_day}&to={last_day}"
+        worst = 0.0
+        for name, path in (
+            ("floor", f"/?{period}"),
+            ("property by day", f"/properties/{property_id}?{period}"),
+            ("property by week", f"/properties/{property_id}?{period}&slot=week"),
+        ):
+            ms = history.timed(client.get, history.forever(path), warmup, requests)
+            how = "cached" if cached else "read again"
+            history.log(f"group page p95 ms {name} ({how}, {location.url}): {ms:.0f}")
+            worst = max(worst, ms)
+    return worst
+
+
+PAGE_PASSWORD = "bench-group-director-pass"
 
 
 if __name__ == "__main__":

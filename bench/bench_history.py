@@ -466,6 +466,11 @@ def page_lines(db: Path, label: str, warmup: int, requests: int) -> None:
         emit(f"{label} page p95 ms findings: {max(lists.values()):.0f}")
         emit(f"{label} page p95 ms finding: {ms(*(f'/findings/{quote(i)}' for i in ids)):.0f}")
         emit(f"{label} page p95 ms dealer: {ms('/dealers/' + quote(dealer)):.0f}")
+        # the dealer's page over its last 30 days with its control chart (issue 50), by week (the
+        # default) and by shift (the most points)
+        for slot in ("week", "shift"):
+            path = f"/dealers/{quote(dealer)}?period=30d&slot={slot}"
+            emit(f"{label} page p95 ms dealer (30 days, chart by {slot}): {ms(path):.0f}")
         emit(f"{label} page p95 ms table: {ms('/tables/' + quote(table)):.0f}")
         emit(f"{label} api p95 ms findings: {ms('/api/v1/findings'):.0f}")
     finally:

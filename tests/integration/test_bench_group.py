@@ -15,7 +15,10 @@ FIGURES = [
     "group report s (3 properties)",
     "group report s (1 property)",
     "group report / one property",
+    "group pages (cached) / one property",
+    "group pages (read again) / one property",
 ]
+PAGES = [f"group pages p95 ms ({how}, {n})" for how in ("cached", "read again") for n in ("3 properties", "1 property")]
 
 
 def test_bench_group_quick_prints_every_figure_for_three_whole_properties(tmp_path: Path) -> None:
@@ -35,4 +38,6 @@ def test_bench_group_quick_prints_every_figure_for_three_whole_properties(tmp_pa
         )
     for name in FIGURES:
         assert re.fullmatch(r"[0-9]+\.[0-9]+", figures[name]), f"no figure {name!r} in:\n{run.stdout}"
+    for name in PAGES:
+        assert re.fullmatch(r"[0-9]+", figures[name]), f"no figure {name!r} in:\n{run.stdout}"
     assert len(list((tmp_path / "cache").glob("*/store.duckdb"))) == 3  # a store per property (seed)
