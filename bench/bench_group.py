@@ -24,7 +24,8 @@ Prints on stdout::
   group pages p95 ms (read again, ...): N                   request reads and verifies every export
 
 Options: ``--properties`` (3), ``--days`` (30), ``--tables`` (8), ``--cache DIR`` (the history
-bench's), ``--simulators``, ``--quick`` (3 properties of 3 tables for half an hour across a
+bench's), ``--simulators``, ``--requests`` (60 a page) and ``--warmup`` (3), ``--report-to DIR``
+(keep the group report of every property there), ``--quick`` (3 properties of 3 tables for half an hour across a
 midnight: the smoke check a test runs).
 """
 
@@ -77,6 +78,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke check: 3 properties of 3 tables, half an hour")
     parser.add_argument("--requests", type=int, default=60, help="requests per page after the warm-up")
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--report-to", type=Path, help="keep the group report of every property here (to look at)")
     args = parser.parse_args()
     hours = 0.5 if args.quick else args.days * 24
     if args.quick:
@@ -127,8 +129,10 @@ def main() -> None:
             views = [v for v in read_group(exports, chosen, first, end, now) if v.property_id in chosen]
             if not all(v.ok for v in views):
                 raise SystemExit(f"a property failed verification: {[v.problems for v in views if not v.ok]}")
-            write_group_report(views, Path(tmp) / "report", exports.url, first, end, now)
+            files = write_group_report(views, Path(tmp) / "report", exports.url, first, end, now)
             timings[label] = time.perf_counter() - t0
+            if args.report_to and len(chosen) == len(registered):
+                shutil.copytree(files.folder, args.report_to, dirs_exist_ok=True)
             print(f"group report s ({label}): {timings[label]:.2f}", flush=True)
         print(
             f"group report / one property: {timings[f'{len(ids)} properties'] / timings['1 property']:.2f}", flush=True
