@@ -233,7 +233,7 @@ def serve(
     scheme = "https" if certfile else "http"
     err.print(f"console: {scheme}://{host}:{port}/ over {db} (sign in with a user of: dealtrail users add)")
     console_app = create_app(store, config)
-    _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
+    notifier = _start_notifier(settings, store, console_app.state.write_lock, config.poll_seconds)
     from dealtrail.cli.access import start_access_forward
 
     # a thread: requests never wait
@@ -252,6 +252,8 @@ def serve(
         try:
             uvicorn.Server(server_config).run()
         finally:
+            if notifier is not None:  # its round in progress is recorded before the store closes
+                notifier.stop()
             if forward is not None:  # what was written last goes out before the store closes
                 forward.stop()
             if metrics is not None:
@@ -279,10 +281,12 @@ class _NotifyLoop:
             self.wake.clear()
 
     def stop(self) -> None:
-        """Let the round in progress finish and end the thread."""
+        """Let the round in progress finish, end the thread and close the notifier's connections."""
         self._stopped.set()
         self.wake.set()
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self._notifier.close()  # type: ignore[attr-defined]
 
 
 def _start_notifier(settings: Settings, store: object, lock: object, every: float) -> _NotifyLoop | None:

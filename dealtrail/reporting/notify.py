@@ -352,6 +352,10 @@ class Notifier:
                 [clock()],
             ).fetchall()
 
+    def close(self) -> None:
+        """Close the webhook client's connections (the notifier sends nothing afterwards)."""
+        self._http.close()
+
     def due(self) -> list[tuple[dict[str, Any], str, int]]:
         """The deliveries to attempt now: ``(finding row, target, attempt number)``."""
         cur = self.con.cursor()

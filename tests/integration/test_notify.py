@@ -453,6 +453,8 @@ def test_control_chart_signals_are_sent_once_as_they_appear_and_the_backlog_is_n
     n = notifier(late)
     clock.now = start + timedelta(days=23)
     assert n.run_once() == 0 and receiver.bodies == []
+    n.close()
+    assert n._http.is_closed
     n.con.close()
 
 
@@ -466,3 +468,50 @@ def test_signal_targets_are_read_from_the_environment_and_checked(monkeypatch: p
     monkeypatch.setenv("DEALTRAIL_NOTIFY__SIGNALS_TO", '["not a target"]')
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_dealtrail_serve_sends_a_new_signal_and_stops_its_notifier_cleanly(tmp_path: Path, receiver: Receiver) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from dealtrail.reporting.notify import NOTIFY_SQL
+    from dealtrail.simulator.month import MonthSpec, Raise, write_month
+
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = today - timedelta(days=today.weekday())
+    start = monday - timedelta(days=21)  # two quiet weeks, then last week's rate raised fivefold
+    raised = Raise("D-TCP-01-2", monday - timedelta(days=7), monday, 5.0)
+    db = tmp_path / "store.duckdb"
+    write_month(str(db), MonthSpec(tables=3, days=21, start=start, seed=3, raises=(raised,)))
+    with Store(db) as store:  # notifications switched on (an earlier run) in the quiet weeks
+        store.con.execute(NOTIFY_SQL)
+        store.con.execute("INSERT INTO notify_mark VALUES (-1, ?)", [start + timedelta(days=10)])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "DEALTRAIL_NOTIFY__SIGNALS_TO": json.dumps([receiver.url])}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dealtrail.cli", "serve", "--db", str(db), "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not any(b["signal"]["kind"] == "dealer" for b in receiver.bodies) and time.monotonic() < deadline:
+            assert server.poll() is None, server.communicate()
+            time.sleep(0.5)
+        time.sleep(1)  # the round's other deliveries
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=60)
+    dealer = [b["signal"] for b in receiver.bodies if b["signal"]["kind"] == "dealer"]
+    assert [(s["subject_id"], s["slot_start_utc"]) for s in dealer] == [
+        (raised.dealer_id, (monday - timedelta(days=7)).isoformat())
+    ], err
+    # uvicorn shuts down, then ends by the signal it caught (its documented behaviour): -15
+    assert server.returncode in (0, -signal.SIGTERM) and "Traceback" not in err and "Error" not in err, err
+    with Store(db) as store:  # each delivery recorded before the store closed
+        sent = store.con.execute("SELECT count(*) FROM notifications WHERE outcome = 'delivered'").fetchone()
+    assert sent is not None and sent[0] == len(receiver.bodies)
