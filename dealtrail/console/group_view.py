@@ -131,7 +131,15 @@ def load_group_users(path: Path) -> dict[str, GroupUser]:
 
 @dataclass
 class GroupReader:
-    """The group as read from the export location, cached per period for ``refresh``.
+    """The group as read from the export location, cached per period and read again in the
+    background once a reading is ``refresh`` old.
+
+    A period asked for the first time is read while the page waits. Afterwards a page never waits
+    for a reading: once the period's reading is older than ``refresh``, the page is answered from
+    it (the page says when it was read and verified) and one background thread reads the period
+    again, which the next page shows. A new export or an altered file therefore shows within
+    ``refresh`` plus the time of one reading. A reading that fails (the location unreachable)
+    keeps the previous one and is tried again at the next page after ``refresh``.
 
     Args:
         location: the export location.
@@ -147,6 +155,7 @@ class GroupReader:
     _cache: dict[tuple[str, str], tuple[datetime, list[PropertyView]]] = field(default_factory=dict)
     _latest: tuple[datetime, str | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _reading: dict[tuple[str, str], threading.Thread] = field(default_factory=dict)
 
     def latest_day(self) -> str | None:
         """The latest gaming day any property exported (listing only, read again after ``refresh``), or None."""
@@ -167,17 +176,51 @@ class GroupReader:
         return latest
 
     def views(self, first_day: str, end_day: str) -> tuple[datetime, list[PropertyView]]:
-        """(when read, the properties) over the gaming days ``[first_day, end_day)``."""
+        """(when read, the properties) over the gaming days ``[first_day, end_day)``.
+
+        Raises:
+            OSError: the period's first reading failed (the location or the keys unreadable).
+        """
+        key = (first_day, end_day)
         with self._lock:
-            now = self.clock()
-            cached = self._cache.get((first_day, end_day))
-            if cached is not None and now - cached[0] < self.refresh:
+            cached = self._cache.get(key)
+            if cached is not None:
+                if self.clock() - cached[0] >= self.refresh and key not in self._reading:
+                    thread = threading.Thread(target=self._read, args=(key,), name="group-read", daemon=True)
+                    self._reading[key] = thread
+                    thread.start()
                 return cached
-            views = read_group(self.location, registered_keys(self.keys_dir), first_day, end_day, now)
+        return self._read(key)
+
+    def _read(self, key: tuple[str, str]) -> tuple[datetime, list[PropertyView]]:
+        """Read and verify the period ``key`` and keep the reading (in the background: keep the
+        previous one when it fails, with one line on standard error)."""
+        background = threading.current_thread() is self._reading.get(key)
+        try:
+            now = self.clock()
+            views = read_group(self.location, registered_keys(self.keys_dir), *key, now)
+        except Exception as exc:
+            if not background:
+                raise
+            print(f"group view: reading {key[0]} to {key[1]} again failed: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            with self._lock:
+                self._reading.pop(key, None)
+            return self._cache[key]
+        with self._lock:
             if len(self._cache) > 64:
                 self._cache.clear()
-            self._cache[(first_day, end_day)] = (now, views)
-            return now, views
+            self._cache[key] = (now, views)
+            if background:
+                self._reading.pop(key, None)
+        return now, views
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait for the background readings under way (tests and benchmarks)."""
+        with self._lock:
+            threads = list(self._reading.values())
+        for thread in threads:
+            thread.join(timeout)
 
 
 @dataclass

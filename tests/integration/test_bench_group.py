@@ -16,9 +16,13 @@ FIGURES = [
     "group report s (1 property)",
     "group report / one property",
     "group pages (cached) / one property",
-    "group pages (read again) / one property",
+    "group pages (reading beside) / one property",
+    "group view reading s (3 properties)",
+    "group view reading s (1 property)",
 ]
-PAGES = [f"group pages p95 ms ({how}, {n})" for how in ("cached", "read again") for n in ("3 properties", "1 property")]
+PAGES = [
+    f"group pages p95 ms ({how}, {n})" for how in ("cached", "reading beside") for n in ("3 properties", "1 property")
+]
 
 
 def test_bench_group_quick_prints_every_figure_for_three_whole_properties(tmp_path: Path) -> None:

@@ -228,6 +228,31 @@ def test_each_property_is_charted_against_the_properties_the_reader_sees(group: 
     assert "this property alone" in mia and f"Centre line {alone[0]['u_bar']:.3f}" in mia
 
 
+def test_a_page_never_waits_for_a_reading_once_the_period_was_read(group: Group, tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(group.location.root, tmp_path / "exports")
+    location = open_location(str(tmp_path / "exports"))
+    clock = [NOW]
+    reader = GroupReader(location, group.keys, timedelta(seconds=60), lambda: clock[0])
+    read_at, views = reader.views(DAYS[0], "2026-11-03")
+    assert read_at == NOW and next(v for v in views if v.property_id == "north").ok
+    north = tmp_path / "exports" / "property=north" / "gaming_day=2026-11-02" / "revision=0001" / "rounds.parquet"
+    north.chmod(0o600)
+    north.write_bytes(north.read_bytes()[:-1] + bytes([north.read_bytes()[-1] ^ 1]))
+    clock[0] = NOW + timedelta(seconds=59)
+    assert reader.views(DAYS[0], "2026-11-03")[0] == NOW  # within the refresh: the reading kept, nothing read
+    assert not reader._reading
+    clock[0] = NOW + timedelta(seconds=61)
+    stale_at, stale = reader.views(DAYS[0], "2026-11-03")  # answered at once from the last reading ...
+    assert stale_at == NOW and next(v for v in stale if v.property_id == "north").ok
+    reader.settle()  # ... while one background thread reads again, which the next page shows
+    fresh_at, fresh = reader.views(DAYS[0], "2026-11-03")
+    assert fresh_at == NOW + timedelta(seconds=61)
+    north_view = next(v for v in fresh if v.property_id == "north")
+    assert not north_view.ok and any("rounds.parquet does not match" in p for p in north_view.problems)
+
+
 def test_a_property_manager_sees_only_her_property(group: Group) -> None:
     client = _signed_in(group, "mia")
     html = client.get("/?from=2026-11-01&to=2026-11-02").text
