@@ -24,6 +24,7 @@ def _files_with(pattern: str) -> list[str]:
         (r"THEN 'pending_approval'", "rev_status.sql"),  # the review status as of a time
         (r"THEN evidence_event_ids\[1:", "lnk_causes.sql"),  # a consequence's cause
         (r"k\.rule_id = 'DT-sequence-gap'", "lnk_causes.sql"),
+        (r"avg\(mr\) / 1\.128", "rpt_control_judge.sql"),  # Laney's sigma_z: a store's charts and a group's
     ],
 )
 def test_a_read_side_rule_is_written_in_one_sql_file(pattern: str, home: str) -> None:
@@ -37,6 +38,8 @@ def test_a_read_side_rule_is_written_in_one_sql_file(pattern: str, home: str) ->
         ("inc_findings.sql", "rev_status.sql"),
         ("rpt_findings.sql", "lnk_causes.sql"),
         ("sum_findings_rows.sql", "lnk_causes.sql"),
+        ("rpt_control_chart.sql", "rpt_control_judge.sql"),
+        ("rpt_control_given.sql", "rpt_control_judge.sql"),
     ],
 )
 def test_both_readers_of_a_rule_splice_in_the_same_file(user: str, included: str) -> None:
