@@ -272,13 +272,16 @@ def control_points(views: list[PropertyView], slot: str) -> list[dict[str, Any]]
     Raises:
         ValueError: ``slot`` is neither ``day`` nor ``week``.
     """
-    from zoneinfo import ZoneInfo
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     if slot not in ("day", "week"):
         raise ValueError(f"a group's chart is by day or week, not {slot}")
     points: dict[tuple[str, datetime], dict[str, Any]] = {}
     for view in views:
-        zone = ZoneInfo(view.zone or "UTC")
+        try:
+            zone = ZoneInfo(view.zone or "UTC")
+        except (ZoneInfoNotFoundError, ValueError):  # a zone this host does not know: its days in UTC
+            zone = ZoneInfo("UTC")
         for day, counts in view.daily.items():
             start = datetime.strptime(day, "%Y-%m-%d")
             if slot == "week":

@@ -129,6 +129,9 @@ DIGEST = "digest:"
 
 SIGNAL = "signal:"
 """Prefix of a control-chart signal's delivery key in ``notifications.finding_id`` (``signal:<signal ID>``)."""
+SIGNALS_EVERY = timedelta(minutes=1)
+"""How often the charts are drawn again to look for new signals (each look charts the whole floor;
+the notifier's rounds, every second or so, retry deliveries from the latest look)."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +341,7 @@ class Notifier:
         self.con, self.rules, self.smtp, self.console_url = con, list(rules), smtp, console_url
         self.tz = tz
         self.signals = signals
+        self._signals_seen: tuple[datetime, dict[str, dict[str, Any]]] | None = None  # the latest look
         self.digest = digest
         self.lock, self.clock = lock, clock
         self.max_attempts, self.backoff, self.http_timeout = max_attempts, backoff, http_timeout
@@ -424,37 +428,19 @@ class Notifier:
     def signals_due(self) -> list[tuple[str, dict[str, Any], str, int]]:
         """The signal deliveries to attempt now: ``(key, signal, target, attempt number)``: each
         signal of the charts over the last ``lookback`` days whose slot ends after notifications
-        were switched on for the store (no backlog is sent), not yet delivered or given up."""
-        from projections.models.control import ChartSpec, chart, rules_of, signal_id, slots_for
-        from projections.records import baselines
-
+        were switched on for the store (no backlog is sent), not yet delivered or given up. The
+        charts are drawn again at most every :data:`SIGNALS_EVERY`; retries use the latest look."""
         if self.signals is None or not self.signals.targets:
             return []
         now = self.clock()
-        min_rounds, k, h, dealer_slot = self.signals.control
-        steps = {"shift": timedelta(hours=8), "day": timedelta(days=1), "week": timedelta(days=7)}
         cur = self.con.cursor()
         try:
-            mark = cur.execute("SELECT min(set_at) FROM notify_mark").fetchone()
-            since = mark[0] if mark and mark[0] else now
             state = _latest_attempts(cur, SIGNAL)
-            found: dict[str, dict[str, Any]] = {}
-            for kind in ("dealer", "table"):
-                slot = slots_for(kind, dealer_slot)[0]  # type: ignore[arg-type]
-                spec = ChartSpec(kind, slot, "all", min_rounds, k, h, self.signals.zone)
-                try:
-                    baseline = baselines.in_force(cur, spec)
-                    points = chart(cur, spec, now - timedelta(days=self.signals.lookback), now, None, baseline)
-                except duckdb.CatalogException:
-                    return []  # a store without the incidents summary yet: nothing to judge
-                for p in points:
-                    if p["signal"] and p["slot_start_utc"] + steps[slot] > since:
-                        found[SIGNAL + signal_id(spec, p)] = {
-                            **p, "kind": kind, "slot": slot, "zone": self.signals.zone, "rules": rules_of(p),
-                            "baseline": baselines.label(baseline),
-                        }  # fmt: skip
+            if self._signals_seen is None or now - self._signals_seen[0] >= SIGNALS_EVERY:
+                self._signals_seen = (now, self._look_for_signals(cur, now))
         finally:
             cur.close()
+        found = self._signals_seen[1]
         out = []
         for key in sorted(found):
             for target in self.signals.targets:
@@ -462,6 +448,35 @@ class Notifier:
                 if attempt is not None:
                     out.append((key, found[key], target, attempt))
         return out
+
+    def _look_for_signals(self, cur: duckdb.DuckDBPyConnection, now: datetime) -> dict[str, dict[str, Any]]:
+        """The signals of the charts over the last ``lookback`` days whose slot ends after
+        notifications were switched on, by delivery key (empty: a store without the incidents
+        summary yet)."""
+        from projections.models.control import ChartSpec, chart, rules_of, signal_id, slots_for
+        from projections.records import baselines
+
+        assert self.signals is not None
+        min_rounds, k, h, dealer_slot = self.signals.control
+        steps = {"shift": timedelta(hours=8), "day": timedelta(days=1), "week": timedelta(days=7)}
+        mark = cur.execute("SELECT min(set_at) FROM notify_mark").fetchone()
+        since = mark[0] if mark and mark[0] else now
+        found: dict[str, dict[str, Any]] = {}
+        for kind in ("dealer", "table"):
+            slot = slots_for(kind, dealer_slot)[0]  # type: ignore[arg-type]
+            spec = ChartSpec(kind, slot, "all", min_rounds, k, h, self.signals.zone)
+            try:
+                baseline = baselines.in_force(cur, spec)
+                points = chart(cur, spec, now - timedelta(days=self.signals.lookback), now, None, baseline)
+            except duckdb.CatalogException:
+                return {}
+            for p in points:
+                if p["signal"] and p["slot_start_utc"] + steps[slot] > since:
+                    found[SIGNAL + signal_id(spec, p)] = {
+                        **p, "kind": kind, "slot": slot, "zone": self.signals.zone, "rules": rules_of(p),
+                        "baseline": baselines.label(baseline),
+                    }  # fmt: skip
+        return found
 
     def _send_signal(self, sig: Mapping[str, Any], target: str) -> str | None:
         assert self.signals is not None

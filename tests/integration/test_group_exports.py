@@ -210,6 +210,10 @@ def test_group_view_shows_each_property_with_its_own_period_reports_figures(
     for pt in points:
         day = next(v for v in views if v.property_id == pt["subject_id"]).daily[pt["slot_start"].strftime("%Y-%m-%d")]
         assert pt["u"] == pytest.approx(1000 * sum(day[s] for s in SEVERITIES) / day["rounds"], abs=1e-9)
+    from dataclasses import replace as replaced
+
+    unknown = [replaced(v, zone="Mars/Olympus_Mons") for v in views]  # a zone this host lacks: no crash
+    assert [p["slot_start_utc"].hour for p in group_chart(unknown, "day")] == [0] * len(points)
     weeks = group_chart(views, "week")  # Sunday 1 November ends a week, Monday the 2nd begins one
     assert [(p["subject_id"], p["slot_start"].strftime("%Y-%m-%d")) for p in weeks] == [
         (v.property_id, w) for v in views for w in ("2026-10-26", "2026-11-02")
