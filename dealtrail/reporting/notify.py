@@ -40,6 +40,7 @@ import httpx
 
 from projections.display.timefmt import show
 from projections.models import incidents, reviews
+from projections.models.control import ControlArgs
 from projections.records import staff
 from streams.engine.catalog import RULES_BY_ID
 
@@ -147,7 +148,7 @@ class SignalConfig:
     """
 
     targets: tuple[str, ...]
-    control: tuple[int, float, float, str]
+    control: ControlArgs
     zone: str = "UTC"
     lookback: int = 35
     property_name: str | None = None
@@ -463,7 +464,7 @@ class Notifier:
         since = mark[0] if mark and mark[0] else now
         found: dict[str, dict[str, Any]] = {}
         for kind in ("dealer", "table"):
-            slot = slots_for(kind, dealer_slot)[0]  # type: ignore[arg-type]
+            slot = slots_for(kind, dealer_slot)[0]
             spec = ChartSpec(kind, slot, "all", min_rounds, k, h, self.signals.zone)
             try:
                 baseline = baselines.in_force(cur, spec)
