@@ -157,7 +157,7 @@ def router(console: Console) -> APIRouter:
             summary=spec.summary if spec else "",
             evidence=[e for e in found if e["event_id"] in evidence_ids],
             remedy_events=[e for e in found if e["event_id"] in remedy_ids],
-            late_remedies=late_remedies(con, finding_id, console.config.remedy_window),
+            late_remedies=late_remedies(con, finding_id, console.config.remedy_window, f["status"]),
             layout=_round_layout(replayed),
             investigation=replay_pages.investigation(con, f, case_rows, replayed, replay_note, config.tz),
             history=reviews.history(con, finding_id),

@@ -25,19 +25,26 @@ REMEDY_TYPES = (
 ``WagerSettled``, which only a push makes a remedy)."""
 
 
-def late_remedies(con: duckdb.DuckDBPyConnection, finding_id: str, window: timedelta) -> list[dict[str, Any]]:
+def late_remedies(
+    con: duckdb.DuckDBPyConnection, finding_id: str, window: timedelta, status: str | None = None
+) -> list[dict[str, Any]]:
     """The remedy events of an overdue finding's round recorded after the remedy window.
 
     Args:
         con: a connection to the store (read-only is enough).
         finding_id: the finding (its latest generation's revisions are read).
         window: the remedy window in force (``DEALTRAIL_REMEDY_WINDOW``).
+        status: the finding's remedy status as the caller read it from the incidents read model
+            (the finding page has it): anything but ``overdue`` answers at once, without reading
+            the store; None reads it here.
 
     Returns:
         One dict per event, in seq order: ``event_id``, ``type``, ``occurred_at`` and
         ``delay_seconds`` (after the finding was raised). Empty when the finding is not overdue,
         prescribes no remedy or names no round.
     """
+    if status is not None and status != "overdue":
+        return []
     # the finding first: most are not overdue, and then no event is read at all
     found = con.execute(
         """SELECT any_value(table_id), any_value(round_id), arg_max(status, revision),

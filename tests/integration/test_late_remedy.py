@@ -65,6 +65,9 @@ def test_a_remedy_recorded_after_the_window_is_shown_beside_the_overdue_finding(
             "SELECT DISTINCT finding_id FROM findings WHERE rule_id = 'TCP-679a.9-f-wrong-deck'"
         ).fetchall()[0]
         late = late_remedies(store.con, fid, WINDOW)
+        # the page passes the status it read: overdue reads the same events, anything else none
+        assert late_remedies(store.con, fid, WINDOW, "overdue") == late
+        assert late_remedies(store.con, fid, WINDOW, "remedied") == []
     finally:
         store.close()
     assert [e["type"] for e in late] == ["RoundVoided", "WagersReturned", "DeckRemoved"]
