@@ -24,7 +24,9 @@ them in); the view's reads are figures, not findings.
 With the console's directory client (:class:`GroupDirectory`), people sign in with the casino's
 directory too (OpenID Connect, the console's :class:`~dealtrail.console.oidc.Directory`: the
 authorization code flow with PKCE, the ID token checked), their role from their groups: a
-director group's member is a director, a property's manager group's member manages it.
+director group's member is a director, a property's manager group's member manages it. The
+directory's back-channel logout (``/auth/backchannel-logout``, OpenID Connect Back-Channel Logout
+1.0, the token checked as the console checks it) ends that person's sessions here at once.
 
 The group is read again when a page asks for a period whose reading is older than
 ``refresh`` (``DEALTRAIL_GROUP__REFRESH_SECONDS``), so the pages stay fast while each
@@ -228,6 +230,8 @@ class _Session:
     user: GroupUser
     began: datetime
     last: datetime
+    subject: tuple[str, str] | None = None  # (issuer, sub) of a directory sign-in
+    directory_sid: str | None = None  # the directory's session ID (``sid``) of that sign-in
 
 
 @dataclass(frozen=True)
@@ -278,11 +282,19 @@ class GroupSessions:
     _open: dict[str, _Session] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def begin(self, request: Request, user: GroupUser) -> None:
-        """Start a session for ``user``: a new cookie (no fixation of an earlier one) and CSRF token."""
+    def begin(
+        self,
+        request: Request,
+        user: GroupUser,
+        subject: tuple[str, str] | None = None,
+        directory_sid: str | None = None,
+    ) -> None:
+        """Start a session for ``user``: a new cookie (no fixation of an earlier one) and CSRF token.
+        ``subject`` (issuer, sub) and ``directory_sid``: the directory sign-in it came from, which a
+        back-channel logout names (:meth:`end_directory`)."""
         sid, now = secrets.token_urlsafe(32), self.clock()
         with self._lock:
-            self._open[sid] = _Session(user, now, now)
+            self._open[sid] = _Session(user, now, now, subject, directory_sid)
         request.session.clear()
         request.session.update({"sid": sid, "csrf": secrets.token_urlsafe(32)})
 
@@ -293,6 +305,22 @@ class GroupSessions:
             s = self._open.pop(sid, None) if isinstance(sid, str) else None
         request.session.clear()
         return s.user.name if s is not None else None
+
+    def end_directory(self, issuer: str, sub: str | None, directory_sid: str | None) -> list[str]:
+        """End every session begun by a directory sign-in of ``issuer`` whose subject is ``sub``
+        or whose directory session is ``directory_sid`` (a back-channel logout names either or
+        both); the names of the sessions ended (one per session)."""
+
+        def named(s: _Session) -> bool:
+            if s.subject is None or s.subject[0] != issuer:
+                return False
+            return (sub is not None and s.subject[1] == sub) or (
+                directory_sid is not None and s.directory_sid == directory_sid
+            )
+
+        with self._lock:
+            gone = [k for k, s in self._open.items() if named(s)]
+            return [self._open.pop(k).user.name for k in gone]
 
     def user(self, request: Request) -> GroupUser | None:
         """The signed-in user of ``request``, or None (no session, ended, idle or too old)."""
@@ -603,7 +631,8 @@ def _directory_routes(
     access: Callable[..., None],
 ) -> None:
     """``/auth/login`` and ``/auth/callback``: the authorization code flow with PKCE, as the
-    console runs it (:mod:`dealtrail.console.directory_pages`), the role from the groups."""
+    console runs it (:mod:`dealtrail.console.directory_pages`), the role from the groups; and
+    ``/auth/backchannel-logout``, which ends a person's sessions when the directory says so."""
     from itsdangerous import BadSignature, URLSafeTimedSerializer
 
     from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS
@@ -667,7 +696,9 @@ def _directory_routes(
                         request, "none of your directory groups is mapped to the group view: ask for one", who=who
                     )
                 else:
-                    sessions.begin(request, user)
+                    sid = claims.get("sid")
+                    subject = (str(claims["iss"]), str(claims["sub"]))
+                    sessions.begin(request, user, subject, sid if isinstance(sid, str) else None)
                     access("login_succeeded", user.name, "ok", f"directory {d.config.issuer}, subject {claims['sub']}")
                     # a page of this site that goes on: the strict session cookie is not sent along
                     # the redirect of a navigation that began at the directory's site
@@ -675,6 +706,29 @@ def _directory_routes(
                     response = render(request, "directory_continue.html.j2", None, target=target)
         response.delete_cookie(LOGIN_COOKIE, path="/auth/callback")
         return response
+
+    @app.post("/auth/backchannel-logout", include_in_schema=False)
+    def backchannel_logout(logout_token: Annotated[str, Form(max_length=20_000)]) -> Response:
+        """The directory's back-channel logout (Back-Channel Logout 1.0): the token checked as the
+        console checks it (:meth:`Directory.logout_claims`), then every session here of its
+        subject or its directory session ends; 400 with the reason for a token refused."""
+        now = sessions.clock().timestamp()
+        try:
+            claims = d.logout_claims(logout_token, now)
+        except (RefusedError, DirectoryError) as exc:
+            access("directory_logout", "directory", "refused", str(exc)[:300])
+            return Response(
+                str(exc)[:300], status_code=400, media_type="text/plain", headers={"Cache-Control": "no-store"}
+            )
+        d.signed_out(claims, now)
+        sub, sid = claims.get("sub"), claims.get("sid")
+        ended = sessions.end_directory(
+            str(claims["iss"]), sub if isinstance(sub, str) else None, sid if isinstance(sid, str) else None
+        )
+        who = ended[0] if ended else "directory"
+        detail = f"subject {sub or '-'}, session {sid or '-'}: {len(ended)} session(s) ended"
+        access("directory_logout", who, "ok", detail)
+        return Response(status_code=200, headers={"Cache-Control": "no-store"})
 
 
 class _ClientAddress:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -434,7 +435,8 @@ def test_a_managers_listed_property_without_export_or_key_is_named_on_her_floor(
 
 def _directory_client(group: Group) -> tuple[TestClient, dict[str, Any]]:
     """The view with the directory sign-in only; the directory is an httpx mock transport that
-    issues an ID token (signed here with joserfc) for the person in ``person``."""
+    issues an ID token (signed here with joserfc) for the person in ``person``; ``person["_logout"]``
+    signs a logout token with the directory's key (its claims as keyword arguments)."""
 
     import httpx
     from joserfc import jwt
@@ -457,8 +459,16 @@ def _directory_client(group: Group) -> tuple[TestClient, dict[str, Any]]:
         if path.endswith("/token"):
             now = int(NOW.timestamp())  # the view's clock
             claims = {"iss": issuer, "aud": "group-view", "iat": now, "exp": now + 300, **person}
-            return httpx.Response(200, json={"id_token": jwt.encode({"alg": "RS256", "kid": "k1"}, claims, key)})
+            body = {k: v for k, v in claims.items() if not k.startswith("_")}
+            return httpx.Response(200, json={"id_token": jwt.encode({"alg": "RS256", "kid": "k1"}, body, key)})
         return httpx.Response(404)
+
+    def logout(signer: RSAKey = key, **claims: Any) -> str:
+        now = int(NOW.timestamp())  # the view's clock
+        event = {"http://schemas.openid.net/event/backchannel-logout": {}}
+        body = {"iss": issuer, "aud": "group-view", "iat": now, "jti": f"j-{time.monotonic_ns()}", "events": event}
+        body |= claims
+        return jwt.encode({"alg": "RS256", "kid": "k1", "typ": "logout+jwt"}, body, signer)
 
     config = DirectoryConfig(issuer=issuer, client_id="group-view", client_secret="s")
     directory = GroupDirectory(
@@ -468,6 +478,7 @@ def _directory_client(group: Group) -> tuple[TestClient, dict[str, Any]]:
     )
     reader = GroupReader(group.location, group.keys, timedelta(seconds=60), lambda: NOW)
     app = create_group_app(reader, {}, "s" * 48, SecurityPolicy(), echo=lambda _: None, directory=directory)
+    person["_logout"] = logout
     return TestClient(app), person
 
 
@@ -478,8 +489,10 @@ def _directory_sign_in(client: TestClient, person: dict[str, Any], sub: str, gro
     assert start.status_code == 303
     asked = parse_qs(urlparse(start.headers["location"]).query)
     assert asked["code_challenge_method"] == ["S256"]
+    logout = person.get("_logout")
     person.clear()
     person.update({"sub": sub, "preferred_username": sub, "nonce": asked["nonce"][0], "groups": groups})
+    person.update({"sid": f"kc-{sub}", "_logout": logout})
     return client.get(f"/auth/callback?code=c1&state={asked['state'][0]}", follow_redirects=False)
 
 
@@ -504,6 +517,37 @@ def test_the_directory_sign_in_gives_the_role_of_the_persons_groups(group: Group
     # an error of anyone's wording, in a browser that started no sign-in here, is not shown
     planted = TestClient(client.app).get("/auth/callback?error=Call+0800+now", follow_redirects=False)
     assert planted.status_code == 400 and "0800" not in planted.text
+
+
+def test_a_back_channel_logout_from_the_directory_ends_the_persons_sessions(group: Group) -> None:
+    from joserfc.jwk import RSAKey
+
+    client, person = _directory_client(group)
+    _directory_sign_in(client, person, "ruth", ["river-compliance"])
+    other = TestClient(client.app)  # a second person, in another browser
+    _directory_sign_in(other, person, "dana", ["group-compliance"])
+    assert client.get("/properties/river").status_code == 200 and other.get("/").status_code == 200
+    logout = person["_logout"]
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "k1", "use": "sig", "alg": "RS256"})
+    bad = {
+        "not a logout token of the directory": logout(signer=stranger, sub="ruth"),
+        "must not carry a nonce": logout(sub="ruth", nonce="n"),
+        "neither a subject nor a session": logout(),
+    }
+    for why, token in bad.items():
+        refused = TestClient(client.app).post("/auth/backchannel-logout", data={"logout_token": token})
+        assert refused.status_code == 400 and why in refused.text, refused.text
+    assert client.get("/properties/river").status_code == 200  # nothing ended by a refused token
+    token = logout(sub="ruth")
+    done = TestClient(client.app).post("/auth/backchannel-logout", data={"logout_token": token})  # no cookie
+    assert done.status_code == 200 and done.headers["cache-control"] == "no-store", done.text
+    assert client.get("/properties/river", follow_redirects=False).status_code == 303  # to sign in again
+    assert other.get("/", follow_redirects=False).status_code == 200  # dana's session stands
+    again = TestClient(client.app).post("/auth/backchannel-logout", data={"logout_token": token})
+    assert again.status_code == 400  # a token is good once
+    # by the directory's session alone
+    ended = TestClient(client.app).post("/auth/backchannel-logout", data={"logout_token": logout(sid="kc-dana")})
+    assert ended.status_code == 200 and other.get("/", follow_redirects=False).status_code == 303
 
 
 def test_a_session_ends_when_idle_and_a_form_from_another_site_is_refused(group: Group) -> None:
