@@ -56,7 +56,7 @@ from dealtrail.console import (
     totp,
     workbench,
 )
-from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, query_string
+from dealtrail.console.deps import Console, ConsoleConfig, LoginRequiredError, User, add_security_headers, query_string
 from dealtrail.console.pages import _csv, table_layout
 from dealtrail.console.sessions import new_session_secret
 from projections.display.cards import card_face
@@ -209,15 +209,7 @@ def create_app(
         CONSOLE_SECONDS.observe(time.perf_counter() - began)
         return response
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
-        response: Response = await call_next(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        response.headers["X-Frame-Options"] = "DENY"
-        response.headers.setdefault("Cache-Control", "no-store")
-        return response
+    add_security_headers(app, CSP)
 
     @app.exception_handler(LoginRequiredError)
     async def to_login(request: Request, exc: LoginRequiredError) -> Response:

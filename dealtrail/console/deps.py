@@ -19,9 +19,9 @@ from typing import Annotated, Any
 
 import duckdb
 import jinja2
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from ulid import ULID
 
 from dealtrail.console import auth, guard
@@ -265,6 +265,22 @@ def _origin(request: Request) -> str | None:
     no-referrer``, as the console's are), which then needs the CSRF token."""
     origin = request.headers.get("origin")
     return None if origin is None or origin.strip().lower() == "null" else origin.strip().lower()
+
+
+def add_security_headers(app: FastAPI, csp: str) -> None:
+    """Give every response of ``app`` (a FastAPI app: the console, the group view) the security
+    headers: ``csp`` as its Content-Security-Policy unless the route set its own, ``nosniff``,
+    no referrer, no framing, and ``Cache-Control: no-store`` unless the route set one."""
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        response: Response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", csp)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
 
 
 def own_origin(request: Request) -> str:

@@ -18,7 +18,15 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from dealtrail.console import guard, totp
 from dealtrail.console.deps import Console, Cursor
-from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS, DirectoryError, Person, RefusedError, person_of
+from dealtrail.console.oidc import (
+    LOGIN_COOKIE,
+    LOGIN_SECONDS,
+    DirectoryError,
+    Person,
+    RefusedError,
+    login_redirect,
+    person_of,
+)
 from dealtrail.console.sessions import safe_next
 from schemas.reviews import SignIn
 
@@ -68,17 +76,7 @@ def router(console: Console) -> APIRouter:
         except DirectoryError as exc:
             return refused(request, f"the directory cannot be reached now ({exc})", 503)
         pending["next"] = safe_next(next)
-        response = RedirectResponse(url, status_code=303)
-        response.set_cookie(
-            LOGIN_COOKIE,
-            signer.dumps(pending),
-            max_age=LOGIN_SECONDS,
-            path="/auth/callback",
-            secure=console.config.secure_cookies,
-            httponly=True,
-            samesite="lax",  # the redirect back from the directory's site is a top-level GET: sent
-        )
-        return response
+        return login_redirect(url, signer.dumps(pending), console.config.secure_cookies)
 
     @routes.get("/auth/callback", include_in_schema=False, name="directory_callback")
     def directory_callback(  # noqa: PLR0911 (each refusal answers on its own)

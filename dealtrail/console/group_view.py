@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
 
 from dealtrail.console import auth, health
-from dealtrail.console.deps import _env, _origin, own_origin, query_string
+from dealtrail.console.deps import _env, _origin, add_security_headers, own_origin, query_string
 from dealtrail.console.guard import LoginGuard, SecurityPolicy
 from dealtrail.console.oidc import Directory, DirectoryError, RefusedError
 from dealtrail.console.sessions import safe_next
@@ -445,15 +445,7 @@ def create_group_app(
             out.append(s)
         return out
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
-        response: Response = await call_next(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        response.headers["X-Frame-Options"] = "DENY"
-        response.headers.setdefault("Cache-Control", "no-store")
-        return response
+    add_security_headers(app, CSP)
 
     app.add_middleware(
         SessionMiddleware,
@@ -635,7 +627,7 @@ def _directory_routes(
     ``/auth/backchannel-logout``, which ends a person's sessions when the directory says so."""
     from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-    from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS
+    from dealtrail.console.oidc import LOGIN_COOKIE, LOGIN_SECONDS, login_redirect
 
     d = group_directory.directory
     signer = URLSafeTimedSerializer(session_secret, salt="dealtrail-group-login")
@@ -654,17 +646,7 @@ def _directory_routes(
         except DirectoryError as exc:
             return refused(request, f"the directory cannot be reached now ({exc})", 503)
         pending["next"] = safe_next(next)
-        response = RedirectResponse(url, status_code=303)
-        response.set_cookie(
-            LOGIN_COOKIE,
-            signer.dumps(pending),
-            max_age=LOGIN_SECONDS,
-            path="/auth/callback",
-            secure=secure_cookies,
-            httponly=True,
-            samesite="lax",  # the redirect back from the directory's site is a top-level GET: sent
-        )
-        return response
+        return login_redirect(url, signer.dumps(pending), secure_cookies)
 
     @app.get("/auth/callback", include_in_schema=False, name="group_directory_callback")
     def directory_callback(request: Request, code: str = "", state: str = "", error: str = "") -> Response:

@@ -45,6 +45,7 @@ import httpx
 from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
+from fastapi.responses import RedirectResponse
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -57,6 +58,7 @@ LOGIN_COOKIE = "dealtrail_login"
 """The cookie of the login step alone (state, nonce, PKCE verifier): ``SameSite=Lax``."""
 LOGIN_SECONDS = 600
 """How long a login step may take at the directory (seconds)."""
+
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
 """The event a logout token carries (Back-Channel Logout 1.0, section 2.4)."""
 LOGOUT_MAX_AGE = 600
@@ -70,6 +72,19 @@ unknown key makes the console read them again, but no more often than this (anyo
 logout token)."""
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """The signature algorithms accepted for ID and logout tokens (never ``none``, never a shared key)."""
+
+
+def login_redirect(url: str, pending: str, secure: bool) -> RedirectResponse:
+    """The redirect to the directory's ``url`` that starts a sign-in, carrying the login step's
+    signed state ``pending`` in its own cookie (:data:`LOGIN_COOKIE`): ``SameSite=Lax``, since the
+    redirect back from the directory's site is a top-level GET that must bring it; HTTP-only, for
+    ``/auth/callback`` alone, :data:`LOGIN_SECONDS` long; ``secure``: HTTPS only."""
+    response = RedirectResponse(url, status_code=303)
+    response.set_cookie(
+        LOGIN_COOKIE, pending, max_age=LOGIN_SECONDS, path="/auth/callback", secure=secure, httponly=True,
+        samesite="lax",
+    )  # fmt: skip
+    return response
 
 
 class DirectoryError(Exception):
