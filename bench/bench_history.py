@@ -144,9 +144,10 @@ def store_key(spec: StoreSpec) -> str:
     """The cache folder's name for ``spec`` with the code as it is."""
     # "audit": the audit's options (a store built before it awaited remedies for ever); "clock": the
     # audit's clock (a store built with it at the nominal end lost three tables' last day)
-    options = {"tables": spec.tables, "hours": spec.hours, "seed": SEED, "error_rate": ERROR_RATE,
+    options = {"tables": spec.tables, "hours": float(spec.hours), "seed": SEED, "error_rate": ERROR_RATE,
                "start": spec.start.isoformat(), "audit": "settings' limits",
                "clock": "an hour after the last event"}  # fmt: skip
+    # hours as a float: StoreSpec(8, 24) and StoreSpec(8, 24.0) are one store
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
     return f"{spec.label.replace(' ', '')}-{spec.tables}t-{digest}-{code_version()}"
 
@@ -156,7 +157,7 @@ def events_key(spec: StoreSpec) -> str:
     and a digest of the code that writes it (:data:`SIMULATING` and this bench's merge of the
     simulators' parts), so a change of the engine, audit or store reuses it and one of the
     simulator does not."""
-    options = {"tables": spec.tables, "hours": spec.hours, "seed": SEED, "error_rate": ERROR_RATE,
+    options = {"tables": spec.tables, "hours": float(spec.hours), "seed": SEED, "error_rate": ERROR_RATE,
                "start": spec.start.isoformat()}  # fmt: skip
     digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
     _digest_files(digest, SIMULATING)
