@@ -6,7 +6,8 @@ apply to the redirect back), driven by Debian's Chromium through Playwright.
 A member of the managers' group signs in through Keycloak, lands in the console as a manager and
 approves a reviewer's proposal (the approval names her as issuer + subject); a back-channel logout
 from Keycloak then signs her out of the console at once; a user in no mapped group is refused
-with a page that says why. Skips without Keycloak, Java or Chromium unless
+with a page that says why. The group view signs in through the same Keycloak (its own client) and
+a logout there ends its session too. Skips without Keycloak, Java or Chromium unless
 ``DEALTRAIL_REQUIRE_KEYCLOAK=1`` (CI), which makes those a failure.
 """
 
@@ -32,6 +33,7 @@ from projections.models import reviews
 from projections.models.reviews import FindingFilter, ReviewDue
 from projections.store.store import Store
 from tests.integration.test_console_browser import ARGS, CHROMIUM
+from tests.integration.test_group_serve import Group, make_group
 
 pytestmark = pytest.mark.browser
 
@@ -39,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYCLOAK_PORT = int(os.environ.get("DEALTRAIL_KEYCLOAK_PORT", "28080"))
 CONSOLE_PORT = 28091
 """The console's port: the test realm's redirect URI and back-channel logout URL name it."""
+GROUP_PORT = 28093
+"""The group view's port (the realm's ``dealtrail-group`` client names it)."""
 ISSUER = f"http://localhost:{KEYCLOAK_PORT}/realms/casino"
 CONSOLE = f"http://127.0.0.1:{CONSOLE_PORT}"
 DUE = ReviewDue(voiding=24, integrity=24, procedural=72)
@@ -78,11 +82,11 @@ def keycloak() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve(app: Any) -> Iterator[None]:
-    """The console on 127.0.0.1:CONSOLE_PORT (the realm's redirect and back-channel URLs)."""
+def serve(app: Any, port: int = CONSOLE_PORT) -> Iterator[None]:
+    """The console (or the group view) on 127.0.0.1:``port`` (the realm's redirect and back-channel URLs)."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=CONSOLE_PORT, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -132,15 +136,15 @@ def store(audited_shift: Path, tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def browser_sign_in(page: Any, username: str) -> None:
-    """From the console's login page through Keycloak's form and back."""
-    page.goto(CONSOLE + "/login")
+def browser_sign_in(page: Any, username: str, site: str = CONSOLE) -> None:
+    """From the console's (or ``site``'s) login page through Keycloak's form and back."""
+    page.goto(site + "/login")
     page.click("#directory-sign-in")
     page.wait_for_url(f"http://localhost:{KEYCLOAK_PORT}/**")
     page.fill("#username", username)
     page.fill("#password", PASSWORDS[username])
     page.click("#kc-login")
-    page.wait_for_url(CONSOLE + "/**")
+    page.wait_for_url(site + "/**")
     page.wait_for_load_state()
 
 
@@ -224,6 +228,61 @@ def test_a_manager_signs_in_through_keycloak_approves_and_a_back_channel_logout_
             assert "no group that dealtrail maps to a role" in text and "cafeteria" in text
             page.goto(f"{CONSOLE}/findings")
             assert "/login" in page.url
+            ctx.close()
+        finally:
+            browser.close()
+
+
+@pytest.fixture()
+def group(tmp_path: Path) -> Group:
+    """The small group of ``test_group_serve`` (two properties' exports, their keys)."""
+    return make_group(tmp_path)
+
+
+def test_the_group_view_signs_in_through_keycloak_and_a_logout_there_ends_its_session(
+    keycloak: str, group: Group
+) -> None:
+    if not Path(CHROMIUM).exists():
+        need(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    from datetime import UTC, datetime, timedelta
+
+    from playwright.sync_api import sync_playwright
+
+    from dealtrail.console.group_view import GroupDirectory, GroupReader, create_group_app
+    from dealtrail.console.guard import SecurityPolicy
+    from dealtrail.console.oidc import Directory
+
+    site = f"http://127.0.0.1:{GROUP_PORT}"
+    config = DirectoryConfig(
+        issuer=keycloak, client_id="dealtrail-group", client_secret="dealtrail-group-test-client-secret"
+    )
+    # Keycloak's managers direct the group here; its reviewers manage one property
+    directory = GroupDirectory(
+        Directory(config), frozenset({"dealtrail-managers"}), {"north": frozenset({"dealtrail-reviewers"})}
+    )
+    reader = GroupReader(group.location, group.keys, timedelta(seconds=60), lambda: datetime.now(UTC))
+    lines: list[str] = []
+    app = create_group_app(reader, {}, "g" * 48, SecurityPolicy(), echo=lines.append, directory=directory)
+    with serve(app, GROUP_PORT), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            ctx = browser.new_context()
+            page = ctx.new_page()
+            browser_sign_in(page, "meg", site)
+            page.wait_for_url(site + "/")  # the callback's short page goes on to the floor
+            page.goto(site + "/?from=2026-11-01&to=2026-11-02")
+            html = page.content()
+            assert 'href="/properties/north"' in html and 'href="/properties/river"' in html  # a director
+            assert any("login_succeeded" in line and f"directory {keycloak}" in line for line in lines)
+
+            logout_in_keycloak("meg")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any("directory_logout" in line for line in lines):
+                time.sleep(0.2)
+            ended = [line for line in lines if "directory_logout" in line]
+            assert ended and "1 session(s) ended" in ended[0], lines
+            page.goto(site + "/")
+            assert "/login" in page.url  # signed out of the group view at once
             ctx.close()
         finally:
             browser.close()

@@ -67,11 +67,16 @@ def _tree(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Group:
-    """``north`` (New York, named with markup) and ``river`` (UTC), each simulated from 23:15 local
-    on the first day, audited and exported for both days; one byte of river's second day altered."""
+    """The small group (:func:`make_group`)."""
+    return make_group(tmp_path_factory.mktemp("group-serve"))
+
+
+def make_group(root: Path) -> Group:
+    """``north`` (New York, named with markup) and ``river`` (UTC) in ``root``, each simulated from
+    23:15 local on the first day, audited and exported for both days; one byte of river's second
+    day altered; ``ghost`` registered without an export."""
     from dealtrail.ingest.audit import audit_file
 
-    root = tmp_path_factory.mktemp("group-serve")
     location = open_location(str(root / "exports"))
     keys = root / "keys"
     keys.mkdir()
