@@ -99,7 +99,7 @@ def main() -> None:
         exports = open_location(str(Path(tmp) / "exports"))
         keys = Path(tmp) / "keys"
         keys.mkdir(mode=0o700)
-        ids, export_s = [], []
+        ids, export_s, exported_days = [], [], set()
         for k in range(args.properties):
             property_id = f"property-{k + 1}"
             bench.SEED = 23 + k  # type: ignore[attr-defined]
@@ -121,6 +121,7 @@ def main() -> None:
                 last = con.execute("SELECT max(recorded_at) FROM events").fetchone()
                 until = (last[0] if last and last[0] else now) + timedelta(days=1)
                 for period in due_days(con, exports, property_id, "UTC", until):
+                    exported_days.add(period.start.date())  # UTC gaming days
                     t0 = time.perf_counter()
                     export_day(con, exports, property_id, period, "UTC", key, now)
                     export_s.append(time.perf_counter() - t0)
@@ -132,7 +133,8 @@ def main() -> None:
         from dealtrail.reporting.group import registered_keys
 
         registered = registered_keys(keys)
-        first, end = "2000-01-01", "9999-01-01"
+        # the period the exports cover, as a manager would ask for it (the report's heading says it)
+        first, end = min(exported_days).isoformat(), (max(exported_days) + timedelta(days=1)).isoformat()
         timings = {}
         for label, chosen in ((f"{len(ids)} properties", registered), ("1 property", {ids[0]: registered[ids[0]]})):
             t0 = time.perf_counter()
