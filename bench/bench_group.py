@@ -17,7 +17,7 @@ Prints on stdout::
   group export s per property-day (max): N
   group report s (P properties): N                        verify and read every export, write the report
   group report s (1 property): N                          the same for the first property alone
-  group report / one property: N                          the ratio (target: within 1.5)
+  group report / one property: N                          the ratio (grows with the property-days; target 30 s)
   group view reading s (P properties): N                 one reading of the whole period: list, verify, sum
   group pages p95 ms (cached, P properties): N            the slowest p95 of the group view's floor and a
   group pages p95 ms (cached, 1 property): N                property's page (by day, by week), signed in,
